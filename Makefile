@@ -1,0 +1,107 @@
+# ftllm: one Makefile.
+#   make              build bin/ftllm (CPU)            make test    set up, build, run all tests
+#   make run          set up, build, train inputs/default.ini
+#   make bench        benchmarks (perf/)               make fuzz    libFuzzer on the deck parser
+#   make DEBUG=1      -O0 with address+undefined sanitizers; SAN=address (or thread, ...) alone
+#   make deps         install missing Debian packages (scripts/install-deps)
+# Variables you may set: OPT (default -O2 -march=native), CFLAGS_EXTRA, LDFLAGS_EXTRA, NP (ranks
+# for make run), FUZZ_SECONDS. Objects go to build/<variant>/, so variants never mix.
+
+CC       := mpicc
+OPT      ?= -O2 -march=native
+DEBUG    ?= 0
+SAN      ?=
+CUDA     ?= 0
+NP       ?= 1
+FUZZ_SECONDS ?= 120
+
+ifeq ($(DEBUG),1)
+  OPT := -O0
+  SAN := address,undefined
+endif
+ifneq ($(CUDA),0)
+  $(error CUDA=1: the CUDA backend (cuda/, NCCL) is not built yet; build without CUDA=1)
+endif
+
+comma    := ,
+VARIANT  := $(if $(filter 1,$(DEBUG)),debug,$(if $(SAN),san-$(subst $(comma),-,$(SAN)),release))
+BUILD    := build/$(VARIANT)
+SANFLAGS := $(if $(SAN),-fsanitize=$(SAN) -fno-omit-frame-pointer -fno-sanitize-recover=undefined)
+
+PKGS     := inih
+PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
+PKG_LIBS   := $(shell pkg-config --libs $(PKGS) 2>/dev/null)
+
+CFLAGS   := -std=c11 -D_POSIX_C_SOURCE=200809L -D_DEFAULT_SOURCE $(OPT) -g -Wall -Wextra \
+            -Wshadow -Wno-unused-parameter -Iinclude $(PKG_CFLAGS) $(SANFLAGS) $(CFLAGS_EXTRA)
+LDFLAGS  := $(SANFLAGS) $(LDFLAGS_EXTRA)
+LDLIBS   := $(PKG_LIBS) -lm
+
+LIB_SRC  := $(filter-out src/main.c,$(wildcard src/*.c))
+LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/%.o)
+LIB      := $(BUILD)/libftllm.a
+TEST_SRC := $(wildcard tests/test_*.c)
+TEST_BIN := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
+TEST_HELPER := $(BUILD)/tests/ft_test.o
+
+.PHONY: all run test test-run bench fuzz deps clean inputs-doc FORCE
+all: bin/ftllm
+
+# Every variant links its own binary; bin/ftllm is a copy of the last one built.
+$(BUILD)/ftllm: $(BUILD)/src/main.o $(LIB)
+	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+bin/ftllm: $(BUILD)/ftllm FORCE
+	@mkdir -p bin
+	@cmp -s $< $@ || cp $< $@
+
+$(LIB): $(LIB_OBJ)
+	@rm -f $@
+	ar rcs $@ $^
+
+$(BUILD)/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -MMD -MP -c -o $@ $<
+
+$(BUILD)/tests/%: $(BUILD)/tests/%.o $(TEST_HELPER) $(LIB)
+	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS) $(shell pkg-config --libs cmocka 2>/dev/null)
+
+deps:
+	@scripts/install-deps
+
+# `make run` and `make test` install what is missing first, then build in a fresh make (so the
+# libraries' pkg-config flags are read after the install).
+run: deps
+	@$(MAKE) --no-print-directory bin/ftllm
+	mpiexec -n $(NP) bin/ftllm train inputs/default.ini
+
+test: deps
+	@$(MAKE) --no-print-directory test-run
+
+test-run: bin/ftllm $(TEST_BIN)
+	@$(MAKE) --no-print-directory SAN=address build/san-address/ftllm
+	@tests/run.sh $(BUILD) build/san-address/ftllm
+
+bench: deps
+	@$(MAKE) --no-print-directory bin/ftllm
+	@echo "bench: no benchmarks yet (they arrive with the training issue)"
+
+# libFuzzer on the deck parser (clang); corpus in tests/fuzz/corpus, findings in build/fuzz/.
+fuzz: deps
+	@mkdir -p build/fuzz
+	clang -std=c11 -D_POSIX_C_SOURCE=200809L -D_DEFAULT_SOURCE -g -O1 -Iinclude \
+	  $(shell mpicc -show | grep -o -- '-I[^ ]*') $(PKG_CFLAGS) \
+	  -fsanitize=fuzzer,address,undefined -o build/fuzz/fuzz_deck tests/fuzz/fuzz_deck.c \
+	  src/deck.c $(PKG_LIBS) -lm
+	build/fuzz/fuzz_deck -max_total_time=$(FUZZ_SECONDS) -max_len=4096 \
+	  -artifact_prefix=build/fuzz/ tests/fuzz/corpus
+
+# inputs/README.md is generated from the key table; `make test` checks it is current.
+inputs-doc: bin/ftllm
+	bin/ftllm help deck --markdown > inputs/README.md
+
+clean:
+	rm -rf build bin
+
+FORCE:
+
+-include $(shell find build -name '*.d' 2>/dev/null)

@@ -1,0 +1,20 @@
+/* cli.h: the command line. `ftllm VERB [args]`; each verb is one function with this signature,
+ * listed in the table in cli.c. Verbs are collective over comm: every rank runs the same verb
+ * with the same arguments and returns the same exit code (enum ft_exit). */
+#ifndef FTLLM_CLI_H
+#define FTLLM_CLI_H
+
+#include <mpi.h>
+
+typedef int (*FtVerbFn)(int argc, char **argv, MPI_Comm comm);
+
+/* Runs the verb named by argv[1]; returns the process exit code. */
+int cli_main(int argc, char **argv, MPI_Comm comm);
+
+/* Verbs (argv[0] is the verb's name). */
+int verb_train(int argc, char **argv, MPI_Comm comm);
+
+/* Prints a one-line user error on rank 0 (stderr), exactly as given. */
+void cli_error(MPI_Comm comm, const char *msg);
+
+#endif

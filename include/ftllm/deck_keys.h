@@ -1,0 +1,118 @@
+/* deck_keys.h: every input-deck key, one line each. This table is the single source of truth:
+ * it generates struct ft_config's fields, drives parsing and range checks, `ftllm help deck`,
+ * inputs/README.md, the startup echo of the resolved deck and the copy stored in checkpoints.
+ *
+ * Adding a key is one line in its section's list:
+ *   K(section, name, TYPE, "default", min, max, "choices", flags, "help")
+ * TYPE: INT (long long), REAL (double), BOOL (bool), STR (char[FT_DECK_STR_MAX]),
+ *       ENUM (int index into the '|'-separated choices; keep the C enum below in the same order).
+ * min/max bound INT and REAL values (inclusive unless a GT_MIN / LT_MAX flag says otherwise).
+ * flags: FT_KEY_AUTO      the value `auto` is accepted and stored as FT_AUTO (-1);
+ *        FT_KEY_RESERVED  the feature behind the key is not built yet: only the default is
+ *                         accepted, anything else is an error that says so;
+ *        FT_KEY_GT_MIN / FT_KEY_LT_MAX  exclusive bounds.
+ * Every section needs at least one key. */
+#ifndef FTLLM_DECK_KEYS_H
+#define FTLLM_DECK_KEYS_H
+
+/* S(section, "help") in the order they are documented and echoed. */
+#define FT_DECK_SECTIONS(S)                                                                      \
+    S(run, "what the run is: name, seed, logging, threads")                                      \
+    S(model, "the GPT-2 style model: sizes of every dimension")                                  \
+    S(parallel, "decomposition over ranks: world = dp x pp x ep x tp")                           \
+    S(train, "optimizer, schedule, batch and activation checkpointing")                          \
+    S(data, "token shards (llm.c format) for training and validation")                           \
+    S(dmr, "dual modular redundancy against silent data corruption (SpareTrain)")                \
+    S(spare, "stacked data-parallel shards and reordering against failed ranks (SPARe)")         \
+    S(checkpoint, "parallel HDF5 checkpoints: where, how often, how many to keep")               \
+    S(faults, "injected faults: SDC bit flips and fail-stop events")                             \
+    S(cluster, "the cluster that `optimize` and `simulate` plan for")                            \
+    S(perf, "timers and hardware counters")
+
+#define FT_KEYS_run(K)                                                                           \
+    K(run, name, STR, "ftllm", 0, 0, "", 0, "run name, used in log lines and file names")        \
+    K(run, seed, INT, "1337", 0, 2147483647, "", 0,                                              \
+      "seed of every random stream (initialization, data order, sampling)")                      \
+    K(run, log_level, ENUM, "info", 0, 0, "error|warn|info|debug", 0,                            \
+      "how much rank 0 prints")                                                                  \
+    K(run, threads, INT, "0", 0, 4096, "", 0,                                                    \
+      "OpenMP/BLAS threads per rank; 0 = OMP_NUM_THREADS or the runtime's default")
+
+#define FT_KEYS_model(K)                                                                         \
+    K(model, layers, INT, "4", 1, 4096, "", 0, "transformer blocks (L)")                         \
+    K(model, heads, INT, "4", 1, 4096, "", 0, "attention heads (NH)")                            \
+    K(model, channels, INT, "128", 1, 1048576, "", 0,                                            \
+      "model width (C); a multiple of model.heads")                                              \
+    K(model, vocab, INT, "256", 2, 16777216, "", 0,                                              \
+      "vocabulary size (V): 256 for the byte tokenizer, 50257 for GPT-2")                        \
+    K(model, vocab_pad, INT, "128", 1, 65536, "", 0,                                             \
+      "pad the vocabulary up to a multiple of this (Vp; llm.c pads 50257 to 50304)")             \
+    K(model, seq_len, INT, "64", 1, 1048576, "", 0,                                              \
+      "maximum sequence length (T), the size of the position table")
+
+#define FT_KEYS_parallel(K)                                                                      \
+    K(parallel, tp, INT, "1", 1, 1048576, "", 0, "tensor-parallel width")                        \
+    K(parallel, pp, INT, "1", 1, 1048576, "", 0, "pipeline-parallel stages")                     \
+    K(parallel, dp, INT, "1", 1, 1048576, "", 0, "data-parallel replicas")                       \
+    K(parallel, ep, INT, "1", 1, 1048576, "", 0, "expert-parallel width")                        \
+    K(parallel, microbatches, INT, "1", 1, 1048576, "", 0,                                       \
+      "micro-batches per step on each data-parallel rank")
+
+#define FT_KEYS_train(K)                                                                         \
+    K(train, steps, INT, "20", 0, 1e15, "", 0, "optimizer steps to run")                         \
+    K(train, batch, INT, "4", 1, 1048576, "", 0, "sequences per micro-batch (B)")                \
+    K(train, lr, REAL, "6e-4", 0, 10, "", 0, "peak learning rate")                               \
+    K(train, lr_min_frac, REAL, "0.1", 0, 1, "", 0,                                              \
+      "final learning rate of the decay, as a fraction of train.lr")                             \
+    K(train, warmup, INT, "0", 0, 1e15, "", 0, "linear warm-up steps")                           \
+    K(train, schedule, ENUM, "cosine", 0, 0, "constant|cosine|linear", 0,                        \
+      "learning-rate decay after warm-up")                                                       \
+    K(train, weight_decay, REAL, "0.1", 0, 1000, "", 0,                                          \
+      "AdamW decoupled weight decay (not applied to biases and LayerNorm)")                      \
+    K(train, beta1, REAL, "0.9", 0, 1, "", FT_KEY_LT_MAX, "AdamW first-moment decay")            \
+    K(train, beta2, REAL, "0.95", 0, 1, "", FT_KEY_LT_MAX, "AdamW second-moment decay")          \
+    K(train, eps, REAL, "1e-8", 0, 1, "", FT_KEY_GT_MIN, "AdamW epsilon")                        \
+    K(train, grad_clip, REAL, "1.0", 0, 1e30, "", 0,                                             \
+      "clip the global gradient norm to this; 0 = no clipping")
+
+#define FT_KEYS_data(K)                                                                          \
+    K(data, train, STR, "data/train_*.bin", 0, 0, "", 0,                                         \
+      "glob of training token shards (llm.c format)")                                            \
+    K(data, val, STR, "data/val_*.bin", 0, 0, "", 0,                                             \
+      "glob of validation token shards; empty = no validation")                              \
+    K(data, shuffle, BOOL, "true", 0, 0, "", 0,                                                  \
+      "shuffle the order of training sequences (seeded from run.seed)")
+
+#define FT_KEYS_dmr(K)                                                                           \
+    K(dmr, mode, ENUM, "off", 0, 0, "off|naive|piggyback|planned", FT_KEY_RESERVED,              \
+      "how operators are executed twice and compared")
+
+#define FT_KEYS_spare(K)                                                                         \
+    K(spare, r, INT, "1", 1, 1024, "", FT_KEY_AUTO | FT_KEY_RESERVED,                            \
+      "redundancy: data shards each replica stacks; auto = the optimizer's choice")
+
+#define FT_KEYS_checkpoint(K)                                                                    \
+    K(checkpoint, dir, STR, "checkpoint", 0, 0, "", 0, "folder of the checkpoint files")         \
+    K(checkpoint, interval, INT, "0", 0, 1e15, "", FT_KEY_AUTO | FT_KEY_RESERVED,                \
+      "steps between checkpoints; 0 = none; auto = the optimizer's choice")                      \
+    K(checkpoint, keep, INT, "2", 1, 1000000, "", 0, "checkpoints kept on disk (newest K)")
+
+#define FT_KEYS_faults(K)                                                                        \
+    K(faults, schedule, STR, "", 0, 0, "", FT_KEY_RESERVED,                                      \
+      "fault schedule file (SDC bit flips, fail-stop events); empty = no faults")
+
+#define FT_KEYS_cluster(K)                                                                       \
+    K(cluster, gpus, INT, "16384", 1, 1e9, "", 0, "GPUs in the cluster")                         \
+    K(cluster, gpus_per_replica, INT, "8", 1, 1e9, "", 0,                                        \
+      "GPUs holding one model copy (tp x pp x ep)")
+
+#define FT_KEYS_perf(K)                                                                          \
+    K(perf, papi_events, STR, "", 0, 0, "", FT_KEY_RESERVED,                                     \
+      "comma-separated PAPI events counted per phase")
+
+/* C enums matching the ENUM keys' choices, in the same order. */
+enum ft_schedule { FT_SCHED_CONSTANT, FT_SCHED_COSINE, FT_SCHED_LINEAR };
+enum ft_dmr_mode { FT_DMR_OFF, FT_DMR_NAIVE, FT_DMR_PIGGYBACK, FT_DMR_PLANNED };
+/* run.log_level uses enum ft_log_level from log.h (error|warn|info|debug). */
+
+#endif

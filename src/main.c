@@ -1,0 +1,17 @@
+/* main.c: ftllm's entry point. MPI comes up first and goes down last; everything in between is
+ * a verb (cli.c), so `main` stays a two-line story. */
+#include <mpi.h>
+
+#include "ftllm/cli.h"
+#include "ftllm/log.h"
+
+int main(int argc, char **argv)
+{
+    int rank = 0;
+    MPI_Init(&argc, &argv);
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    log_init(rank, FT_LOG_INFO);
+    int rc = cli_main(argc, argv, MPI_COMM_WORLD);
+    MPI_Finalize();
+    return rc;
+}

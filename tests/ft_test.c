@@ -1,0 +1,63 @@
+/* ft_test.c: see ft_test.h. */
+#include "ft_test.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static int g_rank, g_size;
+
+MPI_Comm ft_test_comm(void) { return MPI_COMM_WORLD; }
+int ft_test_rank(void) { return g_rank; }
+int ft_test_size(void) { return g_size; }
+
+int ft_all(int cond)
+{
+    int in = cond ? 1 : 0, out = 0;
+    MPI_Allreduce(&in, &out, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+    return out;
+}
+
+int ft_same_bytes(const void *buf, size_t len)
+{
+    /* FNV-1a of the bytes, then min == max over ranks */
+    uint64_t h = 1469598103934665603ull;
+    const unsigned char *p = buf;
+    for (size_t i = 0; i < len; i++) h = (h ^ p[i]) * 1099511628211ull;
+    unsigned long long lo = h, hi = h, mn, mx;
+    MPI_Allreduce(&lo, &mn, 1, MPI_UNSIGNED_LONG_LONG, MPI_MIN, MPI_COMM_WORLD);
+    MPI_Allreduce(&hi, &mx, 1, MPI_UNSIGNED_LONG_LONG, MPI_MAX, MPI_COMM_WORLD);
+    return mn == mx;
+}
+
+void ft_tmpfile(const char *text, size_t len, char *buf)
+{
+    char name[64] = "";
+    if (g_rank == 0) {
+        snprintf(name, sizeof name, "/tmp/ft_test_XXXXXX");
+        int fd = mkstemp(name);
+        if (fd < 0 || write(fd, text, len) != (ssize_t)len) {
+            perror("ft_tmpfile");
+            MPI_Abort(MPI_COMM_WORLD, 4);
+        }
+        close(fd);
+    }
+    MPI_Bcast(name, sizeof name, MPI_CHAR, 0, MPI_COMM_WORLD);
+    memcpy(buf, name, sizeof name);
+}
+
+int ft_test_run(int argc, char **argv, const char *name, const struct CMUnitTest *tests, size_t n)
+{
+    MPI_Init(&argc, &argv);
+    MPI_Comm_rank(MPI_COMM_WORLD, &g_rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &g_size);
+    if (g_rank != 0 && !freopen("/dev/null", "w", stdout)) return 1;
+    const char *base = strrchr(name, '/');
+    int failed = _cmocka_run_group_tests(base ? base + 1 : name, tests, n, NULL, NULL);
+    int worst = 0;
+    MPI_Allreduce(&failed, &worst, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+    fflush(stdout);
+    MPI_Finalize();
+    return worst ? 1 : 0;
+}

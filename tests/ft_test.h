@@ -1,0 +1,51 @@
+/* ft_test.h: the small harness every test binary uses (cmocka, in-process, MPI-aware).
+ *
+ * A test file is a list of cmocka tests and one FT_TEST_MAIN(...) line; its header comment says
+ * with how many ranks tests/run.sh runs it, as "ft-test: ranks 1 2 4". MPI is initialized for
+ * every test binary, so the same file runs as 1 rank or under mpiexec -n K.
+ *
+ * Assertions in code that runs on several ranks must be collective: assert_all(cond) is true on
+ * every rank iff cond holds on every rank, so all ranks fail (or pass) together and no rank is
+ * left waiting in a collective. Rank 0 prints cmocka's report; the others are silent on stdout. */
+#ifndef FT_TEST_H
+#define FT_TEST_H
+
+#include <mpi.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+MPI_Comm ft_test_comm(void);
+int ft_test_rank(void);
+int ft_test_size(void);
+
+/* Collective: 1 on every rank iff cond is non-zero on every rank. */
+int ft_all(int cond);
+/* Collective: 1 iff the bytes of buf are equal on every rank. */
+int ft_same_bytes(const void *buf, size_t len);
+
+#define assert_all(cond) assert_true(ft_all((cond) ? 1 : 0))
+
+/* Skips the calling test (collectively) unless the job has at least n ranks. */
+#define ft_require_ranks(n)                                                                    \
+    do {                                                                                       \
+        if (ft_test_size() < (n)) skip();                                                      \
+    } while (0)
+
+/* Writes text to a fresh temporary file on rank 0 and gives every rank its name (collective).
+ * The name lives in buf (at least 64 bytes). */
+void ft_tmpfile(const char *text, size_t len, char *buf);
+
+int ft_test_run(int argc, char **argv, const char *name, const struct CMUnitTest *tests, size_t n);
+
+#define FT_TEST_MAIN(...)                                                                      \
+    int main(int argc, char **argv)                                                            \
+    {                                                                                          \
+        const struct CMUnitTest ft_tests_[] = {__VA_ARGS__};                                   \
+        return ft_test_run(argc, argv, __FILE__, ft_tests_, sizeof ft_tests_ / sizeof ft_tests_[0]); \
+    }
+
+#endif

@@ -1,0 +1,318 @@
+/* test_deck.c: the deck parser and validator, every class of bad input.
+ * ft-test: ranks 1 */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ft_test.h"
+#include "ftllm/deck.h"
+
+static FtConfig g_cfg;
+static char g_err[FT_DECK_ERR_MAX];
+
+/* Parses text as t.ini; returns the status and leaves the message in g_err. */
+static int parse(const char *text)
+{
+    g_err[0] = '\0';
+    return deck_parse(&g_cfg, "t.ini", text, strlen(text), g_err, sizeof g_err);
+}
+
+/* Asserts the deck fails and its one-line message contains want. */
+static void expect_error(const char *text, const char *want)
+{
+    int rc = parse(text);
+    if (rc == 0 || !strstr(g_err, want) || strchr(g_err, '\n'))
+        fprintf(stderr, "deck:\n%s\n  got rc=%d err='%s'\n  want '%s'\n", text, rc, g_err, want);
+    assert_int_equal(rc, -1);
+    assert_non_null(strstr(g_err, want));
+    assert_null(strchr(g_err, '\n'));
+}
+
+static void expect_check_error(const char *text, int nranks, const char *want)
+{
+    assert_int_equal(parse(text), 0);
+    int rc = deck_check(&g_cfg, nranks, g_err, sizeof g_err);
+    if (rc == 0 || !strstr(g_err, want))
+        fprintf(stderr, "deck:\n%s\n  got rc=%d err='%s'\n  want '%s'\n", text, rc, g_err, want);
+    assert_int_equal(rc, -1);
+    assert_non_null(strstr(g_err, want));
+}
+
+static void test_defaults_valid(void **state)
+{
+    (void)state;
+    assert_int_equal(deck_defaults(&g_cfg, g_err, sizeof g_err), 0);
+    assert_int_equal(deck_check(&g_cfg, 1, g_err, sizeof g_err), 0);
+    assert_int_equal(g_cfg.model.layers, 4);
+    assert_int_equal(g_cfg.parallel.tp, 1);
+    assert_string_equal(g_cfg.run.name, "ftllm");
+    assert_int_equal(g_cfg.train.schedule, FT_SCHED_COSINE);
+    assert_int_equal(g_cfg.src[FT_KEY_model_layers].kind, FT_SRC_DEFAULT);
+}
+
+static void test_parse_good(void **state)
+{
+    (void)state;
+    const char *deck = "\xEF\xBB\xBF; a comment\n"
+                       "# another comment\n"
+                       "[run]\n"
+                       "name = my run   \n"
+                       "log_level = DEBUG\n"
+                       "\n"
+                       "[model]\r\n"
+                       "  layers=6 ; inline comment\r\n"
+                       "heads = 3\n"
+                       "channels = 96\n"
+                       "[train]\n"
+                       "lr = 3e-4\n"
+                       "beta2 = 0.999\n"
+                       "schedule = linear\n"
+                       "[model]\n"
+                       "seq_len = 32\n";
+    assert_int_equal(parse(deck), 0);
+    assert_string_equal(g_cfg.run.name, "my run");
+    assert_int_equal(g_cfg.run.log_level, 3);
+    assert_int_equal(g_cfg.model.layers, 6);
+    assert_int_equal(g_cfg.model.heads, 3);
+    assert_int_equal(g_cfg.model.seq_len, 32);
+    assert_true(g_cfg.train.lr == 3e-4);
+    assert_true(g_cfg.train.beta2 == 0.999);
+    assert_int_equal(g_cfg.train.schedule, FT_SCHED_LINEAR);
+    assert_int_equal(g_cfg.src[FT_KEY_model_layers].kind, FT_SRC_DECK);
+    assert_int_equal(g_cfg.src[FT_KEY_model_layers].line, 8);
+    assert_int_equal(g_cfg.src[FT_KEY_model_seq_len].line, 16);
+    assert_int_equal(deck_check(&g_cfg, 1, g_err, sizeof g_err), 0);
+}
+
+static void test_empty_and_comments_only(void **state)
+{
+    (void)state;
+    assert_int_equal(parse(""), 0);
+    assert_int_equal(parse("; nothing\n\n# here\n"), 0);
+    assert_int_equal(g_cfg.model.layers, 4);
+}
+
+static void test_unknown_section(void **state)
+{
+    (void)state;
+    expect_error("[model]\nlayers = 2\n[modle]\n", "t.ini:3: unknown section [modle] (did you mean [model]?)");
+    expect_error("[zzzzzz]\n", "t.ini:1: unknown section [zzzzzz]; sections are:");
+    expect_error("[model\nlayers=2\n", "t.ini:1: expected ']'");
+    expect_error("[model] junk\n", "t.ini:1: unexpected text after [model]");
+    expect_error("[]\n", "t.ini:1: unknown section []");
+}
+
+static void test_unknown_key(void **state)
+{
+    (void)state;
+    expect_error("[model]\nlayres = 2\n", "t.ini:2: unknown key 'layres' in [model] (did you mean 'layers'?)");
+    expect_error("[model]\nlr = 0.1\n", "t.ini:2: unknown key 'lr' in [model] (did you mean [train] lr?)");
+    expect_error("[model]\nqqqqqqqqqq = 1\n", "t.ini:2: unknown key 'qqqqqqqqqq' in [model];");
+    expect_error("layers = 2\n", "t.ini:1: 'layers' is outside any section; put it under [model]");
+    expect_error("wibble = 2\n", "t.ini:1: 'wibble' is outside any section");
+}
+
+static void test_wrong_types(void **state)
+{
+    (void)state;
+    expect_error("[model]\nlayers = abc\n", "t.ini:2: model.layers: expected an integer, got 'abc'");
+    expect_error("[model]\nlayers = 1.5\n", "model.layers: expected an integer, got '1.5'");
+    expect_error("[model]\nlayers = 0x10\n", "expected an integer");
+    expect_error("[model]\nlayers = 4 # c\n", "expected an integer, got '4 # c'");
+    expect_error("[model]\nlayers =\n", "t.ini:2: model.layers: empty value");
+    expect_error("[train]\nlr = fast\n", "train.lr: expected a real number, got 'fast'");
+    expect_error("[train]\nlr = nan\n", "train.lr: expected a real number");
+    expect_error("[train]\nlr = 0x1p-3\n", "train.lr: expected a real number");
+    expect_error("[train]\nlr = inf\n", "train.lr = inf is out of range");
+    expect_error("[train]\nschedule = fast\n", "train.schedule: expected one of constant|cosine|linear, got 'fast'");
+    expect_error("[run]\nlog_level = 3\n", "run.log_level: expected one of error|warn|info|debug");
+    /* a long bad value is shortened in the message */
+    expect_error("[model]\nlayers = aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\n", "...'");
+}
+
+static void test_bool_values(void **state)
+{
+    (void)state;
+    const char *yes[] = {"true", "YES", "on", "1"}, *no[] = {"false", "No", "OFF", "0"};
+    char deck[64];
+    for (int i = 0; i < 4; i++) {
+        snprintf(deck, sizeof deck, "[data]\nshuffle = %s\n", no[i]);
+        assert_int_equal(parse(deck), 0);
+        assert_false(g_cfg.data.shuffle);
+        snprintf(deck, sizeof deck, "[data]\nshuffle = %s\n", yes[i]);
+        assert_int_equal(parse(deck), 0);
+        assert_true(g_cfg.data.shuffle);
+    }
+    expect_error("[data]\nshuffle = maybe\n", "t.ini:2: data.shuffle: expected true or false, got 'maybe'");
+}
+
+static void test_out_of_range(void **state)
+{
+    (void)state;
+    expect_error("[model]\nlayers = 0\n", "t.ini:2: model.layers = 0 is out of range: expected an integer in [1..4096]");
+    expect_error("[model]\nlayers = -3\n", "out of range");
+    expect_error("[model]\nlayers = 99999999999999999999999\n", "out of range");
+    expect_error("[train]\nlr = -1\n", "train.lr = -1 is out of range: expected a number in [0..10]");
+    expect_error("[train]\nlr = 1e400\n", "train.lr = 1e400 is out of range");
+    expect_error("[train]\nbeta1 = 1\n", "train.beta1 = 1 is out of range: expected a number in [0..1)");
+    expect_error("[train]\neps = 0\n", "train.eps = 0 is out of range: expected a number in (0..1]");
+    assert_int_equal(parse("[train]\nlr = 1e-400\n"), 0); /* underflow is zero, in range */
+    assert_true(g_cfg.train.lr == 0.0);
+}
+
+static void test_duplicates_and_syntax(void **state)
+{
+    (void)state;
+    expect_error("[model]\nlayers = 2\nheads = 2\nlayers = 3\n", "t.ini:4: model.layers is set twice (first at line 2");
+    /* an indented line is a key of its own, not a continuation of the previous value */
+    assert_int_equal(parse("[model]\nlayers = 2\n  heads = 2\n\t[train]\n  lr = 0.5\n"), 0);
+    assert_int_equal(g_cfg.model.layers, 2);
+    assert_int_equal(g_cfg.model.heads, 2);
+    assert_true(g_cfg.train.lr == 0.5);
+    expect_error("[model]\nlayers\n", "t.ini:2: expected 'key = value', '[section]' or a comment, got 'layers'");
+    expect_error("[model]\n= 3\n", "t.ini:2:");
+}
+
+static void test_line_limits_and_binary(void **state)
+{
+    (void)state;
+    char big[400];
+    memset(big, 'a', sizeof big);
+    memcpy(big, "[run]\nname = ", 13);
+    big[sizeof big - 2] = '\n';
+    big[sizeof big - 1] = '\0';
+    expect_error(big, "t.ini:2: line is longer than");
+    static const char nul[] = "[model]\nlayers = 2\0junk\n";
+    g_err[0] = '\0';
+    assert_int_equal(deck_parse(&g_cfg, "t.ini", nul, sizeof nul - 1, g_err, sizeof g_err), -1);
+    assert_non_null(strstr(g_err, "t.ini:2: NUL byte"));
+    /* random binary bytes: an error, never a crash */
+    char bin[512];
+    unsigned s = 12345;
+    for (size_t i = 0; i < sizeof bin; i++) s = s * 1103515245u + 12345u, bin[i] = (char)(s >> 16);
+    g_err[0] = '\0';
+    assert_int_equal(deck_parse(&g_cfg, "t.ini", bin, sizeof bin, g_err, sizeof g_err), -1);
+    assert_true(strncmp(g_err, "t.ini:", 6) == 0);
+}
+
+static void test_reserved_and_auto(void **state)
+{
+    (void)state;
+    expect_error("[dmr]\nmode = naive\n", "t.ini:2: dmr.mode = naive: not implemented yet (only the default 'off' is accepted)");
+    assert_int_equal(parse("[dmr]\nmode = OFF\n"), 0);
+    expect_error("[spare]\nr = auto\n", "spare.r = auto: not implemented yet");
+    expect_error("[spare]\nr = 0\n", "spare.r = 0 is out of range: expected an integer in [1..1024] or auto");
+    expect_error("[checkpoint]\ninterval = auto\n", "checkpoint.interval = auto: not implemented yet");
+    expect_error("[faults]\nschedule = f.txt\n", "faults.schedule = f.txt: not implemented yet");
+}
+
+static void test_cross_checks(void **state)
+{
+    (void)state;
+    expect_check_error("[model]\nheads = 4\nchannels = 130\n", 1,
+                       "t.ini:3: model.channels = 130 is not a multiple of model.heads = 4 (model.heads: t.ini:2)");
+    expect_check_error("[model]\nchannels = 130\n", 1, "t.ini:2: model.channels = 130 is not a multiple of model.heads = 4 (model.heads: default)");
+    expect_check_error("[parallel]\ntp = 3\n", 0, "t.ini:2: model.heads = 4 cannot be split over parallel.tp = 3");
+    expect_check_error("[model]\nlayers=3\n[parallel]\npp = 2\n", 0, "t.ini:4: model.layers = 3 cannot be split over parallel.pp = 2 stages");
+}
+
+static void test_cross_world(void **state)
+{
+    (void)state;
+    expect_check_error("[parallel]\ntp = 2\n", 1,
+                       "t.ini:2: the layout dp x pp x ep x tp = 1 x 1 x 1 x 2 = 2 ranks, but the job has 1");
+    assert_int_equal(parse("[parallel]\ntp = 2\ndp = 2\n"), 0);
+    assert_int_equal(deck_check(&g_cfg, 4, g_err, sizeof g_err), 0);
+    expect_check_error("[train]\nsteps = 10\nwarmup = 20\n", 1, "t.ini:3: train.warmup = 20 is longer than the run");
+    expect_check_error("[cluster]\ngpus = 4\ngpus_per_replica = 8\n", 1, "t.ini:3: cluster.gpus_per_replica = 8 exceeds cluster.gpus = 4");
+}
+
+static void test_overrides(void **state)
+{
+    (void)state;
+    assert_int_equal(parse("[model]\nlayers = 2\n"), 0);
+    assert_int_equal(deck_override(&g_cfg, "model.layers=8", 1, g_err, sizeof g_err), 0);
+    assert_int_equal(g_cfg.model.layers, 8);
+    assert_int_equal(g_cfg.src[FT_KEY_model_layers].kind, FT_SRC_CMDLINE);
+    assert_int_equal(deck_override(&g_cfg, " train.lr = 0.5 ", 2, g_err, sizeof g_err), 0);
+    assert_true(g_cfg.train.lr == 0.5);
+    assert_int_equal(deck_override(&g_cfg, "model.layers=3", 3, g_err, sizeof g_err), 0);
+    assert_int_equal(g_cfg.model.layers, 3); /* the later override wins */
+    assert_int_equal(deck_override(&g_cfg, "model.layers", 4, g_err, sizeof g_err), -1);
+    assert_non_null(strstr(g_err, "command line override 4: expected section.key=value, got 'model.layers'"));
+    assert_int_equal(deck_override(&g_cfg, "layers=3", 5, g_err, sizeof g_err), -1);
+    assert_non_null(strstr(g_err, "expected section.key=value"));
+    assert_int_equal(deck_override(&g_cfg, "model.layres=3", 6, g_err, sizeof g_err), -1);
+    assert_non_null(strstr(g_err, "command line override 6 'model.layres=3': unknown key 'layres' in [model] (did you mean 'layers'?)"));
+    assert_int_equal(deck_override(&g_cfg, "model.layers=x", 7, g_err, sizeof g_err), -1);
+    assert_non_null(strstr(g_err, "model.layers: expected an integer, got 'x'"));
+    char longv[400] = "run.name=";
+    memset(longv + 9, 'n', 300);
+    longv[309] = '\0';
+    assert_int_equal(deck_override(&g_cfg, longv, 8, g_err, sizeof g_err), -1);
+    assert_non_null(strstr(g_err, "run.name: value is longer than 255 characters"));
+    /* a cross-check failure caused by an override names the override */
+    assert_int_equal(deck_override(&g_cfg, "model.channels=130", 9, g_err, sizeof g_err), 0);
+    assert_int_equal(deck_check(&g_cfg, 1, g_err, sizeof g_err), -1);
+    assert_non_null(strstr(g_err, "command line override 9: model.channels = 130"));
+}
+
+/* The printed resolved deck parses back to the same values. */
+static void test_print_roundtrip(void **state)
+{
+    (void)state;
+    const char *deck = "[run]\nname = round trip\nseed = 7\n[model]\nlayers = 6\nheads = 6\n"
+                       "channels = 384\n[train]\nlr = 0.1\nbeta2 = 0.98765432123456789\n"
+                       "schedule = constant\n[data]\nval =\n";
+    assert_int_equal(parse(deck), 0);
+    FtConfig a = g_cfg;
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    deck_print(f, &a);
+    fclose(f);
+    FtConfig b;
+    assert_int_equal(deck_parse(&b, "printed.ini", buf, len, g_err, sizeof g_err), 0);
+    int nkeys;
+    const FtDeckKey *keys = deck_keys(&nkeys);
+    for (int i = 0; i < nkeys; i++) {
+        char va[FT_DECK_STR_MAX], vb[FT_DECK_STR_MAX];
+        deck_format_value(&a, &keys[i], va, sizeof va);
+        deck_format_value(&b, &keys[i], vb, sizeof vb);
+        assert_string_equal(va, vb);
+    }
+    assert_true(a.train.beta2 == b.train.beta2);
+    assert_string_equal(b.data.val, "");
+    free(buf);
+}
+
+static void test_help_lists_every_key(void **state)
+{
+    (void)state;
+    for (int md = 0; md < 2; md++) {
+        char *buf = NULL;
+        size_t len = 0;
+        FILE *f = open_memstream(&buf, &len);
+        deck_help(f, md);
+        fclose(f);
+        int nkeys;
+        const FtDeckKey *keys = deck_keys(&nkeys);
+        for (int i = 0; i < nkeys; i++) {
+            char want[96];
+            snprintf(want, sizeof want, md ? "| `%s` |" : "  %s ", keys[i].name);
+            assert_non_null(strstr(buf, want));
+            assert_non_null(strstr(buf, keys[i].help));
+        }
+        free(buf);
+    }
+}
+
+FT_TEST_MAIN(cmocka_unit_test(test_defaults_valid), cmocka_unit_test(test_parse_good),
+             cmocka_unit_test(test_empty_and_comments_only), cmocka_unit_test(test_unknown_section),
+             cmocka_unit_test(test_unknown_key), cmocka_unit_test(test_wrong_types),
+             cmocka_unit_test(test_bool_values), cmocka_unit_test(test_out_of_range),
+             cmocka_unit_test(test_duplicates_and_syntax),
+             cmocka_unit_test(test_line_limits_and_binary),
+             cmocka_unit_test(test_reserved_and_auto), cmocka_unit_test(test_cross_checks),
+             cmocka_unit_test(test_cross_world), cmocka_unit_test(test_overrides),
+             cmocka_unit_test(test_print_roundtrip), cmocka_unit_test(test_help_lists_every_key))
