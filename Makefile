@@ -31,11 +31,17 @@ SANFLAGS := $(if $(SAN),-fsanitize=$(SAN) -fno-omit-frame-pointer -fno-sanitize-
 PKGS     := inih
 PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS   := $(shell pkg-config --libs $(PKGS) 2>/dev/null)
+# OpenBLAS, the OpenMP build (it shares OpenMP's thread pool instead of bringing a second one);
+# the run path makes the loader pick it over the pthread build that libopenblas.so.0 points to.
+BLAS_DIR := /usr/lib/x86_64-linux-gnu/openblas-openmp
+BLAS_INC := $(firstword $(wildcard /usr/include/x86_64-linux-gnu/openblas-pthread) /usr/include/openblas)
+BLAS_LIBS := -L$(BLAS_DIR) -l:libopenblas.so.0 -Wl,-rpath,$(BLAS_DIR)
 
 CFLAGS   := -std=c11 -D_POSIX_C_SOURCE=200809L -D_DEFAULT_SOURCE $(OPT) -g -Wall -Wextra \
-            -Wshadow -Wno-unused-parameter -Iinclude $(PKG_CFLAGS) $(SANFLAGS) $(CFLAGS_EXTRA)
-LDFLAGS  := $(SANFLAGS) $(LDFLAGS_EXTRA)
-LDLIBS   := $(PKG_LIBS) -lm
+            -Wshadow -Wno-unused-parameter -fopenmp -Iinclude -I$(BLAS_INC) $(PKG_CFLAGS) \
+            $(SANFLAGS) $(CFLAGS_EXTRA)
+LDFLAGS  := -fopenmp $(SANFLAGS) $(LDFLAGS_EXTRA)
+LDLIBS   := $(PKG_LIBS) $(BLAS_LIBS) -lm
 
 LIB_SRC  := $(filter-out src/main.c,$(wildcard src/*.c))
 LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/%.o)
@@ -43,8 +49,10 @@ LIB      := $(BUILD)/libftllm.a
 TEST_SRC := $(wildcard tests/test_*.c)
 TEST_BIN := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
 TEST_HELPER := $(BUILD)/tests/ft_test.o
+BENCH_SRC := $(wildcard perf/bench_*.c)
+BENCH_BIN := $(BENCH_SRC:perf/%.c=$(BUILD)/perf/%)
 
-.PHONY: all run test test-run bench fuzz deps clean inputs-doc FORCE
+.PHONY: all run test test-run bench bench-run fuzz deps clean inputs-doc FORCE
 all: bin/ftllm
 
 # Every variant links its own binary; bin/ftllm is a copy of the last one built.
@@ -65,6 +73,9 @@ $(BUILD)/%.o: %.c
 $(BUILD)/tests/%: $(BUILD)/tests/%.o $(TEST_HELPER) $(LIB)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS) $(shell pkg-config --libs cmocka 2>/dev/null)
 
+$(BUILD)/perf/%: $(BUILD)/perf/%.o $(LIB)
+	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+
 deps:
 	@scripts/install-deps
 
@@ -81,9 +92,11 @@ test-run: bin/ftllm $(TEST_BIN)
 	@$(MAKE) --no-print-directory SAN=address build/san-address/ftllm
 	@tests/run.sh $(BUILD) build/san-address/ftllm
 
+# Benchmarks: every perf/bench_*.c is built and perf/bench.sh runs them (and perf/bench_*.sh).
 bench: deps
-	@$(MAKE) --no-print-directory bin/ftllm
-	@echo "bench: no benchmarks yet (they arrive with the training issue)"
+	@$(MAKE) --no-print-directory bench-run
+bench-run: bin/ftllm $(BENCH_BIN)
+	@perf/bench.sh $(BUILD)
 
 # libFuzzer on the deck parser (clang); corpus in tests/fuzz/corpus, findings in build/fuzz/.
 fuzz: deps
