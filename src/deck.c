@@ -117,6 +117,15 @@ static const FtDeckKey *closest_key(const char *section, const char *name)
     return best;
 }
 
+/* Makes a message one printable line: control characters (a newline inside a command-line
+ * argument, a stray carriage return or escape byte in a deck) become '?'. */
+static int one_line(char *msg)
+{
+    for (char *q = msg; *q; q++)
+        if ((unsigned char)*q < 0x20 || *q == 0x7f) *q = '?';
+    return -1;
+}
+
 /* ---- values ----------------------------------------------------------------------------- */
 
 static void trim_copy(char *dst, size_t cap, const char *src)
@@ -545,7 +554,7 @@ int deck_parse(FtConfig *cfg, const char *path, const char *text, size_t len, ch
     snprintf(cfg->path, sizeof cfg->path, "%s", path);
     struct parse_ctx c = {.cfg = cfg, .p = text, .end = text + len, .err = err, .errlen = errlen};
     int rc = ini_parse_stream(reader, &c, handler, &c);
-    if (c.failed) return -1;
+    if (c.failed) return one_line(err);
     if (rc == -2) {
         snprintf(err, errlen, "%s: out of memory while parsing", path);
         return -1;
@@ -555,7 +564,7 @@ int deck_parse(FtConfig *cfg, const char *path, const char *text, size_t len, ch
         line_text(text, len, rc, lt, sizeof lt);
         fail(&c, rc, "expected 'key = value', '[section]' or a comment, got '%s'",
              shorten(lt, sb, sizeof sb));
-        return -1;
+        return one_line(err);
     }
     return 0;
 }
@@ -569,7 +578,7 @@ int deck_override(FtConfig *cfg, const char *arg, int index, char *err, size_t e
     if (!eq || !dot || dot > eq) {
         snprintf(err, errlen, "command line override %d: expected section.key=value, got '%s'",
                  index, shown);
-        return -1;
+        return one_line(err);
     }
     char section[64], name[64], raw[64];
     snprintf(raw, sizeof raw, "%.*s", (int)(dot - arg < 63 ? dot - arg : 63), arg);
@@ -580,7 +589,7 @@ int deck_override(FtConfig *cfg, const char *arg, int index, char *err, size_t e
     int id = apply(cfg, section, name, eq + 1, e, sizeof e);
     if (id < 0) {
         snprintf(err, errlen, "command line override %d '%s': %s", index, shown, e);
-        return -1;
+        return one_line(err);
     }
     cfg->src[id] = (struct ft_key_src){FT_SRC_CMDLINE, index};
     return 0;
@@ -606,7 +615,7 @@ static int cross_fail(const FtConfig *cfg, int a, int b, char *err, size_t errle
     va_end(ap);
     snprintf(err, errlen, "%s%s (%s.%s: %s)", pre, msg, g_keys[at == a ? b : a].section,
              g_keys[at == a ? b : a].name, other);
-    return -1;
+    return one_line(err);
 }
 
 #define KID(sec, name) FT_KEY_##sec##_##name
@@ -652,7 +661,7 @@ int deck_check(const FtConfig *cfg, int nranks, char *err, size_t errlen)
                      "%sthe layout dp x pp x ep x tp = %lld x %lld x %lld x %lld = %.0Lf ranks, "
                      "but the job has %d (HINT: change parallel.dp or mpiexec -n)",
                      pre, p->dp, p->pp, p->ep, p->tp, world, nranks);
-            return -1;
+            return one_line(err);
         }
     }
     return 0;

@@ -251,6 +251,10 @@ static void test_overrides(void **state)
     longv[309] = '\0';
     assert_int_equal(deck_override(&g_cfg, longv, 8, g_err, sizeof g_err), -1);
     assert_non_null(strstr(g_err, "run.name: value is longer than 255 characters"));
+    /* a newline inside an argument never splits the message */
+    assert_int_equal(deck_override(&g_cfg, "model.layers=2\nx", 10, g_err, sizeof g_err), -1);
+    assert_null(strchr(g_err, '\n'));
+    assert_non_null(strstr(g_err, "got '2?x'"));
     /* a cross-check failure caused by an override names the override */
     assert_int_equal(deck_override(&g_cfg, "model.channels=130", 9, g_err, sizeof g_err), 0);
     assert_int_equal(deck_check(&g_cfg, 1, g_err, sizeof g_err), -1);
