@@ -117,4 +117,7 @@ clean:
 
 FORCE:
 
+# keep objects that chained rules would otherwise delete as intermediates
+.SECONDARY:
+
 -include $(shell find build -name '*.d' 2>/dev/null)
