@@ -1,0 +1,105 @@
+/* comm.h: the collectives and point-to-point messages ftllm needs, behind one interface.
+ *
+ * An FtComm wraps a communicator (a grid dimension) with a backend: MPI now (host buffers), NCCL
+ * with the CUDA backend later (device buffers), both filling the same table of operations
+ * (struct ft_comm_backend in comm_impl.h). Every operation is non-blocking and returns a request
+ * that can be tested; the "blocking" calls are the non-blocking call plus comm_wait(). The wait
+ * is this module's own loop of test + poll hook + sched_yield(), never a blocking MPI call:
+ * MPICH busy-polls, and with more ranks than cores a blocking call starves the rank it waits
+ * for (DESIGN.md, measured: 500 all-reduces of 256 KB on 8 ranks, 46 s blocking vs 0.46 s with
+ * the loop). The poll hook is where the executor runs useful work (deferred DMR checkers) while
+ * a message is in flight.
+ *
+ * Errors: communicators get MPI_ERRORS_RETURN, and any failed call dies through the one error
+ * path naming the operation and the communicator ("allreduce on dp: ..."). Each FtComm keeps
+ * counters (calls, bytes, seconds spent waiting) for the timeline report.
+ *
+ * Unless noted, every call is collective over the FtComm and needs equal counts and dtypes on
+ * every rank. Buffers must stay valid until the request completes. */
+#ifndef FTLLM_COMM_H
+#define FTLLM_COMM_H
+
+#include <mpi.h>
+#include <stdbool.h>
+#include <stddef.h>
+
+enum ft_dtype { FT_F32, FT_F64, FT_I32, FT_I64, FT_U8 };
+size_t comm_dtype_size(enum ft_dtype t);
+
+/* Pass as the send buffer for an in-place all-reduce (the data is in recv). */
+#define FT_IN_PLACE ((const void *)1)
+
+typedef struct ft_comm FtComm;
+
+/* A request: one operation in flight. Plain value, owned by the caller. */
+typedef struct ft_req {
+    MPI_Request mpi;
+    FtComm *comm;
+    const char *op; /* "allreduce", "send", ... for messages and the timeline */
+    size_t bytes;
+    bool active;
+} FtReq;
+
+/* Called between tests while a request is in flight; returns true if it did useful work (then
+ * the wait loop tests again at once instead of yielding). */
+typedef struct ft_poll {
+    bool (*fn)(void *arg);
+    void *arg;
+} FtPoll;
+
+typedef struct ft_comm_stats {
+    long calls;
+    double bytes;
+    double wait_s; /* time inside comm_wait/comm_waitall */
+} FtCommStats;
+
+/* Wraps comm (not duplicated: the caller keeps ownership of the MPI communicator, whose error
+ * handler becomes MPI_ERRORS_RETURN so that failures reach the one error path) with the MPI
+ * backend. name ("tp", "dp", ...) appears in messages. Collective. */
+FtComm *comm_create_mpi(MPI_Comm comm, const char *name);
+void comm_destroy(FtComm *c);
+
+int comm_rank(const FtComm *c);
+int comm_size(const FtComm *c);
+const char *comm_name(const FtComm *c);
+FtCommStats comm_stats(const FtComm *c);
+
+/* Non-blocking operations; each starts the operation and fills *req. */
+void comm_iallreduce_sum(FtComm *c, const void *send, void *recv, size_t count, enum ft_dtype t,
+                         FtReq *req);
+void comm_ireduce_scatter_sum(FtComm *c, const void *send, void *recv, size_t recvcount,
+                              enum ft_dtype t, FtReq *req); /* send: size * recvcount */
+void comm_iallgather(FtComm *c, const void *send, void *recv, size_t sendcount, enum ft_dtype t,
+                     FtReq *req); /* recv: size * sendcount */
+void comm_ialltoallv(FtComm *c, const void *send, const int *sendcounts, const int *sdispls,
+                     void *recv, const int *recvcounts, const int *rdispls, enum ft_dtype t,
+                     FtReq *req); /* counts and displacements in elements */
+void comm_ibcast(FtComm *c, void *buf, size_t count, enum ft_dtype t, int root, FtReq *req);
+/* Point to point: not collective. */
+void comm_isend(FtComm *c, const void *buf, size_t count, enum ft_dtype t, int peer, int tag,
+                FtReq *req);
+void comm_irecv(FtComm *c, void *buf, size_t count, enum ft_dtype t, int peer, int tag,
+                FtReq *req);
+
+/* True once req has completed (then it is inactive); never blocks. Not collective. */
+bool comm_test(FtReq *req);
+/* Waits for req (poll may be NULL), or for all n requests. Not collective by themselves. */
+void comm_wait(FtReq *req, const FtPoll *poll);
+void comm_waitall(FtReq *reqs, int n, const FtPoll *poll);
+
+/* Blocking forms: the non-blocking call + comm_wait. */
+void comm_allreduce_sum(FtComm *c, const void *send, void *recv, size_t count, enum ft_dtype t);
+void comm_reduce_scatter_sum(FtComm *c, const void *send, void *recv, size_t recvcount,
+                             enum ft_dtype t);
+void comm_allgather(FtComm *c, const void *send, void *recv, size_t sendcount, enum ft_dtype t);
+void comm_alltoallv(FtComm *c, const void *send, const int *sendcounts, const int *sdispls,
+                    void *recv, const int *recvcounts, const int *rdispls, enum ft_dtype t);
+void comm_bcast(FtComm *c, void *buf, size_t count, enum ft_dtype t, int root);
+void comm_send(FtComm *c, const void *buf, size_t count, enum ft_dtype t, int peer, int tag);
+void comm_recv(FtComm *c, void *buf, size_t count, enum ft_dtype t, int peer, int tag);
+/* An agreement: logical AND / max of one int over every rank (e.g. "did every rank pass"). */
+int comm_all_true(FtComm *c, int value);
+long long comm_max_i64(FtComm *c, long long value);
+double comm_sum_f64(FtComm *c, double value);
+
+#endif

@@ -1,0 +1,41 @@
+/* grid.h: the process grid. world = dp x pp x ep x tp, Megatron order: tp varies fastest, then
+ * ep, then pp, then dp, so a rank's coordinates are
+ *     rank = ((dp_rank * pp + pp_rank) * ep + ep_rank) * tp + tp_rank
+ * and the tp ranks of one layer shard are neighbours (on one node, when nodes are filled in
+ * rank order). A *replica* (SPARe's parallel group) is the tp x pp x ep ranks with one dp
+ * coordinate: they hold one model copy. Dense (non-expert) parameters are replicated over dp and
+ * ep, so their gradients are reduced over the dp x ep ranks with the same (tp, pp) coordinates
+ * (dense_dp); expert parameters only over dp.
+ *
+ * A grid is a value built from any communicator, with no global state, so a later issue can
+ * rebuild it when replicas leave or join. Every function here is collective over the parent
+ * communicator and takes arguments equal on every rank. */
+#ifndef FTLLM_GRID_H
+#define FTLLM_GRID_H
+
+#include <mpi.h>
+#include <stddef.h>
+
+typedef struct ft_grid {
+    MPI_Comm world; /* a duplicate of the parent communicator */
+    int rank, size;
+    int tp, pp, dp, ep;                         /* widths */
+    int tp_rank, pp_rank, dp_rank, ep_rank;     /* this rank's coordinates */
+    MPI_Comm tp_comm, pp_comm, dp_comm, ep_comm; /* the ranks differing only in that coordinate */
+    MPI_Comm replica_comm;                      /* tp x pp x ep ranks of this dp coordinate */
+    MPI_Comm dense_dp_comm;                     /* dp x ep ranks of this (tp, pp) coordinate */
+} FtGrid;
+
+/* Splits parent into the grid. Returns 0, or -1 with a one-line message in err when
+ * tp*pp*dp*ep differs from the number of ranks or a width is < 1 (every rank returns the same
+ * status, since the arguments are equal everywhere). */
+int grid_create(FtGrid *g, MPI_Comm parent, int tp, int pp, int dp, int ep, char *err,
+                size_t errlen);
+
+/* The world rank of the given coordinates. */
+int grid_rank_of(const FtGrid *g, int dp_rank, int pp_rank, int ep_rank, int tp_rank);
+
+/* Frees the communicators; the grid can be created again. */
+void grid_destroy(FtGrid *g);
+
+#endif

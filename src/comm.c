@@ -1,0 +1,214 @@
+/* comm.c: the backend-independent half of FtComm: argument checks, the wait loop (test, poll
+ * hook, sched_yield), blocking forms, small agreements and counters. See comm.h. */
+#include <sched.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "comm_impl.h"
+#include "ftllm/log.h"
+
+size_t comm_dtype_size(enum ft_dtype t)
+{
+    switch (t) {
+    case FT_F32: return 4;
+    case FT_F64: return 8;
+    case FT_I32: return 4;
+    case FT_I64: return 8;
+    case FT_U8: return 1;
+    }
+    return 0;
+}
+
+void comm_check_mpi(const FtComm *c, const char *op, int rc, const char *file, int line)
+{
+    if (rc == MPI_SUCCESS) return;
+    char msg[MPI_MAX_ERROR_STRING] = "";
+    int len = 0;
+    MPI_Error_string(rc, msg, &len);
+    ft_die_at(file, line, "comm", "%s on %s (%d ranks) failed: %s", op, c ? c->name : "?",
+              c ? c->size : 0, msg);
+}
+
+void comm_destroy(FtComm *c)
+{
+    if (!c) return;
+    if (c->be->destroy) c->be->destroy(c);
+    free(c);
+}
+
+int comm_rank(const FtComm *c) { return c->rank; }
+int comm_size(const FtComm *c) { return c->size; }
+const char *comm_name(const FtComm *c) { return c->name; }
+FtCommStats comm_stats(const FtComm *c) { return c->stats; }
+
+static void count_call(FtComm *c, const FtReq *req)
+{
+    c->stats.calls++;
+    c->stats.bytes += (double)req->bytes;
+}
+
+static void check_peer(const FtComm *c, const char *op, int peer)
+{
+    if (peer < 0 || peer >= c->size)
+        FT_DIE("%s on %s: peer %d is not a rank of this communicator (size %d)", op, c->name, peer,
+               c->size);
+}
+
+void comm_iallreduce_sum(FtComm *c, const void *send, void *recv, size_t count, enum ft_dtype t,
+                         FtReq *req)
+{
+    c->be->iallreduce_sum(c, send, recv, count, t, req);
+    count_call(c, req);
+}
+
+void comm_ireduce_scatter_sum(FtComm *c, const void *send, void *recv, size_t recvcount,
+                              enum ft_dtype t, FtReq *req)
+{
+    c->be->ireduce_scatter_sum(c, send, recv, recvcount, t, req);
+    count_call(c, req);
+}
+
+void comm_iallgather(FtComm *c, const void *send, void *recv, size_t sendcount, enum ft_dtype t,
+                     FtReq *req)
+{
+    c->be->iallgather(c, send, recv, sendcount, t, req);
+    count_call(c, req);
+}
+
+void comm_ialltoallv(FtComm *c, const void *send, const int *sendcounts, const int *sdispls,
+                     void *recv, const int *recvcounts, const int *rdispls, enum ft_dtype t,
+                     FtReq *req)
+{
+    c->be->ialltoallv(c, send, sendcounts, sdispls, recv, recvcounts, rdispls, t, req);
+    count_call(c, req);
+}
+
+void comm_ibcast(FtComm *c, void *buf, size_t count, enum ft_dtype t, int root, FtReq *req)
+{
+    check_peer(c, "bcast", root);
+    c->be->ibcast(c, buf, count, t, root, req);
+    count_call(c, req);
+}
+
+void comm_isend(FtComm *c, const void *buf, size_t count, enum ft_dtype t, int peer, int tag,
+                FtReq *req)
+{
+    check_peer(c, "send", peer);
+    c->be->isend(c, buf, count, t, peer, tag, req);
+    count_call(c, req);
+}
+
+void comm_irecv(FtComm *c, void *buf, size_t count, enum ft_dtype t, int peer, int tag,
+                FtReq *req)
+{
+    check_peer(c, "recv", peer);
+    c->be->irecv(c, buf, count, t, peer, tag, req);
+    count_call(c, req);
+}
+
+bool comm_test(FtReq *req)
+{
+    if (!req->active) return true;
+    if (!req->comm->be->test(req)) return false;
+    req->active = false;
+    return true;
+}
+
+void comm_waitall(FtReq *reqs, int n, const FtPoll *poll)
+{
+    double t0 = MPI_Wtime();
+    for (;;) {
+        int pending = 0;
+        for (int i = 0; i < n; i++) pending += !comm_test(&reqs[i]);
+        if (!pending) break;
+        if (poll && poll->fn && poll->fn(poll->arg)) continue;
+        sched_yield();
+    }
+    double dt = MPI_Wtime() - t0;
+    /* the wait is charged to the first request's communicator */
+    if (n > 0 && reqs[0].comm) reqs[0].comm->stats.wait_s += dt;
+}
+
+void comm_wait(FtReq *req, const FtPoll *poll) { comm_waitall(req, 1, poll); }
+
+void comm_allreduce_sum(FtComm *c, const void *send, void *recv, size_t count, enum ft_dtype t)
+{
+    FtReq r;
+    comm_iallreduce_sum(c, send, recv, count, t, &r);
+    comm_wait(&r, NULL);
+}
+
+void comm_reduce_scatter_sum(FtComm *c, const void *send, void *recv, size_t recvcount,
+                             enum ft_dtype t)
+{
+    FtReq r;
+    comm_ireduce_scatter_sum(c, send, recv, recvcount, t, &r);
+    comm_wait(&r, NULL);
+}
+
+void comm_allgather(FtComm *c, const void *send, void *recv, size_t sendcount, enum ft_dtype t)
+{
+    FtReq r;
+    comm_iallgather(c, send, recv, sendcount, t, &r);
+    comm_wait(&r, NULL);
+}
+
+void comm_alltoallv(FtComm *c, const void *send, const int *sendcounts, const int *sdispls,
+                    void *recv, const int *recvcounts, const int *rdispls, enum ft_dtype t)
+{
+    FtReq r;
+    comm_ialltoallv(c, send, sendcounts, sdispls, recv, recvcounts, rdispls, t, &r);
+    comm_wait(&r, NULL);
+}
+
+void comm_bcast(FtComm *c, void *buf, size_t count, enum ft_dtype t, int root)
+{
+    FtReq r;
+    comm_ibcast(c, buf, count, t, root, &r);
+    comm_wait(&r, NULL);
+}
+
+void comm_send(FtComm *c, const void *buf, size_t count, enum ft_dtype t, int peer, int tag)
+{
+    FtReq r;
+    comm_isend(c, buf, count, t, peer, tag, &r);
+    comm_wait(&r, NULL);
+}
+
+void comm_recv(FtComm *c, void *buf, size_t count, enum ft_dtype t, int peer, int tag)
+{
+    FtReq r;
+    comm_irecv(c, buf, count, t, peer, tag, &r);
+    comm_wait(&r, NULL);
+}
+
+int comm_all_true(FtComm *c, int value)
+{
+    /* sum of "false" flags: MPI_SUM keeps the backend table small (no min/max ops needed) */
+    long long bad = value ? 0 : 1;
+    comm_allreduce_sum(c, FT_IN_PLACE, &bad, 1, FT_I64);
+    return bad == 0;
+}
+
+long long comm_max_i64(FtComm *c, long long value)
+{
+    long long *all = malloc(sizeof(long long) * (size_t)c->size);
+    if (!all) FT_DIE("out of memory");
+    comm_allgather(c, &value, all, 1, FT_I64);
+    long long m = all[0];
+    for (int i = 1; i < c->size; i++) m = all[i] > m ? all[i] : m;
+    free(all);
+    return m;
+}
+
+double comm_sum_f64(FtComm *c, double value)
+{
+    /* gathered and summed in rank order, so every rank gets the same bits */
+    double *all = malloc(sizeof(double) * (size_t)c->size);
+    if (!all) FT_DIE("out of memory");
+    comm_allgather(c, &value, all, 1, FT_F64);
+    double s = 0;
+    for (int i = 0; i < c->size; i++) s += all[i];
+    free(all);
+    return s;
+}

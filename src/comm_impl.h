@@ -1,0 +1,42 @@
+/* comm_impl.h (private to comm*.c): the backend table behind FtComm. A backend starts each
+ * operation and tests requests; the generic layer (comm.c) owns the wait loop, the blocking
+ * forms, counters and argument checks. The NCCL backend will fill the same table. */
+#ifndef FTLLM_COMM_IMPL_H
+#define FTLLM_COMM_IMPL_H
+
+#include "ftllm/comm.h"
+
+struct ft_comm_backend {
+    const char *name;
+    void (*iallreduce_sum)(FtComm *c, const void *send, void *recv, size_t count,
+                           enum ft_dtype t, FtReq *req);
+    void (*ireduce_scatter_sum)(FtComm *c, const void *send, void *recv, size_t recvcount,
+                                enum ft_dtype t, FtReq *req);
+    void (*iallgather)(FtComm *c, const void *send, void *recv, size_t sendcount,
+                       enum ft_dtype t, FtReq *req);
+    void (*ialltoallv)(FtComm *c, const void *send, const int *sendcounts, const int *sdispls,
+                       void *recv, const int *recvcounts, const int *rdispls, enum ft_dtype t,
+                       FtReq *req);
+    void (*ibcast)(FtComm *c, void *buf, size_t count, enum ft_dtype t, int root, FtReq *req);
+    void (*isend)(FtComm *c, const void *buf, size_t count, enum ft_dtype t, int peer, int tag,
+                  FtReq *req);
+    void (*irecv)(FtComm *c, void *buf, size_t count, enum ft_dtype t, int peer, int tag,
+                  FtReq *req);
+    bool (*test)(FtReq *req);
+    void (*destroy)(FtComm *c);
+};
+
+struct ft_comm {
+    const struct ft_comm_backend *be;
+    MPI_Comm mpi; /* the communicator (also used by the NCCL backend for set-up) */
+    int rank, size;
+    char name[32];
+    FtCommStats stats;
+    void *ctx; /* backend state */
+};
+
+/* Dies naming the operation and the communicator when rc is not MPI_SUCCESS. */
+void comm_check_mpi(const FtComm *c, const char *op, int rc, const char *file, int line);
+#define COMM_CHECK(c, op, call) comm_check_mpi((c), (op), (call), __FILE__, __LINE__)
+
+#endif

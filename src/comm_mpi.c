@@ -1,0 +1,132 @@
+/* comm_mpi.c: the MPI backend of FtComm (host buffers). Each operation is the matching
+ * non-blocking MPI call; test is MPI_Test. Counts above INT_MAX are refused with a fatal error
+ * naming the operation (no single collective that large is needed: gradient buckets are far
+ * smaller). */
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "comm_impl.h"
+#include "ftllm/log.h"
+
+static MPI_Datatype mpi_type(enum ft_dtype t)
+{
+    switch (t) {
+    case FT_F32: return MPI_FLOAT;
+    case FT_F64: return MPI_DOUBLE;
+    case FT_I32: return MPI_INT32_T;
+    case FT_I64: return MPI_INT64_T;
+    case FT_U8: return MPI_UINT8_T;
+    }
+    FT_DIE("unknown dtype %d", (int)t);
+}
+
+static int icount(const FtComm *c, const char *op, size_t n)
+{
+    if (n > INT_MAX) FT_DIE("%s on %s: count %zu exceeds INT_MAX", op, c->name, n);
+    return (int)n;
+}
+
+static void start(FtReq *req, FtComm *c, const char *op, size_t bytes)
+{
+    req->comm = c;
+    req->op = op;
+    req->bytes = bytes;
+    req->active = true;
+}
+
+static void mpi_iallreduce_sum(FtComm *c, const void *send, void *recv, size_t count,
+                               enum ft_dtype t, FtReq *req)
+{
+    start(req, c, "allreduce", count * comm_dtype_size(t));
+    const void *s = send == FT_IN_PLACE ? MPI_IN_PLACE : send;
+    COMM_CHECK(c, "allreduce",
+               MPI_Iallreduce(s, recv, icount(c, "allreduce", count), mpi_type(t), MPI_SUM, c->mpi,
+                              &req->mpi));
+}
+
+static void mpi_ireduce_scatter_sum(FtComm *c, const void *send, void *recv, size_t recvcount,
+                                    enum ft_dtype t, FtReq *req)
+{
+    start(req, c, "reduce_scatter", recvcount * (size_t)c->size * comm_dtype_size(t));
+    COMM_CHECK(c, "reduce_scatter",
+               MPI_Ireduce_scatter_block(send, recv, icount(c, "reduce_scatter", recvcount),
+                                         mpi_type(t), MPI_SUM, c->mpi, &req->mpi));
+}
+
+static void mpi_iallgather(FtComm *c, const void *send, void *recv, size_t sendcount,
+                           enum ft_dtype t, FtReq *req)
+{
+    start(req, c, "allgather", sendcount * (size_t)c->size * comm_dtype_size(t));
+    int n = icount(c, "allgather", sendcount);
+    COMM_CHECK(c, "allgather",
+               MPI_Iallgather(send, n, mpi_type(t), recv, n, mpi_type(t), c->mpi, &req->mpi));
+}
+
+static void mpi_ialltoallv(FtComm *c, const void *send, const int *sendcounts, const int *sdispls,
+                           void *recv, const int *recvcounts, const int *rdispls, enum ft_dtype t,
+                           FtReq *req)
+{
+    size_t total = 0;
+    for (int i = 0; i < c->size; i++) total += (size_t)sendcounts[i];
+    start(req, c, "alltoallv", total * comm_dtype_size(t));
+    COMM_CHECK(c, "alltoallv",
+               MPI_Ialltoallv(send, sendcounts, sdispls, mpi_type(t), recv, recvcounts, rdispls,
+                              mpi_type(t), c->mpi, &req->mpi));
+}
+
+static void mpi_ibcast(FtComm *c, void *buf, size_t count, enum ft_dtype t, int root, FtReq *req)
+{
+    start(req, c, "bcast", count * comm_dtype_size(t));
+    COMM_CHECK(c, "bcast",
+               MPI_Ibcast(buf, icount(c, "bcast", count), mpi_type(t), root, c->mpi, &req->mpi));
+}
+
+static void mpi_isend(FtComm *c, const void *buf, size_t count, enum ft_dtype t, int peer, int tag,
+                      FtReq *req)
+{
+    start(req, c, "send", count * comm_dtype_size(t));
+    COMM_CHECK(c, "send",
+               MPI_Isend(buf, icount(c, "send", count), mpi_type(t), peer, tag, c->mpi, &req->mpi));
+}
+
+static void mpi_irecv(FtComm *c, void *buf, size_t count, enum ft_dtype t, int peer, int tag,
+                      FtReq *req)
+{
+    start(req, c, "recv", count * comm_dtype_size(t));
+    COMM_CHECK(c, "recv",
+               MPI_Irecv(buf, icount(c, "recv", count), mpi_type(t), peer, tag, c->mpi, &req->mpi));
+}
+
+static bool mpi_test(FtReq *req)
+{
+    int done = 0;
+    COMM_CHECK(req->comm, req->op, MPI_Test(&req->mpi, &done, MPI_STATUS_IGNORE));
+    return done != 0;
+}
+
+static const struct ft_comm_backend g_mpi_backend = {
+    .name = "mpi",
+    .iallreduce_sum = mpi_iallreduce_sum,
+    .ireduce_scatter_sum = mpi_ireduce_scatter_sum,
+    .iallgather = mpi_iallgather,
+    .ialltoallv = mpi_ialltoallv,
+    .ibcast = mpi_ibcast,
+    .isend = mpi_isend,
+    .irecv = mpi_irecv,
+    .test = mpi_test,
+    .destroy = NULL,
+};
+
+FtComm *comm_create_mpi(MPI_Comm mpi, const char *name)
+{
+    FtComm *c = calloc(1, sizeof *c);
+    if (!c) FT_DIE("out of memory");
+    c->be = &g_mpi_backend;
+    c->mpi = mpi;
+    snprintf(c->name, sizeof c->name, "%s", name);
+    FT_CHECK_MPI(MPI_Comm_set_errhandler(mpi, MPI_ERRORS_RETURN));
+    FT_CHECK_MPI(MPI_Comm_rank(mpi, &c->rank));
+    FT_CHECK_MPI(MPI_Comm_size(mpi, &c->size));
+    return c;
+}
