@@ -1,0 +1,105 @@
+/* ops.h: every kernel of the model as an op kind, in one table.
+ *
+ * An op kind has a forward and (where the model needs one) a backward, each a pure function of
+ * the tensors named in its FtOpCall: it reads in[], writes out[], and touches nothing else (no
+ * hidden state, no statics). DMR re-executes any single call and compares output bytes, so:
+ *   - an output is either written (every byte, padding included) or, when its bit in `acc` is
+ *     set, accumulated (out += result). Accumulating outputs are the parameter gradients (zeroed
+ *     once per optimizer step) and the optimizer state; a re-execution of such a call must
+ *     restore the output first (the tape says which outputs accumulate);
+ *   - results are bitwise deterministic for a given thread count: OpenMP loops use static
+ *     schedules, every reduction runs in a fixed order inside one thread (reductions over rows,
+ *     e.g. a bias gradient, are split over columns, never over rows), GEMMs go to OpenBLAS
+ *     (deterministic per thread count, see DESIGN.md).
+ * Each kind also reports FLOPs and bytes moved for a call (for the planner and the benchmark).
+ * The CPU implementation lives in ops_cpu.c; a CUDA backend fills the same table. Where the fast
+ * path differs from the plain loops (the BLAS GEMMs), a naive twin is kept in `fwd_ref`/`bwd_ref`.
+ *
+ * Dimension names: B batch, T sequence, C channels, NH heads, HS = C/NH, V vocab, Vp padded
+ * vocab, N = B*T rows, OC output channels. Argument layout per kind (in / out / d / x):
+ *
+ *   ENCODER     fwd  in: tokens (N int), wte (Vp,C), wpe (maxT,C)     out: x (B,T,C)
+ *                    d: B T C
+ *               bwd  in: dx (B,T,C), tokens (N int)                   out: dwte (Vp,C), dwpe (maxT,C)
+ *                    d: B T C
+ *   LAYERNORM   fwd  in: x (N,C), w (C), b (C)                        out: y (N,C), mean (N), rstd (N)
+ *                    d: N C
+ *               bwd  in: dy (N,C), x, w, mean, rstd, dres (N,C) or NULL
+ *                    out: dx (N,C) = dres + d(LN)/dx, dw (C), db (C)  d: N C
+ *                    (the residual stream's gradient is folded in here, so no op writes a
+ *                    gradient twice and no residual-backward op is needed on the tape)
+ *   MATMUL      fwd  in: x (N,C), w (OC,C), b (OC) or NULL            out: y (N,OC) = x w^T + b
+ *                    d: N C OC
+ *               bwd  in: dy (N,OC), x (N,C), w (OC,C)                 out: dx (N,C) or NULL,
+ *                    dw (OC,C), db (OC) or NULL                       d: N C OC
+ *   ATTENTION   fwd  in: qkv (B,T,3C)                                 out: y (B,T,C), att (B,NH,T,T)
+ *                    d: B T C NH   (causal; att holds the softmax probabilities, zeros above the
+ *                    diagonal)
+ *               bwd  in: dy (B,T,C), qkv, att                         out: dqkv (B,T,3C)
+ *   GELU        fwd  in: x (N)  out: y (N)   d: N   (tanh approximation, as GPT-2)
+ *               bwd  in: dy, x  out: dx
+ *   RESIDUAL    fwd  in: a, b   out: y = a + b   d: N
+ *               bwd  in: dy     out: da, db  (unused by the GPT-2 tape, see LAYERNORM bwd)
+ *   CROSSENT    fwd  in: logits (N,Vp), targets (N int)               out: probs (N,Vp), losses (N)
+ *                    d: N V Vp   (softmax over the first V columns; padding gets probability 0)
+ *               bwd  in: probs, targets                               out: dlogits (N,Vp)
+ *                    d: N V Vp   x[0]: dloss, the gradient of the objective w.r.t. each loss
+ *   LOSSMEAN    fwd  in: losses (N)  out: loss (1 float), mean in double, fixed order.  d: N
+ *   GRADNORM    fwd  in: g (n)  out: sumsq (1 double), over fixed chunks of FT_OPS_CHUNK elements
+ *                    (the result does not even depend on the thread count)   d: n
+ *   ADAMW       fwd  in: g (n)  out: p, m, v (n, updated in place: acc = all)   d: n
+ *                    x: lr, beta1, beta2, eps, weight_decay, 1-beta1^t, 1-beta2^t, grad scale
+ *   MARK        a no-op: tape markers (segment boundaries, communication points)
+ */
+#ifndef FTLLM_OPS_H
+#define FTLLM_OPS_H
+
+#include <stddef.h>
+
+#define FT_OP_MAX_IN 6
+#define FT_OP_MAX_OUT 4
+#define FT_OP_MAX_DIMS 4
+#define FT_OP_MAX_X 8
+#define FT_OPS_CHUNK 65536 /* fixed reduction chunk of GRADNORM */
+
+typedef enum ft_op_kind {
+    FT_OP_ENCODER,
+    FT_OP_LAYERNORM,
+    FT_OP_MATMUL,
+    FT_OP_ATTENTION,
+    FT_OP_GELU,
+    FT_OP_RESIDUAL,
+    FT_OP_CROSSENT,
+    FT_OP_LOSSMEAN,
+    FT_OP_GRADNORM,
+    FT_OP_ADAMW,
+    FT_OP_MARK,
+    FT_OP_NKINDS
+} FtOpKind;
+
+typedef enum ft_op_dir { FT_FWD = 0, FT_BWD = 1 } FtOpDir;
+
+/* One invocation: the tensors, dimensions and scalars an op reads and writes. */
+typedef struct ft_op_call {
+    const void *in[FT_OP_MAX_IN];
+    void *out[FT_OP_MAX_OUT];
+    long long d[FT_OP_MAX_DIMS];
+    double x[FT_OP_MAX_X];
+    unsigned acc; /* bit i set: out[i] accumulates (out += result) */
+} FtOpCall;
+
+typedef void (*FtOpFn)(const FtOpCall *c);
+
+typedef struct ft_op_desc {
+    const char *name;
+    FtOpFn fwd, bwd;         /* bwd NULL: the kind has no backward */
+    FtOpFn fwd_ref, bwd_ref; /* naive twins; NULL where fwd/bwd is already the plain loop */
+    double (*flops)(const FtOpCall *c, FtOpDir dir);
+    double (*bytes)(const FtOpCall *c, FtOpDir dir);
+} FtOpDesc;
+
+/* The CPU table, indexed by FtOpKind. */
+const FtOpDesc *ops_cpu_table(void);
+const FtOpDesc *ops_desc(FtOpKind kind);
+
+#endif

@@ -1,0 +1,573 @@
+/* ops_cpu.c: the CPU implementation of every op kind (ops.h): C + OpenMP, GEMMs via cblas_sgemm.
+ *
+ * Key decisions:
+ *  - Plain loops that read like the math; GEMMs through OpenBLAS (its OpenMP build, so BLAS and
+ *    our loops share one thread pool). matmul keeps a naive twin (matmul_fwd_ref/bwd_ref).
+ *  - Determinism: every `omp for` is schedule(static); every sum is accumulated by one thread in
+ *    a fixed order. Reductions over rows (bias, LayerNorm weight, embedding gradients) are
+ *    parallelised over columns, so even their results do not depend on the thread count; only
+ *    the GEMMs do (OpenBLAS splits K differently per thread count).
+ *  - Outputs are written completely (attention's upper triangle and the padded vocabulary
+ *    columns get zeros), so output bytes never depend on what the buffer held before, except for
+ *    outputs flagged as accumulating (acc bit), which add into what is there.
+ *  - Row statistics (LayerNorm mean/variance, softmax sums, the loss mean) are accumulated in
+ *    double: cheap, and it keeps fp32 results close to the double-precision references.
+ */
+#include "ftllm/ops.h"
+
+#include <cblas.h>
+#include <math.h>
+#include <omp.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ftllm/log.h"
+
+#define ACC(c, i) (((c)->acc >> (i)) & 1u)
+
+/* Columns [lo, hi) of a total of n that thread `id` of `nth` owns (static, contiguous). */
+static void split_range(long long n, int id, int nth, long long *lo, long long *hi)
+{
+    long long q = n / nth, r = n % nth;
+    *lo = id * q + (id < r ? id : r);
+    *hi = *lo + q + (id < r ? 1 : 0);
+}
+
+/* ---- encoder: x[b,t,:] = wte[tokens[b,t],:] + wpe[t,:] ------------------------------------ */
+
+static void encoder_fwd(const FtOpCall *c)
+{
+    const int *tok = c->in[0];
+    const float *wte = c->in[1], *wpe = c->in[2];
+    float *x = c->out[0];
+    long long B = c->d[0], T = c->d[1], C = c->d[2];
+#pragma omp parallel for schedule(static)
+    for (long long bt = 0; bt < B * T; bt++) {
+        long long t = bt % T;
+        const float *e = wte + (size_t)tok[bt] * C, *p = wpe + (size_t)t * C;
+        float *o = x + (size_t)bt * C;
+        for (long long i = 0; i < C; i++) o[i] = e[i] + p[i];
+    }
+}
+
+/* dwte[tok] += dx, dwpe[t] += dx: each thread owns a slice of channels and walks all (b,t) in
+ * order, so the sums into a repeated token's row run in one fixed order. */
+static void encoder_bwd(const FtOpCall *c)
+{
+    const float *dx = c->in[0];
+    const int *tok = c->in[1];
+    float *dwte = c->out[0], *dwpe = c->out[1];
+    long long B = c->d[0], T = c->d[1], C = c->d[2];
+    FT_ASSERT(c->acc == 3u);
+#pragma omp parallel
+    {
+        long long lo, hi;
+        split_range(C, omp_get_thread_num(), omp_get_num_threads(), &lo, &hi);
+        for (long long bt = 0; bt < B * T; bt++) {
+            const float *g = dx + (size_t)bt * C;
+            float *we = dwte + (size_t)tok[bt] * C, *wp = dwpe + (size_t)(bt % T) * C;
+            for (long long i = lo; i < hi; i++) {
+                we[i] += g[i];
+                wp[i] += g[i];
+            }
+        }
+    }
+}
+
+/* ---- layernorm ------------------------------------------------------------------------------ */
+
+static void layernorm_fwd(const FtOpCall *c)
+{
+    const float *x = c->in[0], *w = c->in[1], *b = c->in[2];
+    float *y = c->out[0], *mean = c->out[1], *rstd = c->out[2];
+    long long N = c->d[0], C = c->d[1];
+#pragma omp parallel for schedule(static)
+    for (long long n = 0; n < N; n++) {
+        const float *xr = x + (size_t)n * C;
+        double s = 0;
+        for (long long i = 0; i < C; i++) s += xr[i];
+        float m = (float)(s / C);
+        double v = 0;
+        for (long long i = 0; i < C; i++) {
+            float d = xr[i] - m;
+            v += (double)d * d;
+        }
+        float rs = (float)(1.0 / sqrt(v / C + 1e-5));
+        float *yr = y + (size_t)n * C;
+        for (long long i = 0; i < C; i++) yr[i] = (xr[i] - m) * rs * w[i] + b[i];
+        mean[n] = m;
+        rstd[n] = rs;
+    }
+}
+
+/* dx = dres + rstd * (dnorm - mean(dnorm) - xhat * mean(dnorm * xhat)), dnorm = dy * w;
+ * dw += sum_n dy * xhat, db += sum_n dy (over rows, split by columns). */
+static void layernorm_bwd(const FtOpCall *c)
+{
+    const float *dy = c->in[0], *x = c->in[1], *w = c->in[2], *mean = c->in[3],
+                *rstd = c->in[4], *dres = c->in[5];
+    float *dx = c->out[0], *dw = c->out[1], *db = c->out[2];
+    long long N = c->d[0], C = c->d[1];
+    FT_ASSERT(!ACC(c, 0) && ACC(c, 1) && ACC(c, 2));
+#pragma omp parallel
+    {
+#pragma omp for schedule(static)
+        for (long long n = 0; n < N; n++) {
+            const float *g = dy + (size_t)n * C, *xr = x + (size_t)n * C;
+            float m = mean[n], rs = rstd[n];
+            double s1 = 0, s2 = 0;
+            for (long long i = 0; i < C; i++) {
+                float xh = (xr[i] - m) * rs, dn = g[i] * w[i];
+                s1 += dn;
+                s2 += (double)dn * xh;
+            }
+            float m1 = (float)(s1 / C), m2 = (float)(s2 / C);
+            float *o = dx + (size_t)n * C;
+            const float *r = dres ? dres + (size_t)n * C : NULL;
+            for (long long i = 0; i < C; i++) {
+                float xh = (xr[i] - m) * rs;
+                float v = rs * (g[i] * w[i] - m1 - xh * m2);
+                o[i] = r ? r[i] + v : v;
+            }
+        }
+        long long lo, hi;
+        split_range(C, omp_get_thread_num(), omp_get_num_threads(), &lo, &hi);
+        for (long long n = 0; n < N; n++) {
+            const float *g = dy + (size_t)n * C, *xr = x + (size_t)n * C;
+            float m = mean[n], rs = rstd[n];
+            for (long long i = lo; i < hi; i++) {
+                dw[i] += g[i] * ((xr[i] - m) * rs);
+                db[i] += g[i];
+            }
+        }
+    }
+}
+
+/* ---- matmul: y = x w^T + b ------------------------------------------------------------------- */
+
+static void matmul_fwd(const FtOpCall *c)
+{
+    const float *x = c->in[0], *w = c->in[1], *b = c->in[2];
+    float *y = c->out[0];
+    int N = (int)c->d[0], C = (int)c->d[1], OC = (int)c->d[2];
+    if (b) {
+#pragma omp parallel for schedule(static)
+        for (long long n = 0; n < N; n++) memcpy(y + (size_t)n * OC, b, sizeof(float) * OC);
+    }
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, N, OC, C, 1.0f, x, C, w, C,
+                b ? 1.0f : 0.0f, y, OC);
+}
+
+/* dx (+)= dy w; dw += dy^T x; db += sum_n dy (split by columns). */
+static void matmul_bwd(const FtOpCall *c)
+{
+    const float *dy = c->in[0], *x = c->in[1], *w = c->in[2];
+    float *dx = c->out[0], *dw = c->out[1], *db = c->out[2];
+    int N = (int)c->d[0], C = (int)c->d[1], OC = (int)c->d[2];
+    FT_ASSERT(ACC(c, 1) && (!db || ACC(c, 2)));
+    if (dx)
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, N, C, OC, 1.0f, dy, OC, w, C,
+                    ACC(c, 0) ? 1.0f : 0.0f, dx, C);
+    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, OC, C, N, 1.0f, dy, OC, x, C, 1.0f, dw,
+                C);
+    if (db) {
+#pragma omp parallel
+        {
+            long long lo, hi;
+            split_range(OC, omp_get_thread_num(), omp_get_num_threads(), &lo, &hi);
+            for (long long n = 0; n < N; n++) {
+                const float *g = dy + (size_t)n * OC;
+                for (long long o = lo; o < hi; o++) db[o] += g[o];
+            }
+        }
+    }
+}
+
+/* The naive twins: the same math as three plain loops (float accumulation in index order). */
+static void matmul_fwd_ref(const FtOpCall *c)
+{
+    const float *x = c->in[0], *w = c->in[1], *b = c->in[2];
+    float *y = c->out[0];
+    long long N = c->d[0], C = c->d[1], OC = c->d[2];
+#pragma omp parallel for schedule(static)
+    for (long long n = 0; n < N; n++)
+        for (long long o = 0; o < OC; o++) {
+            float s = b ? b[o] : 0.0f;
+            for (long long i = 0; i < C; i++) s += x[n * C + i] * w[o * C + i];
+            y[n * OC + o] = s;
+        }
+}
+
+static void matmul_bwd_ref(const FtOpCall *c)
+{
+    const float *dy = c->in[0], *x = c->in[1], *w = c->in[2];
+    float *dx = c->out[0], *dw = c->out[1], *db = c->out[2];
+    long long N = c->d[0], C = c->d[1], OC = c->d[2];
+    if (dx) {
+#pragma omp parallel for schedule(static)
+        for (long long n = 0; n < N; n++)
+            for (long long i = 0; i < C; i++) {
+                float s = ACC(c, 0) ? dx[n * C + i] : 0.0f;
+                for (long long o = 0; o < OC; o++) s += dy[n * OC + o] * w[o * C + i];
+                dx[n * C + i] = s;
+            }
+    }
+#pragma omp parallel for schedule(static)
+    for (long long o = 0; o < OC; o++) {
+        for (long long i = 0; i < C; i++) {
+            float s = 0.0f;
+            for (long long n = 0; n < N; n++) s += dy[n * OC + o] * x[n * C + i];
+            dw[o * C + i] += s;
+        }
+        if (db) {
+            float s = 0.0f;
+            for (long long n = 0; n < N; n++) s += dy[n * OC + o];
+            db[o] += s;
+        }
+    }
+}
+
+/* ---- causal multi-head attention ----------------------------------------------------------- */
+
+static void attention_fwd(const FtOpCall *c)
+{
+    const float *qkv = c->in[0];
+    float *y = c->out[0], *att = c->out[1];
+    long long B = c->d[0], T = c->d[1], C = c->d[2], NH = c->d[3], HS = C / NH;
+    float scale = (float)(1.0 / sqrt((double)HS));
+#pragma omp parallel for collapse(2) schedule(static)
+    for (long long b = 0; b < B; b++)
+        for (long long h = 0; h < NH; h++) {
+            for (long long t = 0; t < T; t++) {
+                const float *q = qkv + (size_t)(b * T + t) * 3 * C + h * HS;
+                float *a = att + (size_t)((b * NH + h) * T + t) * T;
+                float mx = -INFINITY;
+                for (long long t2 = 0; t2 <= t; t2++) {
+                    const float *k = qkv + (size_t)(b * T + t2) * 3 * C + C + h * HS;
+                    float s = 0.0f;
+                    for (long long i = 0; i < HS; i++) s += q[i] * k[i];
+                    s *= scale;
+                    a[t2] = s;
+                    if (s > mx) mx = s;
+                }
+                double sum = 0;
+                for (long long t2 = 0; t2 <= t; t2++) {
+                    float e = expf(a[t2] - mx);
+                    a[t2] = e;
+                    sum += e;
+                }
+                float inv = (float)(1.0 / sum);
+                for (long long t2 = 0; t2 <= t; t2++) a[t2] *= inv;
+                for (long long t2 = t + 1; t2 < T; t2++) a[t2] = 0.0f;
+                float *o = y + (size_t)(b * T + t) * C + h * HS;
+                for (long long i = 0; i < HS; i++) o[i] = 0.0f;
+                for (long long t2 = 0; t2 <= t; t2++) {
+                    const float *v = qkv + (size_t)(b * T + t2) * 3 * C + 2 * C + h * HS;
+                    for (long long i = 0; i < HS; i++) o[i] += a[t2] * v[i];
+                }
+            }
+        }
+}
+
+/* Each (b, h) owns disjoint slices of dqkv, so no two threads write the same element. */
+static void attention_bwd(const FtOpCall *c)
+{
+    const float *dy = c->in[0], *qkv = c->in[1], *att = c->in[2];
+    float *dqkv = c->out[0];
+    long long B = c->d[0], T = c->d[1], C = c->d[2], NH = c->d[3], HS = C / NH;
+    float scale = (float)(1.0 / sqrt((double)HS));
+#pragma omp parallel for collapse(2) schedule(static)
+    for (long long b = 0; b < B; b++)
+        for (long long h = 0; h < NH; h++) {
+            for (long long t = 0; t < T; t++)
+                for (int part = 0; part < 3; part++)
+                    memset(dqkv + (size_t)(b * T + t) * 3 * C + part * C + h * HS, 0,
+                           sizeof(float) * HS);
+            float datt[T], dpre[T];
+            for (long long t = 0; t < T; t++) {
+                const float *a = att + (size_t)((b * NH + h) * T + t) * T;
+                const float *g = dy + (size_t)(b * T + t) * C + h * HS;
+                const float *q = qkv + (size_t)(b * T + t) * 3 * C + h * HS;
+                float *dq = dqkv + (size_t)(b * T + t) * 3 * C + h * HS;
+                double dsum = 0;
+                for (long long t2 = 0; t2 <= t; t2++) {
+                    const float *v = qkv + (size_t)(b * T + t2) * 3 * C + 2 * C + h * HS;
+                    float *dv = dqkv + (size_t)(b * T + t2) * 3 * C + 2 * C + h * HS;
+                    float s = 0.0f;
+                    for (long long i = 0; i < HS; i++) {
+                        s += g[i] * v[i];
+                        dv[i] += a[t2] * g[i];
+                    }
+                    datt[t2] = s;
+                    dsum += (double)a[t2] * s;
+                }
+                for (long long t2 = 0; t2 <= t; t2++)
+                    dpre[t2] = a[t2] * (datt[t2] - (float)dsum) * scale;
+                for (long long t2 = 0; t2 <= t; t2++) {
+                    const float *k = qkv + (size_t)(b * T + t2) * 3 * C + C + h * HS;
+                    float *dk = dqkv + (size_t)(b * T + t2) * 3 * C + C + h * HS;
+                    for (long long i = 0; i < HS; i++) {
+                        dq[i] += dpre[t2] * k[i];
+                        dk[i] += dpre[t2] * q[i];
+                    }
+                }
+            }
+        }
+}
+
+/* ---- GELU (tanh approximation) ------------------------------------------------------------ */
+
+#define GELU_S 0.7978845608028654f /* sqrt(2/pi) */
+
+static void gelu_fwd(const FtOpCall *c)
+{
+    const float *x = c->in[0];
+    float *y = c->out[0];
+    long long N = c->d[0];
+#pragma omp parallel for schedule(static)
+    for (long long i = 0; i < N; i++) {
+        float v = x[i];
+        y[i] = 0.5f * v * (1.0f + tanhf(GELU_S * (v + 0.044715f * v * v * v)));
+    }
+}
+
+static void gelu_bwd(const FtOpCall *c)
+{
+    const float *dy = c->in[0], *x = c->in[1];
+    float *dx = c->out[0];
+    long long N = c->d[0];
+#pragma omp parallel for schedule(static)
+    for (long long i = 0; i < N; i++) {
+        float v = x[i];
+        float u = GELU_S * (v + 0.044715f * v * v * v);
+        float th = tanhf(u), sech2 = 1.0f - th * th;
+        float g = 0.5f * (1.0f + th) + 0.5f * v * sech2 * GELU_S * (1.0f + 3.0f * 0.044715f * v * v);
+        dx[i] = g * dy[i];
+    }
+}
+
+/* ---- residual ------------------------------------------------------------------------------ */
+
+static void residual_fwd(const FtOpCall *c)
+{
+    const float *a = c->in[0], *b = c->in[1];
+    float *y = c->out[0];
+    long long N = c->d[0];
+#pragma omp parallel for schedule(static)
+    for (long long i = 0; i < N; i++) y[i] = a[i] + b[i];
+}
+
+static void residual_bwd(const FtOpCall *c)
+{
+    const float *dy = c->in[0];
+    float *da = c->out[0], *db = c->out[1];
+    long long N = c->d[0];
+#pragma omp parallel for schedule(static)
+    for (long long i = 0; i < N; i++) {
+        da[i] = ACC(c, 0) ? da[i] + dy[i] : dy[i];
+        db[i] = ACC(c, 1) ? db[i] + dy[i] : dy[i];
+    }
+}
+
+/* ---- softmax + cross-entropy over the unpadded vocabulary ---------------------------------- */
+
+static void crossent_fwd(const FtOpCall *c)
+{
+    const float *logits = c->in[0];
+    const int *tgt = c->in[1];
+    float *probs = c->out[0], *losses = c->out[1];
+    long long N = c->d[0], V = c->d[1], Vp = c->d[2];
+#pragma omp parallel for schedule(static)
+    for (long long n = 0; n < N; n++) {
+        const float *l = logits + (size_t)n * Vp;
+        float *p = probs + (size_t)n * Vp;
+        float mx = -INFINITY;
+        for (long long v = 0; v < V; v++)
+            if (l[v] > mx) mx = l[v];
+        double sum = 0;
+        for (long long v = 0; v < V; v++) {
+            float e = expf(l[v] - mx);
+            p[v] = e;
+            sum += e;
+        }
+        float inv = (float)(1.0 / sum);
+        for (long long v = 0; v < V; v++) p[v] *= inv;
+        for (long long v = V; v < Vp; v++) p[v] = 0.0f;
+        int t = tgt[n];
+        FT_ASSERT(t >= 0 && t < V);
+        losses[n] = (float)(log(sum) - (double)(l[t] - mx));
+    }
+}
+
+static void crossent_bwd(const FtOpCall *c)
+{
+    const float *probs = c->in[0];
+    const int *tgt = c->in[1];
+    float *dl = c->out[0];
+    long long N = c->d[0], V = c->d[1], Vp = c->d[2];
+    float s = (float)c->x[0];
+#pragma omp parallel for schedule(static)
+    for (long long n = 0; n < N; n++) {
+        const float *p = probs + (size_t)n * Vp;
+        float *o = dl + (size_t)n * Vp;
+        for (long long v = 0; v < V; v++) o[v] = s * p[v];
+        o[tgt[n]] = s * (p[tgt[n]] - 1.0f);
+        for (long long v = V; v < Vp; v++) o[v] = 0.0f;
+    }
+}
+
+static void lossmean_fwd(const FtOpCall *c)
+{
+    const float *l = c->in[0];
+    float *out = c->out[0];
+    long long N = c->d[0];
+    double s = 0;
+    for (long long i = 0; i < N; i++) s += l[i];
+    out[0] = (float)(s / N);
+}
+
+/* ---- optimizer kernels ---------------------------------------------------------------------- */
+
+static void gradnorm_fwd(const FtOpCall *c)
+{
+    const float *g = c->in[0];
+    double *out = c->out[0];
+    long long n = c->d[0], nch = (n + FT_OPS_CHUNK - 1) / FT_OPS_CHUNK;
+    double *part = malloc(sizeof(double) * (size_t)(nch > 0 ? nch : 1));
+    FT_ASSERT(part);
+#pragma omp parallel for schedule(static)
+    for (long long k = 0; k < nch; k++) {
+        long long lo = k * FT_OPS_CHUNK, hi = lo + FT_OPS_CHUNK < n ? lo + FT_OPS_CHUNK : n;
+        double s = 0;
+        for (long long i = lo; i < hi; i++) s += (double)g[i] * g[i];
+        part[k] = s;
+    }
+    double total = 0;
+    for (long long k = 0; k < nch; k++) total += part[k];
+    free(part);
+    out[0] = total;
+}
+
+/* AdamW with decoupled weight decay (Loshchilov & Hutter), bias-corrected moments:
+ *   g' = gs * g;  m = b1 m + (1-b1) g';  v = b2 v + (1-b2) g'^2
+ *   p -= lr * (m / bc1 / (sqrt(v / bc2) + eps) + wd * p) */
+static void adamw_fwd(const FtOpCall *c)
+{
+    const float *g = c->in[0];
+    float *p = c->out[0], *m = c->out[1], *v = c->out[2];
+    long long n = c->d[0];
+    float lr = (float)c->x[0], b1 = (float)c->x[1], b2 = (float)c->x[2], eps = (float)c->x[3],
+          wd = (float)c->x[4], bc1 = (float)c->x[5], bc2 = (float)c->x[6], gs = (float)c->x[7];
+#pragma omp parallel for schedule(static)
+    for (long long i = 0; i < n; i++) {
+        float gi = g[i] * gs;
+        float mi = b1 * m[i] + (1.0f - b1) * gi;
+        float vi = b2 * v[i] + (1.0f - b2) * gi * gi;
+        m[i] = mi;
+        v[i] = vi;
+        p[i] -= lr * (mi / bc1 / (sqrtf(vi / bc2) + eps) + wd * p[i]);
+    }
+}
+
+/* ---- FLOPs and bytes ----------------------------------------------------------------------- */
+
+#define F4 4.0 /* bytes per float */
+
+static double encoder_flops(const FtOpCall *c, FtOpDir dir)
+{
+    return (dir == FT_FWD ? 1.0 : 2.0) * c->d[0] * c->d[1] * c->d[2];
+}
+static double encoder_bytes(const FtOpCall *c, FtOpDir dir)
+{
+    double n = (double)c->d[0] * c->d[1] * c->d[2];
+    return dir == FT_FWD ? 3 * n * F4 : 5 * n * F4;
+}
+static double layernorm_flops(const FtOpCall *c, FtOpDir dir)
+{
+    return (dir == FT_FWD ? 8.0 : 14.0) * c->d[0] * c->d[1];
+}
+static double layernorm_bytes(const FtOpCall *c, FtOpDir dir)
+{
+    double n = (double)c->d[0] * c->d[1];
+    return (dir == FT_FWD ? 2 * n : 5 * n) * F4;
+}
+static double matmul_flops(const FtOpCall *c, FtOpDir dir)
+{
+    double mnk = 2.0 * c->d[0] * c->d[1] * c->d[2];
+    if (dir == FT_FWD) return mnk;
+    return (c->out[0] ? 2.0 : 1.0) * mnk;
+}
+static double matmul_bytes(const FtOpCall *c, FtOpDir dir)
+{
+    double N = c->d[0], C = c->d[1], OC = c->d[2];
+    if (dir == FT_FWD) return (N * C + OC * C + N * OC) * F4;
+    return (N * OC + N * C + 3 * OC * C + (c->out[0] ? N * C : 0)) * F4;
+}
+static double attention_flops(const FtOpCall *c, FtOpDir dir)
+{
+    /* QK^T and att V over the causal half: 2 GEMM-like products of B NH T(T+1)/2 HS MACs */
+    double B = c->d[0], T = c->d[1], C = c->d[2];
+    double f = 2.0 * 2.0 * B * C * T * (T + 1) / 2.0;
+    return dir == FT_FWD ? f : 2.0 * f;
+}
+static double attention_bytes(const FtOpCall *c, FtOpDir dir)
+{
+    double B = c->d[0], T = c->d[1], C = c->d[2], NH = c->d[3];
+    double n = (4.0 * B * T * C + B * NH * T * T) * F4;
+    return dir == FT_FWD ? n : 1.5 * n;
+}
+static double elementwise_flops(const FtOpCall *c, FtOpDir dir)
+{
+    return (dir == FT_FWD ? 8.0 : 16.0) * c->d[0];
+}
+static double elementwise_bytes(const FtOpCall *c, FtOpDir dir)
+{
+    return 3.0 * c->d[0] * F4;
+}
+static double crossent_flops(const FtOpCall *c, FtOpDir dir)
+{
+    return (dir == FT_FWD ? 5.0 : 2.0) * c->d[0] * c->d[1];
+}
+static double crossent_bytes(const FtOpCall *c, FtOpDir dir)
+{
+    return 2.0 * c->d[0] * c->d[2] * F4;
+}
+static double lossmean_flops(const FtOpCall *c, FtOpDir dir) { return (double)c->d[0]; }
+static double lossmean_bytes(const FtOpCall *c, FtOpDir dir) { return c->d[0] * F4; }
+static double gradnorm_flops(const FtOpCall *c, FtOpDir dir) { return 2.0 * c->d[0]; }
+static double gradnorm_bytes(const FtOpCall *c, FtOpDir dir) { return c->d[0] * F4; }
+static double adamw_flops(const FtOpCall *c, FtOpDir dir) { return 14.0 * c->d[0]; }
+static double adamw_bytes(const FtOpCall *c, FtOpDir dir) { return 7.0 * c->d[0] * F4; }
+static double zero_cost(const FtOpCall *c, FtOpDir dir) { return 0.0; }
+static void mark_fn(const FtOpCall *c) { (void)c; }
+
+static const FtOpDesc g_cpu_ops[FT_OP_NKINDS] = {
+    [FT_OP_ENCODER] = {"encoder", encoder_fwd, encoder_bwd, NULL, NULL, encoder_flops,
+                       encoder_bytes},
+    [FT_OP_LAYERNORM] = {"layernorm", layernorm_fwd, layernorm_bwd, NULL, NULL, layernorm_flops,
+                         layernorm_bytes},
+    [FT_OP_MATMUL] = {"matmul", matmul_fwd, matmul_bwd, matmul_fwd_ref, matmul_bwd_ref,
+                      matmul_flops, matmul_bytes},
+    [FT_OP_ATTENTION] = {"attention", attention_fwd, attention_bwd, NULL, NULL, attention_flops,
+                         attention_bytes},
+    [FT_OP_GELU] = {"gelu", gelu_fwd, gelu_bwd, NULL, NULL, elementwise_flops,
+                    elementwise_bytes},
+    [FT_OP_RESIDUAL] = {"residual", residual_fwd, residual_bwd, NULL, NULL, elementwise_flops,
+                        elementwise_bytes},
+    [FT_OP_CROSSENT] = {"crossentropy", crossent_fwd, crossent_bwd, NULL, NULL, crossent_flops,
+                        crossent_bytes},
+    [FT_OP_LOSSMEAN] = {"lossmean", lossmean_fwd, NULL, NULL, NULL, lossmean_flops,
+                        lossmean_bytes},
+    [FT_OP_GRADNORM] = {"gradnorm", gradnorm_fwd, NULL, NULL, NULL, gradnorm_flops,
+                        gradnorm_bytes},
+    [FT_OP_ADAMW] = {"adamw", adamw_fwd, NULL, NULL, NULL, adamw_flops, adamw_bytes},
+    [FT_OP_MARK] = {"mark", mark_fn, mark_fn, NULL, NULL, zero_cost, zero_cost},
+};
+
+const FtOpDesc *ops_cpu_table(void) { return g_cpu_ops; }
+
+const FtOpDesc *ops_desc(FtOpKind kind)
+{
+    FT_ASSERT(kind >= 0 && kind < FT_OP_NKINDS);
+    return &g_cpu_ops[kind];
+}

@@ -1,0 +1,568 @@
+/* test_ops.c: every op kind's forward against a double-precision reference, every backward
+ * against central finite differences of that double-precision forward, the naive GEMM twin
+ * against the BLAS path, and bitwise determinism (two runs on 2 threads, any prior buffer
+ * contents) of every kernel.
+ * ft-test: ranks 1
+ *
+ * Tolerances (relative L2 error per tensor, |a - ref| / |ref|):
+ *   forward fp32 vs double reference       1e-5  (fp32 rounding over sums of <= 64 terms;
+ *                                                 measured worst 5e-8)
+ *   backward fp32 vs double finite diff.   1e-4  (the FD error itself is ~1e-9 with h = 1e-4
+ *                                                 in double; fp32 rounding of the analytic
+ *                                                 gradient dominates; measured worst 8e-8)
+ *   matmul BLAS vs naive twin              1e-5  (different summation order in fp32;
+ *                                                 measured worst 2e-7)
+ * A wrong formula gives errors of order 1, so these bounds leave room for rounding only.
+ */
+#include <math.h>
+#include <omp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ft_test.h"
+#include "ftllm/ops.h"
+
+#define FWD_TOL 1e-5
+#define BWD_TOL 1e-4
+
+static unsigned long long g_rng = 42;
+static double urand(void) /* uniform in [0, 1), splitmix64 */
+{
+    unsigned long long z = (g_rng += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    z ^= z >> 31;
+    return (z >> 11) * (1.0 / 9007199254740992.0);
+}
+static float *frand(size_t n, float scale)
+{
+    float *a = malloc(sizeof(float) * n);
+    for (size_t i = 0; i < n; i++) a[i] = (float)((2 * urand() - 1) * scale);
+    return a;
+}
+static double *to_d(const float *a, size_t n)
+{
+    double *d = malloc(sizeof(double) * n);
+    for (size_t i = 0; i < n; i++) d[i] = a[i];
+    return d;
+}
+static float *fzeros(size_t n) { return calloc(n, sizeof(float)); }
+
+static double rel_err_fd(const float *a, const double *ref, size_t n)
+{
+    double num = 0, den = 0;
+    for (size_t i = 0; i < n; i++) {
+        num += (a[i] - ref[i]) * (a[i] - ref[i]);
+        den += ref[i] * ref[i];
+    }
+    return den > 0 ? sqrt(num / den) : sqrt(num);
+}
+
+static void expect_close(const char *what, const float *a, const double *ref, size_t n,
+                         double tol)
+{
+    double e = rel_err_fd(a, ref, n);
+    printf("  %-32s rel err %.2e (tol %.0e)\n", what, e, tol);
+    if (!(e <= tol)) fail_msg("%s: relative error %.3e > %.0e", what, e, tol);
+}
+
+/* ---- double-precision references: the objective f = sum(G * y) ----------------------------- */
+
+/* The case under test: its double inputs and the objective. */
+typedef double (*ObjFn)(void);
+static ObjFn g_obj;
+
+/* Central differences of g_obj with respect to every element of x (double, perturbed in
+ * place); compares against the analytic gradient a. */
+static void fd_check(const char *what, double *x, size_t n, const float *a)
+{
+    double *fd = malloc(sizeof(double) * n);
+    for (size_t i = 0; i < n; i++) {
+        double x0 = x[i], h = 1e-4 * (fabs(x0) > 1 ? fabs(x0) : 1);
+        x[i] = x0 + h;
+        double fp = g_obj();
+        x[i] = x0 - h;
+        double fm = g_obj();
+        x[i] = x0;
+        fd[i] = (fp - fm) / (2 * h);
+    }
+    expect_close(what, a, fd, n, BWD_TOL);
+    free(fd);
+}
+
+/* Bitwise determinism: runs fn twice on 2 threads; outputs must match bytewise, and must not
+ * depend on what the (non-accumulating) output buffers held before. */
+static void expect_deterministic(FtOpFn fn, FtOpCall *c, const size_t *out_bytes, int nout)
+{
+    void *first[FT_OP_MAX_OUT] = {0}, *save[FT_OP_MAX_OUT] = {0};
+    int nt = omp_get_max_threads();
+    omp_set_num_threads(2);
+    for (int i = 0; i < nout; i++) {
+        if (!c->out[i]) continue;
+        save[i] = malloc(out_bytes[i]);
+        memcpy(save[i], c->out[i], out_bytes[i]);
+    }
+    for (int rep = 0; rep < 2; rep++) {
+        for (int i = 0; i < nout; i++) {
+            if (!c->out[i]) continue;
+            if ((c->acc >> i) & 1u) memcpy(c->out[i], save[i], out_bytes[i]);
+            else memset(c->out[i], rep ? 0xA5 : 0x00, out_bytes[i]); /* garbage vs zeros */
+        }
+        fn(c);
+        for (int i = 0; i < nout; i++) {
+            if (!c->out[i]) continue;
+            if (rep == 0) {
+                first[i] = malloc(out_bytes[i]);
+                memcpy(first[i], c->out[i], out_bytes[i]);
+            } else {
+                assert_memory_equal(first[i], c->out[i], out_bytes[i]);
+            }
+        }
+    }
+    for (int i = 0; i < nout; i++) {
+        free(first[i]);
+        free(save[i]);
+    }
+    omp_set_num_threads(nt);
+}
+
+/* ---- encoder ------------------------------------------------------------------------------- */
+
+enum { EB = 2, ET = 5, EC = 6, EVp = 8, EmaxT = 7, EN = EB * ET };
+static int e_tok[EN];
+static double *e_wte, *e_wpe, *e_G;
+
+static double enc_obj(void)
+{
+    double f = 0;
+    for (int bt = 0; bt < EN; bt++)
+        for (int i = 0; i < EC; i++)
+            f += e_G[bt * EC + i] * (e_wte[e_tok[bt] * EC + i] + e_wpe[(bt % ET) * EC + i]);
+    return f;
+}
+
+static void test_encoder(void **state)
+{
+    (void)state;
+    for (int i = 0; i < EN; i++) e_tok[i] = (int)(urand() * EVp) % 5; /* repeated tokens */
+    float *wte = frand(EVp * EC, 1), *wpe = frand(EmaxT * EC, 1), *x = fzeros(EN * EC);
+    float *G = frand(EN * EC, 1), *dwte = fzeros(EVp * EC), *dwpe = fzeros(EmaxT * EC);
+    e_wte = to_d(wte, EVp * EC), e_wpe = to_d(wpe, EmaxT * EC), e_G = to_d(G, EN * EC);
+    const FtOpDesc *op = ops_desc(FT_OP_ENCODER);
+    FtOpCall f = {.in = {e_tok, wte, wpe}, .out = {x}, .d = {EB, ET, EC}};
+    op->fwd(&f);
+    double ref[EN * EC];
+    for (int bt = 0; bt < EN; bt++)
+        for (int i = 0; i < EC; i++)
+            ref[bt * EC + i] = e_wte[e_tok[bt] * EC + i] + e_wpe[(bt % ET) * EC + i];
+    expect_close("encoder fwd", x, ref, EN * EC, FWD_TOL);
+    FtOpCall b = {.in = {G, e_tok}, .out = {dwte, dwpe}, .d = {EB, ET, EC}, .acc = 3};
+    op->bwd(&b);
+    g_obj = enc_obj;
+    fd_check("encoder bwd dwte", e_wte, EVp * EC, dwte);
+    fd_check("encoder bwd dwpe", e_wpe, EmaxT * EC, dwpe);
+    size_t ob[] = {sizeof(float) * EN * EC};
+    expect_deterministic(op->fwd, &f, ob, 1);
+    size_t bb[] = {sizeof(float) * EVp * EC, sizeof(float) * EmaxT * EC};
+    expect_deterministic(op->bwd, &b, bb, 2);
+    free(wte), free(wpe), free(x), free(G), free(dwte), free(dwpe);
+    free(e_wte), free(e_wpe), free(e_G);
+}
+
+/* ---- layernorm ----------------------------------------------------------------------------- */
+
+enum { LN_N = 6, LN_C = 12 };
+static double *ln_x, *ln_w, *ln_b, *ln_G;
+
+static void ln_ref(double *y)
+{
+    for (int n = 0; n < LN_N; n++) {
+        double m = 0, v = 0;
+        for (int i = 0; i < LN_C; i++) m += ln_x[n * LN_C + i];
+        m /= LN_C;
+        for (int i = 0; i < LN_C; i++) v += (ln_x[n * LN_C + i] - m) * (ln_x[n * LN_C + i] - m);
+        v /= LN_C;
+        for (int i = 0; i < LN_C; i++)
+            y[n * LN_C + i] = (ln_x[n * LN_C + i] - m) / sqrt(v + 1e-5) * ln_w[i] + ln_b[i];
+    }
+}
+static double ln_obj(void)
+{
+    double y[LN_N * LN_C], f = 0;
+    ln_ref(y);
+    for (int i = 0; i < LN_N * LN_C; i++) f += ln_G[i] * y[i];
+    return f;
+}
+
+static void test_layernorm(void **state)
+{
+    (void)state;
+    size_t nx = LN_N * LN_C;
+    float *x = frand(nx, 2), *w = frand(LN_C, 1), *bb = frand(LN_C, 1), *y = fzeros(nx);
+    float *mean = fzeros(LN_N), *rstd = fzeros(LN_N), *G = frand(nx, 1), *R = frand(nx, 1);
+    float *dx = fzeros(nx), *dw = fzeros(LN_C), *db = fzeros(LN_C);
+    ln_x = to_d(x, nx), ln_w = to_d(w, LN_C), ln_b = to_d(bb, LN_C), ln_G = to_d(G, nx);
+    const FtOpDesc *op = ops_desc(FT_OP_LAYERNORM);
+    FtOpCall f = {.in = {x, w, bb}, .out = {y, mean, rstd}, .d = {LN_N, LN_C}};
+    op->fwd(&f);
+    double ref[LN_N * LN_C];
+    ln_ref(ref);
+    expect_close("layernorm fwd", y, ref, nx, FWD_TOL);
+    FtOpCall b = {.in = {G, x, w, mean, rstd, R}, .out = {dx, dw, db}, .d = {LN_N, LN_C},
+                  .acc = 6};
+    op->bwd(&b);
+    for (size_t i = 0; i < nx; i++) dx[i] -= R[i]; /* dx = dres + d(LN)/dx */
+    g_obj = ln_obj;
+    fd_check("layernorm bwd dx", ln_x, nx, dx);
+    fd_check("layernorm bwd dw", ln_w, LN_C, dw);
+    fd_check("layernorm bwd db", ln_b, LN_C, db);
+    size_t ob[] = {sizeof(float) * nx, sizeof(float) * LN_N, sizeof(float) * LN_N};
+    expect_deterministic(op->fwd, &f, ob, 3);
+    size_t bo[] = {sizeof(float) * nx, sizeof(float) * LN_C, sizeof(float) * LN_C};
+    expect_deterministic(op->bwd, &b, bo, 3);
+    double *dx_no_res = to_d(dx, nx); /* = dx with dres, minus dres */
+    b.in[5] = NULL;                    /* without a residual gradient */
+    op->bwd(&b);
+    expect_close("layernorm bwd dx without dres", dx, dx_no_res, nx, FWD_TOL);
+    free(dx_no_res);
+    free(x), free(w), free(bb), free(y), free(mean), free(rstd), free(G), free(R), free(dx),
+        free(dw), free(db);
+    free(ln_x), free(ln_w), free(ln_b), free(ln_G);
+}
+
+/* ---- matmul -------------------------------------------------------------------------------- */
+
+enum { MM_N = 7, MM_C = 9, MM_OC = 5 };
+static double *mm_x, *mm_w, *mm_b, *mm_G;
+
+static double mm_obj(void)
+{
+    double f = 0;
+    for (int n = 0; n < MM_N; n++)
+        for (int o = 0; o < MM_OC; o++) {
+            double s = mm_b[o];
+            for (int i = 0; i < MM_C; i++) s += mm_x[n * MM_C + i] * mm_w[o * MM_C + i];
+            f += mm_G[n * MM_OC + o] * s;
+        }
+    return f;
+}
+
+static void test_matmul(void **state)
+{
+    (void)state;
+    float *x = frand(MM_N * MM_C, 1), *w = frand(MM_OC * MM_C, 1), *bb = frand(MM_OC, 1);
+    float *y = fzeros(MM_N * MM_OC), *G = frand(MM_N * MM_OC, 1);
+    float *dx = fzeros(MM_N * MM_C), *dw = fzeros(MM_OC * MM_C), *db = fzeros(MM_OC);
+    mm_x = to_d(x, MM_N * MM_C), mm_w = to_d(w, MM_OC * MM_C), mm_b = to_d(bb, MM_OC);
+    mm_G = to_d(G, MM_N * MM_OC);
+    const FtOpDesc *op = ops_desc(FT_OP_MATMUL);
+    FtOpCall f = {.in = {x, w, bb}, .out = {y}, .d = {MM_N, MM_C, MM_OC}};
+    op->fwd(&f);
+    double ref[MM_N * MM_OC];
+    for (int n = 0; n < MM_N; n++)
+        for (int o = 0; o < MM_OC; o++) {
+            double s = mm_b[o];
+            for (int i = 0; i < MM_C; i++) s += mm_x[n * MM_C + i] * mm_w[o * MM_C + i];
+            ref[n * MM_OC + o] = s;
+        }
+    expect_close("matmul fwd", y, ref, MM_N * MM_OC, FWD_TOL);
+    FtOpCall b = {.in = {G, x, w}, .out = {dx, dw, db}, .d = {MM_N, MM_C, MM_OC}, .acc = 6};
+    op->bwd(&b);
+    g_obj = mm_obj;
+    fd_check("matmul bwd dx", mm_x, MM_N * MM_C, dx);
+    fd_check("matmul bwd dw", mm_w, MM_OC * MM_C, dw);
+    fd_check("matmul bwd db", mm_b, MM_OC, db);
+    size_t ob[] = {sizeof(float) * MM_N * MM_OC};
+    expect_deterministic(op->fwd, &f, ob, 1);
+    size_t bo[] = {sizeof(float) * MM_N * MM_C, sizeof(float) * MM_OC * MM_C,
+                   sizeof(float) * MM_OC};
+    expect_deterministic(op->bwd, &b, bo, 3);
+    free(x), free(w), free(bb), free(y), free(G), free(dx), free(dw), free(db);
+    free(mm_x), free(mm_w), free(mm_b), free(mm_G);
+}
+
+/* The BLAS path against its naive twin on a larger, GPT-shaped problem, with and without bias
+ * and with an accumulating dx. */
+static void test_matmul_twin(void **state)
+{
+    (void)state;
+    int N = 64, C = 96, OC = 160;
+    const FtOpDesc *op = ops_desc(FT_OP_MATMUL);
+    float *x = frand(N * C, 1), *w = frand(OC * C, 1), *bb = frand(OC, 1), *G = frand(N * OC, 1);
+    float *y1 = fzeros(N * OC), *y2 = fzeros(N * OC);
+    for (int withb = 0; withb < 2; withb++) {
+        FtOpCall f1 = {.in = {x, w, withb ? bb : NULL}, .out = {y1}, .d = {N, C, OC}};
+        FtOpCall f2 = f1;
+        f2.out[0] = y2;
+        op->fwd(&f1);
+        op->fwd_ref(&f2);
+        double *r = to_d(y2, N * OC);
+        expect_close(withb ? "matmul fwd blas vs naive (bias)" : "matmul fwd blas vs naive", y1,
+                     r, N * OC, FWD_TOL);
+        free(r);
+    }
+    float *dx1 = frand(N * C, 1), *dw1 = frand(OC * C, 1), *db1 = frand(OC, 1);
+    float *dx2 = malloc(sizeof(float) * N * C), *dw2 = malloc(sizeof(float) * OC * C),
+          *db2 = malloc(sizeof(float) * OC);
+    memcpy(dx2, dx1, sizeof(float) * N * C), memcpy(dw2, dw1, sizeof(float) * OC * C),
+        memcpy(db2, db1, sizeof(float) * OC);
+    FtOpCall b1 = {.in = {G, x, w}, .out = {dx1, dw1, db1}, .d = {N, C, OC}, .acc = 7};
+    FtOpCall b2 = {.in = {G, x, w}, .out = {dx2, dw2, db2}, .d = {N, C, OC}, .acc = 7};
+    op->bwd(&b1);
+    op->bwd_ref(&b2);
+    double *r = to_d(dx2, N * C);
+    expect_close("matmul bwd dx blas vs naive", dx1, r, N * C, FWD_TOL);
+    free(r);
+    r = to_d(dw2, OC * C);
+    expect_close("matmul bwd dw blas vs naive", dw1, r, OC * C, FWD_TOL);
+    free(r);
+    r = to_d(db2, OC);
+    expect_close("matmul bwd db blas vs naive", db1, r, OC, FWD_TOL);
+    free(r);
+    free(x), free(w), free(bb), free(G), free(y1), free(y2), free(dx1), free(dw1), free(db1),
+        free(dx2), free(dw2), free(db2);
+}
+
+/* ---- attention ----------------------------------------------------------------------------- */
+
+enum { AB = 2, AT = 5, AC = 8, ANH = 2, AHS = AC / ANH };
+static double *at_qkv, *at_G;
+
+static void attn_ref(double *y)
+{
+    double scale = 1.0 / sqrt((double)AHS);
+    for (int b = 0; b < AB; b++)
+        for (int h = 0; h < ANH; h++)
+            for (int t = 0; t < AT; t++) {
+                double s[AT], mx = -1e300, sum = 0;
+                const double *q = at_qkv + (b * AT + t) * 3 * AC + h * AHS;
+                for (int t2 = 0; t2 <= t; t2++) {
+                    const double *k = at_qkv + (b * AT + t2) * 3 * AC + AC + h * AHS;
+                    s[t2] = 0;
+                    for (int i = 0; i < AHS; i++) s[t2] += q[i] * k[i];
+                    s[t2] *= scale;
+                    if (s[t2] > mx) mx = s[t2];
+                }
+                for (int t2 = 0; t2 <= t; t2++) sum += (s[t2] = exp(s[t2] - mx));
+                for (int i = 0; i < AHS; i++) {
+                    double o = 0;
+                    for (int t2 = 0; t2 <= t; t2++)
+                        o += s[t2] / sum * at_qkv[(b * AT + t2) * 3 * AC + 2 * AC + h * AHS + i];
+                    y[(b * AT + t) * AC + h * AHS + i] = o;
+                }
+            }
+}
+static double attn_obj(void)
+{
+    double y[AB * AT * AC], f = 0;
+    attn_ref(y);
+    for (int i = 0; i < AB * AT * AC; i++) f += at_G[i] * y[i];
+    return f;
+}
+
+static void test_attention(void **state)
+{
+    (void)state;
+    size_t nq = AB * AT * 3 * AC, ny = AB * AT * AC, na = AB * ANH * AT * AT;
+    float *qkv = frand(nq, 1.5f), *y = fzeros(ny), *att = fzeros(na), *G = frand(ny, 1);
+    float *dqkv = fzeros(nq);
+    at_qkv = to_d(qkv, nq), at_G = to_d(G, ny);
+    const FtOpDesc *op = ops_desc(FT_OP_ATTENTION);
+    FtOpCall f = {.in = {qkv}, .out = {y, att}, .d = {AB, AT, AC, ANH}};
+    op->fwd(&f);
+    double ref[AB * AT * AC];
+    attn_ref(ref);
+    expect_close("attention fwd", y, ref, ny, FWD_TOL);
+    FtOpCall b = {.in = {G, qkv, att}, .out = {dqkv}, .d = {AB, AT, AC, ANH}};
+    op->bwd(&b);
+    g_obj = attn_obj;
+    fd_check("attention bwd dqkv", at_qkv, nq, dqkv);
+    size_t ob[] = {sizeof(float) * ny, sizeof(float) * na};
+    expect_deterministic(op->fwd, &f, ob, 2);
+    size_t bo[] = {sizeof(float) * nq};
+    expect_deterministic(op->bwd, &b, bo, 1);
+    free(qkv), free(y), free(att), free(G), free(dqkv), free(at_qkv), free(at_G);
+}
+
+/* ---- gelu and residual -------------------------------------------------------------------- */
+
+enum { GN = 40 };
+static double *ge_x, *ge_G;
+static double gelu_d(double x)
+{
+    return 0.5 * x * (1 + tanh(sqrt(2 / M_PI) * (x + 0.044715 * x * x * x)));
+}
+static double gelu_obj(void)
+{
+    double f = 0;
+    for (int i = 0; i < GN; i++) f += ge_G[i] * gelu_d(ge_x[i]);
+    return f;
+}
+
+static void test_gelu(void **state)
+{
+    (void)state;
+    float *x = frand(GN, 4), *y = fzeros(GN), *G = frand(GN, 1), *dx = fzeros(GN);
+    ge_x = to_d(x, GN), ge_G = to_d(G, GN);
+    const FtOpDesc *op = ops_desc(FT_OP_GELU);
+    FtOpCall f = {.in = {x}, .out = {y}, .d = {GN}};
+    op->fwd(&f);
+    double ref[GN];
+    for (int i = 0; i < GN; i++) ref[i] = gelu_d(ge_x[i]);
+    expect_close("gelu fwd", y, ref, GN, FWD_TOL);
+    FtOpCall b = {.in = {G, x}, .out = {dx}, .d = {GN}};
+    op->bwd(&b);
+    g_obj = gelu_obj;
+    fd_check("gelu bwd dx", ge_x, GN, dx);
+    size_t ob[] = {sizeof(float) * GN};
+    expect_deterministic(op->fwd, &f, ob, 1);
+    expect_deterministic(op->bwd, &b, ob, 1);
+    free(x), free(y), free(G), free(dx), free(ge_x), free(ge_G);
+}
+
+static double *re_a, *re_b, *re_G;
+static double res_obj(void)
+{
+    double f = 0;
+    for (int i = 0; i < GN; i++) f += re_G[i] * (re_a[i] + re_b[i]);
+    return f;
+}
+
+static void test_residual(void **state)
+{
+    (void)state;
+    float *a = frand(GN, 1), *bb = frand(GN, 1), *y = fzeros(GN), *G = frand(GN, 1);
+    float *da = fzeros(GN), *db = fzeros(GN);
+    re_a = to_d(a, GN), re_b = to_d(bb, GN), re_G = to_d(G, GN);
+    const FtOpDesc *op = ops_desc(FT_OP_RESIDUAL);
+    FtOpCall f = {.in = {a, bb}, .out = {y}, .d = {GN}};
+    op->fwd(&f);
+    double ref[GN];
+    for (int i = 0; i < GN; i++) ref[i] = re_a[i] + re_b[i];
+    expect_close("residual fwd", y, ref, GN, FWD_TOL);
+    FtOpCall b = {.in = {G}, .out = {da, db}, .d = {GN}};
+    op->bwd(&b);
+    g_obj = res_obj;
+    fd_check("residual bwd da", re_a, GN, da);
+    fd_check("residual bwd db", re_b, GN, db);
+    free(a), free(bb), free(y), free(G), free(da), free(db), free(re_a), free(re_b), free(re_G);
+}
+
+/* ---- cross-entropy over the padded vocabulary ---------------------------------------------- */
+
+enum { CN = 6, CV = 11, CVp = 16 };
+static double *ce_l;
+static int ce_t[CN];
+static const double CE_S = 1.0 / CN;
+
+static double ce_loss(int n)
+{
+    double mx = -1e300, s = 0;
+    for (int v = 0; v < CV; v++)
+        if (ce_l[n * CVp + v] > mx) mx = ce_l[n * CVp + v];
+    for (int v = 0; v < CV; v++) s += exp(ce_l[n * CVp + v] - mx);
+    return log(s) + mx - ce_l[n * CVp + ce_t[n]];
+}
+static double ce_obj(void)
+{
+    double f = 0;
+    for (int n = 0; n < CN; n++) f += CE_S * ce_loss(n);
+    return f;
+}
+
+static void test_crossentropy(void **state)
+{
+    (void)state;
+    for (int n = 0; n < CN; n++) ce_t[n] = (int)(urand() * CV);
+    float *l = frand(CN * CVp, 3), *probs = fzeros(CN * CVp), *losses = fzeros(CN);
+    float *dl = fzeros(CN * CVp), loss = 0;
+    for (int n = 0; n < CN; n++) /* the padding holds large values that must not matter */
+        for (int v = CV; v < CVp; v++) l[n * CVp + v] = 50.0f;
+    ce_l = to_d(l, CN * CVp);
+    const FtOpDesc *op = ops_desc(FT_OP_CROSSENT);
+    FtOpCall f = {.in = {l, ce_t}, .out = {probs, losses}, .d = {CN, CV, CVp}};
+    op->fwd(&f);
+    double ref[CN];
+    for (int n = 0; n < CN; n++) ref[n] = ce_loss(n);
+    expect_close("crossentropy fwd losses", losses, ref, CN, FWD_TOL);
+    for (int n = 0; n < CN; n++)
+        for (int v = CV; v < CVp; v++) assert_true(probs[n * CVp + v] == 0.0f);
+    FtOpCall lm = {.in = {losses}, .out = {&loss}, .d = {CN}};
+    ops_desc(FT_OP_LOSSMEAN)->fwd(&lm);
+    double mref = 0;
+    for (int n = 0; n < CN; n++) mref += ref[n] / CN;
+    assert_true(fabs(loss - mref) <= 1e-6 * fabs(mref));
+    FtOpCall b = {.in = {probs, ce_t}, .out = {dl}, .d = {CN, CV, CVp}, .x = {CE_S}};
+    op->bwd(&b);
+    g_obj = ce_obj;
+    fd_check("crossentropy bwd dlogits", ce_l, CN * CVp, dl); /* padding: FD 0, analytic 0 */
+    size_t ob[] = {sizeof(float) * CN * CVp, sizeof(float) * CN};
+    expect_deterministic(op->fwd, &f, ob, 2);
+    expect_deterministic(op->bwd, &b, ob, 1);
+    free(l), free(probs), free(losses), free(dl), free(ce_l);
+}
+
+/* ---- optimizer kernels ---------------------------------------------------------------------- */
+
+static void test_gradnorm_adamw(void **state)
+{
+    (void)state;
+    size_t n = 3 * FT_OPS_CHUNK + 17;
+    float *g = frand(n, 1);
+    double ss = 0, ref = 0;
+    for (size_t i = 0; i < n; i++) ref += (double)g[i] * g[i];
+    FtOpCall c = {.in = {g}, .out = {&ss}, .d = {(long long)n}};
+    ops_desc(FT_OP_GRADNORM)->fwd(&c);
+    assert_true(fabs(ss - ref) <= 1e-12 * ref);
+    size_t ob[] = {sizeof(double)};
+    expect_deterministic(ops_desc(FT_OP_GRADNORM)->fwd, &c, ob, 1);
+    double s1 = ss;
+    omp_set_num_threads(1); /* fixed chunks: the same bytes on 1 thread too */
+    ops_desc(FT_OP_GRADNORM)->fwd(&c);
+    assert_memory_equal(&s1, &ss, sizeof ss);
+
+    /* AdamW: two steps against the double formula */
+    size_t m = 1000;
+    float *p = frand(m, 1), *mo = fzeros(m), *v = fzeros(m), *gg = frand(m, 1);
+    double *pd = to_d(p, m), *md = calloc(m, sizeof(double)), *vd = calloc(m, sizeof(double));
+    double lr = 1e-2, b1 = 0.9, b2 = 0.95, eps = 1e-8, wd = 0.1, gs = 0.5;
+    for (int t = 1; t <= 2; t++) {
+        double bc1 = 1 - pow(b1, t), bc2 = 1 - pow(b2, t);
+        FtOpCall a = {.in = {gg}, .out = {p, mo, v}, .d = {(long long)m},
+                      .x = {lr, b1, b2, eps, wd, bc1, bc2, gs}, .acc = 7};
+        ops_desc(FT_OP_ADAMW)->fwd(&a);
+        for (size_t i = 0; i < m; i++) {
+            double gi = gg[i] * gs;
+            md[i] = b1 * md[i] + (1 - b1) * gi;
+            vd[i] = b2 * vd[i] + (1 - b2) * gi * gi;
+            pd[i] -= lr * (md[i] / bc1 / (sqrt(vd[i] / bc2) + eps) + wd * pd[i]);
+        }
+    }
+    expect_close("adamw 2 steps params", p, pd, m, FWD_TOL);
+    free(g), free(p), free(mo), free(v), free(gg), free(pd), free(md), free(vd);
+}
+
+/* Every kind reports positive FLOPs and bytes for a real call, and has a name. */
+static void test_table(void **state)
+{
+    (void)state;
+    for (int k = 0; k < FT_OP_NKINDS; k++) {
+        const FtOpDesc *d = ops_desc((FtOpKind)k);
+        assert_non_null(d->name);
+        assert_non_null(d->fwd);
+        FtOpCall c = {.d = {4, 8, 16, 2}};
+        if (k == FT_OP_MARK) continue;
+        assert_true(d->flops(&c, FT_FWD) > 0);
+        assert_true(d->bytes(&c, FT_FWD) > 0);
+        if (d->bwd) assert_true(d->flops(&c, FT_BWD) > 0);
+    }
+    FtOpCall mm = {.d = {256, 768, 2304}};
+    assert_true(ops_desc(FT_OP_MATMUL)->flops(&mm, FT_FWD) == 2.0 * 256 * 768 * 2304);
+}
+
+FT_TEST_MAIN(cmocka_unit_test(test_table), cmocka_unit_test(test_encoder),
+             cmocka_unit_test(test_layernorm), cmocka_unit_test(test_matmul),
+             cmocka_unit_test(test_matmul_twin), cmocka_unit_test(test_attention),
+             cmocka_unit_test(test_gelu), cmocka_unit_test(test_residual),
+             cmocka_unit_test(test_crossentropy), cmocka_unit_test(test_gradnorm_adamw))
