@@ -24,6 +24,9 @@ static const struct verb g_verbs[] = {
     {"optimize", NULL, "DECK", "recommend redundancy r, checkpoint interval and spares"},
     {"simulate", NULL, "DECK", "simulate a whole training run on a large cluster"},
     {"inspect", NULL, "FILE", "verify a checkpoint and summarize it"},
+    {"tokenize", verb_tokenize, "IN.txt OUT.bin [--val ...]",
+     "byte-level tokenizer (vocab 256): text -> llm.c token shard; --val V.bin --val-fraction F "
+     "also writes the text's tail as a validation shard"},
     {"help", NULL, "[deck [--markdown] | VERB]", "this text, the deck keys, or one verb"},
 };
 #define NVERBS ((int)(sizeof g_verbs / sizeof g_verbs[0]))

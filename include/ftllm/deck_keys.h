@@ -79,9 +79,12 @@
     K(data, train, STR, "data/train_*.bin", 0, 0, "", 0,                                         \
       "glob of training token shards (llm.c format)")                                            \
     K(data, val, STR, "data/val_*.bin", 0, 0, "", 0,                                             \
-      "glob of validation token shards; empty = no validation")                              \
+      "glob of validation token shards; empty = see data.val_fraction")                          \
     K(data, shuffle, BOOL, "true", 0, 0, "", 0,                                                  \
-      "shuffle the order of training sequences (seeded from run.seed)")
+      "shuffle the order of training sequences (seeded from run.seed)")                          \
+    K(data, val_fraction, REAL, "0", 0, 1, "", FT_KEY_LT_MAX,                                    \
+      "when data.val is empty: validate on this tail fraction of the training stream, held "     \
+      "back from training; 0 = no validation")
 
 #define FT_KEYS_dmr(K)                                                                           \
     K(dmr, mode, ENUM, "off", 0, 0, "off|naive|piggyback|planned", FT_KEY_RESERVED,              \
