@@ -52,7 +52,7 @@ TEST_HELPER := $(BUILD)/tests/ft_test.o
 BENCH_SRC := $(wildcard perf/bench_*.c)
 BENCH_BIN := $(BENCH_SRC:perf/%.c=$(BUILD)/perf/%)
 
-.PHONY: all run test test-run bench bench-run fuzz deps clean inputs-doc FORCE
+.PHONY: all run test test-run bench bench-run fuzz deps clean inputs-doc FORCE data
 all: bin/ftllm
 
 # Every variant links its own binary; bin/ftllm is a copy of the last one built.
@@ -83,14 +83,21 @@ deps:
 # libraries' pkg-config flags are read after the install).
 run: deps
 	@$(MAKE) --no-print-directory bin/ftllm
+	@$(MAKE) --no-print-directory data
 	mpiexec -n $(NP) bin/ftllm train inputs/default.ini
 
 test: deps
 	@$(MAKE) --no-print-directory test-run
 
 test-run: bin/ftllm $(TEST_BIN)
+	@$(MAKE) --no-print-directory data
 	@$(MAKE) --no-print-directory SAN=address build/san-address/ftllm
 	@tests/run.sh $(BUILD) build/san-address/ftllm
+
+# The default token shards data/train_000.bin, data/val_000.bin (git-ignored) from a text in a
+# Debian package (scripts/make-data says which and why); quick when they exist.
+data: bin/ftllm
+	@scripts/make-data bin/ftllm
 
 # Benchmarks: every perf/bench_*.c is built and perf/bench.sh runs them (and perf/bench_*.sh).
 bench: deps
