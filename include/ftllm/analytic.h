@@ -1,0 +1,205 @@
+/* analytic.h: reliability models that tell a user what redundancy, checkpoint interval and spares
+ * to use on a cluster nobody can test on. No MPI here; `optimize`, `simulate`, `train` (auto
+ * values) and the tests call it.
+ *
+ * 1. SPARe ring model (PAPERS.md section 2). N groups (replicas), N shard types; group i holds
+ *    shards i..i+r-1 (mod N), so shard j is held by groups j-r+1..j. Groups fail one at a time in
+ *    uniformly random order (iid lifetimes) and stay failed until the next global restart. A
+ *    *wipe-out* is r cyclically consecutive failed groups (some shard type lost every holder).
+ *    T = the index of the failure that wipes out (T = 1 for r = 1).
+ *      mu(N, r)  = E[T], the mean number of failures up to and including the wipe-out; the
+ *                  failures masked per epoch are T - 1. The closed form Gamma(1/r)/r N^(1-1/r)
+ *                  is its large-N (Poisson) limit; analytic_mu_exact() counts exactly.
+ *      depth d   = the stack depth needed with k failed groups: the least d such that every
+ *                  surviving group computing d of its r shards (free reordering) covers all N
+ *                  shard types. Hall's condition for this b-matching reduces, on the ring, to
+ *                  contiguous arcs (see analytic_spare.c), which gives
+ *                    d <= t  iff  t (N - k) >= N  and every circular window of groups has
+ *                                 (#failed) - (t - 1)(#alive) <= r - 1.
+ *                  d = 1 with no failure, d >= 2 after the first one, d <= r until a wipe-out.
+ *      S(N, r)   = the mean compute overhead over a failure epoch, defined as
+ *                  E[sum_{k=0}^{T-1} d_k] / E[T]: the long-run mean stack depth when every
+ *                  inter-failure interval of the epoch (state k = 0..T-1 failures) counts once
+ *                  (= the time average when the failure rate is constant over the epoch). The
+ *                  time-weighted variant for iid exponential groups (state k lasts 1/((N-k) lam))
+ *                  is reported too (S_time) with the epoch's mean throughput 1/d.
+ *    Plain replication with factor r for comparison: floor(N/r) sets of r identical replicas,
+ *    a wipe-out when one set has lost all r, throughput floor(N/r)/N.
+ * 2. Checkpointing: Young's and Daly's intervals, the exact expected time of a segment under
+ *    Poisson failures, expected waste, and the interval when detection has latency.
+ * 3. Sparing (Meta, PAPERS.md section 3): CETT of B zones x L blocks x K trays with R spare
+ *    blocks per zone and I spare trays per block (equations in analytic_sparing.c).
+ * 4. The joint optimizer: minimizes the expected time-to-train over the policy, r and the
+ *    checkpoint interval for a cluster (struct FtCluster), and over the spare counts. */
+#ifndef FTLLM_ANALYTIC_H
+#define FTLLM_ANALYTIC_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* ---- SPARe ring model ----------------------------------------------------------------------- */
+
+/* Gamma(1/r)/r * N^(1-1/r): the large-N limit of mu(N, r). */
+double analytic_mu_closed(double N, int r);
+
+/* floor(log2 N + 0.833): the paper's optimal redundancy. */
+int analytic_rstar_paper(double N);
+
+/* P(T > k) for k = 0..N into p[0..N] (p[N] = 0): the probability that k random failed groups
+ * contain no r consecutive ones. Exact (counting, long double); N <= 20000. Returns 0 or -1. */
+int analytic_spare_survival(int N, int r, double *p);
+
+/* mu(N, r) = E[T] exactly (sum of P(T > k)); -1 when N is out of range. */
+double analytic_mu_exact(int N, int r);
+
+/* The same two for plain replication (floor(N/r) sets of r). */
+int analytic_rep_survival(int N, int r, double *p);
+double analytic_mu_rep_exact(int N, int r);
+
+/* Depth oracle, incremental over one failure epoch: one max-subarray segment tree per threshold
+ * t = 2..r over the ring with weights +1 (failed) and -(t-1) (alive). A failure costs
+ * O(r log N). */
+typedef struct ft_depth_oracle {
+    int N, r, ntree;   /* ntree = number of leaves (power of 2 >= N) */
+    int k, depth;      /* failed groups, current depth (r + 1 after a wipe-out) */
+    unsigned char *dead;
+    int32_t *node;     /* per threshold t (2..r): 2*ntree nodes x 4 (sum, pre, suf, sub) */
+    int *failed;       /* the failed groups in order (to undo on reset) */
+} FtDepthOracle;
+
+int depth_oracle_init(FtDepthOracle *o, int N, int r); /* 0 or -1 (out of memory / range) */
+void depth_oracle_free(FtDepthOracle *o);
+void depth_oracle_reset(FtDepthOracle *o); /* everyone alive again: depth 1 */
+/* Group g fails (must be alive). Returns the new depth, or r + 1 on a wipe-out. */
+int depth_oracle_fail(FtDepthOracle *o, int g);
+/* Whether the current dead set has r consecutive failed groups around g (wipe-out test). */
+int depth_oracle_run_at(const FtDepthOracle *o, int g);
+
+/* Depth of an arbitrary dead set from scratch (for tests; O(r N)): least d, or r + 1. */
+int analytic_depth(const unsigned char *dead, int N, int r);
+
+/* Exact epoch statistics of the ring model. */
+typedef struct ft_spare_epoch {
+    int N, r;
+    double mu;        /* E[T] */
+    double S;         /* E[sum_{k<T} d_k] / E[T] */
+    double S_time;    /* time-weighted mean depth, iid exponential groups */
+    double thr_time;  /* time-weighted mean throughput E[1/d] */
+    double up_units;  /* E[epoch length] in units of one group's mean lifetime: sum P(T>k)/(N-k) */
+    int exact;        /* 1 from the transfer-matrix count, 0 from a Monte Carlo estimate */
+} FtSpareEpoch;
+
+/* Exact S by counting (a transfer matrix over the reflected walk, per threshold); cost about
+ * r^3 N K long-double operations (K = the largest k with P(T > k) > 1e-18). Returns 0, or -1
+ * when that exceeds max_ops (then nothing is written). */
+int analytic_spare_epoch(int N, int r, double max_ops, FtSpareEpoch *out);
+
+/* Replication epoch (exact; depth r, throughput floor(N/r)/N). */
+int analytic_rep_epoch(int N, int r, FtSpareEpoch *out);
+
+/* ---- checkpointing ---------------------------------------------------------------------------- */
+
+/* Young: sqrt(2 C M). Daly's higher-order: sqrt(2CM)[1 + sqrt(C/2M)/3 + (C/2M)/9] - C for
+ * C < 2M, else M. C = checkpoint cost, M = mean time between failures (same unit). */
+double analytic_young(double C, double M);
+double analytic_daly(double C, double M);
+
+/* Expected wall time to complete x seconds of uninterrupted compute under Poisson failures of
+ * rate lam, each followed by a non-interruptible downtime D (restart), losing the attempt:
+ *   (e^(lam x) - 1)(1/lam + D). */
+double analytic_segment_time(double x, double lam, double D);
+
+/* Expected wall time of W seconds of work with a checkpoint (cost C) after every tau of work
+ * (none after the last piece), failures Poisson(lam), restart D. Exact for that model. */
+double analytic_ckpt_time(double W, double tau, double C, double lam, double D);
+
+/* The tau minimizing analytic_ckpt_time's steady-state rate (e^(lam(tau+C)) - 1)/tau (golden
+ * section on log tau). */
+double analytic_ckpt_opt(double C, double lam);
+
+/* Expected waste fraction, first order: C/tau + lam (tau/2 + delta + D). */
+double analytic_waste(double tau, double C, double lam, double D, double delta);
+
+/* Interval when detection has latency delta (DMR deferred checks): a failure caught delta after
+ * it happened must roll back past every checkpoint taken in that delta, so the expected loss per
+ * failure is tau/2 + delta and the last ceil(delta/tau) + 1 checkpoints must be kept. The
+ * first-order optimum stays sqrt(2 C / lam); the higher-order optimum is found numerically on
+ * the exact model with loss tau/2 + delta. Writes the checkpoints to keep into *keep. */
+double analytic_ckpt_latency(double C, double lam, double D, double delta, int *keep);
+
+/* ---- sparing (Meta) ------------------------------------------------------------------------- */
+
+typedef struct ft_sparing {
+    int B, L, K;          /* zones, blocks per zone in use, trays per block in use */
+    int R, I;             /* spare blocks per zone, spare trays per block */
+    int gpus_per_tray;
+    double tray_mtbf, tray_mttr, rack_mtbf, rack_mttr; /* hours */
+    double ckpt, restart; /* seconds: checkpoint cost, restart cost */
+    double interval;      /* seconds of work between checkpoints; <= 0: optimal */
+} FtSparing;
+
+typedef struct ft_sparing_result {
+    double p_block;       /* P(a block is usable) */
+    double avail;         /* P(every zone has >= L usable blocks): the not-blocked fraction */
+    double lam;           /* interruptions per second while running */
+    double interval;      /* the checkpoint interval used, seconds */
+    double run_eff;       /* useful work per running second */
+    double util;          /* L K / ((L + R)(K + I)): GPUs working over GPUs provisioned */
+    double cett;          /* avail * run_eff * util */
+    double work;          /* cett * provisioned GPUs: useful GPU-seconds per second */
+} FtSparingResult;
+
+/* The CETT model. Returns 0 or -1 (invalid parameters, message in err). */
+int analytic_sparing(const FtSparing *s, FtSparingResult *out, char *err, size_t errlen);
+
+/* Best R in [0, max_R] for the given I by CETT (the same provisioned-GPU budget is not held
+ * fixed: CETT is work per provisioned GPU). Returns R. */
+int analytic_sparing_best_R(const FtSparing *s, int max_R, FtSparingResult *out);
+
+/* ---- cluster and the joint optimizer ----------------------------------------------------------- */
+
+enum ft_failure_law { FT_LAW_EXP = 0, FT_LAW_WEIBULL = 1 };
+enum ft_policy { FT_POL_CKPT = 0, FT_POL_REP = 1, FT_POL_SPARE = 2, FT_POL_NPOL = 3 };
+
+typedef struct ft_cluster {
+    long long gpus, gpus_per_replica;
+    double gpu_mtbf;       /* seconds, per GPU */
+    int law;               /* enum ft_failure_law */
+    double weibull_shape;
+    double restart;        /* seconds, global restart */
+    double ckpt;           /* seconds, one checkpoint write */
+    double step;           /* seconds, one failure-free step at depth 1 */
+    double steps;          /* steps of the run */
+    double latency;        /* seconds between a failure and its detection (0 for fail-stop) */
+} FtCluster;
+
+/* One evaluated alternative. */
+typedef struct ft_plan {
+    int policy, r;
+    double interval;       /* seconds of work between checkpoints */
+    double mu;             /* failures per epoch (T) */
+    double epoch;          /* mean up-time between wipe-outs, seconds */
+    double depth;          /* time-weighted mean depth (compute overhead) */
+    double ttt;            /* predicted time-to-train, seconds */
+    double goodput;        /* failure-free time / ttt */
+    double avail;          /* fraction of wall time not spent in restarts */
+    int exact;             /* S from the exact count (1) or Monte Carlo (0) */
+} FtPlan;
+
+/* N = gpus / gpus_per_replica. */
+int cluster_groups(const FtCluster *c);
+
+/* Evaluates one policy at one r (interval <= 0: its optimum). Wipe-outs are treated as a
+ * Poisson process at rate 1/epoch (exact for r = 1, exponential); the simulator measures the
+ * rest. Returns 0 or -1. */
+int analytic_plan(const FtCluster *c, int policy, int r, double interval, FtPlan *out);
+
+/* For each policy, the best r in [1, r_max] (ckpt: r = 1), plus every r of SPARe and
+ * replication into `all` (size FT_POL_NPOL * r_max, may be NULL). best[FT_POL_NPOL]. */
+int analytic_optimize(const FtCluster *c, int r_max, FtPlan *best, FtPlan *all);
+
+/* Estimates the ring epoch by Monte Carlo when the exact count is too costly (deterministic
+ * given seed). Defined in sim_ring.c. */
+int sim_spare_epoch_mc(int N, int r, int trials, uint64_t seed, FtSpareEpoch *out);
+
+#endif
