@@ -36,7 +36,9 @@
     K(run, log_level, ENUM, "info", 0, 0, "error|warn|info|debug", 0,                            \
       "how much rank 0 prints")                                                                  \
     K(run, threads, INT, "0", 0, 4096, "", 0,                                                    \
-      "OpenMP/BLAS threads per rank; 0 = OMP_NUM_THREADS or the runtime's default")
+      "OpenMP/BLAS threads per rank; 0 = OMP_NUM_THREADS or the runtime's default")           \
+    K(run, save_model, STR, "", 0, 0, "", 0,                                                     \
+      "write the final weights to this llm.c model file (fp32, version 3); empty = none")
 
 #define FT_KEYS_model(K)                                                                         \
     K(model, layers, INT, "4", 1, 4096, "", 0, "transformer blocks (L)")                         \
@@ -48,7 +50,9 @@
     K(model, vocab_pad, INT, "128", 1, 65536, "", 0,                                             \
       "pad the vocabulary up to a multiple of this (Vp; llm.c pads 50257 to 50304)")             \
     K(model, seq_len, INT, "64", 1, 1048576, "", 0,                                              \
-      "maximum sequence length (T), the size of the position table")
+      "maximum sequence length (T), the size of the position table")                         \
+    K(model, init, STR, "", 0, 0, "", 0,                                                         \
+      "llm.c GPT-2 model file (fp32, version 3) to start from; empty = random initialization")
 
 #define FT_KEYS_parallel(K)                                                                      \
     K(parallel, tp, INT, "1", 1, 1048576, "", 0, "tensor-parallel width")                        \
@@ -73,7 +77,21 @@
     K(train, beta2, REAL, "0.95", 0, 1, "", FT_KEY_LT_MAX, "AdamW second-moment decay")          \
     K(train, eps, REAL, "1e-8", 0, 1, "", FT_KEY_GT_MIN, "AdamW epsilon")                        \
     K(train, grad_clip, REAL, "1.0", 0, 1e30, "", 0,                                             \
-      "clip the global gradient norm to this; 0 = no clipping")
+      "clip the global gradient norm to this; 0 = no clipping")                               \
+    K(train, seq_len, INT, "0", 0, 1048576, "", 0,                                               \
+      "training sequence length; 0 = model.seq_len (at most model.seq_len)")                     \
+    K(train, ac, ENUM, "none", 0, 0, "none|full|every", 0,                                       \
+      "activation checkpointing: none, each block (full), or train.ac_every blocks per segment")  \
+    K(train, ac_every, INT, "2", 1, 4096, "", 0,                                                 \
+      "blocks per checkpointed segment (train.ac = every)")                                      \
+    K(train, val_every, INT, "10", 0, 1e15, "", 0,                                               \
+      "steps between validation losses (and one at the end); 0 = only at the end")               \
+    K(train, val_batches, INT, "4", 0, 1048576, "", 0,                                           \
+      "micro-batches per validation loss; 0 = no validation")                                    \
+    K(train, sample_tokens, INT, "64", 0, 1048576, "", 0,                                        \
+      "tokens sampled at the end of training (0 = no sample)")                                   \
+    K(train, rate_skip, INT, "1", 0, 1e15, "", 0,                                                \
+      "first steps left out of the summary's rates (warm-up: page faults, cold caches)")
 
 #define FT_KEYS_data(K)                                                                          \
     K(data, train, STR, "data/train_*.bin", 0, 0, "", 0,                                         \
@@ -115,6 +133,7 @@
 
 /* C enums matching the ENUM keys' choices, in the same order. */
 enum ft_schedule { FT_SCHED_CONSTANT, FT_SCHED_COSINE, FT_SCHED_LINEAR };
+enum ft_ac_choice { FT_AC_CHOICE_NONE, FT_AC_CHOICE_FULL, FT_AC_CHOICE_EVERY };
 enum ft_dmr_mode { FT_DMR_OFF, FT_DMR_NAIVE, FT_DMR_PIGGYBACK, FT_DMR_PLANNED };
 /* run.log_level uses enum ft_log_level from log.h (error|warn|info|debug). */
 

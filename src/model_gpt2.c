@@ -1,0 +1,419 @@
+/* model_gpt2.c: GPT-2's parameter layout, initialization and tape builder (model.h).
+ *
+ * Key decisions:
+ *  - One allocation holds params | grads | m | v, each carved into the 16 tensors in llm.c's
+ *    order, so an llm.c model file is one read into `params` and the optimizer is a loop over 16
+ *    contiguous ranges.
+ *  - The tape is the model: model_build_tape writes the forward of one micro-batch (encoder,
+ *    L blocks, final LN, LM head, cross-entropy, mean loss) and its backward, entry by entry.
+ *    The residual stream's gradient enters LayerNorm's backward (dx = dres + dLN), so every
+ *    activation gradient is written exactly once by one pure op and only parameter gradients
+ *    accumulate. Activation gradients inside a block are short-lived and share one set of
+ *    buffers across layers; the residual-stream gradients dres[0..L] are kept per layer.
+ *  - Activation checkpointing: blocks are grouped into segments (1 block for `full`, k for
+ *    `every`). Activations inside a segment live in slot buffers that all segments share; only
+ *    each segment's input (a residual-stream tensor) is kept. During backward each segment but
+ *    the last (whose activations are still in the slots) is preceded by its forward ops again,
+ *    as FT_PH_RECOMPUTE entries on the same tensors: the same ops on the same inputs give the
+ *    same bytes, so gradients are bitwise identical with AC on or off.
+ *  - Markers: segment begin/end, recompute, a tensor-parallel all-reduce point after each
+ *    row-parallel projection (forward) and before each block's backward, and "layer gradients
+ *    complete" after each block's backward (where a data-parallel bucket would be reduced).
+ */
+#include "ftllm/model.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ftllm/log.h"
+
+static const char *const g_pnames[FT_NPARAM_TENSORS] = {
+    "wte", "wpe", "ln1w", "ln1b", "qkvw", "qkvb", "attprojw", "attprojb",
+    "ln2w", "ln2b", "fcw", "fcb", "fcprojw", "fcprojb", "lnfw", "lnfb"};
+
+void model_config_from_deck(const FtConfig *cfg, FtGpt2Config *mc)
+{
+    mc->L = (int)cfg->model.layers;
+    mc->NH = (int)cfg->model.heads;
+    mc->C = (int)cfg->model.channels;
+    mc->V = (int)cfg->model.vocab;
+    long long pad = cfg->model.vocab_pad;
+    mc->Vp = (int)((cfg->model.vocab + pad - 1) / pad * pad);
+    mc->maxT = (int)cfg->model.seq_len;
+}
+
+void model_create(FtModel *m, const FtGpt2Config *mc)
+{
+    memset(m, 0, sizeof *m);
+    m->cfg = *mc;
+    size_t L = mc->L, C = mc->C, Vp = mc->Vp, T = mc->maxT;
+    /* rows, cols of one layer's slice; per-layer flag; decay; TP split */
+    struct { size_t r, c; bool pl, dec; int split; } s[FT_NPARAM_TENSORS] = {
+        [FT_P_WTE] = {Vp, C, false, true, FT_SPLIT_NONE},
+        [FT_P_WPE] = {T, C, false, true, FT_SPLIT_NONE},
+        [FT_P_LN1W] = {C, 1, true, false, FT_SPLIT_NONE},
+        [FT_P_LN1B] = {C, 1, true, false, FT_SPLIT_NONE},
+        [FT_P_QKVW] = {3 * C, C, true, true, FT_SPLIT_ROWS},
+        [FT_P_QKVB] = {3 * C, 1, true, false, FT_SPLIT_ROWS},
+        [FT_P_ATTPROJW] = {C, C, true, true, FT_SPLIT_COLS},
+        [FT_P_ATTPROJB] = {C, 1, true, false, FT_SPLIT_NONE},
+        [FT_P_LN2W] = {C, 1, true, false, FT_SPLIT_NONE},
+        [FT_P_LN2B] = {C, 1, true, false, FT_SPLIT_NONE},
+        [FT_P_FCW] = {4 * C, C, true, true, FT_SPLIT_ROWS},
+        [FT_P_FCB] = {4 * C, 1, true, false, FT_SPLIT_ROWS},
+        [FT_P_FCPROJW] = {C, 4 * C, true, true, FT_SPLIT_COLS},
+        [FT_P_FCPROJB] = {C, 1, true, false, FT_SPLIT_NONE},
+        [FT_P_LNFW] = {C, 1, false, false, FT_SPLIT_NONE},
+        [FT_P_LNFB] = {C, 1, false, false, FT_SPLIT_NONE},
+    };
+    size_t off = 0;
+    for (int i = 0; i < FT_NPARAM_TENSORS; i++) {
+        FtParamInfo *p = &m->p[i];
+        p->name = g_pnames[i];
+        p->rows = (int)s[i].r;
+        p->cols = (int)s[i].c;
+        p->per_layer = s[i].pl;
+        p->decay = s[i].dec;
+        p->tp_split = s[i].split;
+        p->size = s[i].r * s[i].c * (s[i].pl ? L : 1);
+        p->offset = off;
+        off += p->size;
+    }
+    m->nparams = off;
+    m->mem = calloc(4 * off, sizeof(float));
+    if (!m->mem) FT_DIE("out of memory: %zu parameters (x4 for grads and AdamW moments)", off);
+    m->params = m->mem;
+    m->grads = m->mem + off;
+    m->m = m->mem + 2 * off;
+    m->v = m->mem + 3 * off;
+}
+
+void model_free(FtModel *m)
+{
+    free(m->mem);
+    memset(m, 0, sizeof *m);
+}
+
+float *model_tensor(const FtModel *m, float *base, int id, int l)
+{
+    const FtParamInfo *p = &m->p[id];
+    FT_ASSERT(p->per_layer ? (l >= 0 && l < m->cfg.L) : l < 0);
+    return base + p->offset + (p->per_layer ? (size_t)l * (p->size / m->cfg.L) : 0);
+}
+
+void model_zero_grad(FtModel *m) { memset(m->grads, 0, sizeof(float) * m->nparams); }
+
+uint64_t model_rng_next(uint64_t *s)
+{
+    uint64_t z = (*s += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+double model_rng_uniform(uint64_t *s) { return (model_rng_next(s) >> 11) * (1.0 / 9007199254740992.0); }
+double model_rng_normal(uint64_t *s) /* Box-Muller, one value per call */
+{
+    double u1 = model_rng_uniform(s), u2 = model_rng_uniform(s);
+    return sqrt(-2.0 * log(1.0 - u1)) * cos(2.0 * M_PI * u2);
+}
+
+void model_init_random(FtModel *m, uint64_t seed)
+{
+    const FtGpt2Config *c = &m->cfg;
+    memset(m->mem, 0, sizeof(float) * 4 * m->nparams);
+    m->step = 0;
+    for (int i = 0; i < FT_NPARAM_TENSORS; i++) {
+        const FtParamInfo *p = &m->p[i];
+        float *w = m->params + p->offset;
+        uint64_t st = seed * 0x100000001B3ull + (uint64_t)i; /* one stream per tensor */
+        bool weight = (i == FT_P_WTE || i == FT_P_WPE || i == FT_P_QKVW || i == FT_P_ATTPROJW ||
+                       i == FT_P_FCW || i == FT_P_FCPROJW);
+        bool resid = (i == FT_P_ATTPROJW || i == FT_P_FCPROJW);
+        if (weight) {
+            double sd = resid ? 0.02 / sqrt(2.0 * c->L) : 0.02;
+            size_t n = i == FT_P_WTE ? (size_t)c->V * c->C : p->size; /* padded rows stay 0 */
+            for (size_t k = 0; k < n; k++) w[k] = (float)(sd * model_rng_normal(&st));
+        } else if (i == FT_P_LN1W || i == FT_P_LN2W || i == FT_P_LNFW) {
+            for (size_t k = 0; k < p->size; k++) w[k] = 1.0f;
+        }
+    }
+}
+
+/* ---- the tape builder ---------------------------------------------------------------------- */
+
+typedef struct block_acts {
+    int ln1, m1, r1, qkv, atty, att, attproj, res2, ln2, m2, r2, fch, fchg, fcproj;
+} BlockActs;
+
+typedef struct builder {
+    const FtModel *m;
+    FtTape *tp;
+    int B, T, N;
+    int *pid, *gid;              /* (FT_NPARAM_TENSORS x max(L,1)) tensor ids of params, grads */
+    int *res;                    /* res[0..L] residual stream tensors */
+    BlockActs *act;              /* per layer */
+    int *seg;                    /* segment of each layer, -1 without AC */
+    /* backward scratch */
+    int dfchg, dfch, dln2, dres2, datty, dqkv, dln1, *dres;
+} Builder;
+
+static int pt(const Builder *b, int id, int l) { return b->pid[id * b->m->cfg.L + (l < 0 ? 0 : l)]; }
+static int gt(const Builder *b, int id, int l) { return b->gid[id * b->m->cfg.L + (l < 0 ? 0 : l)]; }
+
+/* An activation named prefix.name (or name) in the arena. */
+static int act(Builder *b, const char *prefix, const char *name, int l, size_t n)
+{
+    char full[40];
+    if (prefix) snprintf(full, sizeof full, "%s.%s", prefix, name);
+    else snprintf(full, sizeof full, "%s", name);
+    return tape_tensor(b->tp, full, FT_F32, FT_TR_ACT, n, NULL, l);
+}
+
+static void emit(Builder *b, FtOpKind k, FtOpDir dir, FtPhase ph, int l, const char *label,
+                 const int *in, int nin, const int *out, int nout, long long d0, long long d1,
+                 long long d2, long long d3, unsigned acc)
+{
+    FtTapeEntry e = {.kind = k, .dir = dir, .phase = ph, .layer = l,
+                     .seg = l >= 0 && b->seg ? b->seg[l] : -1, .label = label, .acc = acc,
+                     .d = {d0, d1, d2, d3}};
+    for (int i = 0; i < FT_OP_MAX_IN; i++) e.in[i] = i < nin ? in[i] : -1;
+    for (int i = 0; i < FT_OP_MAX_OUT; i++) e.out[i] = i < nout ? out[i] : -1;
+    tape_push(b->tp, &e);
+}
+
+static void mark(Builder *b, FtMark mk, FtPhase ph, int l, int seg)
+{
+    FtTapeEntry e = {.kind = FT_OP_MARK, .phase = ph, .mark = mk, .layer = l, .seg = seg};
+    for (int i = 0; i < FT_OP_MAX_IN; i++) e.in[i] = -1;
+    for (int i = 0; i < FT_OP_MAX_OUT; i++) e.out[i] = -1;
+    tape_push(b->tp, &e);
+}
+
+#define IN(...) (const int[]){__VA_ARGS__}, (int)(sizeof((int[]){__VA_ARGS__}) / sizeof(int))
+#define OUT IN
+
+static void block_fwd(Builder *b, int l, FtPhase ph)
+{
+    const BlockActs *a = &b->act[l];
+    long long N = b->N, C = b->m->cfg.C, NH = b->m->cfg.NH;
+    int x = b->res[l], y = b->res[l + 1];
+    emit(b, FT_OP_LAYERNORM, FT_FWD, ph, l, "ln1", IN(x, pt(b, FT_P_LN1W, l), pt(b, FT_P_LN1B, l)),
+         OUT(a->ln1, a->m1, a->r1), N, C, 0, 0, 0);
+    emit(b, FT_OP_MATMUL, FT_FWD, ph, l, "qkv", IN(a->ln1, pt(b, FT_P_QKVW, l), pt(b, FT_P_QKVB, l)),
+         OUT(a->qkv), N, C, 3 * C, 0, 0);
+    emit(b, FT_OP_ATTENTION, FT_FWD, ph, l, "attn", IN(a->qkv), OUT(a->atty, a->att), b->B, b->T,
+         C, NH, 0);
+    emit(b, FT_OP_MATMUL, FT_FWD, ph, l, "attproj",
+         IN(a->atty, pt(b, FT_P_ATTPROJW, l), pt(b, FT_P_ATTPROJB, l)), OUT(a->attproj), N, C, C, 0,
+         0);
+    mark(b, FT_MARK_COMM_TP, ph, l, b->seg ? b->seg[l] : -1);
+    emit(b, FT_OP_RESIDUAL, FT_FWD, ph, l, "res1", IN(x, a->attproj), OUT(a->res2), N * C, 0, 0, 0, 0);
+    emit(b, FT_OP_LAYERNORM, FT_FWD, ph, l, "ln2",
+         IN(a->res2, pt(b, FT_P_LN2W, l), pt(b, FT_P_LN2B, l)), OUT(a->ln2, a->m2, a->r2), N, C, 0, 0,
+         0);
+    emit(b, FT_OP_MATMUL, FT_FWD, ph, l, "fc", IN(a->ln2, pt(b, FT_P_FCW, l), pt(b, FT_P_FCB, l)),
+         OUT(a->fch), N, C, 4 * C, 0, 0);
+    emit(b, FT_OP_GELU, FT_FWD, ph, l, "gelu", IN(a->fch), OUT(a->fchg), N * 4 * C, 0, 0, 0, 0);
+    emit(b, FT_OP_MATMUL, FT_FWD, ph, l, "fcproj",
+         IN(a->fchg, pt(b, FT_P_FCPROJW, l), pt(b, FT_P_FCPROJB, l)), OUT(a->fcproj), N, 4 * C, C, 0,
+         0);
+    mark(b, FT_MARK_COMM_TP, ph, l, b->seg ? b->seg[l] : -1);
+    emit(b, FT_OP_RESIDUAL, FT_FWD, ph, l, "res2", IN(a->res2, a->fcproj), OUT(y), N * C, 0, 0, 0, 0);
+}
+
+static void block_bwd(Builder *b, int l)
+{
+    const BlockActs *a = &b->act[l];
+    long long N = b->N, C = b->m->cfg.C, NH = b->m->cfg.NH;
+    FtPhase ph = FT_PH_BWD;
+    int dy = b->dres[l + 1];
+    mark(b, FT_MARK_COMM_TP, ph, l, b->seg ? b->seg[l] : -1);
+    emit(b, FT_OP_MATMUL, FT_BWD, ph, l, "fcproj", IN(dy, a->fchg, pt(b, FT_P_FCPROJW, l)),
+         OUT(b->dfchg, gt(b, FT_P_FCPROJW, l), gt(b, FT_P_FCPROJB, l)), N, 4 * C, C, 0, 6);
+    emit(b, FT_OP_GELU, FT_BWD, ph, l, "gelu", IN(b->dfchg, a->fch), OUT(b->dfch), N * 4 * C, 0, 0, 0,
+         0);
+    emit(b, FT_OP_MATMUL, FT_BWD, ph, l, "fc", IN(b->dfch, a->ln2, pt(b, FT_P_FCW, l)),
+         OUT(b->dln2, gt(b, FT_P_FCW, l), gt(b, FT_P_FCB, l)), N, C, 4 * C, 0, 6);
+    emit(b, FT_OP_LAYERNORM, FT_BWD, ph, l, "ln2",
+         IN(b->dln2, a->res2, pt(b, FT_P_LN2W, l), a->m2, a->r2, dy),
+         OUT(b->dres2, gt(b, FT_P_LN2W, l), gt(b, FT_P_LN2B, l)), N, C, 0, 0, 6);
+    emit(b, FT_OP_MATMUL, FT_BWD, ph, l, "attproj", IN(b->dres2, a->atty, pt(b, FT_P_ATTPROJW, l)),
+         OUT(b->datty, gt(b, FT_P_ATTPROJW, l), gt(b, FT_P_ATTPROJB, l)), N, C, C, 0, 6);
+    emit(b, FT_OP_ATTENTION, FT_BWD, ph, l, "attn", IN(b->datty, a->qkv, a->att), OUT(b->dqkv),
+         b->B, b->T, C, NH, 0);
+    emit(b, FT_OP_MATMUL, FT_BWD, ph, l, "qkv", IN(b->dqkv, a->ln1, pt(b, FT_P_QKVW, l)),
+         OUT(b->dln1, gt(b, FT_P_QKVW, l), gt(b, FT_P_QKVB, l)), N, C, 3 * C, 0, 6);
+    emit(b, FT_OP_LAYERNORM, FT_BWD, ph, l, "ln1",
+         IN(b->dln1, b->res[l], pt(b, FT_P_LN1W, l), a->m1, a->r1, b->dres2),
+         OUT(b->dres[l], gt(b, FT_P_LN1W, l), gt(b, FT_P_LN1B, l)), N, C, 0, 0, 6);
+    mark(b, FT_MARK_COMM_GRADS, ph, l, b->seg ? b->seg[l] : -1);
+}
+
+/* Declares the 14 activations of one block into *out, named prefix.*: own storage, or
+ * aliases of those of `slot`. */
+static void block_acts(Builder *b, const char *prefix, int l, const BlockActs *slot,
+                       BlockActs *out)
+{
+    size_t N = b->N, C = b->m->cfg.C, NH = b->m->cfg.NH, T = b->T;
+    struct { const char *name; size_t n; } spec[14] = {
+        {"ln1", N * C}, {"ln1.mean", N}, {"ln1.rstd", N}, {"qkv", N * 3 * C}, {"atty", N * C},
+        {"att", (size_t)b->B * NH * T * T}, {"attproj", N * C}, {"resmid", N * C}, {"ln2", N * C},
+        {"ln2.mean", N}, {"ln2.rstd", N}, {"fch", N * 4 * C}, {"fchg", N * 4 * C},
+        {"fcproj", N * C}};
+    int *ids = (int *)out;
+    const int *sl = (const int *)slot;
+    for (int i = 0; i < 14; i++) {
+        if (slot) {
+            char full[40];
+            snprintf(full, sizeof full, "%s.%s", prefix, spec[i].name);
+            ids[i] = tape_alias(b->tp, full, sl[i], l);
+        } else {
+            ids[i] = act(b, prefix, spec[i].name, l, spec[i].n);
+        }
+    }
+}
+
+void model_build_tape(const FtModel *m, const FtTapeOpts *o, FtTape *tp)
+{
+    const FtGpt2Config *c = &m->cfg;
+    FT_ASSERT(o->B > 0 && o->T > 0 && o->T <= c->maxT && c->L > 0);
+    tape_init(tp);
+    tp->B = o->B;
+    tp->T = o->T;
+    int L = c->L;
+    size_t N = (size_t)o->B * o->T, C = c->C, Vp = c->Vp;
+    Builder b = {.m = m, .tp = tp, .B = o->B, .T = o->T, .N = (int)N};
+    b.pid = malloc(sizeof(int) * FT_NPARAM_TENSORS * (size_t)L);
+    b.gid = malloc(sizeof(int) * FT_NPARAM_TENSORS * (size_t)L);
+    b.res = malloc(sizeof(int) * (size_t)(L + 1));
+    b.dres = malloc(sizeof(int) * (size_t)(L + 1));
+    b.act = malloc(sizeof(BlockActs) * (size_t)L);
+    FT_ASSERT(b.pid && b.gid && b.res && b.dres && b.act);
+
+    /* parameter and gradient views */
+    for (int i = 0; i < FT_NPARAM_TENSORS; i++) {
+        const FtParamInfo *p = &m->p[i];
+        for (int l = 0; l < (p->per_layer ? L : 1); l++) {
+            char nm[40];
+            int ll = p->per_layer ? l : -1;
+            size_t n = p->per_layer ? p->size / L : p->size;
+            if (p->per_layer) snprintf(nm, sizeof nm, "l%d.%s", l, p->name);
+            else snprintf(nm, sizeof nm, "%s", p->name);
+            b.pid[i * L + l] = tape_tensor(tp, nm, FT_F32, FT_TR_PARAM, n,
+                                           model_tensor(m, m->params, i, ll), ll);
+            if (o->backward) {
+                char gn[44];
+                snprintf(gn, sizeof gn, "d.%s", nm);
+                b.gid[i * L + l] = tape_tensor(tp, gn, FT_F32, FT_TR_GRAD, n,
+                                               model_tensor(m, m->grads, i, ll), ll);
+            }
+        }
+    }
+
+    /* AC segments: k blocks each */
+    int k = o->ac == FT_AC_FULL ? 1 : o->ac == FT_AC_EVERY ? o->ac_every : 0;
+    FT_ASSERT(o->ac == FT_AC_OFF || k >= 1);
+    if (k > L) k = L;
+    int nseg = k ? (L + k - 1) / k : 0;
+    if (k) {
+        b.seg = malloc(sizeof(int) * (size_t)L);
+        FT_ASSERT(b.seg);
+        for (int l = 0; l < L; l++) b.seg[l] = l / k;
+    }
+
+    /* I/O and activations */
+    tp->tokens = tape_tensor(tp, "tokens", FT_I32, FT_TR_IO, N, NULL, -1);
+    tp->targets = tape_tensor(tp, "targets", FT_I32, FT_TR_IO, N, NULL, -1);
+    b.res[0] = act(&b, NULL, "res0", -1, N * C);
+    BlockActs *slots = NULL;
+    int *slot_res = NULL;
+    if (k) { /* slot j: the storage of the j-th block of whichever segment runs */
+        slots = malloc(sizeof(BlockActs) * (size_t)k);
+        slot_res = malloc(sizeof(int) * (size_t)k);
+        FT_ASSERT(slots && slot_res);
+        for (int j = 0; j < k; j++) {
+            char pre[16];
+            snprintf(pre, sizeof pre, "slot%d", j);
+            block_acts(&b, pre, -1, NULL, &slots[j]);
+            slot_res[j] = act(&b, pre, "res", -1, N * C);
+        }
+    }
+    for (int l = 0; l < L; l++) {
+        char pre[16], nm[16];
+        snprintf(pre, sizeof pre, "l%d", l);
+        block_acts(&b, pre, l, k ? &slots[l % k] : NULL, &b.act[l]);
+        snprintf(nm, sizeof nm, "res%d", l + 1);
+        bool saved = !k || l % k == k - 1 || l == L - 1; /* a segment's output: kept */
+        if (saved) b.res[l + 1] = act(&b, NULL, nm, -1, N * C);
+        else b.res[l + 1] = tape_alias(tp, nm, slot_res[l % k], l);
+    }
+    int lnf = act(&b, NULL, "lnf", -1, N * C), lnfm = act(&b, NULL, "lnf.mean", -1, N),
+        lnfr = act(&b, NULL, "lnf.rstd", -1, N);
+    tp->logits = act(&b, NULL, "logits", -1, N * Vp);
+    tp->probs = act(&b, NULL, "probs", -1, N * Vp);
+    int losses = act(&b, NULL, "losses", -1, N);
+    tp->loss = tape_tensor(tp, "loss", FT_F32, FT_TR_IO, 1, NULL, -1);
+
+    /* forward */
+    FtPhase F = FT_PH_FWD;
+    emit(&b, FT_OP_ENCODER, FT_FWD, F, -1, "encoder",
+         IN(tp->tokens, pt(&b, FT_P_WTE, -1), pt(&b, FT_P_WPE, -1)), OUT(b.res[0]), o->B, o->T,
+         C, 0, 0);
+    for (int l = 0; l < L; l++) {
+        if (k && l % k == 0) mark(&b, FT_MARK_SEG_BEGIN, F, l, b.seg[l]);
+        block_fwd(&b, l, F);
+        if (k && (l % k == k - 1 || l == L - 1)) mark(&b, FT_MARK_SEG_END, F, l, b.seg[l]);
+    }
+    emit(&b, FT_OP_LAYERNORM, FT_FWD, F, -1, "lnf",
+         IN(b.res[L], pt(&b, FT_P_LNFW, -1), pt(&b, FT_P_LNFB, -1)), OUT(lnf, lnfm, lnfr), N, C,
+         0, 0, 0);
+    emit(&b, FT_OP_MATMUL, FT_FWD, F, -1, "lmhead", IN(lnf, pt(&b, FT_P_WTE, -1), -1),
+         OUT(tp->logits), N, C, Vp, 0, 0);
+    emit(&b, FT_OP_CROSSENT, FT_FWD, F, -1, "loss", IN(tp->logits, tp->targets),
+         OUT(tp->probs, losses), N, c->V, Vp, 0, 0);
+    emit(&b, FT_OP_LOSSMEAN, FT_FWD, F, -1, "loss", IN(losses), OUT(tp->loss), N, 0, 0, 0, 0);
+    tp->fwd_end = tp->ne;
+
+    /* backward */
+    if (o->backward) {
+        int dlogits = tape_tensor(tp, "d.logits", FT_F32, FT_TR_ACT_GRAD, N * Vp, NULL, -1);
+        int dlnf = tape_tensor(tp, "d.lnf", FT_F32, FT_TR_ACT_GRAD, N * C, NULL, -1);
+        for (int l = 0; l <= L; l++) {
+            char nm[40];
+            snprintf(nm, sizeof nm, "d.res%d", l);
+            b.dres[l] = tape_tensor(tp, nm, FT_F32, FT_TR_ACT_GRAD, N * C, NULL, -1);
+        }
+        b.dfchg = tape_tensor(tp, "d.fchg", FT_F32, FT_TR_ACT_GRAD, N * 4 * C, NULL, -1);
+        b.dfch = tape_tensor(tp, "d.fch", FT_F32, FT_TR_ACT_GRAD, N * 4 * C, NULL, -1);
+        b.dln2 = tape_tensor(tp, "d.ln2", FT_F32, FT_TR_ACT_GRAD, N * C, NULL, -1);
+        b.dres2 = tape_tensor(tp, "d.resmid", FT_F32, FT_TR_ACT_GRAD, N * C, NULL, -1);
+        b.datty = tape_tensor(tp, "d.atty", FT_F32, FT_TR_ACT_GRAD, N * C, NULL, -1);
+        b.dqkv = tape_tensor(tp, "d.qkv", FT_F32, FT_TR_ACT_GRAD, N * 3 * C, NULL, -1);
+        b.dln1 = tape_tensor(tp, "d.ln1", FT_F32, FT_TR_ACT_GRAD, N * C, NULL, -1);
+        FtPhase Bp = FT_PH_BWD;
+        emit(&b, FT_OP_CROSSENT, FT_BWD, Bp, -1, "loss", IN(tp->probs, tp->targets), OUT(dlogits),
+             N, c->V, Vp, 0, 0);
+        tp->e[tp->ne - 1].x[0] = o->loss_scale / (double)N; /* d(objective)/d(each loss) */
+        emit(&b, FT_OP_MATMUL, FT_BWD, Bp, -1, "lmhead", IN(dlogits, lnf, pt(&b, FT_P_WTE, -1)),
+             OUT(dlnf, gt(&b, FT_P_WTE, -1), -1), N, C, Vp, 0, 2);
+        emit(&b, FT_OP_LAYERNORM, FT_BWD, Bp, -1, "lnf",
+             IN(dlnf, b.res[L], pt(&b, FT_P_LNFW, -1), lnfm, lnfr, -1),
+             OUT(b.dres[L], gt(&b, FT_P_LNFW, -1), gt(&b, FT_P_LNFB, -1)), N, C, 0, 0, 6);
+        for (int l = L - 1; l >= 0; l--) {
+            if (k && (l % k == k - 1 || l == L - 1) && b.seg[l] != nseg - 1) {
+                /* recompute this segment's forward from its saved input res[first] */
+                int first = b.seg[l] * k;
+                mark(&b, FT_MARK_RECOMPUTE, FT_PH_RECOMPUTE, first, b.seg[l]);
+                for (int j = first; j <= l; j++) block_fwd(&b, j, FT_PH_RECOMPUTE);
+            }
+            block_bwd(&b, l);
+        }
+        emit(&b, FT_OP_ENCODER, FT_BWD, Bp, -1, "encoder", IN(b.dres[0], tp->tokens),
+             OUT(gt(&b, FT_P_WTE, -1), gt(&b, FT_P_WPE, -1)), o->B, o->T, C, 0, 3);
+    }
+    tape_alloc(tp);
+    free(b.pid), free(b.gid), free(b.res), free(b.dres), free(b.act), free(b.seg), free(slots),
+        free(slot_res);
+}

@@ -1,0 +1,147 @@
+/* tape.c: the tape's tensor table, entry list and arena (tape.h).
+ *
+ * Key decisions: tensors and entries live in growing arrays, built once per run; the arena is
+ * one zeroed allocation, each tensor 64-byte aligned; aliased tensors (activations of
+ * checkpointed segments) take their owner's pointer. The tape holds no op logic: it is data
+ * that the executor walks and that later issues (DMR planner, profiler) read. */
+#include "ftllm/tape.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "ftllm/log.h"
+
+static size_t dtype_size(FtDtype d) { return d == FT_F64 ? 8 : 4; }
+
+void tape_init(FtTape *tp)
+{
+    memset(tp, 0, sizeof *tp);
+    tp->tokens = tp->targets = tp->logits = tp->probs = tp->loss = -1;
+}
+
+void tape_free(FtTape *tp)
+{
+    free(tp->t);
+    free(tp->e);
+    free(tp->arena);
+    tape_init(tp);
+}
+
+int tape_tensor(FtTape *tp, const char *name, FtDtype dt, FtTensorRole role, size_t n,
+                void *data, int layer)
+{
+    if (tp->nt == tp->cap_t) {
+        tp->cap_t = tp->cap_t ? 2 * tp->cap_t : 256;
+        tp->t = realloc(tp->t, sizeof *tp->t * (size_t)tp->cap_t);
+        FT_ASSERT(tp->t);
+    }
+    FtTensor *t = &tp->t[tp->nt];
+    memset(t, 0, sizeof *t);
+    snprintf(t->name, sizeof t->name, "%s", name);
+    t->dtype = dt;
+    t->role = role;
+    t->n = n;
+    t->data = data;
+    t->alias = -1;
+    t->layer = layer;
+    return tp->nt++;
+}
+
+int tape_alias(FtTape *tp, const char *name, int of, int layer)
+{
+    FT_ASSERT(of >= 0 && of < tp->nt && tp->t[of].alias < 0);
+    FtTensor o = tp->t[of];
+    int id = tape_tensor(tp, name, o.dtype, o.role, o.n, NULL, layer);
+    tp->t[id].alias = of;
+    return id;
+}
+
+void tape_push(FtTape *tp, const FtTapeEntry *e)
+{
+    if (tp->ne == tp->cap_e) {
+        tp->cap_e = tp->cap_e ? 2 * tp->cap_e : 256;
+        tp->e = realloc(tp->e, sizeof *tp->e * (size_t)tp->cap_e);
+        FT_ASSERT(tp->e);
+    }
+    for (int i = 0; i < FT_OP_MAX_IN; i++) FT_ASSERT(e->in[i] >= -1 && e->in[i] < tp->nt);
+    for (int i = 0; i < FT_OP_MAX_OUT; i++) FT_ASSERT(e->out[i] >= -1 && e->out[i] < tp->nt);
+    tp->e[tp->ne++] = *e;
+}
+
+static size_t align64(size_t n) { return (n + 63) & ~(size_t)63; }
+
+void tape_alloc(FtTape *tp)
+{
+    size_t total = 0;
+    for (int i = 0; i < tp->nt; i++)
+        if (!tp->t[i].data && tp->t[i].alias < 0)
+            total += align64(tp->t[i].n * dtype_size(tp->t[i].dtype));
+    free(tp->arena);
+    tp->arena = NULL;
+    if (total && posix_memalign(&tp->arena, 64, total)) FT_DIE("out of memory: tape arena of %zu bytes", total);
+    if (total) memset(tp->arena, 0, total);
+    tp->arena_bytes = total;
+    size_t off = 0;
+    for (int i = 0; i < tp->nt; i++) {
+        FtTensor *t = &tp->t[i];
+        if (t->data || t->alias >= 0) continue;
+        t->data = (char *)tp->arena + off;
+        off += align64(t->n * dtype_size(t->dtype));
+    }
+    for (int i = 0; i < tp->nt; i++)
+        if (tp->t[i].alias >= 0) tp->t[i].data = tp->t[tp->t[i].alias].data;
+}
+
+void tape_call(const FtTape *tp, int i, FtOpCall *c)
+{
+    const FtTapeEntry *e = &tp->e[i];
+    memset(c, 0, sizeof *c);
+    for (int k = 0; k < FT_OP_MAX_IN; k++) c->in[k] = e->in[k] >= 0 ? tp->t[e->in[k]].data : NULL;
+    for (int k = 0; k < FT_OP_MAX_OUT; k++)
+        c->out[k] = e->out[k] >= 0 ? tp->t[e->out[k]].data : NULL;
+    memcpy(c->d, e->d, sizeof c->d);
+    memcpy(c->x, e->x, sizeof c->x);
+    c->acc = e->acc;
+}
+
+double tape_flops(const FtTape *tp, int begin, int end, bool with_recompute)
+{
+    double f = 0;
+    for (int i = begin; i < end; i++) {
+        const FtTapeEntry *e = &tp->e[i];
+        if (e->phase == FT_PH_RECOMPUTE && !with_recompute) continue;
+        FtOpCall c;
+        tape_call(tp, i, &c);
+        f += ops_desc(e->kind)->flops(&c, e->dir);
+    }
+    return f;
+}
+
+size_t tape_tensor_bytes(const FtTape *tp, int id)
+{
+    return id < 0 ? 0 : tp->t[id].n * dtype_size(tp->t[id].dtype);
+}
+
+void tape_print(FILE *out, const FtTape *tp)
+{
+    static const char *ph[] = {"fwd", "bwd", "rec"};
+    static const char *mk[] = {"", "segment begin", "segment end", "recompute", "comm tp",
+                               "comm grads"};
+    for (int i = 0; i < tp->ne; i++) {
+        const FtTapeEntry *e = &tp->e[i];
+        fprintf(out, "%4d %s L%-3d S%-3d ", i, ph[e->phase], e->layer, e->seg);
+        if (e->kind == FT_OP_MARK) {
+            fprintf(out, "-- %s\n", mk[e->mark]);
+            continue;
+        }
+        fprintf(out, "%s.%s %-10s ", ops_desc(e->kind)->name, e->dir == FT_FWD ? "fwd" : "bwd",
+                e->label ? e->label : "");
+        for (int k = 0; k < FT_OP_MAX_IN; k++)
+            if (e->in[k] >= 0) fprintf(out, "%s ", tp->t[e->in[k]].name);
+        fprintf(out, "->");
+        for (int k = 0; k < FT_OP_MAX_OUT; k++)
+            if (e->out[k] >= 0)
+                fprintf(out, " %s%s", tp->t[e->out[k]].name, (e->acc >> k) & 1u ? "(+=)" : "");
+        fprintf(out, "\n");
+    }
+}
