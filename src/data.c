@@ -143,37 +143,39 @@ static int shard_of(const struct shards *sh, uint64_t p)
     return lo;
 }
 
-void data_sequence(const FtData *d, uint64_t idx, int *tokens)
+/* Copies n stream tokens starting at p (p + n <= ntok) into out, across files. */
+static void copy_stream(const struct shards *sh, uint64_t p, size_t n, int *out)
 {
-    const struct shards *sh = d->sh;
-    uint64_t p = data_stream_offset(d, idx);
-    size_t need = (size_t)d->T + 1;
-    FT_ASSERT(p + need <= d->end);
     int f = shard_of(sh, p);
-    while (need > 0) {
+    while (n > 0) {
         const struct shard *s = &sh->s[f];
         uint64_t off = p - sh->start[f];
-        size_t take = (size_t)(s->ntok - off < need ? s->ntok - off : need);
+        size_t take = (size_t)(s->ntok - off < n ? s->ntok - off : n);
         const uint16_t *src = s->tok + off;
-        for (size_t i = 0; i < take; i++) tokens[i] = src[i];
-        tokens += take;
-        need -= take;
+        for (size_t i = 0; i < take; i++) out[i] = src[i];
+        out += take;
+        n -= take;
         p += take;
         f++;
     }
 }
 
+void data_sequence(const FtData *d, uint64_t idx, int *tokens)
+{
+    uint64_t p = data_stream_offset(d, idx);
+    FT_ASSERT(p + (uint64_t)d->T + 1 <= d->end);
+    copy_stream(d->sh, p, (size_t)d->T + 1, tokens);
+}
+
 void data_batch(const FtData *d, uint64_t first, int B, int *inputs, int *targets)
 {
-    int T = d->T;
-    int *row = malloc(((size_t)T + 1) * sizeof *row);
-    if (!row) FT_DIE("out of memory (%d tokens)", T + 1);
+    size_t T = (size_t)d->T;
     for (int b = 0; b < B; b++) {
-        data_sequence(d, first + (uint64_t)b, row);
-        memcpy(inputs + (size_t)b * T, row, (size_t)T * sizeof *row);
-        memcpy(targets + (size_t)b * T, row + 1, (size_t)T * sizeof *row);
+        uint64_t p = data_stream_offset(d, first + (uint64_t)b);
+        FT_ASSERT(p + T + 1 <= d->end);
+        copy_stream(d->sh, p, T, inputs + (size_t)b * T);
+        copy_stream(d->sh, p + 1, T, targets + (size_t)b * T);
     }
-    free(row);
 }
 
 uint64_t data_num_sequences(const FtData *d) { return d->nseq; }
