@@ -183,6 +183,17 @@ static void test_multi_file_stream(void **state)
         for (int t = 0; t <= T; t++) assert_int_equal(seq[t], tok[i * T + t]);
     }
     char loc[512];
+    /* shuffled batches are the shuffled sequences, split into inputs and targets */
+    FtData *sd = data_open(pat, T, 1000, true, 42, g_err, sizeof g_err);
+    assert_non_null(sd);
+    int in[5 * 16], tg[5 * 16];
+    data_batch(sd, 27, 5, in, tg); /* runs over the epoch boundary (29 sequences) */
+    for (int b = 0; b < 5; b++) {
+        data_sequence(sd, 27 + (uint64_t)b, seq);
+        assert_memory_equal(in + b * T, seq, T * sizeof(int));
+        assert_memory_equal(tg + b * T, seq + 1, T * sizeof(int));
+    }
+    data_close(sd);
     data_locate(d, 19, loc, sizeof loc); /* token 304 = s_002.bin token 4 */
     assert_non_null(strstr(loc, "s_002.bin:token 4"));
     data_locate(d, 8, loc, sizeof loc); /* token 128 = s_001b.bin token 5 (s_001a is empty) */
@@ -251,6 +262,12 @@ static void test_shuffle(void **state)
             assert_true(same_e < n);
             assert_true(same_s < n);
             if (n >= 64) {
+                /* no visible structure: neighbours in the order are rarely neighbours in the
+                 * stream (a random order has about 2 such pairs) */
+                uint64_t adjacent = 0;
+                for (uint64_t i = 0; i + 1 < n; i++)
+                    adjacent += e0[i + 1] == e0[i] + 1 || e0[i] == e0[i + 1] + 1;
+                assert_true(adjacent < n / 16);
                 assert_true(fixed < n / 4);
                 assert_true(same_e < n / 4);
                 assert_true(same_s < n / 4);
