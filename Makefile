@@ -28,7 +28,7 @@ VARIANT  := $(if $(filter 1,$(DEBUG)),debug,$(if $(SAN),san-$(subst $(comma),-,$
 BUILD    := build/$(VARIANT)
 SANFLAGS := $(if $(SAN),-fsanitize=$(SAN) -fno-omit-frame-pointer -fno-sanitize-recover=undefined)
 
-PKGS     := inih
+PKGS     := inih hdf5-mpich
 PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS   := $(shell pkg-config --libs $(PKGS) 2>/dev/null)
 # OpenBLAS, the OpenMP build (it shares OpenMP's thread pool instead of bringing a second one);

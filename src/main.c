@@ -8,7 +8,8 @@
 int main(int argc, char **argv)
 {
     int rank = 0;
-    MPI_Init(&argc, &argv);
+    int provided = 0; /* asynchronous checkpoints write from a thread (ckpt.h checks the level) */
+    MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     log_init(rank, FT_LOG_INFO);
     int rc = cli_main(argc, argv, MPI_COMM_WORLD);

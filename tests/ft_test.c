@@ -49,7 +49,8 @@ void ft_tmpfile(const char *text, size_t len, char *buf)
 
 int ft_test_run(int argc, char **argv, const char *name, const struct CMUnitTest *tests, size_t n)
 {
-    MPI_Init(&argc, &argv);
+    int provided = 0; /* asynchronous checkpoints write from a thread (ckpt.h checks the level) */
+    MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
     MPI_Comm_rank(MPI_COMM_WORLD, &g_rank);
     MPI_Comm_size(MPI_COMM_WORLD, &g_size);
     if (g_rank != 0 && !freopen("/dev/null", "w", stdout)) return 1;

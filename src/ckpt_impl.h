@@ -1,0 +1,81 @@
+/* ckpt_impl.h: what the checkpoint files (ckpt_write.c, ckpt_read.c, ckpt_files.c) share and
+ * nobody else sees: the checksum, dtype <-> HDF5 type mapping, HDF5 error text, cross-rank
+ * agreement on a status with the failing rank's message, and file naming. */
+#ifndef FTLLM_CKPT_IMPL_H
+#define FTLLM_CKPT_IMPL_H
+
+#include <hdf5.h>
+#include <stdint.h>
+
+#include "ftllm/ckpt.h"
+
+#define CKPT_MANIFEST "manifest" /* root dataset written last (text) */
+#define CKPT_CHECKSUM_ALG                                                                      \
+    "sum64-fmix: sum mod 2^64 over elements of fmix64(bits + (i+1)*0x9E3779B97F4A7C15), i = "  \
+    "global row-major element index, bits = the element's bytes as a little-endian integer"
+
+/* The per-element term: a bijection of `bits` for a fixed index (murmur3's fmix64 after an
+ * index-dependent offset), so changing any one element changes the sum. */
+static inline uint64_t ckpt_term(uint64_t idx, uint64_t bits)
+{
+    uint64_t x = bits + (idx + 1) * 0x9E3779B97F4A7C15ull;
+    x ^= x >> 33;
+    x *= 0xFF51AFD7ED558CCDull;
+    x ^= x >> 33;
+    x *= 0xC4CEB9FE1A85EC53ull;
+    x ^= x >> 33;
+    return x;
+}
+
+/* Partial checksum of the hyperslab (offset, count) of a dataset of global shape gshape whose
+ * elements (esize bytes each) lie contiguously in data. OpenMP over rows; an integer sum, so
+ * the result does not depend on the thread count. ndim 0: one element of index 0. */
+uint64_t ckpt_checksum_slab(const void *data, size_t esize, int ndim, const uint64_t *gshape,
+                            const uint64_t *offset, const uint64_t *count);
+
+/* Checksum of a text (esize 1, 1-D of len bytes). */
+uint64_t ckpt_checksum_bytes(const void *data, size_t len);
+
+/* HDF5 file type and native memory type of dt (CKPT_TEXT: not for these). */
+hid_t ckpt_h5_file_type(CkptDtype dt);
+hid_t ckpt_h5_mem_type(CkptDtype dt);
+
+/* The innermost message of HDF5's current error stack (or "unknown HDF5 error"), then clears
+ * it. */
+void ckpt_h5_error(char *buf, size_t len);
+
+/* Turns off HDF5's printing of error stacks (we report errors ourselves). */
+void ckpt_h5_quiet(void);
+
+/* Agreement: returns 0 when ok != 0 on every rank of comm, else -1 on every rank, with err
+ * holding the message of the lowest failing rank. */
+int ckpt_agree(MPI_Comm comm, int ok, char *err, size_t errlen);
+
+/* MPI_Allreduce over a non-blocking call and a test + yield loop (a blocking MPICH call
+ * busy-polls; see DESIGN.md); usable from the background writer thread. */
+void ckpt_allreduce(const void *send, void *recv, int count, MPI_Datatype t, MPI_Op op,
+                    MPI_Comm comm);
+
+/* Waits for a request with a test + yield loop. */
+void ckpt_wait_req(MPI_Request *req);
+
+/* If name is "RUN.step-<digits>.h5" (tmp: with ".tmp" after it), sets *step and returns 1. */
+int ckpt_parse_name(const char *name, const char *run, long long *step, int *tmp);
+
+/* Not collective: the files of `run` in dir, newest step first (a temporary sorts right after
+ * the final file of its step). *steps and *tmp are malloc'ed (free both). Returns the count, or
+ * -1 when dir cannot be read (errno set). */
+int ckpt_list_run(const char *dir, const char *run, long long **steps, int **tmp);
+
+/* Not collective: the final (tmp = 0) or temporary (tmp = 1) file name of a step. */
+void ckpt_name(char *buf, size_t len, const char *dir, const char *run, long long step, int tmp);
+
+/* Not collective (rank 0 of a commit): fsync of a folder, so that a rename in it is durable. */
+void ckpt_fsync_dir(const char *dir);
+
+/* Not collective (rank 0 of a commit): removes temporaries of run, checkpoints of steps after
+ * `step` (an abandoned future after a restart from an earlier step) and all but the newest
+ * `keep` checkpoints. */
+void ckpt_prune(const char *dir, const char *run, long long step, int keep, int remove_tmp);
+
+#endif

@@ -1,0 +1,546 @@
+/* ckpt_write.c: the checkpoint writer (see ckpt.h): ckpt_put_* record what to write, ckpt_commit
+ * writes it, inline (synchronous mode) or from a background thread (asynchronous mode).
+ *
+ * Key decisions:
+ * - One code path for both modes: puts build a list of items; the write (checksums, HDF5,
+ *   manifest, sync, rename, prune) runs from that list. Synchronous puts keep the caller's
+ *   pointer (no copy); asynchronous puts copy into host buffers at the step boundary, which is
+ *   the whole training stall of an asynchronous checkpoint.
+ * - Before touching the file, one all-reduce sums every dataset's partial checksums and element
+ *   counts (so a dataset's hyperslabs must tile it exactly once) and one compares a hash of the
+ *   list of puts across ranks: a rank that put something different dies with a message instead
+ *   of deadlocking inside HDF5.
+ * - Data writes are collective (MPI-IO two-phase I/O); contiguous datasets with no fill value
+ *   (H5D_FILL_TIME_NEVER, else parallel HDF5 writes every byte twice).
+ * - Durability: H5Fclose, then MPI_File_open + MPI_File_sync + close collectively (H5Fflush is
+ *   not a durable sync), then rank 0 renames and fsyncs the folder, then prunes.
+ * - The background thread has its own duplicated communicator, does no OpenMP fan-out (it
+ *   competes with training for the cores) and waits with test + yield loops where it can. */
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <omp.h>
+
+#include "ckpt_impl.h"
+#include "ftllm/ftllm.h"
+#include "ftllm/log.h"
+
+enum item_kind { IT_TENSOR, IT_SCALAR, IT_TEXT };
+
+struct item {
+    int kind;
+    char name[CKPT_NAME_MAX];
+    CkptDtype dt;
+    int ndim;
+    uint64_t gshape[CKPT_MAX_DIMS], offset[CKPT_MAX_DIMS], count[CKPT_MAX_DIMS];
+    const void *data; /* this rank's slab (or the scalar / text) */
+    void *owned;      /* a copy we free (async tensors, every scalar and text) */
+    size_t nbytes;    /* bytes of this rank's slab */
+    char *units, *desc;
+};
+
+struct ft_ckpt {
+    char dir[CKPT_PATH_MAX], run[CKPT_NAME_MAX];
+    FtCkptOpts opts;
+    MPI_Comm ctl, io; /* main-thread agreements; the write (possibly from the thread) */
+    int rank, size;
+    long long step;
+    char created[32];
+    bool begun, in_flight;
+    struct item *items;
+    int n, cap;
+    pthread_t thread;
+    char path[CKPT_PATH_MAX];
+    double last_s, last_bytes;
+};
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + 1e-9 * ts.tv_nsec;
+}
+
+static int name_ok(const char *s)
+{
+    if (!s[0] || strlen(s) >= CKPT_NAME_MAX) return 0;
+    for (const char *p = s; *p; p++)
+        if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') ||
+              *p == '.' || *p == '_' || *p == '-'))
+            return 0;
+    return 1;
+}
+
+/* mkdir -p */
+static int make_dirs(const char *dir)
+{
+    char buf[CKPT_PATH_MAX];
+    snprintf(buf, sizeof buf, "%s", dir);
+    for (char *p = buf + 1; *p; p++) {
+        if (*p != '/') continue;
+        *p = 0;
+        if (mkdir(buf, 0777) && errno != EEXIST) return -1;
+        *p = '/';
+    }
+    if (mkdir(buf, 0777) && errno != EEXIST) return -1;
+    return 0;
+}
+
+FtCkpt *ckpt_create(const char *dir, const char *run, MPI_Comm comm, const FtCkptOpts *opts,
+                    char *err, size_t errlen)
+{
+    int rank;
+    FT_CHECK_MPI(MPI_Comm_rank(comm, &rank));
+    char msg[CKPT_ERR_MAX] = "";
+    if (!name_ok(run))
+        snprintf(msg, sizeof msg, "checkpoint: run name '%.64s' cannot name files (use letters, "
+                 "digits, '.', '_' or '-')", run);
+    else if (!dir[0] || strlen(dir) > CKPT_PATH_MAX - CKPT_NAME_MAX - 32)
+        snprintf(msg, sizeof msg, "checkpoint: folder name is empty or too long");
+    else if (opts->keep < 1)
+        snprintf(msg, sizeof msg, "checkpoint: keep must be >= 1 (got %d)", opts->keep);
+    else if (rank == 0) {
+        struct stat st;
+        if (make_dirs(dir))
+            snprintf(msg, sizeof msg, "%s: cannot create the checkpoint folder: %s", dir,
+                     strerror(errno));
+        else if (stat(dir, &st) || !S_ISDIR(st.st_mode))
+            snprintf(msg, sizeof msg, "%s: the checkpoint folder is not a folder", dir);
+        else if (access(dir, W_OK | X_OK))
+            snprintf(msg, sizeof msg, "%s: cannot write in the checkpoint folder: %s", dir,
+                     strerror(errno));
+    }
+    if (ckpt_agree(comm, msg[0] == 0, msg, sizeof msg)) {
+        snprintf(err, errlen, "%s", msg);
+        return NULL;
+    }
+    if (opts->async) {
+        int provided = 0;
+        FT_CHECK_MPI(MPI_Query_thread(&provided));
+        if (provided < MPI_THREAD_MULTIPLE)
+            FT_DIE("asynchronous checkpoints need MPI_THREAD_MULTIPLE, but MPI was initialized "
+                   "with thread level %d (use MPI_Init_thread)", provided);
+    }
+    FtCkpt *c = calloc(1, sizeof *c);
+    if (!c) FT_DIE("out of memory");
+    snprintf(c->dir, sizeof c->dir, "%s", dir);
+    snprintf(c->run, sizeof c->run, "%s", run);
+    c->opts = *opts;
+    FT_CHECK_MPI(MPI_Comm_dup(comm, &c->ctl));
+    FT_CHECK_MPI(MPI_Comm_dup(comm, &c->io));
+    c->rank = rank;
+    FT_CHECK_MPI(MPI_Comm_size(comm, &c->size));
+    return c;
+}
+
+static void free_items(FtCkpt *c)
+{
+    for (int i = 0; i < c->n; i++) {
+        free(c->items[i].owned);
+        free(c->items[i].units);
+        free(c->items[i].desc);
+    }
+    c->n = 0;
+}
+
+void ckpt_wait(FtCkpt *c)
+{
+    if (!c->in_flight) return;
+    int rc = pthread_join(c->thread, NULL);
+    if (rc) FT_DIE("checkpoint: joining the writer thread failed: %s", strerror(rc));
+    c->in_flight = false;
+    free_items(c);
+}
+
+void ckpt_destroy(FtCkpt *c)
+{
+    if (!c) return;
+    ckpt_wait(c);
+    free_items(c);
+    free(c->items);
+    MPI_Comm_free(&c->ctl);
+    MPI_Comm_free(&c->io);
+    free(c);
+}
+
+void ckpt_begin(FtCkpt *c, long long step)
+{
+    ckpt_wait(c);
+    if (c->begun) FT_DIE("checkpoint: ckpt_begin(%lld) while step %lld is not committed", step, c->step);
+    c->step = step;
+    c->begun = true;
+    /* one timestamp for every rank (attributes must be equal) */
+    long long t = (long long)time(NULL);
+    MPI_Request req;
+    FT_CHECK_MPI(MPI_Ibcast(&t, 1, MPI_LONG_LONG, 0, c->ctl, &req));
+    ckpt_wait_req(&req);
+    time_t tt = (time_t)t;
+    struct tm tm;
+    gmtime_r(&tt, &tm);
+    strftime(c->created, sizeof c->created, "%Y-%m-%dT%H:%M:%SZ", &tm);
+    if (c->rank == 0) ckpt_prune(c->dir, c->run, (long long)1 << 62, 1 << 30, 1);
+}
+
+static struct item *new_item(FtCkpt *c, int kind, const char *name, CkptDtype dt,
+                             const char *units, const char *desc)
+{
+    if (!c->begun) FT_DIE("checkpoint: put of '%s' before ckpt_begin", name);
+    if (!name[0] || name[0] == '/' || strlen(name) >= CKPT_NAME_MAX || !strcmp(name, CKPT_MANIFEST))
+        FT_DIE("checkpoint: bad dataset name '%.64s'", name);
+    for (int i = 0; i < c->n; i++)
+        if (!strcmp(c->items[i].name, name)) FT_DIE("checkpoint: dataset '%s' put twice", name);
+    if (c->n == c->cap) {
+        c->cap = c->cap ? 2 * c->cap : 64;
+        struct item *ni = realloc(c->items, c->cap * sizeof *ni);
+        if (!ni) FT_DIE("out of memory");
+        c->items = ni;
+    }
+    struct item *it = &c->items[c->n++];
+    memset(it, 0, sizeof *it);
+    it->kind = kind;
+    snprintf(it->name, sizeof it->name, "%s", name);
+    it->dt = dt;
+    it->units = strdup(units ? units : "");
+    it->desc = strdup(desc ? desc : "");
+    if (!it->units || !it->desc) FT_DIE("out of memory");
+    return it;
+}
+
+void ckpt_put_tensor(FtCkpt *c, const char *name, CkptDtype dt, int ndim, const uint64_t *gshape,
+                     const uint64_t *offset, const uint64_t *count, const void *data,
+                     const char *units, const char *description)
+{
+    if (ndim < 0 || ndim > CKPT_MAX_DIMS || dt == CKPT_TEXT || ckpt_dtype_size(dt) == 0)
+        FT_DIE("checkpoint: tensor '%s': bad ndim %d or dtype %d", name, ndim, (int)dt);
+    struct item *it = new_item(c, ndim == 0 ? IT_SCALAR : IT_TENSOR, name, dt, units, description);
+    it->ndim = ndim;
+    uint64_t elems = 1;
+    for (int d = 0; d < ndim; d++) {
+        it->gshape[d] = gshape[d];
+        it->offset[d] = offset[d];
+        it->count[d] = count[d];
+        if (offset[d] + count[d] > gshape[d] || offset[d] + count[d] < offset[d])
+            FT_DIE("checkpoint: tensor '%s': dimension %d: offset %llu + count %llu exceeds the "
+                   "global size %llu", name, d, (unsigned long long)offset[d],
+                   (unsigned long long)count[d], (unsigned long long)gshape[d]);
+        elems *= count[d];
+    }
+    if (ndim == 0 && c->rank != 0) elems = 0; /* a scalar is written by rank 0 */
+    it->nbytes = elems * ckpt_dtype_size(dt);
+    if (it->nbytes && !data) FT_DIE("checkpoint: tensor '%s': NULL data", name);
+    if ((c->opts.async || ndim == 0) && it->nbytes) {
+        it->owned = malloc(it->nbytes);
+        if (!it->owned) FT_DIE("checkpoint: out of host memory copying '%s' (%zu bytes)", name, it->nbytes);
+        memcpy(it->owned, data, it->nbytes);
+        it->data = it->owned;
+    } else {
+        it->data = data;
+    }
+}
+
+void ckpt_put_i64(FtCkpt *c, const char *name, long long v, const char *units,
+                  const char *description)
+{
+    int64_t x = v;
+    ckpt_put_tensor(c, name, CKPT_I64, 0, NULL, NULL, NULL, &x, units, description);
+}
+
+void ckpt_put_u64(FtCkpt *c, const char *name, uint64_t v, const char *units,
+                  const char *description)
+{
+    ckpt_put_tensor(c, name, CKPT_U64, 0, NULL, NULL, NULL, &v, units, description);
+}
+
+void ckpt_put_f64(FtCkpt *c, const char *name, double v, const char *units,
+                  const char *description)
+{
+    ckpt_put_tensor(c, name, CKPT_F64, 0, NULL, NULL, NULL, &v, units, description);
+}
+
+void ckpt_put_text(FtCkpt *c, const char *name, const char *text, const char *description)
+{
+    struct item *it = new_item(c, IT_TEXT, name, CKPT_TEXT, "", description);
+    size_t len = strlen(text) + 1; /* stored with its NUL */
+    it->ndim = 1;
+    it->gshape[0] = len;
+    it->count[0] = c->rank == 0 ? len : 0;
+    it->owned = malloc(len);
+    if (!it->owned) FT_DIE("out of memory");
+    memcpy(it->owned, text, len);
+    it->data = it->owned;
+    it->nbytes = it->count[0];
+}
+
+/* ---- the write ---- */
+
+#define CK_H5(expr, what)                                                                    \
+    do {                                                                                       \
+        if ((expr) < 0) {                                                                      \
+            char h5e_[256];                                                                    \
+            ckpt_h5_error(h5e_, sizeof h5e_);                                                  \
+            FT_DIE("checkpoint %s: %s failed: %s", path, what, h5e_);                          \
+        }                                                                                      \
+    } while (0)
+
+static void attr_str(hid_t obj, const char *key, const char *val, const char *path)
+{
+    hid_t t = H5Tcopy(H5T_C_S1), s = H5Screate(H5S_SCALAR);
+    H5Tset_size(t, strlen(val) + 1);
+    H5Tset_strpad(t, H5T_STR_NULLTERM);
+    hid_t a = H5Acreate2(obj, key, t, s, H5P_DEFAULT, H5P_DEFAULT);
+    CK_H5(a, key);
+    CK_H5(H5Awrite(a, t, val), key);
+    H5Aclose(a);
+    H5Sclose(s);
+    H5Tclose(t);
+}
+
+static void attr_num(hid_t obj, const char *key, hid_t ftype, hid_t mtype, const void *val,
+                     const char *path)
+{
+    hid_t s = H5Screate(H5S_SCALAR);
+    hid_t a = H5Acreate2(obj, key, ftype, s, H5P_DEFAULT, H5P_DEFAULT);
+    CK_H5(a, key);
+    CK_H5(H5Awrite(a, mtype, val), key);
+    H5Aclose(a);
+    H5Sclose(s);
+}
+
+static uint64_t fnv(uint64_t h, const void *p, size_t n)
+{
+    const unsigned char *b = p;
+    for (size_t i = 0; i < n; i++) h = (h ^ b[i]) * 1099511628211ull;
+    return h;
+}
+
+static void write_dataset(FtCkpt *c, hid_t file, hid_t dxpl, const struct item *it,
+                          uint64_t checksum, const char *path)
+{
+    hid_t ftype, mtype, fspace, mspace;
+    hsize_t dims[CKPT_MAX_DIMS], off[CKPT_MAX_DIMS], cnt[CKPT_MAX_DIMS];
+    bool mine = it->nbytes > 0;
+    if (it->kind == IT_TEXT) {
+        ftype = H5Tcopy(H5T_C_S1);
+        H5Tset_size(ftype, it->gshape[0]);
+        H5Tset_strpad(ftype, H5T_STR_NULLTERM);
+        mtype = H5Tcopy(ftype);
+        fspace = H5Screate(H5S_SCALAR);
+        mspace = H5Screate(H5S_SCALAR);
+    } else {
+        ftype = H5Tcopy(ckpt_h5_file_type(it->dt));
+        mtype = H5Tcopy(ckpt_h5_mem_type(it->dt));
+        if (it->ndim == 0) {
+            fspace = H5Screate(H5S_SCALAR);
+            mspace = H5Screate(H5S_SCALAR);
+        } else {
+            hsize_t one = 1;
+            for (int d = 0; d < it->ndim; d++) {
+                dims[d] = it->gshape[d];
+                off[d] = it->offset[d];
+                cnt[d] = it->count[d];
+            }
+            fspace = H5Screate_simple(it->ndim, dims, NULL);
+            if (mine) {
+                mspace = H5Screate_simple(it->ndim, cnt, NULL);
+                CK_H5(H5Sselect_hyperslab(fspace, H5S_SELECT_SET, off, NULL, cnt, NULL), it->name);
+            } else {
+                mspace = H5Screate_simple(1, &one, NULL);
+            }
+        }
+    }
+    if (!mine) {
+        H5Sselect_none(fspace);
+        H5Sselect_none(mspace);
+    }
+    hid_t lcpl = H5Pcreate(H5P_LINK_CREATE), dcpl = H5Pcreate(H5P_DATASET_CREATE);
+    H5Pset_create_intermediate_group(lcpl, 1);
+    H5Pset_fill_time(dcpl, H5D_FILL_TIME_NEVER);
+    hid_t filespace_all = it->kind == IT_TENSOR ? H5Screate_simple(it->ndim, dims, NULL)
+                                                : H5Screate(H5S_SCALAR);
+    hid_t ds = H5Dcreate2(file, it->name, ftype, filespace_all, lcpl, dcpl, H5P_DEFAULT);
+    CK_H5(ds, it->name);
+    attr_str(ds, "units", it->units, path);
+    attr_str(ds, "description", it->desc, path);
+    attr_num(ds, "checksum", H5T_STD_U64LE, H5T_NATIVE_UINT64, &checksum, path);
+    CK_H5(H5Dwrite(ds, mtype, mspace, fspace, dxpl, mine ? it->data : NULL), it->name);
+    H5Dclose(ds);
+    H5Sclose(filespace_all);
+    H5Pclose(lcpl);
+    H5Pclose(dcpl);
+    H5Sclose(fspace);
+    H5Sclose(mspace);
+    H5Tclose(ftype);
+    H5Tclose(mtype);
+}
+
+static void format_shape(char *buf, size_t len, int ndim, const uint64_t *shape)
+{
+    size_t o = snprintf(buf, len, "[");
+    for (int d = 0; d < ndim && o < len; d++)
+        o += snprintf(buf + o, len - o, "%s%llu", d ? "," : "", (unsigned long long)shape[d]);
+    if (o < len) snprintf(buf + o, len - o, "]");
+}
+
+static void write_all(FtCkpt *c)
+{
+    double t0 = now_s();
+    char tmp[CKPT_PATH_MAX], path[CKPT_PATH_MAX];
+    ckpt_name(tmp, sizeof tmp, c->dir, c->run, c->step, 1);
+    ckpt_name(path, sizeof path, c->dir, c->run, c->step, 0);
+    int n = c->n;
+
+    /* 1. partial checksums and element counts of this rank; the hash of the list of puts */
+    uint64_t *sums = calloc(2 * (size_t)n + 2, sizeof *sums), *tot = calloc(2 * (size_t)n + 2, sizeof *tot);
+    if (!sums || !tot) FT_DIE("out of memory");
+    uint64_t h = 1469598103934665603ull;
+    h = fnv(h, &c->step, sizeof c->step);
+    double bytes = 0;
+    for (int i = 0; i < n; i++) {
+        const struct item *it = &c->items[i];
+        size_t es = ckpt_dtype_size(it->dt);
+        if (it->nbytes) {
+            if (it->kind == IT_TEXT) sums[i] = ckpt_checksum_bytes(it->data, it->nbytes);
+            else sums[i] = ckpt_checksum_slab(it->data, es, it->ndim, it->gshape, it->offset, it->count);
+        }
+        sums[n + i] = it->nbytes / es;
+        bytes += it->nbytes;
+        h = fnv(h, &it->kind, sizeof it->kind);
+        h = fnv(h, it->name, strlen(it->name) + 1);
+        h = fnv(h, &it->dt, sizeof it->dt);
+        h = fnv(h, &it->ndim, sizeof it->ndim);
+        h = fnv(h, it->gshape, it->ndim * sizeof it->gshape[0]);
+        h = fnv(h, it->units, strlen(it->units) + 1);
+        h = fnv(h, it->desc, strlen(it->desc) + 1);
+    }
+    ckpt_allreduce(sums, tot, 2 * n, MPI_UINT64_T, MPI_SUM, c->io);
+    uint64_t hh[2] = {h, ~h}, hmax[2];
+    ckpt_allreduce(hh, hmax, 2, MPI_UINT64_T, MPI_MAX, c->io);
+    if (hmax[0] != ~hmax[1])
+        FT_DIE("checkpoint %s: the ranks put different lists of datasets (names, dtypes, shapes, "
+               "units, scalar and text values must be equal on every rank)", path);
+    for (int i = 0; i < n; i++) {
+        const struct item *it = &c->items[i];
+        uint64_t want = 1;
+        for (int d = 0; d < it->ndim; d++) want *= it->gshape[d];
+        if (tot[n + i] != want)
+            FT_DIE("checkpoint %s: dataset '%s': the ranks' hyperslabs hold %llu elements, the "
+                   "global shape %llu (they must tile it exactly once; a replica gives count 0)",
+                   path, it->name, (unsigned long long)tot[n + i], (unsigned long long)want);
+    }
+    /* scalars are not tensors that were partitioned: their checksum is rank 0's */
+
+    /* 2. the file */
+    hid_t fapl = H5Pcreate(H5P_FILE_ACCESS);
+    H5Pset_fapl_mpio(fapl, c->io, MPI_INFO_NULL);
+    H5Pset_coll_metadata_write(fapl, 1);
+    hid_t file = H5Fcreate(tmp, H5F_ACC_TRUNC, H5P_DEFAULT, fapl);
+    CK_H5(file, "creating the file");
+    H5Pclose(fapl);
+    hid_t dxpl = H5Pcreate(H5P_DATASET_XFER);
+    H5Pset_dxpl_mpio(dxpl, H5FD_MPIO_COLLECTIVE);
+    attr_str(file, "format", CKPT_FORMAT, path);
+    int64_t v = CKPT_FORMAT_VERSION;
+    attr_num(file, "format_version", H5T_STD_I64LE, H5T_NATIVE_INT64, &v, path);
+    attr_str(file, "ftllm_version", FTLLM_VERSION, path);
+    attr_str(file, "run_name", c->run, path);
+    v = c->step;
+    attr_num(file, "step", H5T_STD_I64LE, H5T_NATIVE_INT64, &v, path);
+    attr_str(file, "created_utc", c->created, path);
+    v = c->size;
+    attr_num(file, "writer_ranks", H5T_STD_I64LE, H5T_NATIVE_INT64, &v, path);
+    attr_str(file, "checksum_algorithm", CKPT_CHECKSUM_ALG, path);
+
+    /* 3. datasets, then the manifest and the commit marker */
+    size_t mcap = 4096, mlen = 0;
+    char *man = malloc(mcap);
+    if (!man) FT_DIE("out of memory");
+    man[0] = 0;
+    for (int i = 0; i < n; i++) {
+        const struct item *it = &c->items[i];
+        if (c->opts.debug_delay_ms > 0) usleep(1000 * c->opts.debug_delay_ms);
+        write_dataset(c, file, dxpl, it, tot[i], path);
+        char shape[256], line[CKPT_NAME_MAX + 320];
+        format_shape(shape, sizeof shape, it->kind == IT_TEXT ? 0 : it->ndim, it->gshape);
+        int ll = snprintf(line, sizeof line, "%s\t%s\t%s\t%016llx\n", it->name,
+                          ckpt_dtype_name(it->dt), shape, (unsigned long long)tot[i]);
+        while (mlen + ll + 1 > mcap) {
+            mcap *= 2;
+            char *nm = realloc(man, mcap);
+            if (!nm) FT_DIE("out of memory");
+            man = nm;
+        }
+        memcpy(man + mlen, line, ll + 1);
+        mlen += ll;
+    }
+    struct item mi = {.kind = IT_TEXT, .dt = CKPT_TEXT, .ndim = 1, .data = man,
+                      .units = "", .desc = "name, dtype, shape and checksum of every dataset, "
+                                            "written last"};
+    snprintf(mi.name, sizeof mi.name, "%s", CKPT_MANIFEST);
+    mi.gshape[0] = mlen + 1;
+    mi.nbytes = c->rank == 0 ? mlen + 1 : 0;
+    write_dataset(c, file, dxpl, &mi, ckpt_checksum_bytes(man, mlen + 1), path);
+    free(man);
+    v = 1;
+    attr_num(file, "complete", H5T_STD_I64LE, H5T_NATIVE_INT64, &v, path);
+    H5Pclose(dxpl);
+    CK_H5(H5Fclose(file), "closing the file");
+
+    /* 4. durable, then visible under its final name, then prune */
+    MPI_File fh;
+    int rc = MPI_File_open(c->io, tmp, MPI_MODE_WRONLY, MPI_INFO_NULL, &fh);
+    if (rc != MPI_SUCCESS) FT_DIE("checkpoint %s: MPI_File_open for the sync failed", tmp);
+    FT_CHECK_MPI(MPI_File_sync(fh));
+    FT_CHECK_MPI(MPI_File_close(&fh));
+    if (c->rank == 0) {
+        if (rename(tmp, path))
+            FT_DIE("checkpoint: rename %s -> %s failed: %s", tmp, path, strerror(errno));
+        ckpt_fsync_dir(c->dir);
+        ckpt_prune(c->dir, c->run, c->step, c->opts.keep, 0);
+    }
+    int one = 1, all = 0; /* every rank returns after the rename */
+    ckpt_allreduce(&one, &all, 1, MPI_INT, MPI_SUM, c->io);
+    snprintf(c->path, sizeof c->path, "%s", path);
+    c->last_s = now_s() - t0;
+    double tb = 0;
+    ckpt_allreduce(&bytes, &tb, 1, MPI_DOUBLE, MPI_SUM, c->io);
+    c->last_bytes = tb;
+    free(sums);
+    free(tot);
+}
+
+static void *writer_thread(void *arg)
+{
+    FtCkpt *c = arg;
+    omp_set_num_threads(1);
+    write_all(c);
+    log_info("checkpoint: wrote %s (%.1f MB in %.2f s, in the background)", c->path,
+             c->last_bytes / 1e6, c->last_s);
+    return NULL;
+}
+
+void ckpt_commit(FtCkpt *c, const char **path)
+{
+    if (!c->begun) FT_DIE("checkpoint: ckpt_commit without ckpt_begin");
+    c->begun = false;
+    ckpt_h5_quiet();
+    if (c->opts.async) {
+        int rc = pthread_create(&c->thread, NULL, writer_thread, c);
+        if (rc) FT_DIE("checkpoint: cannot start the writer thread: %s", strerror(rc));
+        c->in_flight = true;
+        if (path) *path = NULL;
+        return;
+    }
+    write_all(c);
+    free_items(c);
+    log_debug("checkpoint: wrote %s (%.1f MB in %.2f s)", c->path, c->last_bytes / 1e6, c->last_s);
+    if (path) *path = c->path;
+}
+
+double ckpt_last_write_s(const FtCkpt *c) { return c->last_s; }
+double ckpt_last_write_bytes(const FtCkpt *c) { return c->last_bytes; }

@@ -1,0 +1,429 @@
+/* test_ckpt.c: the checkpoint layer: checksum properties, round trips with resharding (write
+ * with one decomposition, read with another, on the world and on one rank), scalars and texts,
+ * keep-last-K and leftover temporaries, asynchronous writes, and every kind of bad file (flipped
+ * bytes, truncation, another format, a foreign HDF5 file, a dataset missing from or not in the
+ * manifest, another model shape): each gives its message, and ckpt_find_latest falls back.
+ * ft-test: ranks 1 2 3 */
+#include <fcntl.h>
+#include <hdf5.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <omp.h>
+
+#include "../src/ckpt_impl.h"
+#include "ft_test.h"
+#include "ftllm/ckpt.h"
+
+#define RUN "t"
+
+/* A value of global element i that any rank computes identically. */
+static float val(uint64_t i, int salt)
+{
+    uint64_t x = ckpt_term(i, (uint64_t)salt);
+    return (float)((x >> 40) * (1.0 / (1 << 24))) - 0.5f;
+}
+
+static void tmpdir(char *buf) /* collective; buf >= 64 bytes */
+{
+    char name[64] = "";
+    if (ft_test_rank() == 0) {
+        snprintf(name, sizeof name, "/tmp/ft_ckpt_XXXXXX");
+        if (!mkdtemp(name)) MPI_Abort(MPI_COMM_WORLD, 4);
+    }
+    MPI_Bcast(name, sizeof name, MPI_CHAR, 0, MPI_COMM_WORLD);
+    memcpy(buf, name, sizeof name);
+}
+
+static void rmdir_all(const char *dir) /* collective */
+{
+    MPI_Barrier(MPI_COMM_WORLD);
+    if (ft_test_rank() == 0) {
+        char cmd[256];
+        snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+        if (system(cmd)) fprintf(stderr, "cannot remove %s\n", dir);
+    }
+    MPI_Barrier(MPI_COMM_WORLD);
+}
+
+static int exists(const char *dir, long long step, int tmp)
+{
+    char p[CKPT_PATH_MAX];
+    ckpt_name(p, sizeof p, dir, RUN, step, tmp);
+    return access(p, F_OK) == 0;
+}
+
+enum { R = 13, C = 7 }; /* tensor a: [R, C], rows split unevenly over ranks */
+
+/* Writes checkpoint `step` over comm: a (rows split), b (rank 0 writes all, others count 0),
+ * rng (one row per rank), scalars and a text. */
+static void write_ckpt(const char *dir, MPI_Comm comm, long long step, int keep, int async,
+                       int salt)
+{
+    int rank, size;
+    MPI_Comm_rank(comm, &rank);
+    MPI_Comm_size(comm, &size);
+    FtCkptOpts o = {.keep = keep, .async = async};
+    char err[CKPT_ERR_MAX];
+    FtCkpt *c = ckpt_create(dir, RUN, comm, &o, err, sizeof err);
+    assert_non_null(c);
+    uint64_t r0 = (uint64_t)R * rank / size, r1 = (uint64_t)R * (rank + 1) / size;
+    float *a = malloc(R * C * sizeof *a), b[5 * 6];
+    for (uint64_t i = r0 * C; i < r1 * C; i++) a[i - r0 * C] = val(i, salt);
+    for (int i = 0; i < 30; i++) b[i] = val(i, salt + 1);
+    uint64_t rng[2] = {0x1234567890abcdefull ^ rank, (uint64_t)step * 1000 + rank};
+    ckpt_begin(c, step);
+    uint64_t ga[2] = {R, C}, oa[2] = {r0, 0}, ca[2] = {r1 - r0, C};
+    ckpt_put_tensor(c, "params/a", CKPT_F32, 2, ga, oa, ca, a, "1", "a test matrix");
+    uint64_t gb[2] = {5, 6}, ob[2] = {0, 0}, cb[2] = {rank == 0 ? 5 : 0, 6};
+    ckpt_put_tensor(c, "optim/m/b", CKPT_F32, 2, gb, ob, cb, b, "1", "replicated: rank 0 writes");
+    uint64_t gr[2] = {(uint64_t)size, 2}, orr[2] = {(uint64_t)rank, 0}, cr[2] = {1, 2};
+    ckpt_put_tensor(c, "state/rng", CKPT_U64, 2, gr, orr, cr, rng, "", "per-rank RNG state");
+    ckpt_put_i64(c, CKPT_DS_STEP, step, "steps", "steps completed");
+    ckpt_put_f64(c, "state/lr", 6e-4 * step, "1", "learning rate");
+    ckpt_put_u64(c, "state/data_cursor", 42 + (uint64_t)step, "sequences", "next sequence");
+    ckpt_put_text(c, CKPT_DS_CONFIG, "[run]\nname = t\n", "resolved deck");
+    const char *path = NULL;
+    ckpt_commit(c, &path);
+    if (async) {
+        /* the state may change right after commit: the write uses its copy */
+        for (uint64_t i = 0; i < (r1 - r0) * C; i++) a[i] = -1.0f;
+        ckpt_wait(c);
+    } else {
+        assert_non_null(path);
+    }
+    ckpt_destroy(c);
+    free(a);
+}
+
+/* Reads a back split by columns over comm and checks every value. */
+static int check_a_by_columns(FtCkptFile *f, MPI_Comm comm, int salt)
+{
+    int rank, size;
+    MPI_Comm_rank(comm, &rank);
+    MPI_Comm_size(comm, &size);
+    uint64_t c0 = (uint64_t)C * rank / size, c1 = (uint64_t)C * (rank + 1) / size;
+    uint64_t g[2] = {R, C}, o[2] = {0, c0}, n[2] = {R, c1 - c0};
+    float *buf = malloc((R * C + 1) * sizeof *buf);
+    char err[CKPT_ERR_MAX];
+    int ok = ckpt_read_tensor(f, "params/a", CKPT_F32, 2, g, o, n, buf, err, sizeof err) == 0;
+    for (uint64_t r = 0; ok && r < R; r++)
+        for (uint64_t j = c0; j < c1; j++) {
+            float want = val(r * C + j, salt), got = buf[r * (c1 - c0) + (j - c0)];
+            ok &= memcmp(&want, &got, 4) == 0;
+        }
+    free(buf);
+    return ok;
+}
+
+static void test_checksum(void **state)
+{
+    (void)state;
+    enum { NR = 6, NC = 10 };
+    float m[NR * NC], part[NR * NC];
+    for (int i = 0; i < NR * NC; i++) m[i] = val(i, 3);
+    uint64_t g[2] = {NR, NC}, o[2] = {0, 0}, n[2] = {NR, NC};
+    uint64_t whole = ckpt_checksum_slab(m, 4, 2, g, o, n);
+    /* row blocks */
+    uint64_t s = 0;
+    for (int r0 = 0; r0 < NR; r0 += 4) {
+        uint64_t oo[2] = {r0, 0}, nn[2] = {r0 + 4 <= NR ? 4 : NR - r0, NC};
+        s += ckpt_checksum_slab(m + r0 * NC, 4, 2, g, oo, nn);
+    }
+    int ok = s == whole;
+    /* column blocks, each copied to a contiguous buffer */
+    s = 0;
+    for (int c0 = 0; c0 < NC; c0 += 3) {
+        int w = c0 + 3 <= NC ? 3 : NC - c0;
+        for (int r = 0; r < NR; r++) memcpy(part + r * w, m + r * NC + c0, w * 4);
+        uint64_t oo[2] = {0, (uint64_t)c0}, nn[2] = {NR, (uint64_t)w};
+        s += ckpt_checksum_slab(part, 4, 2, g, oo, nn);
+    }
+    ok &= s == whole;
+    /* one flipped bit anywhere changes it; so does swapping two elements */
+    for (int i = 0; i < NR * NC; i += 7) {
+        uint32_t bits;
+        memcpy(&bits, &m[i], 4);
+        bits ^= 1u << (i % 32);
+        memcpy(&part[0], m, sizeof m);
+        memcpy(&part[i], &bits, 4);
+        ok &= ckpt_checksum_slab(part, 4, 2, g, o, n) != whole;
+    }
+    memcpy(part, m, sizeof m);
+    part[3] = m[17];
+    part[17] = m[3];
+    ok &= ckpt_checksum_slab(part, 4, 2, g, o, n) != whole;
+    /* independent of the thread count (an integer sum) */
+    static float big[3 * 70000];
+    for (int i = 0; i < 3 * 70000; i++) big[i] = val(i, 9);
+    uint64_t gb[2] = {3, 70000}, ob[2] = {0, 0};
+    int nt = omp_get_max_threads();
+    omp_set_num_threads(1);
+    uint64_t one = ckpt_checksum_slab(big, 4, 2, gb, ob, gb);
+    omp_set_num_threads(2);
+    ok &= ckpt_checksum_slab(big, 4, 2, gb, ob, gb) == one;
+    omp_set_num_threads(nt);
+    assert_all(ok);
+}
+
+static void test_roundtrip_reshard(void **state)
+{
+    (void)state;
+    char dir[64], err[CKPT_ERR_MAX], path[CKPT_PATH_MAX];
+    tmpdir(dir);
+    write_ckpt(dir, MPI_COMM_WORLD, 7, 2, 0, 11);
+    ckpt_path(path, sizeof path, dir, RUN, 7);
+    FtCkptFile *f = ckpt_open(path, MPI_COMM_WORLD, err, sizeof err);
+    assert_all(f != NULL);
+    assert_all(ckpt_verify(f, err, sizeof err) == 0);
+    assert_all(ckpt_file_step(f) == 7 && !strcmp(ckpt_file_attr(f, "run_name"), RUN));
+    assert_all(ckpt_num_datasets(f) == 7);
+    const CkptDsInfo *d = ckpt_find_dataset(f, "params/a");
+    assert_all(d && d->ndim == 2 && d->shape[0] == R && d->shape[1] == C && d->dtype == CKPT_F32 &&
+               !strcmp(d->description, "a test matrix"));
+    /* another decomposition: columns instead of rows */
+    assert_all(check_a_by_columns(f, MPI_COMM_WORLD, 11));
+    /* the replicated tensor, whole on every rank */
+    float b[30];
+    uint64_t gb[2] = {5, 6}, ob[2] = {0, 0};
+    assert_all(ckpt_read_tensor(f, "optim/m/b", CKPT_F32, 2, gb, ob, gb, b, err, sizeof err) == 0);
+    int ok = 1;
+    for (int i = 0; i < 30; i++) ok &= b[i] == val(i, 12);
+    assert_all(ok);
+    /* per-rank state: this rank's row */
+    uint64_t rng[2], gr[2] = {(uint64_t)ft_test_size(), 2}, orr[2] = {(uint64_t)ft_test_rank(), 0},
+             cr[2] = {1, 2};
+    assert_all(ckpt_read_tensor(f, "state/rng", CKPT_U64, 2, gr, orr, cr, rng, err, sizeof err) == 0);
+    assert_all(rng[0] == (0x1234567890abcdefull ^ ft_test_rank()) &&
+               rng[1] == 7000 + (uint64_t)ft_test_rank());
+    long long step;
+    double lr;
+    uint64_t cur;
+    char *text = NULL;
+    assert_all(ckpt_read_i64(f, CKPT_DS_STEP, &step, err, sizeof err) == 0 && step == 7);
+    assert_all(ckpt_read_f64(f, "state/lr", &lr, err, sizeof err) == 0 && lr == 6e-4 * 7);
+    assert_all(ckpt_read_u64(f, "state/data_cursor", &cur, err, sizeof err) == 0 && cur == 49);
+    assert_all(ckpt_read_text(f, CKPT_DS_CONFIG, &text, err, sizeof err) == 0 &&
+               !strcmp(text, "[run]\nname = t\n"));
+    free(text);
+    ckpt_close(f);
+    /* a restart on one rank: every rank alone reads the whole tensor */
+    f = ckpt_open(path, MPI_COMM_SELF, err, sizeof err);
+    ok = f && ckpt_verify(f, err, sizeof err) == 0 && check_a_by_columns(f, MPI_COMM_SELF, 11);
+    ckpt_close(f);
+    assert_all(ok);
+    rmdir_all(dir);
+}
+
+/* Written by one rank alone, read by the whole job split by columns. */
+static void test_write_one_read_many(void **state)
+{
+    (void)state;
+    char dir[64], err[CKPT_ERR_MAX], path[CKPT_PATH_MAX];
+    tmpdir(dir);
+    if (ft_test_rank() == 0) write_ckpt(dir, MPI_COMM_SELF, 3, 2, 0, 5);
+    MPI_Barrier(MPI_COMM_WORLD);
+    ckpt_path(path, sizeof path, dir, RUN, 3);
+    FtCkptFile *f = ckpt_open(path, MPI_COMM_WORLD, err, sizeof err);
+    assert_all(f != NULL);
+    assert_all(ckpt_verify(f, err, sizeof err) == 0);
+    assert_all(check_a_by_columns(f, MPI_COMM_WORLD, 5));
+    ckpt_close(f);
+    rmdir_all(dir);
+}
+
+static void test_async(void **state)
+{
+    (void)state;
+    char dir[64], err[CKPT_ERR_MAX], path[CKPT_PATH_MAX];
+    tmpdir(dir);
+    write_ckpt(dir, MPI_COMM_WORLD, 1, 2, 1, 21);
+    ckpt_path(path, sizeof path, dir, RUN, 1);
+    FtCkptFile *f = ckpt_open(path, MPI_COMM_WORLD, err, sizeof err);
+    assert_all(f != NULL);
+    assert_all(ckpt_verify(f, err, sizeof err) == 0);
+    assert_all(check_a_by_columns(f, MPI_COMM_WORLD, 21));
+    ckpt_close(f);
+    /* two in a row: the second begin waits for the first write */
+    FtCkptOpts o = {.keep = 5, .async = true};
+    FtCkpt *c = ckpt_create(dir, RUN, MPI_COMM_WORLD, &o, err, sizeof err);
+    for (int s = 2; s <= 3; s++) {
+        ckpt_begin(c, s);
+        ckpt_put_i64(c, CKPT_DS_STEP, s, "steps", "");
+        ckpt_commit(c, NULL);
+    }
+    ckpt_destroy(c);
+    assert_all(exists(dir, 2, 0) && exists(dir, 3, 0) && !exists(dir, 3, 1));
+    rmdir_all(dir);
+}
+
+static void test_keep_and_temporaries(void **state)
+{
+    (void)state;
+    char dir[64], err[CKPT_ERR_MAX], path[CKPT_PATH_MAX];
+    long long step = 0;
+    tmpdir(dir);
+    assert_all(ckpt_find_latest(dir, RUN, MPI_COMM_WORLD, path, sizeof path, &step, err, sizeof err) == 0);
+    for (int s = 1; s <= 4; s++) write_ckpt(dir, MPI_COMM_WORLD, s, 2, 0, s);
+    assert_all(!exists(dir, 1, 0) && !exists(dir, 2, 0) && exists(dir, 3, 0) && exists(dir, 4, 0));
+    /* a temporary left by a killed write: ignored by find, removed by the next begin */
+    if (ft_test_rank() == 0) {
+        char p[CKPT_PATH_MAX];
+        ckpt_name(p, sizeof p, dir, RUN, 5, 1);
+        FILE *fp = fopen(p, "w");
+        fputs("partial", fp);
+        fclose(fp);
+    }
+    MPI_Barrier(MPI_COMM_WORLD);
+    assert_all(ckpt_find_latest(dir, RUN, MPI_COMM_WORLD, path, sizeof path, &step, err, sizeof err) == 1);
+    assert_all(step == 4 && strstr(path, "step-00000004.h5"));
+    write_ckpt(dir, MPI_COMM_WORLD, 5, 2, 0, 5);
+    assert_all(!exists(dir, 5, 1) && exists(dir, 5, 0) && exists(dir, 4, 0) && !exists(dir, 3, 0));
+    /* a restart from step 2 supersedes steps 4 and 5 */
+    write_ckpt(dir, MPI_COMM_WORLD, 2, 2, 0, 2);
+    assert_all(exists(dir, 2, 0) && !exists(dir, 4, 0) && !exists(dir, 5, 0));
+    rmdir_all(dir);
+}
+
+/* Rank 0 changes one byte inside dataset `name`'s data (a serial HDF5 open to find it). */
+static void flip_byte(const char *path, const char *name, long k)
+{
+    if (ft_test_rank() == 0) {
+        hid_t fid = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
+        hid_t ds = H5Dopen2(fid, name, H5P_DEFAULT);
+        haddr_t off = H5Dget_offset(ds);
+        H5Dclose(ds);
+        H5Fclose(fid);
+        int fd = open(path, O_RDWR);
+        unsigned char b;
+        if (pread(fd, &b, 1, off + k) != 1) abort();
+        b ^= 0x10;
+        if (pwrite(fd, &b, 1, off + k) != 1) abort();
+        close(fd);
+    }
+    MPI_Barrier(MPI_COMM_WORLD);
+}
+
+static void test_corrupt_truncated_foreign(void **state)
+{
+    (void)state;
+    char dir[64], err[CKPT_ERR_MAX], path[CKPT_PATH_MAX], p[CKPT_PATH_MAX];
+    long long step = 0;
+    tmpdir(dir);
+    for (int s = 1; s <= 4; s++) write_ckpt(dir, MPI_COMM_WORLD, s, 10, 0, s);
+    /* step 4: flipped byte in params/a */
+    ckpt_path(p, sizeof p, dir, RUN, 4);
+    flip_byte(p, "params/a", 4 * 30 + 2);
+    FtCkptFile *f = ckpt_open(p, MPI_COMM_WORLD, err, sizeof err);
+    assert_all(f != NULL);
+    assert_all(ckpt_verify(f, err, sizeof err) == -1);
+    assert_all(strstr(err, p) && strstr(err, "dataset 'params/a'") && strstr(err, "checksum mismatch"));
+    ckpt_close(f);
+    assert_all(ckpt_find_latest(dir, RUN, MPI_COMM_WORLD, path, sizeof path, &step, err, sizeof err) == 1);
+    assert_all(step == 3);
+    /* step 3: truncated */
+    ckpt_path(p, sizeof p, dir, RUN, 3);
+    if (ft_test_rank() == 0) {
+        struct stat st;
+        stat(p, &st);
+        if (truncate(p, st.st_size / 2)) abort();
+    }
+    MPI_Barrier(MPI_COMM_WORLD);
+    f = ckpt_open(p, MPI_COMM_WORLD, err, sizeof err);
+    assert_all(f == NULL && strstr(err, p) && strstr(err, "truncated or damaged"));
+    /* step 2: a file of another format */
+    ckpt_path(p, sizeof p, dir, RUN, 2);
+    if (ft_test_rank() == 0) {
+        FILE *fp = fopen(p, "w");
+        fputs("this is not HDF5\n", fp);
+        fclose(fp);
+    }
+    MPI_Barrier(MPI_COMM_WORLD);
+    f = ckpt_open(p, MPI_COMM_WORLD, err, sizeof err);
+    assert_all(f == NULL && strstr(err, p) && strstr(err, "not an HDF5 file"));
+    /* the fallback skips 4, 3 and 2 */
+    assert_all(ckpt_find_latest(dir, RUN, MPI_COMM_WORLD, path, sizeof path, &step, err, sizeof err) == 1);
+    assert_all(step == 1);
+    /* step 1: an HDF5 file that is not a checkpoint; then nothing verifies */
+    ckpt_path(p, sizeof p, dir, RUN, 1);
+    if (ft_test_rank() == 0) H5Fclose(H5Fcreate(p, H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT));
+    MPI_Barrier(MPI_COMM_WORLD);
+    f = ckpt_open(p, MPI_COMM_WORLD, err, sizeof err);
+    assert_all(f == NULL && strstr(err, "not an ftllm checkpoint"));
+    assert_all(ckpt_find_latest(dir, RUN, MPI_COMM_WORLD, path, sizeof path, &step, err, sizeof err) == -1);
+    assert_all(strstr(err, "none of the 4 checkpoints") != NULL);
+    /* a missing file */
+    f = ckpt_open("/nonexistent/x.h5", MPI_COMM_WORLD, err, sizeof err);
+    assert_all(f == NULL && strstr(err, "No such file"));
+    rmdir_all(dir);
+}
+
+static void test_manifest(void **state)
+{
+    (void)state;
+    char dir[64], err[CKPT_ERR_MAX], p[CKPT_PATH_MAX];
+    tmpdir(dir);
+    write_ckpt(dir, MPI_COMM_WORLD, 1, 10, 0, 1);
+    write_ckpt(dir, MPI_COMM_WORLD, 2, 10, 0, 2);
+    /* a dataset removed */
+    ckpt_path(p, sizeof p, dir, RUN, 1);
+    if (ft_test_rank() == 0) {
+        hid_t fid = H5Fopen(p, H5F_ACC_RDWR, H5P_DEFAULT);
+        H5Ldelete(fid, "state/lr", H5P_DEFAULT);
+        H5Fclose(fid);
+    }
+    MPI_Barrier(MPI_COMM_WORLD);
+    FtCkptFile *f = ckpt_open(p, MPI_COMM_WORLD, err, sizeof err);
+    assert_all(f == NULL && strstr(err, "dataset 'state/lr' listed in the manifest is missing"));
+    /* a dataset added */
+    ckpt_path(p, sizeof p, dir, RUN, 2);
+    if (ft_test_rank() == 0) {
+        hid_t fid = H5Fopen(p, H5F_ACC_RDWR, H5P_DEFAULT);
+        hsize_t n = 3;
+        hid_t s = H5Screate_simple(1, &n, NULL);
+        H5Dclose(H5Dcreate2(fid, "params/extra", H5T_STD_I32LE, s, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT));
+        H5Sclose(s);
+        H5Fclose(fid);
+    }
+    MPI_Barrier(MPI_COMM_WORLD);
+    f = ckpt_open(p, MPI_COMM_WORLD, err, sizeof err);
+    assert_all(f == NULL && strstr(err, "dataset 'params/extra' is not in the manifest"));
+    rmdir_all(dir);
+}
+
+static void test_mismatch_messages(void **state)
+{
+    (void)state;
+    char dir[64], err[CKPT_ERR_MAX], p[CKPT_PATH_MAX];
+    tmpdir(dir);
+    write_ckpt(dir, MPI_COMM_WORLD, 1, 2, 0, 1);
+    ckpt_path(p, sizeof p, dir, RUN, 1);
+    FtCkptFile *f = ckpt_open(p, MPI_COMM_WORLD, err, sizeof err);
+    assert_all(f != NULL);
+    float buf[R * 8];
+    uint64_t g[2] = {R, 8}, o[2] = {0, 0};
+    assert_all(ckpt_read_tensor(f, "params/a", CKPT_F32, 2, g, o, g, buf, err, sizeof err) == -1);
+    assert_all(strstr(err, "dataset 'params/a' has shape [13,7], the model expects [13,8]") != NULL);
+    g[1] = C;
+    assert_all(ckpt_read_tensor(f, "params/a", CKPT_F64, 2, g, o, g, buf, err, sizeof err) == -1);
+    assert_all(strstr(err, "dataset 'params/a' is f32, expected f64") != NULL);
+    assert_all(ckpt_read_tensor(f, "params/zz", CKPT_F32, 2, g, o, g, buf, err, sizeof err) == -1);
+    assert_all(strstr(err, "no dataset 'params/zz'") != NULL);
+    ckpt_close(f);
+    /* writer creation errors */
+    FtCkptOpts opts = {.keep = 1};
+    assert_all(ckpt_create(dir, "a/b", MPI_COMM_WORLD, &opts, err, sizeof err) == NULL &&
+               strstr(err, "cannot name files"));
+    assert_all(ckpt_create(p, RUN, MPI_COMM_WORLD, &opts, err, sizeof err) == NULL &&
+               strstr(err, p));
+    rmdir_all(dir);
+}
+
+FT_TEST_MAIN(cmocka_unit_test(test_checksum), cmocka_unit_test(test_roundtrip_reshard),
+             cmocka_unit_test(test_write_one_read_many), cmocka_unit_test(test_async),
+             cmocka_unit_test(test_keep_and_temporaries),
+             cmocka_unit_test(test_corrupt_truncated_foreign), cmocka_unit_test(test_manifest),
+             cmocka_unit_test(test_mismatch_messages))
