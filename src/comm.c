@@ -7,18 +7,6 @@
 #include "comm_impl.h"
 #include "ftllm/log.h"
 
-size_t comm_dtype_size(enum ft_dtype t)
-{
-    switch (t) {
-    case FT_F32: return 4;
-    case FT_F64: return 8;
-    case FT_I32: return 4;
-    case FT_I64: return 8;
-    case FT_U8: return 1;
-    }
-    return 0;
-}
-
 void comm_check_mpi(const FtComm *c, const char *op, int rc, const char *file, int line)
 {
     if (rc == MPI_SUCCESS) return;

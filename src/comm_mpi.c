@@ -38,7 +38,7 @@ static void start(FtReq *req, FtComm *c, const char *op, size_t bytes)
 static void mpi_iallreduce_sum(FtComm *c, const void *send, void *recv, size_t count,
                                enum ft_dtype t, FtReq *req)
 {
-    start(req, c, "allreduce", count * comm_dtype_size(t));
+    start(req, c, "allreduce", count * ft_dtype_size(t));
     const void *s = send == FT_IN_PLACE ? MPI_IN_PLACE : send;
     COMM_CHECK(c, "allreduce",
                MPI_Iallreduce(s, recv, icount(c, "allreduce", count), mpi_type(t), MPI_SUM, c->mpi,
@@ -48,7 +48,7 @@ static void mpi_iallreduce_sum(FtComm *c, const void *send, void *recv, size_t c
 static void mpi_ireduce_scatter_sum(FtComm *c, const void *send, void *recv, size_t recvcount,
                                     enum ft_dtype t, FtReq *req)
 {
-    start(req, c, "reduce_scatter", recvcount * (size_t)c->size * comm_dtype_size(t));
+    start(req, c, "reduce_scatter", recvcount * (size_t)c->size * ft_dtype_size(t));
     COMM_CHECK(c, "reduce_scatter",
                MPI_Ireduce_scatter_block(send, recv, icount(c, "reduce_scatter", recvcount),
                                          mpi_type(t), MPI_SUM, c->mpi, &req->mpi));
@@ -57,7 +57,7 @@ static void mpi_ireduce_scatter_sum(FtComm *c, const void *send, void *recv, siz
 static void mpi_iallgather(FtComm *c, const void *send, void *recv, size_t sendcount,
                            enum ft_dtype t, FtReq *req)
 {
-    start(req, c, "allgather", sendcount * (size_t)c->size * comm_dtype_size(t));
+    start(req, c, "allgather", sendcount * (size_t)c->size * ft_dtype_size(t));
     int n = icount(c, "allgather", sendcount);
     COMM_CHECK(c, "allgather",
                MPI_Iallgather(send, n, mpi_type(t), recv, n, mpi_type(t), c->mpi, &req->mpi));
@@ -69,7 +69,7 @@ static void mpi_ialltoallv(FtComm *c, const void *send, const int *sendcounts, c
 {
     size_t total = 0;
     for (int i = 0; i < c->size; i++) total += (size_t)sendcounts[i];
-    start(req, c, "alltoallv", total * comm_dtype_size(t));
+    start(req, c, "alltoallv", total * ft_dtype_size(t));
     COMM_CHECK(c, "alltoallv",
                MPI_Ialltoallv(send, sendcounts, sdispls, mpi_type(t), recv, recvcounts, rdispls,
                               mpi_type(t), c->mpi, &req->mpi));
@@ -77,7 +77,7 @@ static void mpi_ialltoallv(FtComm *c, const void *send, const int *sendcounts, c
 
 static void mpi_ibcast(FtComm *c, void *buf, size_t count, enum ft_dtype t, int root, FtReq *req)
 {
-    start(req, c, "bcast", count * comm_dtype_size(t));
+    start(req, c, "bcast", count * ft_dtype_size(t));
     COMM_CHECK(c, "bcast",
                MPI_Ibcast(buf, icount(c, "bcast", count), mpi_type(t), root, c->mpi, &req->mpi));
 }
@@ -85,7 +85,7 @@ static void mpi_ibcast(FtComm *c, void *buf, size_t count, enum ft_dtype t, int 
 static void mpi_isend(FtComm *c, const void *buf, size_t count, enum ft_dtype t, int peer, int tag,
                       FtReq *req)
 {
-    start(req, c, "send", count * comm_dtype_size(t));
+    start(req, c, "send", count * ft_dtype_size(t));
     COMM_CHECK(c, "send",
                MPI_Isend(buf, icount(c, "send", count), mpi_type(t), peer, tag, c->mpi, &req->mpi));
 }
@@ -93,7 +93,7 @@ static void mpi_isend(FtComm *c, const void *buf, size_t count, enum ft_dtype t,
 static void mpi_irecv(FtComm *c, void *buf, size_t count, enum ft_dtype t, int peer, int tag,
                       FtReq *req)
 {
-    start(req, c, "recv", count * comm_dtype_size(t));
+    start(req, c, "recv", count * ft_dtype_size(t));
     COMM_CHECK(c, "recv",
                MPI_Irecv(buf, icount(c, "recv", count), mpi_type(t), peer, tag, c->mpi, &req->mpi));
 }

@@ -23,8 +23,8 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-enum ft_dtype { FT_F32, FT_F64, FT_I32, FT_I64, FT_U8 };
-size_t comm_dtype_size(enum ft_dtype t);
+#include "ftllm/dtype.h"
+
 
 /* Pass as the send buffer for an in-place all-reduce (the data is in recv). */
 #define FT_IN_PLACE ((const void *)1)

@@ -20,9 +20,9 @@
 #include <stddef.h>
 #include <stdio.h>
 
+#include "ftllm/dtype.h"
 #include "ftllm/ops.h"
 
-typedef enum ft_dtype { FT_F32, FT_I32, FT_F64 } FtDtype;
 
 typedef enum ft_tensor_role {
     FT_TR_PARAM,    /* a view of parameters (outside the tape) */
