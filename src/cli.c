@@ -23,7 +23,8 @@ static const struct verb g_verbs[] = {
     {"plan", NULL, "DECK", "profile, then print the DMR plan and its predicted overhead"},
     {"optimize", NULL, "DECK", "recommend redundancy r, checkpoint interval and spares"},
     {"simulate", NULL, "DECK", "simulate a whole training run on a large cluster"},
-    {"inspect", NULL, "FILE", "verify a checkpoint and summarize it"},
+    {"inspect", verb_inspect, "FILE | DIR [--run NAME]",
+     "verify a checkpoint (a folder: its newest that verifies) and summarize it"},
     {"tokenize", verb_tokenize, "IN.txt OUT.bin [--val ...]",
      "byte-level tokenizer (vocab 256): text -> llm.c token shard; --val V.bin --val-fraction F "
      "also writes the text's tail as a validation shard"},
