@@ -1,0 +1,115 @@
+#!/bin/bash
+# e2e/ckpt.sh: checkpoints as a user and a crash meet them, through bin/ftllm.
+#  - synthetic checkpoints (ftllm inspect --write-test, sync and async, 1 and 2 ranks) inspect OK;
+#  - a write killed with SIGKILL half-way (1 rank and 2 ranks) leaves the previous checkpoint
+#    usable: `ftllm inspect DIR` (what a resume picks) finds it and reports the leftover
+#    temporary, and the next write removes the temporary;
+#  - flipped bytes, a truncated file and a file of another format each give a one-line error
+#    naming the file (and the dataset), exit code 2, and the folder falls back to the previous one.
+set -u
+FTLLM=${FTLLM:-bin/ftllm}
+pass=0 fail=0
+ok() { pass=$((pass + 1)); echo "PASS $1"; }
+bad() { fail=$((fail + 1)); echo "FAIL $1: $2"; }
+D=$(mktemp -d "${TMPDIR:-/tmp}/ft_e2e_ckpt_XXXXXX")
+trap 'rm -rf "$D"' EXIT
+
+# run NAME WANT_RC WANT_STDERR NP CMD...: one check; stdout in $LAST_OUT, stderr in $LAST_ERR
+run() {
+  local name=$1 want_rc=$2 want=$3 np=$4; shift 4
+  local out err rc
+  out=$(mktemp) err=$(mktemp)
+  timeout 120 mpiexec -n "$np" "$@" > "$out" 2> "$err"
+  rc=$?
+  LAST_OUT=$(cat "$out") LAST_ERR=$(cat "$err")
+  if [ "$rc" -ne "$want_rc" ]; then bad "$name" "exit code $rc, want $want_rc; stderr: $(head -c 600 "$err")"
+  elif [ -n "$want" ] && ! grep -qF -- "$want" "$err"; then bad "$name" "stderr lacks '$want': $(head -c 600 "$err")"
+  elif [ "$want_rc" -eq 2 ] && [ "$(wc -l < "$err")" -ne 1 ]; then bad "$name" "stderr is not one line: $(head -c 600 "$err")"
+  elif grep -q 'Sanitizer\|runtime error' "$err"; then bad "$name" "sanitizer report: $(head -c 600 "$err")"
+  else ok "$name"; fi
+  rm -f "$out" "$err"
+}
+has() { # has NAME TEXT: the last stdout contains TEXT
+  if grep -qF -- "$2" <<< "$LAST_OUT"; then ok "$1"; else bad "$1" "stdout lacks '$2': $(head -c 600 <<< "$LAST_OUT")"; fi
+}
+hasre() { # hasre NAME REGEX: the last stdout matches the extended regular expression
+  if grep -qE -- "$2" <<< "$LAST_OUT"; then ok "$1"; else bad "$1" "stdout lacks /$2/: $(head -c 600 <<< "$LAST_OUT")"; fi
+}
+name() { printf '%s/%s.step-%08d.h5' "$1" "$2" "$3"; }
+
+# flip BYTE OFFSET of FILE (xor 0x10)
+flip() {
+  local b; b=$(od -An -tu1 -j "$2" -N1 "$1" | tr -d ' ')
+  printf "\\$(printf %03o $((b ^ 16)))" | dd of="$1" bs=1 seek="$2" conv=notrunc status=none
+}
+
+# kill_write TAG NP STEP DIR: starts a slow write and SIGKILLs its ranks once the temporary exists
+kill_write() {
+  local tag=$1 np=$2 step=$3 dir=$4 tmp
+  tmp="$(name "$dir" run "$step").tmp"
+  if [ "$np" -eq 1 ]; then # a singleton MPI process: its pid is ours
+    "$FTLLM" inspect --write-test "$dir" "$step" --run run --mb 4 --delay-ms 300 > /dev/null 2>&1 &
+  else
+    mpiexec -n "$np" "$FTLLM" inspect --write-test "$dir" "$step" --run run --mb 4 --delay-ms 300 > /dev/null 2>&1 &
+  fi
+  local launcher=$! i
+  for i in $(seq 1 200); do [ -e "$tmp" ] && break; sleep 0.1; done
+  sleep 0.7 # some datasets written, not all
+  if [ ! -e "$tmp" ]; then bad "$tag kill: temporary appeared" "$tmp missing"; kill -9 "$launcher"; return; fi
+  # the ranks are the processes whose command line names this unique folder
+  local pids; pids=$(pgrep -f -- "--write-test $dir $step")
+  kill -9 $pids 2> /dev/null
+  wait "$launcher" 2> /dev/null
+  [ -e "$tmp" ] && ok "$tag kill: temporary left behind" || bad "$tag kill: temporary left behind" "$tmp missing"
+  [ -e "$(name "$dir" run "$step")" ] && bad "$tag kill: no final file" "$(name "$dir" run "$step") exists" || ok "$tag kill: no final file"
+}
+
+bins=("$FTLLM")
+[ -n "${FTLLM_SAN:-}" ] && [ -x "$FTLLM_SAN" ] && bins+=("$FTLLM_SAN")
+for bin in "${bins[@]}"; do
+  tag=$(basename "$(dirname "$bin")")
+  d="$D/$tag"
+  run "$tag write step 1 (np 2)" 0 "" 2 "$bin" inspect --write-test "$d" 1 --run run --mb 1
+  run "$tag write step 2 async (np 2)" 0 "" 2 "$bin" inspect --write-test "$d" 2 --run run --mb 1 --async
+  run "$tag inspect file (np 1)" 0 "" 1 "$bin" inspect "$(name "$d" run 2)"
+  hasre "$tag inspect table" "params/w7 +f32 +\[[0-9]+, 1024\] +1 +OK"
+  hasre "$tag inspect table: scalar" "state/step +i64 +\[\] +steps +OK"
+  has "$tag inspect verdict" "verdict: checkpoint OK (10 datasets"
+  has "$tag inspect config" "; synthetic checkpoint written by ftllm inspect --write-test"
+  run "$tag inspect folder (np 2)" 0 "" 2 "$bin" inspect "$d"
+  has "$tag folder picks the newest" "step 2"
+done
+
+# SIGKILL in the middle of a write, on 1 and on 2 ranks
+d="$D/kill"
+run "write step 1" 0 "" 2 "$FTLLM" inspect --write-test "$d" 1 --run run --mb 4
+for np in 1 2; do
+  step=$((np + 1))
+  kill_write "np $np" "$np" "$step" "$d"
+  run "np $np resume picks the previous checkpoint" 0 "ignoring $(name "$d" run "$step").tmp, left by an interrupted write" 2 "$FTLLM" inspect "$d"
+  has "np $np resume picks step 1" "$(name "$d" run 1) (step 1)"
+done
+run "next write after the kills" 0 "removing $(name "$d" run 3).tmp" 2 "$FTLLM" inspect --write-test "$d" 4 --run run --mb 1 --keep 2
+[ ! -e "$(name "$d" run 2).tmp" ] && [ ! -e "$(name "$d" run 3).tmp" ] && ok "temporaries removed" || bad "temporaries removed" "$(ls "$d")"
+
+# bad files: each its own message, and the folder falls back
+d="$D/bad"
+for s in 1 2 3 4; do run "write step $s" 0 "" 1 "$FTLLM" inspect --write-test "$d" "$s" --run run --mb 1 --keep 10; done
+f4=$(name "$d" run 4) f3=$(name "$d" run 3) f2=$(name "$d" run 2)
+flip "$f4" $(($(stat -c %s "$f4") / 2))
+run "flipped byte" 2 "$f4: dataset 'params/w" 2 "$FTLLM" inspect "$f4"
+grep -qF "checksum mismatch" <<< "$LAST_ERR" && ok "flipped byte: checksum mismatch" || bad "flipped byte: checksum mismatch" "$LAST_ERR"
+has "flipped byte: table marks it" "BAD"
+truncate -s $(($(stat -c %s "$f3") / 3)) "$f3"
+run "truncated file" 2 "$f3: truncated or damaged HDF5 file" 1 "$FTLLM" inspect "$f3"
+echo "step,loss" > "$f2"
+run "another format" 2 "$f2: not an HDF5 file" 1 "$FTLLM" inspect "$f2"
+run "folder falls back to step 1" 0 "skipping $f4: dataset 'params/w" 2 "$FTLLM" inspect "$d"
+has "folder falls back to step 1" "$(name "$d" run 1) (step 1)"
+run "missing file" 2 "nope.h5: cannot open the checkpoint: No such file or directory" 1 "$FTLLM" inspect "$D/nope.h5"
+run "inspect without file" 2 "usage: ftllm inspect FILE | DIR" 1 "$FTLLM" inspect
+run "empty folder" 2 "no checkpoint files in this folder" 1 "$FTLLM" inspect "$D/kill/.."
+
+echo "[  PASSED  ] $pass test(s)."
+[ "$fail" -eq 0 ] || echo "[  FAILED  ] $fail test(s), listed above."
+[ "$fail" -eq 0 ]
