@@ -20,6 +20,8 @@ struct verb {
 static const struct verb g_verbs[] = {
     {"train", verb_train, "DECK [section.key=value ...]",
      "train a model as the deck says (overrides after the deck)"},
+    {"sample", verb_sample, "DECK [section.key=value ...]",
+     "print text sampled from the model in model.init (an llm.c model file)"},
     {"plan", NULL, "DECK", "profile, then print the DMR plan and its predicted overhead"},
     {"optimize", NULL, "DECK", "recommend redundancy r, checkpoint interval and spares"},
     {"simulate", NULL, "DECK", "simulate a whole training run on a large cluster"},

@@ -640,6 +640,12 @@ int deck_check(const FtConfig *cfg, int nranks, char *err, size_t errlen)
         return cross_fail(cfg, KID(train, warmup), KID(train, steps), err, errlen,
                           "train.warmup = %lld is longer than the run (train.steps = %lld)",
                           cfg->train.warmup, cfg->train.steps);
+    /* ---- training engine (issue 3) ---- */
+    if (cfg->train.seq_len > m->seq_len)
+        return cross_fail(cfg, KID(train, seq_len), KID(model, seq_len), err, errlen,
+                          "train.seq_len = %lld exceeds model.seq_len = %lld (the size of the "
+                          "position table)", cfg->train.seq_len, m->seq_len);
+    /* ---- end of training engine ---- */
     if (cfg->cluster.gpus_per_replica > cfg->cluster.gpus)
         return cross_fail(cfg, KID(cluster, gpus_per_replica), KID(cluster, gpus), err, errlen,
                           "cluster.gpus_per_replica = %lld exceeds cluster.gpus = %lld",

@@ -55,7 +55,7 @@ for bin in "${bins[@]}"; do
   echo "$LAST_OUT" | grep -q 'usage: mpiexec' && ok "$tag help text" || bad "$tag help text" "$LAST_OUT"
   run "$tag help bad topic" 2 "no such topic 'nope'" 1 "$bin" help nope
   run "$tag default deck" 0 "" 1 "$bin" train inputs/default.ini
-  echo "$LAST_OUT" | grep -q 'verdict: deck OK' && ok "$tag default deck verdict" || bad "$tag default deck verdict" "$LAST_OUT"
+  echo "$LAST_OUT" | grep -q 'verdict: OK' && ok "$tag default deck verdict" || bad "$tag default deck verdict" "$LAST_OUT"
   run "$tag default deck on 2 ranks" 0 "" 2 "$bin" train inputs/default.ini parallel.dp=2
   # the echoed configuration is itself a valid deck that gives the same echo
   echo "$LAST_OUT" | sed -n '/^; resolved/,/^\[perf\]/p;/^papi_events/p' > "${TMPDIR:-/tmp}/ft_echo.ini"

@@ -1,0 +1,69 @@
+/* sample.c: text generation (sample.h). One forward-only tape of B = 1 and T = the window,
+ * rerun per generated token (the window is short on a CPU run; a KV cache is not worth its
+ * complexity here). Causal attention makes the unused tail of the window irrelevant to the
+ * row that is read, so it is simply left as token 0. */
+#include "ftllm/sample.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "ftllm/exec.h"
+#include "ftllm/log.h"
+
+void sample_generate(const FtModel *m, uint64_t seed, const int *prompt, int nprompt, int n,
+                     int *out)
+{
+    FT_ASSERT(nprompt >= 1 && n >= 0);
+    int W = m->cfg.maxT, V = m->cfg.V, Vp = m->cfg.Vp;
+    int *ctx = malloc(sizeof(int) * (size_t)(nprompt + n));
+    FT_ASSERT(ctx);
+    memcpy(ctx, prompt, sizeof(int) * (size_t)nprompt);
+    int len = nprompt;
+    if (W > nprompt + n) W = nprompt + n;
+    FtTape tp;
+    FtTapeOpts o = {.B = 1, .T = W, .ac = FT_AC_OFF, .backward = false, .loss_scale = 1};
+    model_build_tape(m, &o, &tp);
+    int *tok = tp.t[tp.tokens].data;
+    const float *probs = tp.t[tp.probs].data;
+    uint64_t rng = seed ^ 0x5A4D504C45ull;
+    for (int k = 0; k < n; k++) {
+        int start = len > W ? len - W : 0, used = len - start;
+        memset(tok, 0, sizeof(int) * (size_t)W);
+        memcpy(tok, ctx + start, sizeof(int) * (size_t)used);
+        exec_run(&tp, 0, tp.fwd_end, NULL);
+        const float *p = probs + (size_t)(used - 1) * Vp;
+        double coin = model_rng_uniform(&rng), cdf = 0;
+        int next = V - 1;
+        for (int v = 0; v < V; v++) {
+            cdf += p[v];
+            if (coin < cdf) {
+                next = v;
+                break;
+            }
+        }
+        ctx[len++] = next;
+        out[k] = next;
+    }
+    tape_free(&tp);
+    free(ctx);
+}
+
+void sample_print(FILE *f, const int *tokens, int n, int V)
+{
+    for (int i = 0; i < n; i++) {
+        if (V <= 256) {
+            int c = tokens[i];
+            fputc(c == '\n' || c == '\t' || (c >= 32 && c != 127) ? c : '?', f);
+        } else {
+            fprintf(f, "%s%d", i ? " " : "", tokens[i]);
+        }
+    }
+    fputc('\n', f);
+}
+
+int sample_default_prompt(int V)
+{
+    if (V <= 256) return '\n' < V ? '\n' : 0;
+    if (V == 50257) return 50256;
+    return 0;
+}
