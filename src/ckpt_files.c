@@ -76,7 +76,7 @@ int ckpt_list_run(const char *dir, const char *run, long long **steps, int **tmp
         e[n++] = x;
     }
     closedir(d);
-    qsort(e, n, sizeof *e, newest_first);
+    if (n) qsort(e, n, sizeof *e, newest_first);
     *steps = malloc((n ? n : 1) * sizeof **steps);
     *tmp = malloc((n ? n : 1) * sizeof **tmp);
     if (!*steps || !*tmp) FT_DIE("out of memory listing %s", dir);
