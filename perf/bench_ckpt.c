@@ -1,0 +1,231 @@
+/* bench_ckpt.c: checkpoint write/read bandwidth of a GPT-2 124M-sized state against plain
+ * sequential I/O of the same bytes in the same folder, and the training stall of an
+ * asynchronous checkpoint as a fraction of a synchronous one.
+ *
+ * The state: llm.c's 16 GPT-2 (124M) parameter tensors (V padded to 50304, T = 1024, C = 768,
+ * L = 12, layers stacked in the first dimension), stored three times (params, optim/m, optim/v):
+ * 124.5M x 3 x 4 bytes = 1.49 GB, rows split over the ranks. Baseline: every rank pwrite()s its
+ * share of the same byte count into one plain file in 64 MiB calls, then fsync (a checkpoint is
+ * durable too). Reads are cold for both: each file's pages are dropped (fsync +
+ * POSIX_FADV_DONTNEED) before it is read. Both write new files (a checkpoint always does; in
+ * this VM first-touched pages cost more than the copy). Best of ROUNDS rounds; rounds alternate
+ * baseline and checkpoint so both see the same disk state.
+ *
+ *   build/release/perf/bench_ckpt            (1 rank; mpiexec -n N for N ranks)
+ *   FT_BENCH_DIR=/scratch/x ...               folder (default build/bench-ckpt); removed after
+ *   FT_BENCH_SCALE=0.1 ...                    a smaller state (quick check) */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <mpi.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "ftllm/ckpt.h"
+#include "ftllm/log.h"
+
+#define ROUNDS 3
+#define NT 16
+
+struct tensor {
+    const char *name;
+    uint64_t shape[3];
+    int ndim;
+};
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + 1e-9 * ts.tv_nsec;
+}
+
+static double max_over(double x)
+{
+    double y;
+    MPI_Allreduce(&x, &y, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+    return y;
+}
+
+static void drop_cache(const char *path)
+{
+    int fd = open(path, O_RDONLY);
+    if (fd < 0) return;
+    fdatasync(fd);
+    posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
+    close(fd);
+}
+
+int main(int argc, char **argv)
+{
+    int provided, rank, size;
+    MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &size);
+    log_init(rank, FT_LOG_WARN);
+    const char *dir = getenv("FT_BENCH_DIR") ? getenv("FT_BENCH_DIR") : "build/bench-ckpt";
+    double scale = getenv("FT_BENCH_SCALE") ? atof(getenv("FT_BENCH_SCALE")) : 1.0;
+    const uint64_t Vp = 50304, T = 1024, C = 768, L = 12;
+    struct tensor ts[NT] = {
+        {"wte", {Vp, C}, 2}, {"wpe", {T, C}, 2}, {"ln1w", {L, C}, 2}, {"ln1b", {L, C}, 2},
+        {"qkvw", {L, 3 * C, C}, 3}, {"qkvb", {L, 3 * C}, 2}, {"attprojw", {L, C, C}, 3},
+        {"attprojb", {L, C}, 2}, {"ln2w", {L, C}, 2}, {"ln2b", {L, C}, 2},
+        {"fcw", {L, 4 * C, C}, 3}, {"fcb", {L, 4 * C}, 2}, {"fcprojw", {L, C, 4 * C}, 3},
+        {"fcprojb", {L, C}, 2}, {"lnfw", {C}, 1}, {"lnfb", {C}, 1}};
+    /* FT_BENCH_SCALE shrinks the big tensors along their second-to-last dimension */
+    if (scale > 0 && scale < 1)
+        for (int i = 0; i < NT; i++)
+            if (ts[i].ndim >= 2 && ts[i].shape[ts[i].ndim - 2] > 100)
+                ts[i].shape[ts[i].ndim - 2] = (uint64_t)(ts[i].shape[ts[i].ndim - 2] * scale) + 1;
+    /* this rank's rows of each tensor (first dimension split, or the whole tensor on rank 0
+     * when the first dimension is smaller than the number of ranks) */
+    uint64_t off[NT][3] = {{0}}, cnt[NT][3], mine = 0, total = 0;
+    size_t start[NT];
+    for (int i = 0; i < NT; i++) {
+        uint64_t rows = ts[i].shape[0], row = 1;
+        for (int d = 1; d < ts[i].ndim; d++) row *= ts[i].shape[d];
+        uint64_t r0 = rows * rank / size, r1 = rows * (rank + 1) / size;
+        memcpy(cnt[i], ts[i].shape, sizeof cnt[i]);
+        off[i][0] = r0;
+        cnt[i][0] = r1 - r0;
+        start[i] = mine;
+        mine += (r1 - r0) * row;
+        total += rows * row;
+    }
+    float *state = malloc(mine * sizeof *state + 4);
+    if (!state) FT_DIE("out of memory for %llu floats", (unsigned long long)mine);
+    for (uint64_t i = 0; i < mine; i++) state[i] = (float)((i * 2654435761u) % 100003) * 1e-5f - 0.5f;
+    double bytes = 3.0 * (double)total * 4; /* params, m, v */
+    char plain[CKPT_PATH_MAX], err[CKPT_ERR_MAX];
+    snprintf(plain, sizeof plain, "%s/plain.bin", dir);
+    FtCkptOpts so = {.keep = 1}, ao = {.keep = 1, .async = true};
+    FtCkpt *sync_w = ckpt_create(dir, "bench", MPI_COMM_WORLD, &so, err, sizeof err);
+    FtCkpt *async_w = ckpt_create(dir, "bench", MPI_COMM_WORLD, &ao, err, sizeof err);
+    if (!sync_w || !async_w) FT_DIE("%s", err);
+    const char *groups[3] = {"params", "optim/m", "optim/v"};
+    double best[6] = {1e30, 1e30, 1e30, 1e30, 1e30, 1e30}; /* plain w, ckpt w, plain r, ckpt r, stall, async total */
+    size_t chunk = (size_t)64 << 20, my_bytes = 3 * mine * sizeof(float);
+    char *rbuf = malloc(chunk);
+    long long step = 0;
+    for (int round = 0; round < ROUNDS; round++) {
+        /* plain write: each rank its share at its offset, 64 MiB pwrites, fsync */
+        unsigned long long o = 0, mb = my_bytes;
+        MPI_Exscan(&mb, &o, 1, MPI_UNSIGNED_LONG_LONG, MPI_SUM, MPI_COMM_WORLD);
+        if (rank == 0) o = 0;
+        MPI_Barrier(MPI_COMM_WORLD);
+        if (rank == 0) unlink(plain); /* a new file, as every checkpoint is */
+        MPI_Barrier(MPI_COMM_WORLD);
+        double t0 = now_s();
+        int fd = open(plain, O_WRONLY | O_CREAT, 0644);
+        if (fd < 0) FT_DIE("%s: %s", plain, strerror(errno));
+        for (int g = 0; g < 3; g++)
+            for (size_t b = 0; b < mine * sizeof(float); b += chunk) {
+                size_t n = mine * sizeof(float) - b < chunk ? mine * sizeof(float) - b : chunk;
+                if (pwrite(fd, (char *)state + b, n, o + g * mine * sizeof(float) + b) != (ssize_t)n)
+                    FT_DIE("pwrite %s: %s", plain, strerror(errno));
+            }
+        if (fsync(fd)) FT_DIE("fsync: %s", strerror(errno));
+        close(fd);
+        double tw = max_over(now_s() - t0);
+        /* the checkpoint, synchronous */
+        MPI_Barrier(MPI_COMM_WORLD);
+        t0 = now_s();
+        ckpt_begin(sync_w, ++step);
+        for (int g = 0; g < 3; g++)
+            for (int i = 0; i < NT; i++) {
+                char name[64];
+                snprintf(name, sizeof name, "%s/%s", groups[g], ts[i].name);
+                ckpt_put_tensor(sync_w, name, CKPT_F32, ts[i].ndim, ts[i].shape, off[i], cnt[i],
+                                state + start[i], "1", "");
+            }
+        ckpt_put_i64(sync_w, CKPT_DS_STEP, step, "steps", "");
+        const char *path;
+        ckpt_commit(sync_w, &path);
+        double tc = max_over(now_s() - t0);
+        char cpath[CKPT_PATH_MAX];
+        snprintf(cpath, sizeof cpath, "%s", path);
+        /* cold reads: the plain file, then the checkpoint (open + every tensor) */
+        MPI_Barrier(MPI_COMM_WORLD);
+        if (rank == 0) {
+            drop_cache(plain);
+            drop_cache(cpath);
+        }
+        MPI_Barrier(MPI_COMM_WORLD);
+        t0 = now_s();
+        fd = open(plain, O_RDONLY);
+        for (size_t b = 0; b < my_bytes; b += chunk) {
+            size_t n = my_bytes - b < chunk ? my_bytes - b : chunk;
+            if (pread(fd, rbuf, n, o + b) != (ssize_t)n) FT_DIE("pread: %s", strerror(errno));
+        }
+        close(fd);
+        double trp = max_over(now_s() - t0);
+        MPI_Barrier(MPI_COMM_WORLD);
+        t0 = now_s();
+        FtCkptFile *f = ckpt_open(cpath, MPI_COMM_WORLD, err, sizeof err);
+        if (!f) FT_DIE("%s", err);
+        for (int g = 0; g < 3; g++)
+            for (int i = 0; i < NT; i++) {
+                char name[64];
+                snprintf(name, sizeof name, "%s/%s", groups[g], ts[i].name);
+                if (ckpt_read_tensor(f, name, CKPT_F32, ts[i].ndim, ts[i].shape, off[i], cnt[i],
+                                     state + start[i], err, sizeof err))
+                    FT_DIE("%s", err);
+            }
+        ckpt_close(f);
+        double trc = max_over(now_s() - t0);
+        /* asynchronous: the stall is begin + puts (copies) + commit; then the write finishes */
+        MPI_Barrier(MPI_COMM_WORLD);
+        t0 = now_s();
+        ckpt_begin(async_w, ++step);
+        for (int g = 0; g < 3; g++)
+            for (int i = 0; i < NT; i++) {
+                char name[64];
+                snprintf(name, sizeof name, "%s/%s", groups[g], ts[i].name);
+                ckpt_put_tensor(async_w, name, CKPT_F32, ts[i].ndim, ts[i].shape, off[i], cnt[i],
+                                state + start[i], "1", "");
+            }
+        ckpt_put_i64(async_w, CKPT_DS_STEP, step, "steps", "");
+        ckpt_commit(async_w, NULL);
+        double tstall = max_over(now_s() - t0);
+        ckpt_wait(async_w);
+        double tasync = max_over(now_s() - t0);
+        double v[6] = {tw, tc, trp, trc, tstall, tasync};
+        for (int k = 0; k < 6; k++)
+            if (v[k] < best[k]) best[k] = v[k];
+        if (rank == 0)
+            printf("  round %d: plain write %.2f s, checkpoint write %.2f s, plain read %.2f s, "
+                   "checkpoint read %.2f s, async stall %.3f s (write %.2f s)\n",
+                   round + 1, tw, tc, trp, trc, tstall, tasync);
+    }
+    ckpt_destroy(sync_w);
+    ckpt_destroy(async_w);
+    if (rank == 0) {
+        double gb = bytes / 1e9;
+        printf("bench_ckpt: GPT-2 124M-sized state (%.3f GB: params + AdamW m, v), %d rank%s, "
+               "folder %s, best of %d\n", gb, size, size == 1 ? "" : "s", dir, ROUNDS);
+        printf("  %-30s %8s %8s\n", "", "s", "GB/s");
+        printf("  %-30s %8.2f %8.2f\n", "plain write + fsync", best[0], gb / best[0]);
+        printf("  %-30s %8.2f %8.2f\n", "checkpoint write (sync)", best[1], gb / best[1]);
+        printf("  %-30s %8.2f %8.2f\n", "plain read (cold)", best[2], gb / best[2]);
+        printf("  %-30s %8.2f %8.2f\n", "checkpoint read (cold)", best[3], gb / best[3]);
+        printf("  write ratio checkpoint/plain bandwidth: %.2f (target >= 0.7)\n", best[0] / best[1]);
+        printf("  read ratio checkpoint/plain bandwidth:  %.2f\n", best[2] / best[3]);
+        printf("  async stall: %.3f s = %.3f of a synchronous checkpoint (its write: %.2f s)\n",
+               best[4], best[4] / best[1], best[5]);
+        unlink(plain);
+        char p[CKPT_PATH_MAX];
+        for (long long s = 1; s <= step; s++) {
+            ckpt_path(p, sizeof p, dir, "bench", s);
+            unlink(p);
+        }
+        rmdir(dir); /* only when empty: a folder given by the user keeps its other files */
+    }
+    free(rbuf);
+    free(state);
+    MPI_Finalize();
+    return 0;
+}
