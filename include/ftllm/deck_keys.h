@@ -116,7 +116,14 @@
     K(checkpoint, dir, STR, "checkpoint", 0, 0, "", 0, "folder of the checkpoint files")         \
     K(checkpoint, interval, INT, "0", 0, 1e15, "", FT_KEY_AUTO | FT_KEY_RESERVED,                \
       "steps between checkpoints; 0 = none; auto = the optimizer's choice")                      \
-    K(checkpoint, keep, INT, "2", 1, 1000000, "", 0, "checkpoints kept on disk (newest K)")
+    K(checkpoint, keep, INT, "2", 1, 1000000, "", 0, "checkpoints kept on disk (newest K)")    \
+    K(checkpoint, every_s, REAL, "0", 0, 1e12, "", FT_KEY_RESERVED,                              \
+      "also checkpoint when this many seconds passed since the last one; 0 = no time trigger")   \
+    K(checkpoint, async, BOOL, "false", 0, 0, "", FT_KEY_RESERVED,                               \
+      "write checkpoints from a background thread (the step pays only a copy to host memory)")   \
+    K(checkpoint, resume, STR, "", 0, 0, "", FT_KEY_RESERVED,                                    \
+      "auto = the newest checkpoint of run.name in checkpoint.dir that verifies; a file name = " \
+      "that checkpoint; empty = start fresh")
 
 #define FT_KEYS_faults(K)                                                                        \
     K(faults, schedule, STR, "", 0, 0, "", FT_KEY_RESERVED,                                      \
