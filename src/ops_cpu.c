@@ -15,7 +15,15 @@
  */
 #include "ftllm/ops.h"
 
+/* No errno from sqrtf & co. and no FP traps (ftllm never reads errno or traps after a
+ * kernel): lets `omp simd` loops with sqrt and clamps vectorize. Neither option changes a
+ * result's value; bits stay the same from run to run. */
+#pragma GCC optimize("no-math-errno", "no-trapping-math")
+
 #include <cblas.h>
+#ifdef __AVX__
+#include <immintrin.h>
+#endif
 #include <math.h>
 #include <omp.h>
 #include <stdint.h>
@@ -32,17 +40,34 @@
  * binary gives the same bits on every call, which is what determinism needs. */
 static inline float exp_poly(float x)
 {
-    x = x < -87.0f ? -87.0f : (x > 88.0f ? 88.0f : x);
-    float kf = floorf(x * 1.44269504f + 0.5f);
+    x = x < -87.0f ? -87.0f : x;
+    x = x > 88.0f ? 88.0f : x;
+    /* k = round(x / ln2) by the 1.5 * 2^23 trick: t's low mantissa bits hold k */
+    float t = x * 1.44269504f + 12582912.0f;
+    float kf = t - 12582912.0f;
+    int32_t k, e;
+    memcpy(&k, &t, sizeof k); /* bit casts by memcpy: unions stop GCC's vectorizer */
+    k -= 0x4B400000;
     float r = x - kf * 0.693145752f - kf * 1.42860677e-6f;
     float p = 1.0f + r * (1.0f + r * (0.5f + r * (1.6666667e-1f + r * (4.1666668e-2f +
               r * (8.3333338e-3f + r * (1.3888889e-3f + r * 1.9841270e-4f))))));
-    union { float f; int32_t i; } u = {.i = ((int32_t)kf + 127) << 23};
-    return p * u.f;
+    float scale;
+    e = (k + 127) << 23;
+    memcpy(&scale, &e, sizeof scale);
+    return p * scale;
 }
 
 /* tanh(u) = 1 - 2 / (exp(2u) + 1): absolute error ~2e-7, saturating cleanly at +-1. */
 static inline float tanh_poly(float u) { return 1.0f - 2.0f / (exp_poly(2.0f * u) + 1.0f); }
+
+/* Whether an op of `work` elements runs on all threads: below ~1M elements a parallel region
+ * gains little on an idle machine and loses a lot on a busy one (a descheduled thread stalls the
+ * region's barrier for a scheduler time slice). Every kernel's result is independent of this
+ * choice except through BLAS, which is not affected. */
+static long long g_par_min = 1LL << 20; /* performance only: results do not depend on it */
+#define PAR(work) ((long long)(work) >= g_par_min)
+
+void ops_cpu_set_parallel_min(long long work) { g_par_min = work < 0 ? 0 : work; }
 
 /* Columns [lo, hi) of a total of n that thread `id` of `nth` owns (static, contiguous). */
 static void split_range(long long n, int id, int nth, long long *lo, long long *hi)
@@ -60,7 +85,7 @@ static void encoder_fwd(const FtOpCall *c)
     const float *wte = c->in[1], *wpe = c->in[2];
     float *x = c->out[0];
     long long B = c->d[0], T = c->d[1], C = c->d[2];
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (PAR(B * T * C))
     for (long long bt = 0; bt < B * T; bt++) {
         long long t = bt % T;
         const float *e = wte + (size_t)tok[bt] * C, *p = wpe + (size_t)t * C;
@@ -78,7 +103,7 @@ static void encoder_bwd(const FtOpCall *c)
     float *dwte = c->out[0], *dwpe = c->out[1];
     long long B = c->d[0], T = c->d[1], C = c->d[2];
     FT_ASSERT(c->acc == 3u);
-#pragma omp parallel
+#pragma omp parallel if (PAR(B * T * C))
     {
         long long lo, hi;
         split_range(C, omp_get_thread_num(), omp_get_num_threads(), &lo, &hi);
@@ -100,7 +125,7 @@ static void layernorm_fwd(const FtOpCall *c)
     const float *x = c->in[0], *w = c->in[1], *b = c->in[2];
     float *y = c->out[0], *mean = c->out[1], *rstd = c->out[2];
     long long N = c->d[0], C = c->d[1];
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (PAR(N * C))
     for (long long n = 0; n < N; n++) {
         const float *xr = x + (size_t)n * C;
         double s = 0;
@@ -130,7 +155,7 @@ static void layernorm_bwd(const FtOpCall *c)
     float *dx = c->out[0], *dw = c->out[1], *db = c->out[2];
     long long N = c->d[0], C = c->d[1];
     FT_ASSERT(!ACC(c, 0) && ACC(c, 1) && ACC(c, 2));
-#pragma omp parallel
+#pragma omp parallel if (PAR(N * C))
     {
 #pragma omp for schedule(static)
         for (long long n = 0; n < N; n++) {
@@ -173,7 +198,7 @@ static void matmul_fwd(const FtOpCall *c)
     float *y = c->out[0];
     int N = (int)c->d[0], C = (int)c->d[1], OC = (int)c->d[2];
     if (b) {
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (PAR((long long)N * OC))
         for (long long n = 0; n < N; n++) memcpy(y + (size_t)n * OC, b, sizeof(float) * OC);
     }
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, N, OC, C, 1.0f, x, C, w, C,
@@ -193,7 +218,7 @@ static void matmul_bwd(const FtOpCall *c)
     cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, OC, C, N, 1.0f, dy, OC, x, C, 1.0f, dw,
                 C);
     if (db) {
-#pragma omp parallel
+#pragma omp parallel if (PAR((long long)N * OC))
         {
             long long lo, hi;
             split_range(OC, omp_get_thread_num(), omp_get_num_threads(), &lo, &hi);
@@ -257,7 +282,7 @@ static void attention_fwd(const FtOpCall *c)
     float *y = c->out[0], *att = c->out[1];
     long long B = c->d[0], T = c->d[1], C = c->d[2], NH = c->d[3], HS = C / NH;
     float scale = (float)(1.0 / sqrt((double)HS));
-#pragma omp parallel for collapse(2) schedule(static)
+#pragma omp parallel for collapse(2) schedule(static) if (PAR(B * T * T * C))
     for (long long b = 0; b < B; b++)
         for (long long h = 0; h < NH; h++) {
             for (long long t = 0; t < T; t++) {
@@ -300,7 +325,7 @@ static void attention_bwd(const FtOpCall *c)
     float *dqkv = c->out[0];
     long long B = c->d[0], T = c->d[1], C = c->d[2], NH = c->d[3], HS = C / NH;
     float scale = (float)(1.0 / sqrt((double)HS));
-#pragma omp parallel for collapse(2) schedule(static)
+#pragma omp parallel for collapse(2) schedule(static) if (PAR(B * T * T * C))
     for (long long b = 0; b < B; b++)
         for (long long h = 0; h < NH; h++) {
             for (long long t = 0; t < T; t++)
@@ -350,10 +375,15 @@ static void gelu_fwd(const FtOpCall *c)
     const float *x = c->in[0];
     float *y = c->out[0];
     long long N = c->d[0];
-#pragma omp parallel for simd schedule(static)
-    for (long long i = 0; i < N; i++) {
-        float v = x[i];
-        y[i] = 0.5f * v * (1.0f + tanh_poly(GELU_S * (v + 0.044715f * v * v * v)));
+#pragma omp parallel if (PAR(N))
+    {
+        long long lo, hi;
+        split_range(N, omp_get_thread_num(), omp_get_num_threads(), &lo, &hi);
+#pragma omp simd
+        for (long long i = lo; i < hi; i++) {
+            float v = x[i];
+            y[i] = 0.5f * v * (1.0f + tanh_poly(GELU_S * (v + 0.044715f * v * v * v)));
+        }
     }
 }
 
@@ -362,13 +392,19 @@ static void gelu_bwd(const FtOpCall *c)
     const float *dy = c->in[0], *x = c->in[1];
     float *dx = c->out[0];
     long long N = c->d[0];
-#pragma omp parallel for simd schedule(static)
-    for (long long i = 0; i < N; i++) {
-        float v = x[i];
-        float u = GELU_S * (v + 0.044715f * v * v * v);
-        float th = tanh_poly(u), sech2 = 1.0f - th * th;
-        float g = 0.5f * (1.0f + th) + 0.5f * v * sech2 * GELU_S * (1.0f + 3.0f * 0.044715f * v * v);
-        dx[i] = g * dy[i];
+#pragma omp parallel if (PAR(N))
+    {
+        long long lo, hi;
+        split_range(N, omp_get_thread_num(), omp_get_num_threads(), &lo, &hi);
+#pragma omp simd
+        for (long long i = lo; i < hi; i++) {
+            float v = x[i];
+            float u = GELU_S * (v + 0.044715f * v * v * v);
+            float th = tanh_poly(u), sech2 = 1.0f - th * th;
+            float g = 0.5f * (1.0f + th) +
+                      0.5f * v * sech2 * GELU_S * (1.0f + 3.0f * 0.044715f * v * v);
+            dx[i] = g * dy[i];
+        }
     }
 }
 
@@ -379,7 +415,7 @@ static void residual_fwd(const FtOpCall *c)
     const float *a = c->in[0], *b = c->in[1];
     float *y = c->out[0];
     long long N = c->d[0];
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (PAR(N))
     for (long long i = 0; i < N; i++) y[i] = a[i] + b[i];
 }
 
@@ -388,7 +424,7 @@ static void residual_bwd(const FtOpCall *c)
     const float *dy = c->in[0];
     float *da = c->out[0], *db = c->out[1];
     long long N = c->d[0];
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (PAR(N))
     for (long long i = 0; i < N; i++) {
         da[i] = ACC(c, 0) ? da[i] + dy[i] : dy[i];
         db[i] = ACC(c, 1) ? db[i] + dy[i] : dy[i];
@@ -403,13 +439,13 @@ static void crossent_fwd(const FtOpCall *c)
     const int *tgt = c->in[1];
     float *probs = c->out[0], *losses = c->out[1];
     long long N = c->d[0], V = c->d[1], Vp = c->d[2];
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (PAR(N * Vp))
     for (long long n = 0; n < N; n++) {
         const float *l = logits + (size_t)n * Vp;
         float *p = probs + (size_t)n * Vp;
         float mx = -INFINITY;
-        for (long long v = 0; v < V; v++)
-            if (l[v] > mx) mx = l[v];
+#pragma omp simd reduction(max : mx)
+        for (long long v = 0; v < V; v++) mx = l[v] > mx ? l[v] : mx;
         double sum = 0;
 #pragma omp simd reduction(+ : sum)
         for (long long v = 0; v < V; v++) {
@@ -434,7 +470,7 @@ static void crossent_bwd(const FtOpCall *c)
     float *dl = c->out[0];
     long long N = c->d[0], V = c->d[1], Vp = c->d[2];
     float s = (float)c->x[0];
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (PAR(N * Vp))
     for (long long n = 0; n < N; n++) {
         const float *p = probs + (size_t)n * Vp;
         float *o = dl + (size_t)n * Vp;
@@ -463,10 +499,11 @@ static void gradnorm_fwd(const FtOpCall *c)
     long long n = c->d[0], nch = (n + FT_OPS_CHUNK - 1) / FT_OPS_CHUNK;
     double *part = malloc(sizeof(double) * (size_t)(nch > 0 ? nch : 1));
     FT_ASSERT(part);
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (PAR(n))
     for (long long k = 0; k < nch; k++) {
         long long lo = k * FT_OPS_CHUNK, hi = lo + FT_OPS_CHUNK < n ? lo + FT_OPS_CHUNK : n;
         double s = 0;
+#pragma omp simd reduction(+ : s)
         for (long long i = lo; i < hi; i++) s += (double)g[i] * g[i];
         part[k] = s;
     }
@@ -486,14 +523,44 @@ static void adamw_fwd(const FtOpCall *c)
     long long n = c->d[0];
     float lr = (float)c->x[0], b1 = (float)c->x[1], b2 = (float)c->x[2], eps = (float)c->x[3],
           wd = (float)c->x[4], bc1 = (float)c->x[5], bc2 = (float)c->x[6], gs = (float)c->x[7];
-#pragma omp parallel for simd schedule(static)
-    for (long long i = 0; i < n; i++) {
-        float gi = g[i] * gs;
-        float mi = b1 * m[i] + (1.0f - b1) * gi;
-        float vi = b2 * v[i] + (1.0f - b2) * gi * gi;
-        m[i] = mi;
-        v[i] = vi;
-        p[i] -= lr * (mi / bc1 / (sqrtf(vi / bc2) + eps) + wd * p[i]);
+#pragma omp parallel if (PAR(n))
+    {
+        long long lo, hi;
+        split_range(n, omp_get_thread_num(), omp_get_num_threads(), &lo, &hi);
+        long long i = lo;
+#ifdef __AVX__
+        /* GCC will not vectorize sqrtf without -fno-math-errno (a whole-build flag), so the
+         * same operations in the same order as the scalar tail below, 8 at a time. IEEE
+         * mul/add/div/sqrt are correctly rounded and -std=c11 does not contract to FMA, so
+         * both paths give the same bits. */
+        const __m256 vgs = _mm256_set1_ps(gs), vb1 = _mm256_set1_ps(b1),
+                     vb2 = _mm256_set1_ps(b2), v1b1 = _mm256_set1_ps(1.0f - b1),
+                     v1b2 = _mm256_set1_ps(1.0f - b2), vbc1 = _mm256_set1_ps(bc1),
+                     vbc2 = _mm256_set1_ps(bc2), veps = _mm256_set1_ps(eps),
+                     vlr = _mm256_set1_ps(lr), vwd = _mm256_set1_ps(wd);
+        for (; i + 8 <= hi; i += 8) {
+            __m256 gi = _mm256_mul_ps(_mm256_loadu_ps(g + i), vgs);
+            __m256 mi = _mm256_add_ps(_mm256_mul_ps(vb1, _mm256_loadu_ps(m + i)),
+                                      _mm256_mul_ps(v1b1, gi));
+            __m256 vi = _mm256_add_ps(_mm256_mul_ps(vb2, _mm256_loadu_ps(v + i)),
+                                      _mm256_mul_ps(_mm256_mul_ps(v1b2, gi), gi));
+            _mm256_storeu_ps(m + i, mi);
+            _mm256_storeu_ps(v + i, vi);
+            __m256 den = _mm256_add_ps(_mm256_sqrt_ps(_mm256_div_ps(vi, vbc2)), veps);
+            __m256 pi = _mm256_loadu_ps(p + i);
+            __m256 upd = _mm256_add_ps(_mm256_div_ps(_mm256_div_ps(mi, vbc1), den),
+                                       _mm256_mul_ps(vwd, pi));
+            _mm256_storeu_ps(p + i, _mm256_sub_ps(pi, _mm256_mul_ps(vlr, upd)));
+        }
+#endif
+        for (; i < hi; i++) {
+            float gi = g[i] * gs;
+            float mi = b1 * m[i] + (1.0f - b1) * gi;
+            float vi = b2 * v[i] + ((1.0f - b2) * gi) * gi;
+            m[i] = mi;
+            v[i] = vi;
+            p[i] -= lr * (mi / bc1 / (sqrtf(vi / bc2) + eps) + wd * p[i]);
+        }
     }
 }
 

@@ -13,6 +13,7 @@
 #include "ftllm/deck.h"
 #include "ftllm/exec.h"
 #include "ftllm/model.h"
+#include "ftllm/ops.h"
 #include "ftllm/optim.h"
 #include "ftllm/train.h"
 
@@ -216,6 +217,7 @@ static void test_grad_accum(void **state)
 static void test_tape_rules(void **state)
 {
     (void)state;
+    ops_cpu_set_parallel_min(0); /* the threaded paths, on this tiny model */
     FtConfig c = tiny_cfg();
     FtGpt2Config mc;
     model_config_from_deck(&c, &mc);

@@ -98,6 +98,11 @@ typedef struct ft_op_desc {
     double (*bytes)(const FtOpCall *c, FtOpDir dir);
 } FtOpDesc;
 
+/* Elementwise CPU kernels smaller than `work` elements run on one thread (default 2^20: a
+ * parallel region of a small op loses more to a busy machine's scheduler than it gains).
+ * Results do not depend on it; tests set 0 to exercise the threaded paths on tiny shapes. */
+void ops_cpu_set_parallel_min(long long work);
+
 /* The CPU table, indexed by FtOpKind. */
 const FtOpDesc *ops_cpu_table(void);
 const FtOpDesc *ops_desc(FtOpKind kind);
