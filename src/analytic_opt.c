@@ -16,8 +16,8 @@
 
 #include "ftllm/analytic.h"
 
-#define EXACT_MAX_OPS 4e8
-#define MC_TRIALS 3000
+#define EXACT_MAX_OPS 6e7
+#define MC_TRIALS 600
 
 int cluster_groups(const FtCluster *c)
 {

@@ -197,9 +197,10 @@ int depth_oracle_init(FtDepthOracle *o, int N, int r)
     while (o->ntree < N) o->ntree *= 2;
     o->dead = calloc((size_t)N, 1);
     o->failed = malloc((size_t)N * sizeof *o->failed);
+    o->applied = calloc((size_t)r + 1, sizeof *o->applied);
     size_t nt = r >= 2 ? (size_t)(r - 1) : 0;
     o->node = calloc(nt * 2 * (size_t)o->ntree * 4 + 4, sizeof *o->node);
-    if (!o->dead || !o->failed || !o->node) {
+    if (!o->dead || !o->failed || !o->applied || !o->node) {
         depth_oracle_free(o);
         return -1;
     }
@@ -214,17 +215,17 @@ int depth_oracle_init(FtDepthOracle *o, int N, int r)
 
 void depth_oracle_free(FtDepthOracle *o)
 {
-    free(o->dead), free(o->failed), free(o->node);
+    free(o->dead), free(o->failed), free(o->applied), free(o->node);
     memset(o, 0, sizeof *o);
 }
 
 void depth_oracle_reset(FtDepthOracle *o)
 {
-    for (int i = 0; i < o->k; i++) {
-        int g = o->failed[i];
-        o->dead[g] = 0;
-        for (int t = 2; t <= o->r; t++) tree_update(o, t, g, 0);
+    for (int t = 2; t <= o->r; t++) {
+        for (int i = 0; i < o->applied[t]; i++) tree_update(o, t, o->failed[i], 0);
+        o->applied[t] = 0;
     }
+    for (int i = 0; i < o->k; i++) o->dead[o->failed[i]] = 0;
     o->k = 0;
     o->depth = 1;
 }
@@ -243,19 +244,26 @@ int depth_oracle_run_at(const FtDepthOracle *o, int g)
     return run >= o->r;
 }
 
+/* Brings tree t up to date with the failed list (trees are updated lazily: only those the
+ * depth search reaches, so a failure costs O(log N) per tree actually queried). */
+static void tree_catch_up(FtDepthOracle *o, int t)
+{
+    while (o->applied[t] < o->k) tree_update(o, t, o->failed[o->applied[t]++], 1);
+}
+
 int depth_oracle_fail(FtDepthOracle *o, int g)
 {
     if (g < 0 || g >= o->N || o->dead[g]) return o->depth;
     o->dead[g] = 1;
     o->failed[o->k++] = g;
-    /* trees below the current depth are never queried again this epoch, but reset() restores
-     * every tree from the failed list, so they may go stale */
-    int tlo = o->depth > 2 ? o->depth : 2;
-    for (int t = tlo; t <= o->r; t++) tree_update(o, t, g, 1);
     if (o->depth > o->r) return o->depth;
     if (depth_oracle_run_at(o, g)) return o->depth = o->r + 1;
     int d = o->depth < 2 ? 2 : o->depth;
-    while (d <= o->r && !tree_ok(o, d)) d++;
+    for (;;) {
+        tree_catch_up(o, d);
+        if (tree_ok(o, d)) break;
+        if (++d > o->r) break; /* cannot happen without a run of r; kept for safety */
+    }
     return o->depth = d;
 }
 

@@ -57,14 +57,15 @@ int analytic_rep_survival(int N, int r, double *p);
 double analytic_mu_rep_exact(int N, int r);
 
 /* Depth oracle, incremental over one failure epoch: one max-subarray segment tree per threshold
- * t = 2..r over the ring with weights +1 (failed) and -(t-1) (alive). A failure costs
- * O(r log N). */
+ * t = 2..r over the ring with weights +1 (failed) and -(t-1) (alive), brought up to date
+ * lazily, so a failure costs O(log N) per threshold the depth search actually reaches. */
 typedef struct ft_depth_oracle {
     int N, r, ntree;   /* ntree = number of leaves (power of 2 >= N) */
     int k, depth;      /* failed groups, current depth (r + 1 after a wipe-out) */
     unsigned char *dead;
     int32_t *node;     /* per threshold t (2..r): 2*ntree nodes x 4 (sum, pre, suf, sub) */
     int *failed;       /* the failed groups in order (to undo on reset) */
+    int *applied;      /* applied[t]: failures already in tree t (trees are updated lazily) */
 } FtDepthOracle;
 
 int depth_oracle_init(FtDepthOracle *o, int N, int r); /* 0 or -1 (out of memory / range) */

@@ -19,6 +19,7 @@
 #define FTLLM_SIM_H
 
 #include <mpi.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 
@@ -96,5 +97,16 @@ typedef struct ft_sparing_sim {
 } FtSparingSim;
 enum { SPS_CETT, SPS_AVAIL, SPS_INTERRUPTS, SPS_EVENTS, SPS_NOUT };
 int sim_sparing_trial(const FtSparingSim *s, int trial, double *out);
+
+/* ---- cluster decks (sim_deck.c) --------------------------------------------------------------- */
+struct ft_config;
+/* Collective over comm: rank 0 loads the deck as a one-rank job (the deck is a what-if cluster,
+ * not this job's layout) and every rank gets the same configuration or the same error. */
+int sim_deck_load(struct ft_config *cfg, const char *path, int nover, char **over, MPI_Comm comm,
+                  char *err, size_t errlen);
+/* [cluster] -> the models' structs. cluster.failure_law and cluster.policy use the enums
+ * ft_failure_law and ft_policy (policy 3 = all). I = spare trays per block, R = spare blocks. */
+void sim_cluster_from_cfg(const struct ft_config *cfg, FtCluster *c);
+void sim_sparing_from_cfg(const struct ft_config *cfg, int R, int I, FtSparing *s);
 
 #endif

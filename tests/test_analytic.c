@@ -1,0 +1,230 @@
+/* test_analytic.c: the analytic models against brute force on small cases (every subset of
+ * failed groups enumerated), and the formulas against each other.
+ * ft-test: ranks 1 */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ft_test.h"
+#include "ftllm/analytic.h"
+#include "ftllm/sim.h"
+
+/* Hall's condition checked over every set of shard types (N <= 14): the least capacity d such
+ * that every set X of shards has |X| <= d * |alive holders of X|. Independent of the ring
+ * argument in analytic_spare.c. */
+static int depth_brute(const unsigned char *dead, int N, int r)
+{
+    for (int d = 1; d <= r; d++) {
+        int ok = 1;
+        for (unsigned X = 1; X < (1u << N) && ok; X++) {
+            unsigned holders = 0;
+            for (int j = 0; j < N; j++)
+                if (X >> j & 1)
+                    for (int i = 0; i < r; i++) holders |= 1u << ((j - i + N) % N);
+            int nh = 0, nx = __builtin_popcount(X);
+            for (int g = 0; g < N; g++) nh += (holders >> g & 1) && !dead[g];
+            if (nx > d * nh) ok = 0;
+        }
+        if (ok) return d;
+    }
+    return r + 1;
+}
+
+static void test_depth_vs_hall(void **state)
+{
+    (void)state;
+    int checked = 0;
+    for (int N = 3; N <= 11; N += 2) {
+        for (int r = 1; r <= 4 && r <= N; r++) {
+            unsigned char dead[16];
+            for (unsigned m = 0; m < (1u << N); m += (N > 9 ? 7 : 1)) {
+                for (int g = 0; g < N; g++) dead[g] = m >> g & 1;
+                int b = depth_brute(dead, N, r), a = analytic_depth(dead, N, r);
+                if (a != b) fprintf(stderr, "N=%d r=%d mask=%x: kadane %d, hall %d\n", N, r, m, a, b);
+                assert_int_equal(a, b);
+                checked++;
+            }
+        }
+    }
+    assert_true(checked > 2000);
+}
+
+/* The incremental oracle follows analytic_depth() along random failure orders. */
+static void test_oracle_incremental(void **state)
+{
+    (void)state;
+    const int N = 60;
+    for (int r = 2; r <= 6; r++) {
+        FtDepthOracle o;
+        assert_int_equal(depth_oracle_init(&o, N, r), 0);
+        for (int trial = 0; trial < 30; trial++) {
+            FtRng g;
+            rng_seed(&g, 99, (uint64_t)(trial + 100 * r));
+            int perm[60];
+            for (int i = 0; i < N; i++) perm[i] = i;
+            depth_oracle_reset(&o);
+            for (int k = 0; k < N; k++) {
+                int j = k + (int)rng_below(&g, (uint64_t)(N - k)), x = perm[j];
+                perm[j] = perm[k], perm[k] = x;
+                int d = depth_oracle_fail(&o, x);
+                assert_int_equal(d, analytic_depth(o.dead, N, r));
+                if (d > r) break;
+            }
+        }
+        depth_oracle_free(&o);
+    }
+}
+
+/* Every k-subset of N groups: P(T > k) and E[d_k; T > k], against the counting formulas. */
+static void test_survival_and_S_enumerated(void **state)
+{
+    (void)state;
+    const int Ns[] = {8, 9, 12};
+    for (int a = 0; a < 3; a++) {
+        int N = Ns[a];
+        for (int r = 1; r <= 5; r++) {
+            double cnt[20] = {0}, live[20] = {0}, dsum[20] = {0}, rlive[20] = {0};
+            unsigned char dead[16];
+            for (unsigned m = 0; m < (1u << N); m++) {
+                int k = __builtin_popcount(m);
+                for (int g = 0; g < N; g++) dead[g] = m >> g & 1;
+                int d = analytic_depth(dead, N, r);
+                cnt[k]++;
+                if (d <= r) live[k]++, dsum[k] += d;
+                int n = N / r, ok = 1; /* replication: a set fully failed? */
+                for (int s = 0; s < n && ok; s++) {
+                    int all = 1;
+                    for (int i = 0; i < r; i++) all &= dead[s * r + i];
+                    ok = !all;
+                }
+                /* replication counts only the n r groups in use: restrict to masks inside them */
+                if (!(m >> (n * r))) rlive[k] += ok;
+            }
+            double p[20], q[20];
+            assert_int_equal(analytic_spare_survival(N, r, p), 0);
+            assert_int_equal(analytic_rep_survival(N, r, q), 0);
+            double mu = 0, Sd = 0;
+            for (int k = 0; k < N; k++) {
+                assert_true(fabs(p[k] - live[k] / cnt[k]) < 1e-12);
+                int M = (N / r) * r;
+                if (k <= M) {
+                    double c = 1;
+                    for (int i = 0; i < k; i++) c = c * (M - i) / (i + 1);
+                    assert_true(fabs(q[k] - rlive[k] / c) < 1e-12);
+                }
+                mu += live[k] / cnt[k];
+                Sd += dsum[k] / cnt[k];
+            }
+            assert_true(fabs(analytic_mu_exact(N, r) - mu) < 1e-10);
+            FtSpareEpoch e;
+            assert_int_equal(analytic_spare_epoch(N, r, 1e12, &e), 0);
+            if (fabs(e.S - Sd / mu) > 1e-10)
+                fprintf(stderr, "N=%d r=%d: S transfer %.12f, enumerated %.12f\n", N, r, e.S, Sd / mu);
+            assert_true(fabs(e.S - Sd / mu) < 1e-10);
+        }
+    }
+}
+
+/* The closed form is the large-N limit: the gap to the exact mean shrinks with N; printed for
+ * perf/README.md (not tuned away). */
+static void test_closed_form_gap(void **state)
+{
+    (void)state;
+    for (int r = 2; r <= 4; r++) {
+        double prev = 1;
+        for (int N = 200; N <= 1000; N += 400) {
+            double ex = analytic_mu_exact(N, r), cf = analytic_mu_closed(N, r);
+            double gap = fabs(cf / ex - 1);
+            printf("mu(N=%d, r=%d): exact %.3f, closed form %.3f, gap %.2f%%\n", N, r, ex, cf, 100 * gap);
+            assert_true(gap < 0.10 && gap < prev);
+            prev = gap;
+        }
+    }
+    assert_true(fabs(analytic_mu_closed(1000, 1) - 1) < 1e-12);
+    assert_int_equal(analytic_rstar_paper(1000), 10);
+    assert_int_equal(analytic_rstar_paper(200), 8);
+    assert_true(fabs(analytic_mu_exact(50, 1) - 1) < 1e-12);
+}
+
+/* Daly's interval is the numeric optimum's approximation: within 2% for C << M; Young's within
+ * the first order; and the exact model's expected time is flat near the optimum. */
+static void test_young_daly(void **state)
+{
+    (void)state;
+    const double M[] = {600, 3600, 36000}, C[] = {10, 60, 300};
+    for (int i = 0; i < 3; i++)
+        for (int j = 0; j < 3; j++) {
+            double opt = analytic_ckpt_opt(C[j], 1 / M[i]), d = analytic_daly(C[j], M[i]);
+            double y = analytic_young(C[j], M[i]);
+            double x = C[j] / (2 * M[i]);
+            assert_true(fabs(d / opt - 1) < 0.02 + x);
+            assert_true(fabs(y / opt - 1) < 0.05 + 2 * sqrt(x));
+            double W = 1e6, lam = 1 / M[i];
+            double t_opt = analytic_ckpt_time(W, opt, C[j], lam, 100);
+            assert_true(t_opt <= analytic_ckpt_time(W, 0.5 * opt, C[j], lam, 100));
+            assert_true(t_opt <= analytic_ckpt_time(W, 2 * opt, C[j], lam, 100));
+        }
+    int keep = 0;
+    double t = analytic_ckpt_latency(60, 1 / 3600.0, 300, 1000, &keep);
+    assert_true(fabs(t - analytic_ckpt_opt(60, 1 / 3600.0)) < 1e-9);
+    assert_int_equal(keep, (int)ceil(1000 / t) + 1);
+    assert_true(analytic_waste(t, 60, 1 / 3600.0, 300, 1000) > analytic_waste(t, 60, 1 / 3600.0, 300, 0));
+}
+
+static void test_sparing_model(void **state)
+{
+    (void)state;
+    FtSparing s = {.B = 4, .L = 256, .K = 18, .R = 8, .I = 0, .gpus_per_tray = 4, .tray_mtbf = 5000,
+                   .tray_mttr = 72, .rack_mtbf = 50000, .rack_mttr = 24, .ckpt = 250, .restart = 600};
+    FtSparingResult a, b;
+    char err[256];
+    assert_int_equal(analytic_sparing(&s, &a, err, sizeof err), 0);
+    assert_true(a.cett > 0 && a.cett < 1 && a.avail > 0 && a.avail <= 1);
+    s.R = 300;
+    assert_int_equal(analytic_sparing(&s, &b, err, sizeof err), -1);
+    assert_non_null(strstr(err, "more than"));
+    s.R = 8;
+    /* with repairs instantaneous and no spares every block is usable: avail = 1 */
+    s.tray_mttr = s.rack_mttr = 0;
+    s.R = 0;
+    assert_int_equal(analytic_sparing(&s, &b, err, sizeof err), 0);
+    assert_true(fabs(b.avail - 1) < 1e-12 && fabs(b.util - 1) < 1e-12);
+    /* best R is a maximum of CETT over R */
+    s.tray_mttr = 72, s.rack_mttr = 24;
+    FtSparingResult best;
+    int R = analytic_sparing_best_R(&s, 64, &best);
+    for (int x = 0; x <= 64; x++) {
+        s.R = x;
+        analytic_sparing(&s, &b, err, sizeof err);
+        assert_true(b.cett <= best.cett + 1e-15);
+    }
+    assert_true(R >= 0 && R <= 64);
+}
+
+static void test_optimizer(void **state)
+{
+    (void)state;
+    /* 600k GPUs, 5-minute system MTBF, 60-minute restart: replication and SPARe beat checkpoints
+     * alone; at r = 1 every policy is the same plan */
+    FtCluster c = {.gpus = 600000, .gpus_per_replica = 600, .gpu_mtbf = 50000 * 3600.0,
+                   .restart = 3600, .ckpt = 60, .step = 10, .steps = 777600};
+    FtPlan best[FT_POL_NPOL], a, b;
+    assert_int_equal(analytic_optimize(&c, 6, best, NULL), 0);
+    assert_true(best[FT_POL_SPARE].ttt < best[FT_POL_CKPT].ttt);
+    assert_true(best[FT_POL_REP].ttt < best[FT_POL_CKPT].ttt);
+    assert_int_equal(analytic_plan(&c, FT_POL_SPARE, 1, 0, &a), 0);
+    assert_int_equal(analytic_plan(&c, FT_POL_CKPT, 1, 0, &b), 0);
+    assert_true(a.ttt == b.ttt);
+    /* the chosen interval is a local optimum of the model */
+    FtPlan lo, hi;
+    FtPlan *p = &best[FT_POL_SPARE];
+    analytic_plan(&c, FT_POL_SPARE, p->r, p->interval * 0.7, &lo);
+    analytic_plan(&c, FT_POL_SPARE, p->r, p->interval * 1.4, &hi);
+    assert_true(p->ttt <= lo.ttt && p->ttt <= hi.ttt);
+}
+
+FT_TEST_MAIN(cmocka_unit_test(test_depth_vs_hall), cmocka_unit_test(test_oracle_incremental),
+             cmocka_unit_test(test_survival_and_S_enumerated), cmocka_unit_test(test_closed_form_gap),
+             cmocka_unit_test(test_young_daly), cmocka_unit_test(test_sparing_model),
+             cmocka_unit_test(test_optimizer))
