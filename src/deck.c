@@ -646,10 +646,36 @@ int deck_check(const FtConfig *cfg, int nranks, char *err, size_t errlen)
                           "train.seq_len = %lld exceeds model.seq_len = %lld (the size of the "
                           "position table)", cfg->train.seq_len, m->seq_len);
     /* ---- end of training engine ---- */
-    if (cfg->cluster.gpus_per_replica > cfg->cluster.gpus)
+    /* ---- cluster: `optimize` / `simulate` (analytic, sim; issue 6) ---- */
+    const struct ft_cfg_cluster *cl = &cfg->cluster;
+    if (cl->gpus_per_replica > cl->gpus)
         return cross_fail(cfg, KID(cluster, gpus_per_replica), KID(cluster, gpus), err, errlen,
                           "cluster.gpus_per_replica = %lld exceeds cluster.gpus = %lld",
-                          cfg->cluster.gpus_per_replica, cfg->cluster.gpus);
+                          cl->gpus_per_replica, cl->gpus);
+    if (cl->gpus % cl->gpus_per_replica)
+        return cross_fail(cfg, KID(cluster, gpus), KID(cluster, gpus_per_replica), err, errlen,
+                          "cluster.gpus = %lld is not a multiple of cluster.gpus_per_replica = "
+                          "%lld (the cluster is made of whole replicas)",
+                          cl->gpus, cl->gpus_per_replica);
+    if (cl->r != FT_AUTO && cl->r > cl->gpus / cl->gpus_per_replica)
+        return cross_fail(cfg, KID(cluster, r), KID(cluster, gpus), err, errlen,
+                          "cluster.r = %lld exceeds the %lld replicas (cluster.gpus / "
+                          "cluster.gpus_per_replica)", cl->r, cl->gpus / cl->gpus_per_replica);
+    if (cl->interval != FT_AUTO && cl->interval > cl->steps)
+        return cross_fail(cfg, KID(cluster, interval), KID(cluster, steps), err, errlen,
+                          "cluster.interval = %lld steps is longer than the run (cluster.steps "
+                          "= %lld)", cl->interval, cl->steps);
+    if (cl->spare_blocks != FT_AUTO && cl->spare_blocks > cl->blocks_per_zone)
+        return cross_fail(cfg, KID(cluster, spare_blocks), KID(cluster, blocks_per_zone), err,
+                          errlen, "cluster.spare_blocks = %lld is more spares than blocks "
+                          "(cluster.blocks_per_zone = %lld)", cl->spare_blocks,
+                          cl->blocks_per_zone);
+    if (cl->spare_trays != FT_AUTO && cl->spare_trays >= cl->trays_per_block)
+        return cross_fail(cfg, KID(cluster, spare_trays), KID(cluster, trays_per_block), err,
+                          errlen, "cluster.spare_trays = %lld leaves no tray in use "
+                          "(cluster.trays_per_block = %lld)", cl->spare_trays,
+                          cl->trays_per_block);
+    /* ---- end of cluster ---- */
     if (nranks > 0) {
         long double world = (long double)p->tp * p->pp * p->dp * p->ep;
         if (world != nranks) {

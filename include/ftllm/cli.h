@@ -13,6 +13,8 @@ int cli_main(int argc, char **argv, MPI_Comm comm);
 
 /* Verbs (argv[0] is the verb's name). */
 int verb_train(int argc, char **argv, MPI_Comm comm);
+int verb_optimize(int argc, char **argv, MPI_Comm comm);
+int verb_simulate(int argc, char **argv, MPI_Comm comm);
 int verb_sample(int argc, char **argv, MPI_Comm comm);
 int verb_inspect(int argc, char **argv, MPI_Comm comm);
 int verb_tokenize(int argc, char **argv, MPI_Comm comm);

@@ -132,7 +132,50 @@
 #define FT_KEYS_cluster(K)                                                                       \
     K(cluster, gpus, INT, "16384", 1, 1e9, "", 0, "GPUs in the cluster")                         \
     K(cluster, gpus_per_replica, INT, "8", 1, 1e9, "", 0,                                        \
-      "GPUs holding one model copy (tp x pp x ep)")
+      "GPUs holding one model copy (tp x pp x ep); the cluster has gpus / this groups")          \
+    K(cluster, gpu_mtbf_h, REAL, "50000", 0, 1e12, "", FT_KEY_GT_MIN,                            \
+      "mean time between failures of one GPU, hours (system MTBF = this / gpus)")                \
+    K(cluster, failure_law, ENUM, "exponential", 0, 0, "exponential|weibull", 0,                 \
+      "law of each GPU's time to failure (same mean either way)")                                \
+    K(cluster, weibull_shape, REAL, "0.8", 0.05, 20, "", 0,                                      \
+      "Weibull shape k (k < 1: infant mortality); used with failure_law = weibull")              \
+    K(cluster, restart_s, REAL, "3600", 0, 1e9, "", 0, "global restart after a wipe-out, seconds") \
+    K(cluster, checkpoint_s, REAL, "60", 0, 1e9, "", 0, "time to write one checkpoint, seconds") \
+    K(cluster, step_s, REAL, "10", 0, 1e9, "", FT_KEY_GT_MIN,                                    \
+      "failure-free time of one training step, seconds")                                        \
+    K(cluster, steps, INT, "777600", 1, 1e15, "", 0,                                             \
+      "steps of the planned run (777600 x 10 s = 90 days)")                                      \
+    K(cluster, detect_latency_s, REAL, "0", 0, 1e9, "", 0,                                       \
+      "delay between a failure and its detection, seconds (DMR deferred checks)")                \
+    K(cluster, policy, ENUM, "all", 0, 0, "ckpt|replication|spare|all", 0,                       \
+      "what `simulate` runs: checkpoint only, replication r, SPARe r, or each at its best r")    \
+    K(cluster, r, INT, "auto", 1, 1024, "", FT_KEY_AUTO,                                         \
+      "redundancy `simulate` uses; auto = the optimizer's choice per policy")                    \
+    K(cluster, interval, INT, "auto", 1, 1e15, "", FT_KEY_AUTO,                                  \
+      "steps between checkpoints in `simulate`; auto = the optimizer's choice")                  \
+    K(cluster, r_max, INT, "20", 1, 1024, "", 0, "largest redundancy the optimizer considers")   \
+    K(cluster, trials, INT, "100", 1, 1000000, "", 0,                                            \
+      "independent simulated runs (spread over MPI ranks)")                                      \
+    K(cluster, event_log, STR, "", 0, 0, "", 0,                                                  \
+      "CSV event log of the first simulated run of each alternative (prefix); empty = none")    \
+    K(cluster, zones, INT, "0", 0, 1000000, "", 0,                                               \
+      "sparing study (Meta): sparing zones B; 0 = no sparing study")                             \
+    K(cluster, blocks_per_zone, INT, "256", 1, 1000000, "", 0,                                   \
+      "compute blocks in use per zone (L)")                                                      \
+    K(cluster, trays_per_block, INT, "18", 1, 100000, "", 0,                                     \
+      "trays per block, its intra-block spares included")                                        \
+    K(cluster, gpus_per_tray, INT, "4", 1, 1024, "", 0, "GPUs per tray")                         \
+    K(cluster, spare_blocks, INT, "auto", 0, 1000000, "", FT_KEY_AUTO,                           \
+      "inter-block spares per zone (R); auto = the best by CETT")                                \
+    K(cluster, spare_trays, INT, "auto", 0, 100000, "", FT_KEY_AUTO,                             \
+      "intra-block spare trays per block (I, out of trays_per_block); auto = the best")          \
+    K(cluster, tray_mtbf_h, REAL, "20000", 0, 1e12, "", FT_KEY_GT_MIN, "MTBF of a tray, hours")  \
+    K(cluster, tray_mttr_h, REAL, "72", 0, 1e9, "", 0, "repair time of a tray, hours")           \
+    K(cluster, rack_mtbf_h, REAL, "100000", 0, 1e12, "", FT_KEY_GT_MIN,                          \
+      "MTBF of a rack (a whole block), hours")                                                   \
+    K(cluster, rack_mttr_h, REAL, "24", 0, 1e9, "", 0, "repair time of a rack, hours")           \
+    K(cluster, sparing_horizon_h, REAL, "100000", 1, 1e12, "", 0,                                \
+      "hours of hardware life each simulated sparing trial covers")
 
 #define FT_KEYS_perf(K)                                                                          \
     K(perf, papi_events, STR, "", 0, 0, "", FT_KEY_RESERVED,                                     \

@@ -46,7 +46,7 @@ for bin in "${bins[@]}"; do
   run "$tag layout vs ranks np2" 2 "but the job has 2" 2 "$bin" train inputs/default.ini
   run "$tag unknown verb" 2 "unknown verb 'trian' (did you mean 'train'?)" 1 "$bin" trian
   run "$tag no verb" 2 "" 1 "$bin"
-  for v in plan optimize simulate; do
+  for v in plan; do
     run "$tag $v not implemented" 3 "ftllm $v: not implemented yet" 1 "$bin" $v x
   done
   run "$tag --version" 0 "" 1 "$bin" --version
