@@ -66,12 +66,13 @@ static void sparing_study(int rank, const FtConfig *cfg)
         }
         P0("  %11d %11d %8.4f %8.4f %8.4f %7.4f %7.0f %7.4f %10.0f\n", I, R, res.p_block, res.avail,
            res.run_eff, res.util, res.interval, res.cett, res.work);
-        if (I == 0) best0 = res.work;
-        if (res.work > best) best = res.work, bestI = I, bestR = R;
+        /* strategies compete per provisioned GPU (a fixed hardware budget): CETT */
+        if (I == 0) best0 = res.cett;
+        if (res.cett > best) best = res.cett, bestI = I, bestR = R;
     }
     P0("recommended spares: %d intra-block spare tray%s per block, %d spare block%s per zone",
        bestI, bestI == 1 ? "" : "s", bestR, bestR == 1 ? "" : "s");
-    if (bestI > 0 && best0 > 0) P0(": %.3fx the work of the best strategy without intra-block spares\n", best / best0);
+    if (bestI > 0 && best0 > 0) P0(": %.3fx the work (CETT, per provisioned GPU) of the best strategy without intra-block spares\n", best / best0);
     else P0("\n");
 }
 

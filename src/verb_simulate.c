@@ -136,7 +136,7 @@ int verb_simulate(int argc, char **argv, MPI_Comm comm)
                                                : analytic_sparing_best_R(&sp, (int)k->blocks_per_zone, &res);
             sp.R = R;
             if (analytic_sparing(&sp, &res, err, sizeof err)) continue;
-            if (res.work > bw) bw = res.work, bestI = i, bestR = R;
+            if (res.cett > bw) bw = res.cett, bestI = i, bestR = R;
         }
         sim_sparing_from_cfg(&cfg, bestR, bestI, &sp);
         analytic_sparing(&sp, &res, err, sizeof err);
