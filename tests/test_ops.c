@@ -386,6 +386,40 @@ static void test_attention(void **state)
     free(qkv), free(y), free(att), free(G), free(dqkv), free(at_qkv), free(at_G);
 }
 
+/* The GEMM path against its plain twin on a larger shape (T not a multiple of anything). */
+static void test_attention_twin(void **state)
+{
+    (void)state;
+    long long B = 3, T = 33, C = 64, NH = 4;
+    size_t nq = B * T * 3 * C, ny = B * T * C, na = B * NH * T * T;
+    const FtOpDesc *op = ops_desc(FT_OP_ATTENTION);
+    float *qkv = frand(nq, 2), *G = frand(ny, 1);
+    float *y1 = fzeros(ny), *y2 = fzeros(ny), *a1 = fzeros(na), *a2 = fzeros(na);
+    float *d1 = fzeros(nq), *d2 = fzeros(nq);
+    FtOpCall f1 = {.in = {qkv}, .out = {y1, a1}, .d = {B, T, C, NH}};
+    FtOpCall f2 = {.in = {qkv}, .out = {y2, a2}, .d = {B, T, C, NH}};
+    op->fwd(&f1);
+    op->fwd_ref(&f2);
+    double *r = to_d(y2, ny);
+    expect_close("attention fwd gemm vs plain", y1, r, ny, FWD_TOL);
+    free(r);
+    r = to_d(a2, na);
+    expect_close("attention probs gemm vs plain", a1, r, na, FWD_TOL);
+    free(r);
+    FtOpCall b1 = {.in = {G, qkv, a1}, .out = {d1}, .d = {B, T, C, NH}};
+    FtOpCall b2 = {.in = {G, qkv, a2}, .out = {d2}, .d = {B, T, C, NH}};
+    op->bwd(&b1);
+    op->bwd_ref(&b2);
+    r = to_d(d2, nq);
+    expect_close("attention bwd gemm vs plain", d1, r, nq, FWD_TOL);
+    free(r);
+    size_t ob[] = {sizeof(float) * ny, sizeof(float) * na};
+    expect_deterministic(op->fwd, &f1, ob, 2);
+    size_t bo[] = {sizeof(float) * nq};
+    expect_deterministic(op->bwd, &b1, bo, 1);
+    free(qkv), free(G), free(y1), free(y2), free(a1), free(a2), free(d1), free(d2);
+}
+
 /* ---- gelu and residual -------------------------------------------------------------------- */
 
 enum { GN = 40 };
@@ -583,5 +617,6 @@ static void test_table(void **state)
 FT_TEST_MAIN(cmocka_unit_test(test_table), cmocka_unit_test(test_encoder),
              cmocka_unit_test(test_layernorm), cmocka_unit_test(test_matmul),
              cmocka_unit_test(test_matmul_twin), cmocka_unit_test(test_attention),
+             cmocka_unit_test(test_attention_twin),
              cmocka_unit_test(test_gelu), cmocka_unit_test(test_residual),
              cmocka_unit_test(test_crossentropy), cmocka_unit_test(test_gradnorm_adamw))
