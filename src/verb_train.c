@@ -123,6 +123,11 @@ int verb_train(int argc, char **argv, MPI_Comm comm)
     FtBatchSource tsrc = {data_fetch, train}, vsrc = {data_fetch, val};
     FtTrainer tr;
     train_init(&tr, &cfg, &model, &tsrc, val ? &vsrc : NULL);
+    if (log_level() >= FT_LOG_DEBUG && rank == 0) {
+        printf("tape (one micro-batch; fwd / bwd / rec = AC recomputation):\n");
+        tape_print(stdout, &tr.tape);
+        fflush(stdout);
+    }
     FtTrainSummary s;
     train_run(&tr, &s);
     if (log_level() >= FT_LOG_DEBUG && rank == 0) exec_stats_print(stdout, &tr.stats);
