@@ -48,14 +48,35 @@ void sample_generate(const FtModel *m, uint64_t seed, const int *prompt, int npr
     free(ctx);
 }
 
+/* Length of the valid UTF-8 sequence starting at tokens[i] (1-4), or 0 when the bytes there
+ * do not form one (a half-trained model emits stray high bytes). */
+static int utf8_len(const int *tokens, int i, int n)
+{
+    int c = tokens[i], len = c >= 0xF0 && c <= 0xF4 ? 4 : c >= 0xE0 ? 3 : c >= 0xC2 ? 2 : 0;
+    if (c >= 0xF5 || c < 0xC2 || i + len > n) return 0;
+    for (int k = 1; k < len; k++)
+        if ((tokens[i + k] & 0xC0) != 0x80) return 0;
+    return len;
+}
+
 void sample_print(FILE *f, const int *tokens, int n, int V)
 {
     for (int i = 0; i < n; i++) {
-        if (V <= 256) {
-            int c = tokens[i];
-            fputc(c == '\n' || c == '\t' || (c >= 32 && c != 127) ? c : '?', f);
-        } else {
+        if (V > 256) {
             fprintf(f, "%s%d", i ? " " : "", tokens[i]);
+            continue;
+        }
+        /* bytes as text: printable ASCII, newlines, tabs and whole UTF-8 sequences as they
+         * are; control characters and broken sequences as '?', so the terminal stays sane */
+        int c = tokens[i];
+        if (c == '\n' || c == '\t' || (c >= 32 && c < 127)) {
+            fputc(c, f);
+        } else if (c >= 128 && utf8_len(tokens, i, n)) {
+            int len = utf8_len(tokens, i, n);
+            for (int k = 0; k < len; k++) fputc(tokens[i + k], f);
+            i += len - 1;
+        } else {
+            fputc('?', f);
         }
     }
     fputc('\n', f);
