@@ -89,10 +89,12 @@ run: deps
 test: deps
 	@$(MAKE) --no-print-directory test-run
 
+# the e2e checks also run a sanitizer build: this one when it is one, else build/san-address
+SAN_BIN := $(if $(SAN),$(BUILD)/ftllm,build/san-address/ftllm)
 test-run: bin/ftllm $(TEST_BIN)
 	@$(MAKE) --no-print-directory data
-	@$(MAKE) --no-print-directory SAN=address build/san-address/ftllm
-	@tests/run.sh $(BUILD) build/san-address/ftllm
+	@$(if $(SAN),,$(MAKE) --no-print-directory DEBUG=0 SAN=address build/san-address/ftllm)
+	@tests/run.sh $(BUILD) $(SAN_BIN)
 
 # The default token shards data/train_000.bin, data/val_000.bin (git-ignored) from a text in a
 # Debian package (scripts/make-data says which and why); quick when they exist.
