@@ -100,12 +100,13 @@ void train_run(FtTrainer *tr, FtTrainSummary *s)
     double timed = 0;
     long long ntimed = 0;
     double tokens = (double)tr->B * tr->T * tr->micro;
+    long long i0 = tr->model->step; /* checkpoint hook: a resumed run continues after its step */
     log_info("model: %zu parameters (%.2f M), L %d, NH %d, C %d, V %d (Vp %d), T %d; tape %d "
              "entries, activations %.1f MiB; %.3f GFLOP per step",
              tr->model->nparams, tr->model->nparams / 1e6, tr->model->cfg.L, tr->model->cfg.NH,
              tr->model->cfg.C, tr->model->cfg.V, tr->model->cfg.Vp, tr->T, tr->tape.ne,
              tr->tape.arena_bytes / 1048576.0, tr->step_flops / 1e9);
-    for (long long i = 0; i < steps; i++) {
+    for (long long i = 0; i0 + i < steps; i++) { /* checkpoint hook: i0 + */
         FtStepInfo st;
         train_step(tr, &st);
         if (i == 0) s->first_loss = st.loss;
@@ -124,13 +125,14 @@ void train_run(FtTrainer *tr, FtTrainSummary *s)
             s->ok = false;
             break;
         }
-        bool last = i == steps - 1;
+        bool last = i0 + i == steps - 1; /* checkpoint hook: i0 + */
         if (nval && (last || (cfg->train.val_every > 0 && st.step % cfg->train.val_every == 0))) {
             s->val_loss = train_eval(tr, nval);
             log_info("step %5lld/%lld | val loss %.4f (%d x %d sequences)", st.step, steps,
                      s->val_loss, nval, tr->B);
             if (!isfinite(s->val_loss)) s->ok = false;
         }
+        if (tr->on_step) tr->on_step(tr->on_step_ctx, tr, &st, last); /* checkpoint hook */
     }
     if (ntimed) {
         s->mean_ms = 1e3 * timed / ntimed;

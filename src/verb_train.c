@@ -21,6 +21,7 @@
 #include "ftllm/model.h"
 #include "ftllm/sample.h"
 #include "ftllm/train.h"
+#include "ftllm/train_ckpt.h" /* checkpoint hook */
 
 /* Agrees on a status over comm: the worst (largest) rc of any rank. */
 static int agree(int rc, MPI_Comm comm)
@@ -128,8 +129,15 @@ int verb_train(int argc, char **argv, MPI_Comm comm)
         tape_print(stdout, &tr.tape);
         fflush(stdout);
     }
+    FtTrainCkpt *tck = NULL; /* checkpoint hook: resume, then checkpoints on schedule */
+    if (train_ckpt_setup(&tck, &tr, &cfg, comm, err, sizeof err)) { /* checkpoint hook */
+        cli_error(comm, err);
+        rc = FT_EXIT_USAGE;
+        goto out_train;
+    }
     FtTrainSummary s;
     train_run(&tr, &s);
+    train_ckpt_destroy(tck); /* checkpoint hook: waits for the last write */
     if (log_level() >= FT_LOG_DEBUG && rank == 0) exec_stats_print(stdout, &tr.stats);
     char vl[32] = "none";
     if (!isnan(s.val_loss)) snprintf(vl, sizeof vl, "%.4f", s.val_loss);
@@ -160,6 +168,7 @@ int verb_train(int argc, char **argv, MPI_Comm comm)
     if (rc == FT_EXIT_OK) log_info("verdict: OK (trained %lld steps, final loss %.4f)", s.steps, s.last_loss);
     else if (!s.ok) log_info("verdict: FAILED (the loss was not finite at step %lld)", s.steps);
     else log_info("verdict: FAILED (the weights could not be written)");
+out_train: /* checkpoint hook */
     train_free(&tr);
     data_close(train);
     if (val) data_close(val);

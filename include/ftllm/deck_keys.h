@@ -114,16 +114,19 @@
 
 #define FT_KEYS_checkpoint(K)                                                                    \
     K(checkpoint, dir, STR, "checkpoint", 0, 0, "", 0, "folder of the checkpoint files")         \
-    K(checkpoint, interval, INT, "0", 0, 1e15, "", FT_KEY_AUTO | FT_KEY_RESERVED,                \
-      "steps between checkpoints; 0 = none; auto = the optimizer's choice")                      \
+    K(checkpoint, interval, INT, "0", 0, 1e15, "", FT_KEY_AUTO,                                  \
+      "steps between checkpoints (at multiples of it, and at the end); 0 = none; auto = the "   \
+      "optimizer's choice from the measured step and write times and the [cluster] failure rates") \
     K(checkpoint, keep, INT, "2", 1, 1000000, "", 0, "checkpoints kept on disk (newest K)")    \
-    K(checkpoint, every_s, REAL, "0", 0, 1e12, "", FT_KEY_RESERVED,                              \
+    K(checkpoint, every_s, REAL, "0", 0, 1e12, "", 0,                                            \
       "also checkpoint when this many seconds passed since the last one; 0 = no time trigger")   \
-    K(checkpoint, async, BOOL, "false", 0, 0, "", FT_KEY_RESERVED,                               \
+    K(checkpoint, async, BOOL, "false", 0, 0, "", 0,                                             \
       "write checkpoints from a background thread (the step pays only a copy to host memory)")   \
-    K(checkpoint, resume, STR, "", 0, 0, "", FT_KEY_RESERVED,                                    \
+    K(checkpoint, resume, STR, "", 0, 0, "", 0,                                                  \
       "auto = the newest checkpoint of run.name in checkpoint.dir that verifies; a file name = " \
-      "that checkpoint; empty = start fresh")
+      "that checkpoint; empty = start fresh")                                                    \
+    K(checkpoint, debug_delay_ms, INT, "0", 0, 600000, "", 0,                                    \
+      "testing aid: pause this long before writing each dataset (widens a crash test's window)")
 
 #define FT_KEYS_faults(K)                                                                        \
     K(faults, schedule, STR, "", 0, 0, "", FT_KEY_RESERVED,                                      \

@@ -51,6 +51,10 @@ typedef struct ft_trainer {
     int B, T, micro;
     double step_flops; /* model FLOPs of one optimizer step (no recomputation) */
     FtExecStats stats;
+    /* checkpoint hook: called by train_run after each step with a finite loss (last: the
+     * run's final step); NULL = none. See train_ckpt.h. */
+    void (*on_step)(void *ctx, struct ft_trainer *tr, const FtStepInfo *st, bool last);
+    void *on_step_ctx;
 } FtTrainer;
 
 /* The training sequence length the deck asks for (train.seq_len, or model.seq_len). */

@@ -1,0 +1,95 @@
+/* train_ckpt.h: checkpoints of the training state: what `ftllm train` saves, when, and how a
+ * run resumes from one. Built on the model-independent HDF5 layer (ckpt.h).
+ *
+ * Saved (checkpoint/README.md, "What ftllm train stores"): every parameter tensor and its AdamW
+ * moments as global datasets in their full logical shape (/params/NAME, /optim/m/NAME,
+ * /optim/v/NAME; stacked per-layer tensors are (L, rows[, cols])), the optimizer step count
+ * (which is also the learning-rate schedule position), the data cursor (next training
+ * sequence; data.h makes the order a pure function of run.seed and the sequence number), the
+ * seed, the learning rate of the next step (informational), the deck text and the resolved
+ * configuration. Training has no other random state (no dropout): the step, the cursor and the
+ * seed determine every later step, so N steps + save + resume + N steps gives bitwise the same
+ * parameters as 2N steps straight.
+ *
+ * Layout mapping: train_ckpt_param_slab() is the one place that says which part of each global
+ * tensor this rank holds (today: the whole tensor, written by rank 0 only, since every rank
+ * trains the same replica; read back whole by every rank). The parallel layouts switch it to
+ * their shards.
+ *
+ * When (deck [checkpoint]): after every `interval` steps (multiples of it), and/or when
+ * `every_s` seconds passed since the last one (rank 0's clock decides, broadcast), and at the
+ * end of the run. interval = auto: a first checkpoint is written after the first timed step
+ * (after train.rate_skip), and its write time, with the measured mean step time and the deck's
+ * [cluster] failure model, goes to the optimizer (analytic_plan, checkpoint-only policy), which
+ * gives the interval in steps. The run prints the chosen value and its inputs.
+ *
+ * Every function is collective over the communicator given to train_ckpt_create /
+ * train_ckpt_resume; cfg and the model's shape must be equal on every rank. */
+#ifndef FTLLM_TRAIN_CKPT_H
+#define FTLLM_TRAIN_CKPT_H
+
+#include <mpi.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "ftllm/ckpt.h"
+#include "ftllm/deck.h"
+#include "ftllm/model.h"
+#include "ftllm/train.h"
+
+typedef struct ft_train_ckpt FtTrainCkpt;
+
+/* This rank's part of parameter tensor `id` (same layout for grads, m and v): the global shape
+ * gshape[*ndim], this rank's hyperslab offset/count (a zero count = nothing) and the element
+ * offset of that hyperslab inside the model's base arrays (params, m, v). Local input: rank,
+ * the rank in the checkpoint communicator. */
+void train_ckpt_param_slab(const FtModel *m, int id, int rank, int *ndim, uint64_t *gshape,
+                           uint64_t *offset, uint64_t *count, size_t *local_offset);
+
+/* The writer for the deck's [checkpoint] settings, or NULL with *out = NULL when checkpoint.
+ * interval and checkpoint.every_s are both 0 (no checkpoints). Returns 0, or -1 with a one-line
+ * message (the folder cannot be created, a bad run name); the same on every rank. */
+int train_ckpt_create(FtTrainCkpt **out, const FtConfig *cfg, MPI_Comm comm, char *err,
+                      size_t errlen);
+
+/* Waits for a write in flight and frees the writer (NULL is fine). */
+void train_ckpt_destroy(FtTrainCkpt *tc);
+
+/* Installs the per-step hook on tr (train_run then checkpoints on schedule). */
+void train_ckpt_attach(FtTrainCkpt *tc, FtTrainer *tr);
+
+/* Writes a checkpoint of tr's current state now (asynchronous mode returns after the copy). */
+void train_ckpt_save(FtTrainCkpt *tc, const FtTrainer *tr);
+
+/* Waits for a write in flight (asynchronous mode). */
+void train_ckpt_wait(FtTrainCkpt *tc);
+
+/* Checkpoints written so far, and the seconds the training loop spent inside the checkpoint
+ * code (the stall: the whole write when synchronous, the copy and any wait when asynchronous). */
+int train_ckpt_count(const FtTrainCkpt *tc);
+double train_ckpt_stall_s(const FtTrainCkpt *tc);
+/* The interval in steps in use (after auto resolved it; 0 = none yet / time trigger only). */
+long long train_ckpt_interval(const FtTrainCkpt *tc);
+
+/* Restores tr's model (parameters, moments, step) and data cursor from checkpoint file path,
+ * after verifying every checksum when verify is set. Returns 0, or -1 with a one-line message
+ * naming the file (and the dataset): not a checkpoint, corrupt, another model shape. */
+int train_ckpt_restore(FtTrainer *tr, const char *path, bool verify, MPI_Comm comm, char *err,
+                       size_t errlen);
+
+/* checkpoint.resume of cfg: "" = start fresh (returns 0); "auto" = the newest checkpoint of
+ * run.name in checkpoint.dir that verifies (bad ones are reported and skipped; none at all =
+ * start fresh, returns 0); otherwise a file name, which must verify. Returns 1 when tr was
+ * restored (its file name in path, may be NULL), 0 when starting fresh, -1 with a one-line
+ * message in err. */
+int train_ckpt_resume(FtTrainer *tr, const FtConfig *cfg, MPI_Comm comm, char *path,
+                      size_t pathlen, char *err, size_t errlen);
+
+/* What `ftllm train` calls before train_run: train_ckpt_resume, then train_ckpt_create and
+ * train_ckpt_attach. Returns 0 (*out may be NULL: no checkpoints), or -1 with a one-line
+ * message in err (nothing left allocated). */
+int train_ckpt_setup(FtTrainCkpt **out, FtTrainer *tr, const FtConfig *cfg, MPI_Comm comm,
+                     char *err, size_t errlen);
+
+#endif

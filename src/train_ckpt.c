@@ -1,0 +1,351 @@
+/* train_ckpt.c: checkpoints of the training state (train_ckpt.h).
+ *
+ * Key decisions:
+ *  - Names: /params/NAME, /optim/m/NAME, /optim/v/NAME (NAME = the model's tensor names, llm.c's
+ *    order), /state/step, /state/data_cursor, /state/seed, /state/lr, /config/deck,
+ *    /config/resolved. Stacked per-layer tensors keep their layer axis: (L, rows[, cols]).
+ *  - train_ckpt_param_slab() is the single layout mapping. Until the parallel layouts land it
+ *    is the single-replica one: every rank holds the whole tensor, rank 0 writes it, every rank
+ *    reads it back whole.
+ *  - Decisions that could differ between ranks (the time trigger, auto's measured inputs) are
+ *    agreed before anyone branches: rank 0's clock decides the time trigger (broadcast), and
+ *    the measured step and write times are all-reduced (max) before the optimizer runs, so every
+ *    rank computes the same interval.
+ *  - interval = auto: the first checkpoint comes after the first timed step (train.rate_skip);
+ *    synchronous mode charges its write time per checkpoint, asynchronous mode the stall (copy +
+ *    wait) but never checkpoints more often than one write takes. The failure model (GPUs,
+ *    MTBF, law, restart, detection latency) comes from the deck's [cluster] section; the run
+ *    length is train.steps.
+ *  - The end of the run is always checkpointed when checkpoints are on, so a run can be extended
+ *    (train.steps raised, checkpoint.resume=auto). */
+#include "ftllm/train_ckpt.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ftllm/analytic.h"
+#include "ftllm/log.h"
+#include "ftllm/sim.h"
+
+struct ft_train_ckpt {
+    const FtConfig *cfg;
+    MPI_Comm comm;
+    int rank;
+    FtCkpt *w;
+    bool async;
+    long long interval;  /* steps; 0 = no step trigger (yet) */
+    bool auto_pending;   /* interval = auto, not resolved yet */
+    double every_s;      /* time trigger; 0 = none */
+    double last_t;       /* MPI_Wtime of the last checkpoint (or of attach) */
+    long long last_step; /* step of the last checkpoint written, -1 = none */
+    long long nsteps;    /* steps seen by the hook in this run */
+    double step_s_sum;   /* seconds of the timed steps (after train.rate_skip) */
+    long long step_n;
+    int count;
+    double stall;
+    char *resolved; /* deck_print text */
+};
+
+static const char *g_part_name[3] = {"params", "optim/m", "optim/v"};
+static const char *g_part_desc[3] = {"model parameter", "AdamW first moment (mean of gradients)",
+                                     "AdamW second moment (mean of squared gradients)"};
+
+void train_ckpt_param_slab(const FtModel *m, int id, int rank, int *ndim, uint64_t *gshape,
+                           uint64_t *offset, uint64_t *count, size_t *local_offset)
+{
+    const FtParamInfo *p = &m->p[id];
+    int n = 0;
+    if (p->per_layer) gshape[n++] = (uint64_t)m->cfg.L;
+    gshape[n++] = (uint64_t)p->rows;
+    if (p->cols > 1) gshape[n++] = (uint64_t)p->cols;
+    *ndim = n;
+    /* single replica: the whole tensor on every rank; the layouts will return their shard */
+    for (int i = 0; i < n; i++) {
+        offset[i] = 0;
+        count[i] = gshape[i];
+    }
+    (void)rank;
+    *local_offset = p->offset;
+}
+
+/* Whether this rank writes its slab (single replica: rank 0; later: dp rank 0 of each shard). */
+static bool slab_writer(int rank) { return rank == 0; }
+
+static char *resolved_text(const FtConfig *cfg)
+{
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    if (!f) FT_DIE("open_memstream failed");
+    deck_print(f, cfg);
+    fclose(f);
+    return buf;
+}
+
+int train_ckpt_create(FtTrainCkpt **out, const FtConfig *cfg, MPI_Comm comm, char *err,
+                      size_t errlen)
+{
+    *out = NULL;
+    const struct ft_cfg_checkpoint *k = &cfg->checkpoint;
+    if (k->interval == 0 && k->every_s <= 0) return 0;
+    FtTrainCkpt *tc = calloc(1, sizeof *tc);
+    if (!tc) FT_DIE("out of memory");
+    tc->cfg = cfg;
+    tc->comm = comm;
+    FT_CHECK_MPI(MPI_Comm_rank(comm, &tc->rank));
+    tc->async = k->async;
+    tc->interval = k->interval == FT_AUTO ? 0 : k->interval;
+    tc->auto_pending = k->interval == FT_AUTO;
+    tc->every_s = k->every_s;
+    tc->last_step = -1;
+    FtCkptOpts o = {.keep = (int)k->keep, .async = k->async,
+                    .debug_delay_ms = (int)k->debug_delay_ms};
+    tc->w = ckpt_create(k->dir, cfg->run.name, comm, &o, err, errlen);
+    if (!tc->w) {
+        free(tc);
+        return -1;
+    }
+    tc->resolved = resolved_text(cfg);
+    char when[160] = "";
+    if (tc->auto_pending) snprintf(when, sizeof when, "interval auto (after the first timed step)");
+    else if (tc->interval) snprintf(when, sizeof when, "every %lld steps", tc->interval);
+    if (tc->every_s > 0)
+        snprintf(when + strlen(when), sizeof when - strlen(when), "%severy %g s", when[0] ? ", " : "",
+                 tc->every_s);
+    log_info("checkpoints: %s/%s.step-*.h5, %s and at the end, keep %lld, %s", k->dir,
+             cfg->run.name, when, k->keep, k->async ? "asynchronous" : "synchronous");
+    *out = tc;
+    return 0;
+}
+
+void train_ckpt_save(FtTrainCkpt *tc, const FtTrainer *tr)
+{
+    const FtModel *m = tr->model;
+    float *base[3] = {m->params, m->m, m->v};
+    ckpt_begin(tc->w, m->step);
+    for (int part = 0; part < 3; part++)
+        for (int id = 0; id < FT_NPARAM_TENSORS; id++) {
+            int nd;
+            uint64_t g[CKPT_MAX_DIMS], off[CKPT_MAX_DIMS], cnt[CKPT_MAX_DIMS];
+            size_t loc;
+            train_ckpt_param_slab(m, id, tc->rank, &nd, g, off, cnt, &loc);
+            if (!slab_writer(tc->rank)) cnt[0] = 0;
+            char name[CKPT_NAME_MAX], desc[160];
+            snprintf(name, sizeof name, "%s/%s", g_part_name[part], m->p[id].name);
+            snprintf(desc, sizeof desc, "%s %s%s", g_part_desc[part], m->p[id].name,
+                     m->p[id].per_layer ? ", stacked over layers (L, ...)" : "");
+            ckpt_put_tensor(tc->w, name, CKPT_F32, nd, g, off, cnt, base[part] + loc, "1", desc);
+        }
+    ckpt_put_i64(tc->w, CKPT_DS_STEP, m->step, "steps",
+                 "optimizer steps completed (also the learning-rate schedule position)");
+    ckpt_put_u64(tc->w, "state/data_cursor", tr->cursor, "sequences",
+                 "next training sequence number (data order: a pure function of run.seed and it)");
+    ckpt_put_u64(tc->w, "state/seed", (uint64_t)tc->cfg->run.seed, "1",
+                 "run.seed: seeds the data order (training has no other random state)");
+    ckpt_put_f64(tc->w, "state/lr", optim_lr(&tr->opt, m->step), "1",
+                 "learning rate of the next step (informational; recomputed from state/step)");
+    ckpt_put_text(tc->w, CKPT_DS_DECK, tc->cfg->text ? tc->cfg->text : "", "the deck file as given");
+    ckpt_put_text(tc->w, CKPT_DS_CONFIG, tc->resolved, "the resolved configuration (every key)");
+    ckpt_commit(tc->w, NULL);
+    tc->count++;
+    tc->last_step = m->step;
+}
+
+void train_ckpt_wait(FtTrainCkpt *tc)
+{
+    if (tc) ckpt_wait(tc->w);
+}
+
+static double max_over_ranks(double v, MPI_Comm comm)
+{
+    double all = v;
+    FT_CHECK_MPI(MPI_Allreduce(&v, &all, 1, MPI_DOUBLE, MPI_MAX, comm));
+    return all;
+}
+
+/* interval = auto: the optimizer's interval from what this run measured and the deck's cluster. */
+static void resolve_auto(FtTrainCkpt *tc, double save_s)
+{
+    const FtConfig *cfg = tc->cfg;
+    ckpt_wait(tc->w); /* async: the write time is known once it finished */
+    double step_s = max_over_ranks(tc->step_s_sum / (double)tc->step_n, tc->comm);
+    double write_s = max_over_ranks(ckpt_last_write_s(tc->w), tc->comm);
+    double stall_s = max_over_ranks(save_s, tc->comm);
+    double C = tc->async ? stall_s : write_s;
+    if (!(C > 0)) C = 1e-9;
+    FtCluster c;
+    sim_cluster_from_cfg(cfg, &c);
+    c.step = step_s > 0 ? step_s : 1e-9;
+    c.ckpt = C;
+    c.steps = (double)(cfg->train.steps > 0 ? cfg->train.steps : 1);
+    FtPlan plan;
+    double tau;
+    const char *how = "the optimizer (checkpoint-only policy, exact expected time-to-train)";
+    double M = c.gpu_mtbf / (double)c.gpus; /* system MTBF, seconds */
+    if (analytic_plan(&c, FT_POL_CKPT, 1, 0, &plan) == 0) {
+        tau = plan.interval;
+    } else {
+        tau = analytic_daly(C, M);
+        how = "Daly's interval (the optimizer found no finite plan)";
+        plan.goodput = NAN;
+    }
+    long long n = llround(tau / c.step);
+    if (tc->async && n * c.step < write_s) n = (long long)ceil(write_s / c.step);
+    if (n < 1) n = 1;
+    tc->interval = n;
+    tc->auto_pending = false;
+    log_info("checkpoint.interval = auto: every %lld steps (%.3g s of work), chosen by %s", n,
+             (double)n * c.step, how);
+    log_info("  measured here: step %.3g s (mean of %lld timed steps), checkpoint write %.3g s "
+             "(%.1f MB)%s; cost charged per checkpoint C = %.3g s",
+             c.step, tc->step_n, write_s, ckpt_last_write_bytes(tc->w) / 1e6,
+             tc->async ? ", training stall (async copy)" : "", C);
+    log_info("  from the deck ([cluster]): %lld GPUs, %lld per replica, GPU MTBF %g h (%s) -> a "
+             "failure every %.3g s; restart %g s, detection latency %g s; run of train.steps = "
+             "%.0f steps", c.gpus, c.gpus_per_replica, cfg->cluster.gpu_mtbf_h,
+             c.law == FT_LAW_WEIBULL ? "Weibull, mean rate used" : "exponential", M, c.restart,
+             c.latency, c.steps);
+    log_info("  why: Young sqrt(2CM) = %.3g s, Daly %.3g s; rounded to whole steps%s; predicted "
+             "goodput %.4f", analytic_young(C, M), analytic_daly(C, M),
+             tc->async ? ", at least one write time apart" : "", plan.goodput);
+}
+
+static void on_step(void *ctx, FtTrainer *tr, const FtStepInfo *st, bool last)
+{
+    FtTrainCkpt *tc = ctx;
+    tc->nsteps++;
+    if (tc->nsteps > tr->cfg->train.rate_skip) {
+        tc->step_s_sum += st->seconds;
+        tc->step_n++;
+    }
+    long long step = st->step;
+    bool due = last;
+    if (tc->interval > 0)
+        due = due || (tc->cfg->checkpoint.interval == FT_AUTO
+                          ? step - (tc->last_step < 0 ? 0 : tc->last_step) >= tc->interval
+                          : step % tc->interval == 0);
+    if (tc->auto_pending && tc->step_n > 0) due = true;
+    if (tc->every_s > 0) {
+        int t = MPI_Wtime() - tc->last_t >= tc->every_s;
+        FT_CHECK_MPI(MPI_Bcast(&t, 1, MPI_INT, 0, tc->comm)); /* rank 0's clock decides */
+        due = due || t;
+    }
+    if (!due || step == tc->last_step) return;
+    double t0 = MPI_Wtime();
+    train_ckpt_save(tc, tr);
+    double save_s = MPI_Wtime() - t0;
+    if (tc->auto_pending && tc->step_n > 0) resolve_auto(tc, save_s);
+    tc->last_t = MPI_Wtime();
+    tc->stall += tc->last_t - t0;
+    log_debug("checkpoint of step %lld: %.3f s in the training loop", step, tc->last_t - t0);
+}
+
+void train_ckpt_attach(FtTrainCkpt *tc, FtTrainer *tr)
+{
+    if (!tc) return;
+    tr->on_step = on_step;
+    tr->on_step_ctx = tc;
+    tc->last_t = MPI_Wtime();
+}
+
+void train_ckpt_destroy(FtTrainCkpt *tc)
+{
+    if (!tc) return;
+    double t0 = MPI_Wtime();
+    ckpt_wait(tc->w);
+    tc->stall += MPI_Wtime() - t0; /* the run waits for its last write too */
+    if (tc->count)
+        log_info("checkpoints: %d written, the training loop spent %.3f s in them (%.1f ms each)",
+                 tc->count, tc->stall, 1e3 * tc->stall / tc->count);
+    ckpt_destroy(tc->w);
+    free(tc->resolved);
+    free(tc);
+}
+
+int train_ckpt_count(const FtTrainCkpt *tc) { return tc ? tc->count : 0; }
+double train_ckpt_stall_s(const FtTrainCkpt *tc) { return tc ? tc->stall : 0; }
+long long train_ckpt_interval(const FtTrainCkpt *tc) { return tc ? tc->interval : 0; }
+
+int train_ckpt_restore(FtTrainer *tr, const char *path, bool verify, MPI_Comm comm, char *err,
+                       size_t errlen)
+{
+    int rank = 0, rc = -1;
+    FT_CHECK_MPI(MPI_Comm_rank(comm, &rank));
+    FtModel *m = tr->model;
+    FtCkptFile *f = ckpt_open(path, comm, err, errlen);
+    if (!f) return -1;
+    if (verify && ckpt_verify(f, err, errlen)) goto out_close;
+    float *base[3] = {m->params, m->m, m->v};
+    for (int part = 0; part < 3; part++)
+        for (int id = 0; id < FT_NPARAM_TENSORS; id++) {
+            int nd;
+            uint64_t g[CKPT_MAX_DIMS], off[CKPT_MAX_DIMS], cnt[CKPT_MAX_DIMS];
+            size_t loc;
+            train_ckpt_param_slab(m, id, rank, &nd, g, off, cnt, &loc);
+            char name[CKPT_NAME_MAX];
+            snprintf(name, sizeof name, "%s/%s", g_part_name[part], m->p[id].name);
+            if (ckpt_read_tensor(f, name, CKPT_F32, nd, g, off, cnt, base[part] + loc, err, errlen))
+                goto out_close;
+        }
+    long long step;
+    uint64_t cursor, seed;
+    if (ckpt_read_i64(f, CKPT_DS_STEP, &step, err, errlen) ||
+        ckpt_read_u64(f, "state/data_cursor", &cursor, err, errlen) ||
+        ckpt_read_u64(f, "state/seed", &seed, err, errlen))
+        goto out_close;
+    if (step < 0) {
+        snprintf(err, errlen, "%s: dataset 'state/step' is %lld, expected >= 0", path, step);
+        goto out_close;
+    }
+    m->step = step;
+    tr->cursor = cursor;
+    if (seed != (uint64_t)tr->cfg->run.seed)
+        log_warn("%s: written with run.seed = %llu, this run has %lld: the data order from here on "
+                 "differs from the original run's", path, (unsigned long long)seed,
+                 tr->cfg->run.seed);
+    rc = 0;
+out_close:
+    ckpt_close(f);
+    return rc;
+}
+
+int train_ckpt_resume(FtTrainer *tr, const FtConfig *cfg, MPI_Comm comm, char *path,
+                      size_t pathlen, char *err, size_t errlen)
+{
+    const char *want = cfg->checkpoint.resume;
+    char file[CKPT_PATH_MAX];
+    bool verify = true;
+    if (!want[0]) return 0;
+    if (!strcmp(want, "auto")) {
+        long long step = 0;
+        int found = ckpt_find_latest(cfg->checkpoint.dir, cfg->run.name, comm, file, sizeof file,
+                                     &step, err, errlen);
+        if (found < 0) return -1;
+        if (found == 0) {
+            log_info("checkpoint.resume = auto: no checkpoint of run '%s' in %s: starting fresh",
+                     cfg->run.name, cfg->checkpoint.dir);
+            return 0;
+        }
+        verify = false; /* ckpt_find_latest verified it */
+    } else {
+        snprintf(file, sizeof file, "%s", want);
+    }
+    if (train_ckpt_restore(tr, file, verify, comm, err, errlen)) return -1;
+    if (path) snprintf(path, pathlen, "%s", file);
+    log_info("resumed from %s: step %lld, data cursor %llu (learning rate %.3e next)%s", file,
+             tr->model->step, (unsigned long long)tr->cursor, optim_lr(&tr->opt, tr->model->step),
+             tr->model->step >= cfg->train.steps ? "; train.steps is reached: nothing to train" : "");
+    return 1;
+}
+
+int train_ckpt_setup(FtTrainCkpt **out, FtTrainer *tr, const FtConfig *cfg, MPI_Comm comm,
+                     char *err, size_t errlen)
+{
+    *out = NULL;
+    if (train_ckpt_resume(tr, cfg, comm, NULL, 0, err, errlen) < 0) return -1;
+    if (train_ckpt_create(out, cfg, comm, err, errlen)) return -1;
+    train_ckpt_attach(*out, tr);
+    return 0;
+}
