@@ -1,0 +1,349 @@
+/* test_train_ckpt.c: checkpoints of the training state (train_ckpt.h) on a tiny GPT-2 and
+ * synthetic tokens:
+ *  - 2N steps straight vs N steps + checkpoint + restore into a differently initialized model
+ *    + N steps: bitwise-identical parameters, moments and losses (cosine schedule, so the step
+ *    count really is restored), synchronous and asynchronous;
+ *  - the schedule: interval in steps (multiples + the end), keep-last-K, the time trigger,
+ *    interval = auto (the files follow the interval it chose);
+ *  - resume: auto picks the newest that verifies and falls back over flipped bytes, a truncated
+ *    file and a file of another format (named in the warning); resume = FILE with a bad file and
+ *    a checkpoint of another model shape are errors naming the file and the dataset.
+ * With 2 ranks every rank trains the same replica (single-replica mapping: rank 0 writes, every
+ * rank reads the whole tensors back).
+ * ft-test: ranks 1 2 */
+#include <math.h>
+#include <omp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "ft_test.h"
+#include "ftllm/ckpt.h"
+#include "ftllm/deck.h"
+#include "ftllm/log.h"
+#include "ftllm/model.h"
+#include "ftllm/train.h"
+#include "ftllm/train_ckpt.h"
+
+#define N_HALF 3
+
+/* Sequence i is (3 i + 5 t) mod V: learnable, and different for every cursor position. */
+static void synth_fetch(void *ctx, uint64_t first, int B, int *in, int *tg)
+{
+    const int *dims = ctx; /* T, V */
+    int T = dims[0], V = dims[1];
+    for (int b = 0; b < B; b++)
+        for (int t = 0; t < T; t++) {
+            uint64_t i = first + (uint64_t)b;
+            in[b * T + t] = (int)((i * 3 + 5 * (uint64_t)t) % (uint64_t)V);
+            tg[b * T + t] = (int)((i * 3 + 5 * (uint64_t)t + 5) % (uint64_t)V);
+        }
+}
+static int g_dims[2];
+
+/* A fresh temporary folder, the same name on every rank (collective). */
+static void tmp_dir(char *buf)
+{
+    if (ft_test_rank() == 0) {
+        snprintf(buf, 64, "/tmp/ft_train_ckpt_XXXXXX");
+        assert_non_null(mkdtemp(buf));
+    }
+    MPI_Bcast(buf, 64, MPI_CHAR, 0, ft_test_comm());
+}
+
+static void rm_dir(const char *dir)
+{
+    MPI_Barrier(ft_test_comm());
+    if (ft_test_rank() == 0) {
+        char cmd[128];
+        snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+        assert_int_equal(system(cmd), 0);
+    }
+    MPI_Barrier(ft_test_comm());
+}
+
+static FtConfig tiny_cfg(const char *dir)
+{
+    FtConfig c;
+    char err[FT_DECK_ERR_MAX];
+    assert_int_equal(deck_defaults(&c, err, sizeof err), 0);
+    c.model.layers = 2;
+    c.model.heads = 2;
+    c.model.channels = 16;
+    c.model.vocab = 50;
+    c.model.vocab_pad = 16;
+    c.model.seq_len = 8;
+    c.train.batch = 2;
+    c.train.steps = 2 * N_HALF;
+    c.train.lr = 1e-2;
+    c.train.warmup = 1;
+    c.train.schedule = FT_SCHED_COSINE;
+    c.train.val_batches = 0;
+    c.train.sample_tokens = 0;
+    c.run.log_level = FT_LOG_WARN;
+    snprintf(c.run.name, sizeof c.run.name, "t");
+    snprintf(c.checkpoint.dir, sizeof c.checkpoint.dir, "%s", dir);
+    c.checkpoint.keep = 100;
+    assert_int_equal(deck_check(&c, 0, err, sizeof err), 0);
+    return c;
+}
+
+typedef struct {
+    FtModel m;
+    FtTrainer tr;
+} Run;
+
+static void run_init(Run *r, const FtConfig *c, uint64_t seed)
+{
+    FtGpt2Config mc;
+    model_config_from_deck(c, &mc);
+    model_create(&r->m, &mc);
+    model_init_random(&r->m, seed);
+    g_dims[0] = train_seq_len(c);
+    g_dims[1] = (int)c->model.vocab;
+    FtBatchSource src = {synth_fetch, g_dims};
+    train_init(&r->tr, c, &r->m, &src, NULL);
+}
+
+static void run_free(Run *r)
+{
+    train_free(&r->tr);
+    model_free(&r->m);
+}
+
+static void steps(Run *r, int n, double *losses)
+{
+    for (int i = 0; i < n; i++) {
+        FtStepInfo st;
+        train_step(&r->tr, &st);
+        if (losses) losses[i] = st.loss;
+    }
+}
+
+static bool exists(const char *dir, long long step)
+{
+    char p[CKPT_PATH_MAX];
+    ckpt_path(p, sizeof p, dir, "t", step);
+    return access(p, F_OK) == 0;
+}
+
+/* 2N straight vs N + checkpoint + restore + N. */
+static void resume_bitwise(bool async)
+{
+    char dir[64], err[CKPT_ERR_MAX] = "";
+    tmp_dir(dir);
+    FtConfig c = tiny_cfg(dir);
+    c.checkpoint.interval = N_HALF;
+    c.checkpoint.async = async;
+    double la[2 * N_HALF], lb[N_HALF];
+    Run a, b;
+    run_init(&a, &c, 7);
+    steps(&a, 2 * N_HALF, la);
+
+    run_init(&b, &c, 7);
+    steps(&b, N_HALF, NULL);
+    FtTrainCkpt *tc = NULL;
+    assert_int_equal(train_ckpt_create(&tc, &c, ft_test_comm(), err, sizeof err), 0);
+    assert_non_null(tc);
+    train_ckpt_save(tc, &b.tr);
+    /* asynchronous: the copy is taken, so training on may change the live state at once */
+    if (async) steps(&b, 1, NULL);
+    train_ckpt_destroy(tc);
+    run_free(&b);
+
+    run_init(&b, &c, 99); /* another initialization: everything must come from the file */
+    char path[CKPT_PATH_MAX];
+    ckpt_path(path, sizeof path, dir, "t", N_HALF);
+    int rc = train_ckpt_restore(&b.tr, path, true, ft_test_comm(), err, sizeof err);
+    if (rc) printf("  %s\n", err);
+    assert_all(rc == 0);
+    assert_all(b.m.step == N_HALF && b.tr.cursor == (uint64_t)(N_HALF * c.train.batch));
+    steps(&b, N_HALF, lb);
+    size_t bytes = sizeof(float) * a.m.nparams;
+    assert_all(memcmp(a.m.params, b.m.params, bytes) == 0);
+    assert_all(memcmp(a.m.m, b.m.m, bytes) == 0 && memcmp(a.m.v, b.m.v, bytes) == 0);
+    assert_all(memcmp(la + N_HALF, lb, sizeof lb) == 0);
+    /* and the test can fail: the restored run did not just happen to start from the same init */
+    assert_all(la[0] != la[N_HALF]);
+    run_free(&a);
+    run_free(&b);
+    rm_dir(dir);
+}
+
+static void test_resume_bitwise_sync(void **state)
+{
+    (void)state;
+    resume_bitwise(false);
+}
+
+static void test_resume_bitwise_async(void **state)
+{
+    (void)state;
+    resume_bitwise(true);
+}
+
+/* train_run with the hook: which steps get a file. */
+static void run_with_hook(FtConfig *c, long long *interval_out)
+{
+    char err[CKPT_ERR_MAX] = "";
+    Run r;
+    run_init(&r, c, 7);
+    FtTrainCkpt *tc = NULL;
+    assert_int_equal(train_ckpt_setup(&tc, &r.tr, c, ft_test_comm(), err, sizeof err), 0);
+    FtTrainSummary s;
+    train_run(&r.tr, &s);
+    assert_all(s.ok);
+    if (interval_out) *interval_out = train_ckpt_interval(tc);
+    train_ckpt_destroy(tc);
+    run_free(&r);
+}
+
+static void test_interval_and_keep(void **state)
+{
+    (void)state;
+    char dir[64];
+    tmp_dir(dir);
+    FtConfig c = tiny_cfg(dir);
+    c.train.steps = 7;
+    c.checkpoint.interval = 3;
+    run_with_hook(&c, NULL);
+    bool want[8] = {0, 0, 0, 1, 0, 0, 1, 1}; /* multiples of 3, and the end */
+    for (int s = 1; s <= 7; s++) assert_all(exists(dir, s) == want[s]);
+    rm_dir(dir);
+
+    tmp_dir(dir);
+    c = tiny_cfg(dir);
+    c.train.steps = 7;
+    c.checkpoint.interval = 1;
+    c.checkpoint.keep = 2;
+    run_with_hook(&c, NULL);
+    for (int s = 1; s <= 7; s++) assert_all(exists(dir, s) == (s >= 6));
+    rm_dir(dir);
+}
+
+static void test_every_seconds(void **state)
+{
+    (void)state;
+    char dir[64];
+    tmp_dir(dir);
+    FtConfig c = tiny_cfg(dir);
+    c.train.steps = 4;
+    c.checkpoint.every_s = 1e-9; /* always due: a checkpoint after every step */
+    run_with_hook(&c, NULL);
+    for (int s = 1; s <= 4; s++) assert_all(exists(dir, s));
+    rm_dir(dir);
+
+    tmp_dir(dir);
+    c = tiny_cfg(dir);
+    c.train.steps = 4;
+    c.checkpoint.every_s = 1e9; /* never due: only the end */
+    run_with_hook(&c, NULL);
+    for (int s = 1; s <= 4; s++) assert_all(exists(dir, s) == (s == 4));
+    rm_dir(dir);
+}
+
+/* interval = auto: the first checkpoint after the first timed step (rate_skip 1: step 2), then
+ * every n steps with the n it chose (and the end). */
+static void test_auto_interval(void **state)
+{
+    (void)state;
+    char dir[64];
+    tmp_dir(dir);
+    FtConfig c = tiny_cfg(dir);
+    c.train.steps = 12;
+    c.train.rate_skip = 1;
+    c.checkpoint.interval = FT_AUTO;
+    c.cluster.gpus = 1;
+    c.cluster.gpus_per_replica = 1;
+    c.cluster.gpu_mtbf_h = 1e-6; /* a failure every 3.6 ms, restart free: a short interval */
+    c.cluster.restart_s = 0;
+    long long n = 0;
+    run_with_hook(&c, &n);
+    if (ft_test_rank() == 0) printf("  auto chose %lld steps\n", n);
+    assert_all(n >= 1 && n <= c.train.steps);
+    for (int s = 1; s <= 12; s++) {
+        bool want = s == 2 || (s > 2 && (s - 2) % n == 0) || s == 12;
+        assert_all(exists(dir, s) == want);
+    }
+    rm_dir(dir);
+}
+
+static void flip_middle(const char *path)
+{
+    if (ft_test_rank() == 0) {
+        FILE *f = fopen(path, "r+b");
+        assert_non_null(f);
+        fseek(f, 0, SEEK_END);
+        long mid = ftell(f) / 2;
+        fseek(f, mid, SEEK_SET);
+        int ch = fgetc(f);
+        fseek(f, mid, SEEK_SET);
+        fputc(ch ^ 0x10, f);
+        fclose(f);
+    }
+    MPI_Barrier(ft_test_comm());
+}
+
+static void test_resume_fallback_and_errors(void **state)
+{
+    (void)state;
+    char dir[64], err[CKPT_ERR_MAX] = "", path[CKPT_PATH_MAX], p[5][200];
+    tmp_dir(dir);
+    FtConfig c = tiny_cfg(dir);
+    c.train.steps = 4;
+    c.checkpoint.interval = 1;
+    run_with_hook(&c, NULL);
+    for (int s = 1; s <= 4; s++) ckpt_path(p[s], sizeof p[s], dir, "t", s);
+    flip_middle(p[4]);
+    if (ft_test_rank() == 0) {
+        assert_int_equal(truncate(p[3], 3000), 0);
+        FILE *f = fopen(p[2], "w");
+        fputs("step,loss\n1,4.5\n", f);
+        fclose(f);
+    }
+    MPI_Barrier(ft_test_comm());
+
+    snprintf(c.checkpoint.resume, sizeof c.checkpoint.resume, "auto");
+    Run r;
+    run_init(&r, &c, 7);
+    int rc = train_ckpt_resume(&r.tr, &c, ft_test_comm(), path, sizeof path, err, sizeof err);
+    assert_all(rc == 1 && strcmp(path, p[1]) == 0 && r.m.step == 1);
+
+    /* resume = FILE with each bad file: -1 and the file's own message */
+    const char *want[5] = {NULL, NULL, "not an HDF5 file", "truncated or damaged HDF5 file",
+                           "checksum mismatch"};
+    for (int s = 2; s <= 4; s++) {
+        snprintf(c.checkpoint.resume, sizeof c.checkpoint.resume, "%s", p[s]);
+        err[0] = 0;
+        rc = train_ckpt_resume(&r.tr, &c, ft_test_comm(), NULL, 0, err, sizeof err);
+        if (ft_test_rank() == 0) printf("  resume=%s: %s\n", p[s], err);
+        assert_all(rc == -1 && strstr(err, p[s]) && strstr(err, want[s]) && !strchr(err, '\n'));
+    }
+    assert_all(strstr(err, "dataset 'optim/") != NULL); /* the middle of the file: a moment */
+    run_free(&r);
+
+    /* a checkpoint of a different model shape: the dataset and both shapes are named */
+    FtConfig c3 = tiny_cfg(dir);
+    c3.model.layers = 3;
+    snprintf(c3.checkpoint.resume, sizeof c3.checkpoint.resume, "%s", p[1]);
+    run_init(&r, &c3, 7);
+    rc = train_ckpt_resume(&r.tr, &c3, ft_test_comm(), NULL, 0, err, sizeof err);
+    if (ft_test_rank() == 0) printf("  other shape: %s\n", err);
+    assert_all(rc == -1 && strstr(err, "dataset 'params/ln1w' has shape [2,16], the model expects [3,16]"));
+    run_free(&r);
+
+    /* nothing of this run in the folder: auto starts fresh */
+    snprintf(c.checkpoint.resume, sizeof c.checkpoint.resume, "auto");
+    snprintf(c.run.name, sizeof c.run.name, "other");
+    run_init(&r, &c, 7);
+    rc = train_ckpt_resume(&r.tr, &c, ft_test_comm(), NULL, 0, err, sizeof err);
+    assert_all(rc == 0 && r.m.step == 0);
+    run_free(&r);
+    rm_dir(dir);
+}
+
+FT_TEST_MAIN(cmocka_unit_test(test_resume_bitwise_sync), cmocka_unit_test(test_resume_bitwise_async),
+             cmocka_unit_test(test_interval_and_keep), cmocka_unit_test(test_every_seconds),
+             cmocka_unit_test(test_auto_interval), cmocka_unit_test(test_resume_fallback_and_errors))
