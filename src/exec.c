@@ -1,12 +1,16 @@
 /* exec.c: the executor (exec.h). The one place ops are launched: walks tape entries, resolves
- * tensors, calls the op table's forward or backward, optionally timing each call. Markers are
- * no-ops on one rank; later issues attach communication, DMR checks and fault injection to
- * exactly these calls. */
+ * tensors, calls the op table's forward or backward, optionally timing each call, and carries
+ * out the communication markers: tensor-parallel all-reduces (in place, waited at once: the
+ * next op needs the sum), pipeline receives (waited at once) and sends (left in flight), and the
+ * gradients-complete hook. Later issues attach DMR checks and fault injection to exactly these
+ * calls and run deferred checkers from the poll hook of every wait. */
 #include "ftllm/exec.h"
 
 #include <omp.h>
 
 #include "ftllm/log.h"
+
+enum { TAG_ACT = 11, TAG_GRAD = 12 }; /* pipeline messages; MPI keeps their order per pair */
 
 void exec_op(FtOpKind kind, FtOpDir dir, const FtOpCall *c, FtExecStats *stats)
 {
@@ -26,13 +30,90 @@ void exec_op(FtOpKind kind, FtOpDir dir, const FtOpCall *c, FtExecStats *stats)
 
 void exec_run(const FtTape *tp, int begin, int end, FtExecStats *stats)
 {
+    FtExec ex = {.stats = stats};
+    exec_run_ctx(&ex, tp, begin, end);
+}
+
+void exec_wait(FtExec *ex, FtReq *reqs, int n, FtTlKind kind)
+{
+    double t0 = MPI_Wtime();
+    comm_waitall(reqs, n, &ex->poll);
+    if (ex->tl) timeline_add(ex->tl, kind, t0, MPI_Wtime());
+}
+
+/* The in-flight sends of tape tp (a new slot the first time). */
+static int send_slot(FtExec *ex, const FtTape *tp)
+{
+    for (int i = 0; i < ex->nsends; i++)
+        if (ex->sends[i].tape == tp) return i;
+    if (ex->nsends == FT_EXEC_MAX_TAPES) FT_DIE("executor: more than %d tapes in flight", FT_EXEC_MAX_TAPES);
+    int i = ex->nsends++;
+    ex->sends[i].tape = tp;
+    ex->sends[i].act.active = ex->sends[i].grad.active = false;
+    return i;
+}
+
+static void pp_mark(FtExec *ex, const FtTape *tp, const FtTapeEntry *e)
+{
+    if (!ex->pp) FT_DIE("executor: the tape has a pipeline marker but there is no pp communicator");
+    int stage = comm_rank(ex->pp);
+    bool fwd = e->dir == FT_FWD;
+    if (e->mark == FT_MARK_PP_RECV) {
+        const FtTensor *t = &tp->t[e->out[0]];
+        FtReq r;
+        comm_irecv(ex->pp, t->data, t->n, t->dtype, fwd ? stage - 1 : stage + 1,
+                   fwd ? TAG_ACT : TAG_GRAD, &r);
+        exec_wait(ex, &r, 1, FT_TL_PP);
+    } else {
+        const FtTensor *t = &tp->t[e->in[0]];
+        int s = send_slot(ex, tp);
+        FtReq *r = fwd ? &ex->sends[s].act : &ex->sends[s].grad;
+        if (r->active) exec_wait(ex, r, 1, FT_TL_PP);
+        comm_isend(ex->pp, t->data, t->n, t->dtype, fwd ? stage + 1 : stage - 1,
+                   fwd ? TAG_ACT : TAG_GRAD, r);
+    }
+}
+
+void exec_run_ctx(FtExec *ex, const FtTape *tp, int begin, int end)
+{
     FT_ASSERT(begin >= 0 && end <= tp->ne);
+    if (ex->pp && begin < end) { /* this tape's buffers are about to be written again */
+        int s = send_slot(ex, tp);
+        FtReq *r = begin < tp->fwd_end ? &ex->sends[s].act : &ex->sends[s].grad;
+        if (r->active) exec_wait(ex, r, 1, FT_TL_PP);
+    }
     for (int i = begin; i < end; i++) {
         const FtTapeEntry *e = &tp->e[i];
-        if (e->kind == FT_OP_MARK) continue; /* communication points: nothing on one rank */
-        FtOpCall c;
-        tape_call(tp, i, &c);
-        exec_op(e->kind, e->dir, &c, stats);
+        if (e->kind != FT_OP_MARK) {
+            FtOpCall c;
+            tape_call(tp, i, &c);
+            exec_op(e->kind, e->dir, &c, ex->stats);
+            continue;
+        }
+        switch (e->mark) {
+        case FT_MARK_COMM_TP:
+            if (ex->tp && comm_size(ex->tp) > 1) {
+                const FtTensor *t = &tp->t[e->in[0]];
+                FtReq r;
+                comm_iallreduce_sum(ex->tp, FT_IN_PLACE, t->data, t->n, t->dtype, &r);
+                exec_wait(ex, &r, 1, FT_TL_TP);
+            }
+            break;
+        case FT_MARK_PP_RECV:
+        case FT_MARK_PP_SEND: pp_mark(ex, tp, e); break;
+        case FT_MARK_COMM_GRADS:
+            if (ex->grads_ready) ex->grads_ready(ex->grads_arg, e->layer);
+            break;
+        default: break; /* segment markers: nothing to do */
+        }
+    }
+}
+
+void exec_finish(FtExec *ex)
+{
+    for (int i = 0; i < ex->nsends; i++) {
+        if (ex->sends[i].act.active) exec_wait(ex, &ex->sends[i].act, 1, FT_TL_PP);
+        if (ex->sends[i].grad.active) exec_wait(ex, &ex->sends[i].grad, 1, FT_TL_PP);
     }
 }
 

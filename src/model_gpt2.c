@@ -44,29 +44,42 @@ void model_config_from_deck(const FtConfig *cfg, FtGpt2Config *mc)
     mc->maxT = (int)cfg->model.seq_len;
 }
 
-void model_create(FtModel *m, const FtGpt2Config *mc)
+void model_create(FtModel *m, const FtGpt2Config *mc) { model_create_sharded(m, mc, NULL); }
+
+void model_create_sharded(FtModel *m, const FtGpt2Config *mc, const FtShard *sh)
 {
     memset(m, 0, sizeof *m);
     m->cfg = *mc;
-    size_t L = mc->L, C = mc->C, Vp = mc->Vp, T = mc->maxT;
-    /* rows, cols of one layer's slice; per-layer flag; decay; TP split */
-    struct { size_t r, c; bool pl, dec; int split; } s[FT_NPARAM_TENSORS] = {
-        [FT_P_WTE] = {Vp, C, false, true, FT_SPLIT_NONE},
-        [FT_P_WPE] = {T, C, false, true, FT_SPLIT_NONE},
-        [FT_P_LN1W] = {C, 1, true, false, FT_SPLIT_NONE},
-        [FT_P_LN1B] = {C, 1, true, false, FT_SPLIT_NONE},
-        [FT_P_QKVW] = {3 * C, C, true, true, FT_SPLIT_ROWS},
-        [FT_P_QKVB] = {3 * C, 1, true, false, FT_SPLIT_ROWS},
-        [FT_P_ATTPROJW] = {C, C, true, true, FT_SPLIT_COLS},
-        [FT_P_ATTPROJB] = {C, 1, true, false, FT_SPLIT_NONE},
-        [FT_P_LN2W] = {C, 1, true, false, FT_SPLIT_NONE},
-        [FT_P_LN2B] = {C, 1, true, false, FT_SPLIT_NONE},
-        [FT_P_FCW] = {4 * C, C, true, true, FT_SPLIT_ROWS},
-        [FT_P_FCB] = {4 * C, 1, true, false, FT_SPLIT_ROWS},
-        [FT_P_FCPROJW] = {C, 4 * C, true, true, FT_SPLIT_COLS},
-        [FT_P_FCPROJB] = {C, 1, true, false, FT_SPLIT_NONE},
-        [FT_P_LNFW] = {C, 1, false, false, FT_SPLIT_NONE},
-        [FT_P_LNFB] = {C, 1, false, false, FT_SPLIT_NONE},
+    m->sh = sh ? *sh : (FtShard){.tp = 1, .pp = 1};
+    int tp = m->sh.tp, pp = m->sh.pp;
+    if (tp < 1 || pp < 1 || m->sh.tp_rank < 0 || m->sh.tp_rank >= tp || m->sh.pp_rank < 0 ||
+        m->sh.pp_rank >= pp || mc->NH % tp || mc->L % pp)
+        FT_DIE("model: shard tp %d/%d pp %d/%d does not divide NH %d, L %d", m->sh.tp_rank, tp,
+               m->sh.pp_rank, pp, mc->NH, mc->L);
+    m->nl = mc->L / pp;
+    m->l0 = m->sh.pp_rank * m->nl;
+    m->first = m->sh.pp_rank == 0;
+    m->last = m->sh.pp_rank == pp - 1;
+    size_t L = m->nl, C = mc->C, Vp = mc->Vp, T = mc->maxT, Ct = C / tp;
+    bool f = m->first, la = m->last;
+    /* rows, cols of one layer's slice on this rank; per-layer flag; decay; TP split; held */
+    struct { size_t r, c; bool pl, dec; int split; bool held; } s[FT_NPARAM_TENSORS] = {
+        [FT_P_WTE] = {Vp, C, false, true, FT_SPLIT_NONE, f || la},
+        [FT_P_WPE] = {T, C, false, true, FT_SPLIT_NONE, f},
+        [FT_P_LN1W] = {C, 1, true, false, FT_SPLIT_NONE, true},
+        [FT_P_LN1B] = {C, 1, true, false, FT_SPLIT_NONE, true},
+        [FT_P_QKVW] = {3 * Ct, C, true, true, FT_SPLIT_ROWS, true},
+        [FT_P_QKVB] = {3 * Ct, 1, true, false, FT_SPLIT_ROWS, true},
+        [FT_P_ATTPROJW] = {C, Ct, true, true, FT_SPLIT_COLS, true},
+        [FT_P_ATTPROJB] = {C, 1, true, false, FT_SPLIT_NONE, true},
+        [FT_P_LN2W] = {C, 1, true, false, FT_SPLIT_NONE, true},
+        [FT_P_LN2B] = {C, 1, true, false, FT_SPLIT_NONE, true},
+        [FT_P_FCW] = {4 * Ct, C, true, true, FT_SPLIT_ROWS, true},
+        [FT_P_FCB] = {4 * Ct, 1, true, false, FT_SPLIT_ROWS, true},
+        [FT_P_FCPROJW] = {C, 4 * Ct, true, true, FT_SPLIT_COLS, true},
+        [FT_P_FCPROJB] = {C, 1, true, false, FT_SPLIT_NONE, true},
+        [FT_P_LNFW] = {C, 1, false, false, FT_SPLIT_NONE, la},
+        [FT_P_LNFB] = {C, 1, false, false, FT_SPLIT_NONE, la},
     };
     size_t off = 0;
     for (int i = 0; i < FT_NPARAM_TENSORS; i++) {
@@ -77,7 +90,7 @@ void model_create(FtModel *m, const FtGpt2Config *mc)
         p->per_layer = s[i].pl;
         p->decay = s[i].dec;
         p->tp_split = s[i].split;
-        p->size = s[i].r * s[i].c * (s[i].pl ? L : 1);
+        p->size = s[i].held ? s[i].r * s[i].c * (s[i].pl ? L : 1) : 0;
         p->offset = off;
         off += p->size;
     }
@@ -99,8 +112,77 @@ void model_free(FtModel *m)
 float *model_tensor(const FtModel *m, float *base, int id, int l)
 {
     const FtParamInfo *p = &m->p[id];
-    FT_ASSERT(p->per_layer ? (l >= 0 && l < m->cfg.L) : l < 0);
-    return base + p->offset + (p->per_layer ? (size_t)l * (p->size / m->cfg.L) : 0);
+    FT_ASSERT(p->per_layer ? (l >= m->l0 && l < m->l0 + m->nl) : l < 0);
+    return base + p->offset + (p->per_layer ? (size_t)(l - m->l0) * (p->size / m->nl) : 0);
+}
+
+void model_param_slab(const FtModel *m, int id, FtSlab *s)
+{
+    memset(s, 0, sizeof *s);
+    const FtParamInfo *p = &m->p[id];
+    if (!p->size) return;
+    size_t L = m->cfg.L, C = m->cfg.C, tp = m->sh.tp, r = m->sh.tp_rank, Ct = C / tp;
+    size_t nl = m->nl, l0 = m->l0;
+#define SLAB(n, ...)                                                                             \
+    do {                                                                                         \
+        size_t v_[][3] = {__VA_ARGS__}; /* {gshape, offset, count} per dimension */              \
+        s->ndims = n;                                                                            \
+        for (int k_ = 0; k_ < n; k_++) {                                                         \
+            s->gshape[k_] = v_[k_][0], s->offset[k_] = v_[k_][1], s->count[k_] = v_[k_][2];      \
+        }                                                                                        \
+    } while (0)
+    switch (id) {
+    case FT_P_WTE: SLAB(2, {m->cfg.Vp, 0, m->cfg.Vp}, {C, 0, C}); break;
+    case FT_P_WPE: SLAB(2, {m->cfg.maxT, 0, m->cfg.maxT}, {C, 0, C}); break;
+    case FT_P_LNFW:
+    case FT_P_LNFB: SLAB(1, {C, 0, C}); break;
+    case FT_P_QKVW: SLAB(4, {L, l0, nl}, {3, 0, 3}, {C, r * Ct, Ct}, {C, 0, C}); break;
+    case FT_P_QKVB: SLAB(3, {L, l0, nl}, {3, 0, 3}, {C, r * Ct, Ct}); break;
+    case FT_P_ATTPROJW: SLAB(3, {L, l0, nl}, {C, 0, C}, {C, r * Ct, Ct}); break;
+    case FT_P_FCW: SLAB(3, {L, l0, nl}, {4 * C, r * 4 * Ct, 4 * Ct}, {C, 0, C}); break;
+    case FT_P_FCB: SLAB(2, {L, l0, nl}, {4 * C, r * 4 * Ct, 4 * Ct}); break;
+    case FT_P_FCPROJW: SLAB(3, {L, l0, nl}, {C, 0, C}, {4 * C, r * 4 * Ct, 4 * Ct}); break;
+    default: SLAB(2, {L, l0, nl}, {C, 0, C}); break; /* LN weights/biases, row-parallel biases */
+    }
+#undef SLAB
+    bool tp_copy = p->tp_split == FT_SPLIT_NONE && r != 0;
+    bool pp_copy = id == FT_P_WTE && !m->first; /* the last stage's copy of the tied wte */
+    s->writer = !tp_copy && !pp_copy;
+    size_t n = 1;
+    for (int k = 0; k < s->ndims; k++) n *= s->count[k];
+    FT_ASSERT(n == p->size);
+}
+
+/* Copies the slab (row-major, up to 4 dims) between a global array and a packed local one. */
+static void slab_copy(const FtSlab *s, const float *global, float *local)
+{
+    size_t g[4] = {1, 1, 1, 1}, o[4] = {0, 0, 0, 0}, c[4] = {1, 1, 1, 1};
+    int pad = FT_SLAB_MAX_DIMS - s->ndims;
+    for (int k = 0; k < s->ndims; k++)
+        g[pad + k] = s->gshape[k], o[pad + k] = s->offset[k], c[pad + k] = s->count[k];
+    for (size_t a = 0; a < c[0]; a++)
+        for (size_t b = 0; b < c[1]; b++)
+            for (size_t d = 0; d < c[2]; d++) {
+                size_t src = (((a + o[0]) * g[1] + b + o[1]) * g[2] + d + o[2]) * g[3] + o[3];
+                memcpy(local, global + src, sizeof(float) * c[3]);
+                local += c[3];
+            }
+}
+
+void model_slab_extract(const FtModel *m, int id, const float *global, float *local)
+{
+    FtSlab s;
+    model_param_slab(m, id, &s);
+    if (s.ndims) slab_copy(&s, global, local);
+}
+
+void model_copy_from_full(FtModel *m, const FtModel *full)
+{
+    FT_ASSERT(full->sh.tp == 1 && full->sh.pp == 1 && full->cfg.L == m->cfg.L &&
+              full->cfg.C == m->cfg.C && full->cfg.Vp == m->cfg.Vp);
+    for (int i = 0; i < FT_NPARAM_TENSORS; i++)
+        model_slab_extract(m, i, full->params + full->p[i].offset, m->params + m->p[i].offset);
+    m->step = full->step;
 }
 
 void model_zero_grad(FtModel *m) { memset(m->grads, 0, sizeof(float) * m->nparams); }
@@ -124,21 +206,43 @@ void model_init_random(FtModel *m, uint64_t seed)
     const FtGpt2Config *c = &m->cfg;
     memset(m->mem, 0, sizeof(float) * 4 * m->nparams);
     m->step = 0;
+    bool whole = m->sh.tp == 1 && m->sh.pp == 1;
+    float *buf = NULL; /* a whole tensor, when this rank holds only part of it */
+    if (!whole) {
+        size_t big = 0;
+        for (int i = 0; i < FT_NPARAM_TENSORS; i++) {
+            FtSlab sl;
+            model_param_slab(m, i, &sl);
+            size_t n = 1;
+            for (int k = 0; k < sl.ndims; k++) n *= sl.gshape[k];
+            if (sl.ndims && n > big) big = n;
+        }
+        buf = calloc(big ? big : 1, sizeof(float));
+        if (!buf) FT_DIE("out of memory: %zu floats to initialize a shard", big);
+    }
     for (int i = 0; i < FT_NPARAM_TENSORS; i++) {
         const FtParamInfo *p = &m->p[i];
-        float *w = m->params + p->offset;
+        if (!p->size) continue;
+        FtSlab sl;
+        model_param_slab(m, i, &sl);
+        size_t gsize = 1;
+        for (int k = 0; k < sl.ndims; k++) gsize *= sl.gshape[k];
+        float *w = whole ? m->params + p->offset : buf;
+        if (!whole) memset(w, 0, sizeof(float) * gsize);
         uint64_t st = seed * 0x100000001B3ull + (uint64_t)i; /* one stream per tensor */
         bool weight = (i == FT_P_WTE || i == FT_P_WPE || i == FT_P_QKVW || i == FT_P_ATTPROJW ||
                        i == FT_P_FCW || i == FT_P_FCPROJW);
         bool resid = (i == FT_P_ATTPROJW || i == FT_P_FCPROJW);
         if (weight) {
             double sd = resid ? 0.02 / sqrt(2.0 * c->L) : 0.02;
-            size_t n = i == FT_P_WTE ? (size_t)c->V * c->C : p->size; /* padded rows stay 0 */
+            size_t n = i == FT_P_WTE ? (size_t)c->V * c->C : gsize; /* padded rows stay 0 */
             for (size_t k = 0; k < n; k++) w[k] = (float)(sd * model_rng_normal(&st));
         } else if (i == FT_P_LN1W || i == FT_P_LN2W || i == FT_P_LNFW) {
-            for (size_t k = 0; k < p->size; k++) w[k] = 1.0f;
+            for (size_t k = 0; k < gsize; k++) w[k] = 1.0f;
         }
+        if (!whole) slab_copy(&sl, w, m->params + p->offset);
     }
+    free(buf);
 }
 
 /* ---- the tape builder ---------------------------------------------------------------------- */
@@ -183,72 +287,91 @@ static void emit(Builder *b, FtOpKind k, FtOpDir dir, FtPhase ph, int l, const c
     tape_push(b->tp, &e);
 }
 
-static void mark(Builder *b, FtMark mk, FtPhase ph, int l, int seg)
+static void mark(Builder *b, FtMark mk, FtOpDir dir, FtPhase ph, int l, int seg, int tin,
+                 int tout)
 {
-    FtTapeEntry e = {.kind = FT_OP_MARK, .phase = ph, .mark = mk, .layer = l, .seg = seg};
+    FtTapeEntry e = {.kind = FT_OP_MARK, .dir = dir, .phase = ph, .mark = mk, .layer = l,
+                     .seg = seg};
     for (int i = 0; i < FT_OP_MAX_IN; i++) e.in[i] = -1;
     for (int i = 0; i < FT_OP_MAX_OUT; i++) e.out[i] = -1;
+    e.in[0] = tin;
+    e.out[0] = tout;
     tape_push(b->tp, &e);
 }
 
 #define IN(...) (const int[]){__VA_ARGS__}, (int)(sizeof((int[]){__VA_ARGS__}) / sizeof(int))
 #define OUT IN
 
+static int segof(const Builder *b, int l) { return b->seg ? b->seg[l] : -1; }
+
+/* One block's forward on this rank's shard. Dimensions: C the residual width, Ct = C/tp this
+ * rank's attention channels (NH/tp heads), Ht = 4C/tp its MLP columns. The row-parallel
+ * projections give partial sums, completed by a tensor-parallel all-reduce; their bias is added
+ * by tp rank 0 only (before the sum), so it enters once. */
 static void block_fwd(Builder *b, int l, FtPhase ph)
 {
     const BlockActs *a = &b->act[l];
-    long long N = b->N, C = b->m->cfg.C, NH = b->m->cfg.NH;
+    int tp = b->m->sh.tp;
+    long long N = b->N, C = b->m->cfg.C, Ct = C / tp, NHt = b->m->cfg.NH / tp, Ht = 4 * Ct;
     int x = b->res[l], y = b->res[l + 1];
+    bool bias_here = b->m->sh.tp_rank == 0;
     emit(b, FT_OP_LAYERNORM, FT_FWD, ph, l, "ln1", IN(x, pt(b, FT_P_LN1W, l), pt(b, FT_P_LN1B, l)),
          OUT(a->ln1, a->m1, a->r1), N, C, 0, 0, 0);
     emit(b, FT_OP_MATMUL, FT_FWD, ph, l, "qkv", IN(a->ln1, pt(b, FT_P_QKVW, l), pt(b, FT_P_QKVB, l)),
-         OUT(a->qkv), N, C, 3 * C, 0, 0);
+         OUT(a->qkv), N, C, 3 * Ct, 0, 0);
     emit(b, FT_OP_ATTENTION, FT_FWD, ph, l, "attn", IN(a->qkv), OUT(a->atty, a->att), b->B, b->T,
-         C, NH, 0);
+         Ct, NHt, 0);
     emit(b, FT_OP_MATMUL, FT_FWD, ph, l, "attproj",
-         IN(a->atty, pt(b, FT_P_ATTPROJW, l), pt(b, FT_P_ATTPROJB, l)), OUT(a->attproj), N, C, C, 0,
-         0);
-    mark(b, FT_MARK_COMM_TP, ph, l, b->seg ? b->seg[l] : -1);
+         IN(a->atty, pt(b, FT_P_ATTPROJW, l), bias_here ? pt(b, FT_P_ATTPROJB, l) : -1),
+         OUT(a->attproj), N, Ct, C, 0, 0);
+    mark(b, FT_MARK_COMM_TP, FT_FWD, ph, l, segof(b, l), a->attproj, a->attproj);
     emit(b, FT_OP_RESIDUAL, FT_FWD, ph, l, "res1", IN(x, a->attproj), OUT(a->res2), N * C, 0, 0, 0, 0);
     emit(b, FT_OP_LAYERNORM, FT_FWD, ph, l, "ln2",
          IN(a->res2, pt(b, FT_P_LN2W, l), pt(b, FT_P_LN2B, l)), OUT(a->ln2, a->m2, a->r2), N, C, 0, 0,
          0);
     emit(b, FT_OP_MATMUL, FT_FWD, ph, l, "fc", IN(a->ln2, pt(b, FT_P_FCW, l), pt(b, FT_P_FCB, l)),
-         OUT(a->fch), N, C, 4 * C, 0, 0);
-    emit(b, FT_OP_GELU, FT_FWD, ph, l, "gelu", IN(a->fch), OUT(a->fchg), N * 4 * C, 0, 0, 0, 0);
+         OUT(a->fch), N, C, Ht, 0, 0);
+    emit(b, FT_OP_GELU, FT_FWD, ph, l, "gelu", IN(a->fch), OUT(a->fchg), N * Ht, 0, 0, 0, 0);
     emit(b, FT_OP_MATMUL, FT_FWD, ph, l, "fcproj",
-         IN(a->fchg, pt(b, FT_P_FCPROJW, l), pt(b, FT_P_FCPROJB, l)), OUT(a->fcproj), N, 4 * C, C, 0,
-         0);
-    mark(b, FT_MARK_COMM_TP, ph, l, b->seg ? b->seg[l] : -1);
+         IN(a->fchg, pt(b, FT_P_FCPROJW, l), bias_here ? pt(b, FT_P_FCPROJB, l) : -1),
+         OUT(a->fcproj), N, Ht, C, 0, 0);
+    mark(b, FT_MARK_COMM_TP, FT_FWD, ph, l, segof(b, l), a->fcproj, a->fcproj);
     emit(b, FT_OP_RESIDUAL, FT_FWD, ph, l, "res2", IN(a->res2, a->fcproj), OUT(y), N * C, 0, 0, 0, 0);
 }
 
+/* One block's backward. The column-parallel layers' input gradients (d.ln2, d.ln1) are partial
+ * sums over tp, completed by an all-reduce before the LayerNorm backward; everything the
+ * replicated parameters' gradients are computed from is then equal on every tp rank, so those
+ * gradients are bitwise equal there without a reduction. The row-parallel biases' gradients are
+ * computed on every tp rank from the (replicated) output gradient. */
 static void block_bwd(Builder *b, int l)
 {
     const BlockActs *a = &b->act[l];
-    long long N = b->N, C = b->m->cfg.C, NH = b->m->cfg.NH;
+    int tp = b->m->sh.tp;
+    long long N = b->N, C = b->m->cfg.C, Ct = C / tp, NHt = b->m->cfg.NH / tp, Ht = 4 * Ct;
     FtPhase ph = FT_PH_BWD;
     int dy = b->dres[l + 1];
-    mark(b, FT_MARK_COMM_TP, ph, l, b->seg ? b->seg[l] : -1);
     emit(b, FT_OP_MATMUL, FT_BWD, ph, l, "fcproj", IN(dy, a->fchg, pt(b, FT_P_FCPROJW, l)),
-         OUT(b->dfchg, gt(b, FT_P_FCPROJW, l), gt(b, FT_P_FCPROJB, l)), N, 4 * C, C, 0, 6);
-    emit(b, FT_OP_GELU, FT_BWD, ph, l, "gelu", IN(b->dfchg, a->fch), OUT(b->dfch), N * 4 * C, 0, 0, 0,
+         OUT(b->dfchg, gt(b, FT_P_FCPROJW, l), gt(b, FT_P_FCPROJB, l)), N, Ht, C, 0, 6);
+    emit(b, FT_OP_GELU, FT_BWD, ph, l, "gelu", IN(b->dfchg, a->fch), OUT(b->dfch), N * Ht, 0, 0, 0,
          0);
     emit(b, FT_OP_MATMUL, FT_BWD, ph, l, "fc", IN(b->dfch, a->ln2, pt(b, FT_P_FCW, l)),
-         OUT(b->dln2, gt(b, FT_P_FCW, l), gt(b, FT_P_FCB, l)), N, C, 4 * C, 0, 6);
+         OUT(b->dln2, gt(b, FT_P_FCW, l), gt(b, FT_P_FCB, l)), N, C, Ht, 0, 6);
+    mark(b, FT_MARK_COMM_TP, FT_BWD, ph, l, segof(b, l), b->dln2, b->dln2);
     emit(b, FT_OP_LAYERNORM, FT_BWD, ph, l, "ln2",
          IN(b->dln2, a->res2, pt(b, FT_P_LN2W, l), a->m2, a->r2, dy),
          OUT(b->dres2, gt(b, FT_P_LN2W, l), gt(b, FT_P_LN2B, l)), N, C, 0, 0, 6);
     emit(b, FT_OP_MATMUL, FT_BWD, ph, l, "attproj", IN(b->dres2, a->atty, pt(b, FT_P_ATTPROJW, l)),
-         OUT(b->datty, gt(b, FT_P_ATTPROJW, l), gt(b, FT_P_ATTPROJB, l)), N, C, C, 0, 6);
+         OUT(b->datty, gt(b, FT_P_ATTPROJW, l), gt(b, FT_P_ATTPROJB, l)), N, Ct, C, 0, 6);
     emit(b, FT_OP_ATTENTION, FT_BWD, ph, l, "attn", IN(b->datty, a->qkv, a->att), OUT(b->dqkv),
-         b->B, b->T, C, NH, 0);
+         b->B, b->T, Ct, NHt, 0);
     emit(b, FT_OP_MATMUL, FT_BWD, ph, l, "qkv", IN(b->dqkv, a->ln1, pt(b, FT_P_QKVW, l)),
-         OUT(b->dln1, gt(b, FT_P_QKVW, l), gt(b, FT_P_QKVB, l)), N, C, 3 * C, 0, 6);
+         OUT(b->dln1, gt(b, FT_P_QKVW, l), gt(b, FT_P_QKVB, l)), N, C, 3 * Ct, 0, 6);
+    mark(b, FT_MARK_COMM_TP, FT_BWD, ph, l, segof(b, l), b->dln1, b->dln1);
     emit(b, FT_OP_LAYERNORM, FT_BWD, ph, l, "ln1",
          IN(b->dln1, b->res[l], pt(b, FT_P_LN1W, l), a->m1, a->r1, b->dres2),
          OUT(b->dres[l], gt(b, FT_P_LN1W, l), gt(b, FT_P_LN1B, l)), N, C, 0, 0, 6);
-    mark(b, FT_MARK_COMM_GRADS, ph, l, b->seg ? b->seg[l] : -1);
+    mark(b, FT_MARK_COMM_GRADS, FT_BWD, ph, l, segof(b, l), -1, -1);
 }
 
 /* Declares the 14 activations of one block into *out, named prefix.*: own storage, or
@@ -256,11 +379,12 @@ static void block_bwd(Builder *b, int l)
 static void block_acts(Builder *b, const char *prefix, int l, const BlockActs *slot,
                        BlockActs *out)
 {
-    size_t N = b->N, C = b->m->cfg.C, NH = b->m->cfg.NH, T = b->T;
+    int tp = b->m->sh.tp;
+    size_t N = b->N, C = b->m->cfg.C, Ct = C / tp, NHt = b->m->cfg.NH / tp, T = b->T;
     struct { const char *name; size_t n; } spec[14] = {
-        {"ln1", N * C}, {"ln1.mean", N}, {"ln1.rstd", N}, {"qkv", N * 3 * C}, {"atty", N * C},
-        {"att", (size_t)b->B * NH * T * T}, {"attproj", N * C}, {"resmid", N * C}, {"ln2", N * C},
-        {"ln2.mean", N}, {"ln2.rstd", N}, {"fch", N * 4 * C}, {"fchg", N * 4 * C},
+        {"ln1", N * C}, {"ln1.mean", N}, {"ln1.rstd", N}, {"qkv", N * 3 * Ct}, {"atty", N * Ct},
+        {"att", (size_t)b->B * NHt * T * T}, {"attproj", N * C}, {"resmid", N * C}, {"ln2", N * C},
+        {"ln2.mean", N}, {"ln2.rstd", N}, {"fch", N * 4 * Ct}, {"fchg", N * 4 * Ct},
         {"fcproj", N * C}};
     int *ids = (int *)out;
     const int *sl = (const int *)slot;
@@ -278,12 +402,13 @@ static void block_acts(Builder *b, const char *prefix, int l, const BlockActs *s
 void model_build_tape(const FtModel *m, const FtTapeOpts *o, FtTape *tp)
 {
     const FtGpt2Config *c = &m->cfg;
-    FT_ASSERT(o->B > 0 && o->T > 0 && o->T <= c->maxT && c->L > 0);
+    FT_ASSERT(o->B > 0 && o->T > 0 && o->T <= c->maxT && c->L > 0 && m->nl > 0);
     tape_init(tp);
     tp->B = o->B;
     tp->T = o->T;
-    int L = c->L;
-    size_t N = (size_t)o->B * o->T, C = c->C, Vp = c->Vp;
+    int L = c->L, l0 = m->l0, l1 = m->l0 + m->nl; /* this stage: layers [l0, l1) */
+    size_t N = (size_t)o->B * o->T, C = c->C, Vp = c->Vp, Ct = C / m->sh.tp;
+    bool first = m->first, last = m->last;
     Builder b = {.m = m, .tp = tp, .B = o->B, .T = o->T, .N = (int)N};
     b.pid = malloc(sizeof(int) * FT_NPARAM_TENSORS * (size_t)L);
     b.gid = malloc(sizeof(int) * FT_NPARAM_TENSORS * (size_t)L);
@@ -291,14 +416,16 @@ void model_build_tape(const FtModel *m, const FtTapeOpts *o, FtTape *tp)
     b.dres = malloc(sizeof(int) * (size_t)(L + 1));
     b.act = malloc(sizeof(BlockActs) * (size_t)L);
     FT_ASSERT(b.pid && b.gid && b.res && b.dres && b.act);
+    for (int i = 0; i < FT_NPARAM_TENSORS * L; i++) b.pid[i] = b.gid[i] = -1;
 
-    /* parameter and gradient views */
+    /* parameter and gradient views of the tensors this rank holds */
     for (int i = 0; i < FT_NPARAM_TENSORS; i++) {
         const FtParamInfo *p = &m->p[i];
-        for (int l = 0; l < (p->per_layer ? L : 1); l++) {
+        if (!p->size) continue;
+        for (int l = p->per_layer ? l0 : 0; l < (p->per_layer ? l1 : 1); l++) {
             char nm[40];
             int ll = p->per_layer ? l : -1;
-            size_t n = p->per_layer ? p->size / L : p->size;
+            size_t n = p->per_layer ? p->size / m->nl : p->size;
             if (p->per_layer) snprintf(nm, sizeof nm, "l%d.%s", l, p->name);
             else snprintf(nm, sizeof nm, "%s", p->name);
             b.pid[i * L + l] = tape_tensor(tp, nm, FT_F32, FT_TR_PARAM, n,
@@ -312,21 +439,23 @@ void model_build_tape(const FtModel *m, const FtTapeOpts *o, FtTape *tp)
         }
     }
 
-    /* AC segments: k blocks each */
+    /* AC segments: k blocks each, counted from this stage's first layer */
     int k = o->ac == FT_AC_FULL ? 1 : o->ac == FT_AC_EVERY ? o->ac_every : 0;
     FT_ASSERT(o->ac == FT_AC_OFF || k >= 1);
-    if (k > L) k = L;
-    int nseg = k ? (L + k - 1) / k : 0;
+    if (k > m->nl) k = m->nl;
+    int nseg = k ? (m->nl + k - 1) / k : 0;
     if (k) {
         b.seg = malloc(sizeof(int) * (size_t)L);
         FT_ASSERT(b.seg);
-        for (int l = 0; l < L; l++) b.seg[l] = l / k;
+        for (int l = 0; l < L; l++) b.seg[l] = l >= l0 && l < l1 ? (l - l0) / k : -1;
     }
 
     /* I/O and activations */
     tp->tokens = tape_tensor(tp, "tokens", FT_I32, FT_TR_IO, N, NULL, -1);
     tp->targets = tape_tensor(tp, "targets", FT_I32, FT_TR_IO, N, NULL, -1);
-    b.res[0] = act(&b, NULL, "res0", -1, N * C);
+    char rn[16];
+    snprintf(rn, sizeof rn, "res%d", l0);
+    b.res[l0] = act(&b, NULL, rn, -1, N * C);
     BlockActs *slots = NULL;
     int *slot_res = NULL;
     if (k) { /* slot j: the storage of the j-th block of whichever segment runs */
@@ -340,78 +469,97 @@ void model_build_tape(const FtModel *m, const FtTapeOpts *o, FtTape *tp)
             slot_res[j] = act(&b, pre, "res", -1, N * C);
         }
     }
-    for (int l = 0; l < L; l++) {
+    for (int l = l0; l < l1; l++) {
         char pre[16], nm[16];
         snprintf(pre, sizeof pre, "l%d", l);
-        block_acts(&b, pre, l, k ? &slots[l % k] : NULL, &b.act[l]);
+        block_acts(&b, pre, l, k ? &slots[(l - l0) % k] : NULL, &b.act[l]);
         snprintf(nm, sizeof nm, "res%d", l + 1);
-        bool saved = !k || l % k == k - 1 || l == L - 1; /* a segment's output: kept */
+        bool saved = !k || (l - l0) % k == k - 1 || l == l1 - 1; /* a segment's output: kept */
         if (saved) b.res[l + 1] = act(&b, NULL, nm, -1, N * C);
-        else b.res[l + 1] = tape_alias(tp, nm, slot_res[l % k], l);
+        else b.res[l + 1] = tape_alias(tp, nm, slot_res[(l - l0) % k], l);
     }
-    int lnf = act(&b, NULL, "lnf", -1, N * C), lnfm = act(&b, NULL, "lnf.mean", -1, N),
+    int lnf = -1, lnfm = -1, lnfr = -1, losses = -1;
+    if (last) {
+        lnf = act(&b, NULL, "lnf", -1, N * C), lnfm = act(&b, NULL, "lnf.mean", -1, N),
         lnfr = act(&b, NULL, "lnf.rstd", -1, N);
-    tp->logits = act(&b, NULL, "logits", -1, N * Vp);
-    tp->probs = act(&b, NULL, "probs", -1, N * Vp);
-    int losses = act(&b, NULL, "losses", -1, N);
-    tp->loss = tape_tensor(tp, "loss", FT_F32, FT_TR_IO, 1, NULL, -1);
+        tp->logits = act(&b, NULL, "logits", -1, N * Vp);
+        tp->probs = act(&b, NULL, "probs", -1, N * Vp);
+        losses = act(&b, NULL, "losses", -1, N);
+        tp->loss = tape_tensor(tp, "loss", FT_F32, FT_TR_IO, 1, NULL, -1);
+    }
 
     /* forward */
     FtPhase F = FT_PH_FWD;
-    emit(&b, FT_OP_ENCODER, FT_FWD, F, -1, "encoder",
-         IN(tp->tokens, pt(&b, FT_P_WTE, -1), pt(&b, FT_P_WPE, -1)), OUT(b.res[0]), o->B, o->T,
-         C, 0, 0);
-    for (int l = 0; l < L; l++) {
-        if (k && l % k == 0) mark(&b, FT_MARK_SEG_BEGIN, F, l, b.seg[l]);
+    if (first)
+        emit(&b, FT_OP_ENCODER, FT_FWD, F, -1, "encoder",
+             IN(tp->tokens, pt(&b, FT_P_WTE, -1), pt(&b, FT_P_WPE, -1)), OUT(b.res[l0]), o->B,
+             o->T, C, 0, 0);
+    else
+        mark(&b, FT_MARK_PP_RECV, FT_FWD, F, -1, -1, -1, b.res[l0]);
+    for (int l = l0; l < l1; l++) {
+        if (k && (l - l0) % k == 0) mark(&b, FT_MARK_SEG_BEGIN, FT_FWD, F, l, b.seg[l], -1, -1);
         block_fwd(&b, l, F);
-        if (k && (l % k == k - 1 || l == L - 1)) mark(&b, FT_MARK_SEG_END, F, l, b.seg[l]);
+        if (k && ((l - l0) % k == k - 1 || l == l1 - 1))
+            mark(&b, FT_MARK_SEG_END, FT_FWD, F, l, b.seg[l], -1, -1);
     }
-    emit(&b, FT_OP_LAYERNORM, FT_FWD, F, -1, "lnf",
-         IN(b.res[L], pt(&b, FT_P_LNFW, -1), pt(&b, FT_P_LNFB, -1)), OUT(lnf, lnfm, lnfr), N, C,
-         0, 0, 0);
-    emit(&b, FT_OP_MATMUL, FT_FWD, F, -1, "lmhead", IN(lnf, pt(&b, FT_P_WTE, -1), -1),
-         OUT(tp->logits), N, C, Vp, 0, 0);
-    emit(&b, FT_OP_CROSSENT, FT_FWD, F, -1, "loss", IN(tp->logits, tp->targets),
-         OUT(tp->probs, losses), N, c->V, Vp, 0, 0);
-    emit(&b, FT_OP_LOSSMEAN, FT_FWD, F, -1, "loss", IN(losses), OUT(tp->loss), N, 0, 0, 0, 0);
+    if (last) {
+        emit(&b, FT_OP_LAYERNORM, FT_FWD, F, -1, "lnf",
+             IN(b.res[L], pt(&b, FT_P_LNFW, -1), pt(&b, FT_P_LNFB, -1)), OUT(lnf, lnfm, lnfr), N,
+             C, 0, 0, 0);
+        emit(&b, FT_OP_MATMUL, FT_FWD, F, -1, "lmhead", IN(lnf, pt(&b, FT_P_WTE, -1), -1),
+             OUT(tp->logits), N, C, Vp, 0, 0);
+        emit(&b, FT_OP_CROSSENT, FT_FWD, F, -1, "loss", IN(tp->logits, tp->targets),
+             OUT(tp->probs, losses), N, c->V, Vp, 0, 0);
+        emit(&b, FT_OP_LOSSMEAN, FT_FWD, F, -1, "loss", IN(losses), OUT(tp->loss), N, 0, 0, 0, 0);
+    } else {
+        mark(&b, FT_MARK_PP_SEND, FT_FWD, F, -1, -1, b.res[l1], -1);
+    }
     tp->fwd_end = tp->ne;
 
     /* backward */
     if (o->backward) {
-        int dlogits = tape_tensor(tp, "d.logits", FT_F32, FT_TR_ACT_GRAD, N * Vp, NULL, -1);
-        int dlnf = tape_tensor(tp, "d.lnf", FT_F32, FT_TR_ACT_GRAD, N * C, NULL, -1);
-        for (int l = 0; l <= L; l++) {
+        for (int l = l0; l <= l1; l++) {
             char nm[40];
             snprintf(nm, sizeof nm, "d.res%d", l);
             b.dres[l] = tape_tensor(tp, nm, FT_F32, FT_TR_ACT_GRAD, N * C, NULL, -1);
         }
-        b.dfchg = tape_tensor(tp, "d.fchg", FT_F32, FT_TR_ACT_GRAD, N * 4 * C, NULL, -1);
-        b.dfch = tape_tensor(tp, "d.fch", FT_F32, FT_TR_ACT_GRAD, N * 4 * C, NULL, -1);
+        b.dfchg = tape_tensor(tp, "d.fchg", FT_F32, FT_TR_ACT_GRAD, N * 4 * Ct, NULL, -1);
+        b.dfch = tape_tensor(tp, "d.fch", FT_F32, FT_TR_ACT_GRAD, N * 4 * Ct, NULL, -1);
         b.dln2 = tape_tensor(tp, "d.ln2", FT_F32, FT_TR_ACT_GRAD, N * C, NULL, -1);
         b.dres2 = tape_tensor(tp, "d.resmid", FT_F32, FT_TR_ACT_GRAD, N * C, NULL, -1);
-        b.datty = tape_tensor(tp, "d.atty", FT_F32, FT_TR_ACT_GRAD, N * C, NULL, -1);
-        b.dqkv = tape_tensor(tp, "d.qkv", FT_F32, FT_TR_ACT_GRAD, N * 3 * C, NULL, -1);
+        b.datty = tape_tensor(tp, "d.atty", FT_F32, FT_TR_ACT_GRAD, N * Ct, NULL, -1);
+        b.dqkv = tape_tensor(tp, "d.qkv", FT_F32, FT_TR_ACT_GRAD, N * 3 * Ct, NULL, -1);
         b.dln1 = tape_tensor(tp, "d.ln1", FT_F32, FT_TR_ACT_GRAD, N * C, NULL, -1);
         FtPhase Bp = FT_PH_BWD;
-        emit(&b, FT_OP_CROSSENT, FT_BWD, Bp, -1, "loss", IN(tp->probs, tp->targets), OUT(dlogits),
-             N, c->V, Vp, 0, 0);
-        tp->e[tp->ne - 1].x[0] = o->loss_scale / (double)N; /* d(objective)/d(each loss) */
-        emit(&b, FT_OP_MATMUL, FT_BWD, Bp, -1, "lmhead", IN(dlogits, lnf, pt(&b, FT_P_WTE, -1)),
-             OUT(dlnf, gt(&b, FT_P_WTE, -1), -1), N, C, Vp, 0, 2);
-        emit(&b, FT_OP_LAYERNORM, FT_BWD, Bp, -1, "lnf",
-             IN(dlnf, b.res[L], pt(&b, FT_P_LNFW, -1), lnfm, lnfr, -1),
-             OUT(b.dres[L], gt(&b, FT_P_LNFW, -1), gt(&b, FT_P_LNFB, -1)), N, C, 0, 0, 6);
-        for (int l = L - 1; l >= 0; l--) {
-            if (k && (l % k == k - 1 || l == L - 1) && b.seg[l] != nseg - 1) {
+        if (last) {
+            int dlogits = tape_tensor(tp, "d.logits", FT_F32, FT_TR_ACT_GRAD, N * Vp, NULL, -1);
+            int dlnf = tape_tensor(tp, "d.lnf", FT_F32, FT_TR_ACT_GRAD, N * C, NULL, -1);
+            emit(&b, FT_OP_CROSSENT, FT_BWD, Bp, -1, "loss", IN(tp->probs, tp->targets),
+                 OUT(dlogits), N, c->V, Vp, 0, 0);
+            tp->e[tp->ne - 1].x[0] = o->loss_scale / (double)N; /* d(objective)/d(each loss) */
+            emit(&b, FT_OP_MATMUL, FT_BWD, Bp, -1, "lmhead", IN(dlogits, lnf, pt(&b, FT_P_WTE, -1)),
+                 OUT(dlnf, gt(&b, FT_P_WTE, -1), -1), N, C, Vp, 0, 2);
+            emit(&b, FT_OP_LAYERNORM, FT_BWD, Bp, -1, "lnf",
+                 IN(dlnf, b.res[L], pt(&b, FT_P_LNFW, -1), lnfm, lnfr, -1),
+                 OUT(b.dres[L], gt(&b, FT_P_LNFW, -1), gt(&b, FT_P_LNFB, -1)), N, C, 0, 0, 6);
+            mark(&b, FT_MARK_COMM_GRADS, FT_BWD, Bp, -1, -1, -1, -1);
+        } else {
+            mark(&b, FT_MARK_PP_RECV, FT_BWD, Bp, -1, -1, -1, b.dres[l1]);
+        }
+        for (int l = l1 - 1; l >= l0; l--) {
+            if (k && ((l - l0) % k == k - 1 || l == l1 - 1) && b.seg[l] != nseg - 1) {
                 /* recompute this segment's forward from its saved input res[first] */
-                int first = b.seg[l] * k;
-                mark(&b, FT_MARK_RECOMPUTE, FT_PH_RECOMPUTE, first, b.seg[l]);
-                for (int j = first; j <= l; j++) block_fwd(&b, j, FT_PH_RECOMPUTE);
+                int fl = l0 + b.seg[l] * k;
+                mark(&b, FT_MARK_RECOMPUTE, FT_FWD, FT_PH_RECOMPUTE, fl, b.seg[l], -1, -1);
+                for (int j = fl; j <= l; j++) block_fwd(&b, j, FT_PH_RECOMPUTE);
             }
             block_bwd(&b, l);
         }
-        emit(&b, FT_OP_ENCODER, FT_BWD, Bp, -1, "encoder", IN(b.dres[0], tp->tokens),
-             OUT(gt(&b, FT_P_WTE, -1), gt(&b, FT_P_WPE, -1)), o->B, o->T, C, 0, 3);
+        if (first)
+            emit(&b, FT_OP_ENCODER, FT_BWD, Bp, -1, "encoder", IN(b.dres[l0], tp->tokens),
+                 OUT(gt(&b, FT_P_WTE, -1), gt(&b, FT_P_WPE, -1)), o->B, o->T, C, 0, 3);
+        else
+            mark(&b, FT_MARK_PP_SEND, FT_BWD, Bp, -1, -1, b.dres[l0], -1);
     }
     tape_alloc(tp);
     free(b.pid), free(b.gid), free(b.res), free(b.dres), free(b.act), free(b.seg), free(slots),

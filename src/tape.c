@@ -126,12 +126,15 @@ void tape_print(FILE *out, const FtTape *tp)
 {
     static const char *ph[] = {"fwd", "bwd", "rec"};
     static const char *mk[] = {"", "segment begin", "segment end", "recompute", "comm tp",
-                               "comm grads"};
+                               "comm grads", "pp recv", "pp send"};
     for (int i = 0; i < tp->ne; i++) {
         const FtTapeEntry *e = &tp->e[i];
         fprintf(out, "%4d %s L%-3d S%-3d ", i, ph[e->phase], e->layer, e->seg);
         if (e->kind == FT_OP_MARK) {
-            fprintf(out, "-- %s\n", mk[e->mark]);
+            fprintf(out, "-- %s", mk[e->mark]);
+            if (e->in[0] >= 0) fprintf(out, " %s", tp->t[e->in[0]].name);
+            else if (e->out[0] >= 0) fprintf(out, " %s", tp->t[e->out[0]].name);
+            fprintf(out, "\n");
             continue;
         }
         fprintf(out, "%s.%s %-10s ", ops_desc(e->kind)->name, e->dir == FT_FWD ? "fwd" : "bwd",

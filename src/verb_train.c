@@ -5,7 +5,9 @@
  * runs the one training loop (train.h), then prints a summary, optionally writes the weights
  * (run.save_model) and a sample, and ends with a verdict line. Exit codes: 0 trained with
  * finite losses, 1 a loss was NaN/inf (or the weights could not be written), 2 bad input.
- * Until data parallelism lands, every rank of a multi-rank job trains the same replica. */
+ * A multi-rank job is decomposed by the deck's [parallel] layout (grid.h): each rank builds its
+ * shard of the model (model.h) and the one training loop runs the layout (train.h); at the end
+ * rank 0 prints every rank's fraction of step time spent waiting on messages. */
 #include <math.h>
 #include <omp.h>
 #include <stdio.h>
@@ -36,22 +38,29 @@ static void data_fetch(void *ctx, uint64_t first, int B, int *inputs, int *targe
     data_batch(ctx, first, B, inputs, targets);
 }
 
-/* The model the deck asks for: model.init, or GPT-2 initialization from run.seed. Returns 0
- * or -1 with err set (m freed and zeroed, so freeing it again is harmless). Shared with `ftllm sample`. */
-static int model_from_deck(const FtConfig *cfg, FtModel *m, char *err, size_t errlen)
+/* The model the deck asks for (this rank's shard sh; NULL: the whole model): model.init, or
+ * GPT-2 initialization from run.seed. Returns 0 or -1 with err set (m freed and zeroed, so
+ * freeing it again is harmless). Shared with `ftllm sample`. */
+static int model_from_deck(const FtConfig *cfg, const FtShard *sh, FtModel *m, char *err,
+                           size_t errlen)
 {
     FtGpt2Config mc;
     model_config_from_deck(cfg, &mc);
-    model_create(m, &mc);
+    model_create_sharded(m, &mc, sh);
     if (!cfg->model.init[0]) {
         model_init_random(m, (uint64_t)cfg->run.seed);
         return 0;
     }
-    if (llmc_read_model(cfg->model.init, m, err, errlen)) {
-        model_free(m);
-        return -1;
+    bool whole = !sh || (sh->tp == 1 && sh->pp == 1);
+    FtModel full;
+    if (!whole) model_create(&full, &mc);
+    int rc = llmc_read_model(cfg->model.init, whole ? m : &full, err, errlen);
+    if (!whole) {
+        if (!rc) model_copy_from_full(m, &full);
+        model_free(&full);
     }
-    return 0;
+    if (rc) model_free(m);
+    return rc ? -1 : 0;
 }
 
 /* Loads the deck collectively and sets up logging and threads; shared with `ftllm sample`. */
@@ -94,15 +103,20 @@ int verb_train(int argc, char **argv, MPI_Comm comm)
         deck_print(stdout, &cfg);
         fflush(stdout);
     }
-    if (nranks > 1)
-        log_warn("data/tensor/pipeline parallelism is not built yet: each of the %d ranks trains "
-                 "the same replica", nranks);
-
     char err[1024] = "";
+    FtGrid grid;
+    if (grid_create(&grid, comm, (int)cfg.parallel.tp, (int)cfg.parallel.pp, (int)cfg.parallel.dp,
+                    (int)cfg.parallel.ep, err, sizeof err)) { /* deck_check agreed already */
+        cli_error(comm, err);
+        deck_free(&cfg);
+        return FT_EXIT_USAGE;
+    }
+    FtShard shard = {.tp = grid.tp, .tp_rank = grid.tp_rank, .pp = grid.pp, .pp_rank = grid.pp_rank};
+    bool sharded = grid.tp > 1 || grid.pp > 1;
     FtModel model;
     FtData *train = NULL, *val = NULL;
     int T = train_seq_len(&cfg);
-    int bad = model_from_deck(&cfg, &model, err, sizeof err) ? 1 : 0;
+    int bad = model_from_deck(&cfg, &shard, &model, err, sizeof err) ? 1 : 0;
     if (agree(bad, comm)) {
         cli_error(comm, err[0] ? err : "model.init: could not be read on some rank");
         rc = FT_EXIT_USAGE;
@@ -123,7 +137,7 @@ int verb_train(int argc, char **argv, MPI_Comm comm)
 
     FtBatchSource tsrc = {data_fetch, train}, vsrc = {data_fetch, val};
     FtTrainer tr;
-    train_init(&tr, &cfg, &model, &tsrc, val ? &vsrc : NULL);
+    train_init_grid(&tr, &cfg, &model, &grid, &tsrc, val ? &vsrc : NULL);
     if (log_level() >= FT_LOG_DEBUG && rank == 0) {
         printf("tape (one micro-batch; fwd / bwd / rec = AC recomputation):\n");
         tape_print(stdout, &tr.tape);
@@ -139,6 +153,9 @@ int verb_train(int argc, char **argv, MPI_Comm comm)
     train_run(&tr, &s);
     train_ckpt_destroy(tck); /* checkpoint hook: waits for the last write */
     if (log_level() >= FT_LOG_DEBUG && rank == 0) exec_stats_print(stdout, &tr.stats);
+    log_info("waiting on communication, per rank (steps after the first %lld):",
+             cfg.train.rate_skip);
+    train_report_waiting(&tr, log_level() >= FT_LOG_INFO ? stdout : NULL);
     char vl[32] = "none";
     if (!isnan(s.val_loss)) snprintf(vl, sizeof vl, "%.4f", s.val_loss);
     log_info("summary: %lld steps, loss %.4f -> %.4f, val loss %s, %.1f ms/step, %.0f tok/s, "
@@ -146,7 +163,10 @@ int verb_train(int argc, char **argv, MPI_Comm comm)
              s.steps, s.first_loss, s.last_loss, vl, s.mean_ms, s.tokens_per_s, s.gflops,
              cfg.train.rate_skip);
     rc = s.ok ? FT_EXIT_OK : FT_EXIT_FAILED;
-    if (s.ok && cfg.run.save_model[0]) {
+    if (sharded && (cfg.run.save_model[0] || cfg.train.sample_tokens > 0))
+        log_warn("run.save_model and the end-of-run sample need the whole model on rank 0; "
+                 "not done for a tp/pp-sharded layout (use checkpoints)");
+    if (s.ok && cfg.run.save_model[0] && !sharded) {
         bad = rank == 0 && llmc_write_model(cfg.run.save_model, &model, err, sizeof err) ? 1 : 0;
         if (agree(bad, comm)) {
             cli_error(comm, err);
@@ -155,7 +175,8 @@ int verb_train(int argc, char **argv, MPI_Comm comm)
             log_info("saved the weights to %s (llm.c format, fp32)", cfg.run.save_model);
         }
     }
-    if (s.ok && cfg.train.sample_tokens > 0 && rank == 0 && log_level() >= FT_LOG_INFO) {
+    if (s.ok && !sharded && cfg.train.sample_tokens > 0 && rank == 0 &&
+        log_level() >= FT_LOG_INFO) {
         int n = (int)cfg.train.sample_tokens, prompt = sample_default_prompt(model.cfg.V);
         int *out = malloc(sizeof(int) * (size_t)n);
         FT_ASSERT(out);
@@ -174,6 +195,7 @@ out_train: /* checkpoint hook */
     if (val) data_close(val);
 out_model:
     model_free(&model);
+    grid_destroy(&grid);
     deck_free(&cfg);
     return rc;
 }
@@ -194,7 +216,7 @@ int verb_sample(int argc, char **argv, MPI_Comm comm)
     FT_CHECK_MPI(MPI_Comm_rank(comm, &rank));
     char err[1024] = "";
     FtModel model;
-    if (agree(model_from_deck(&cfg, &model, err, sizeof err) ? 1 : 0, comm)) {
+    if (agree(model_from_deck(&cfg, NULL, &model, err, sizeof err) ? 1 : 0, comm)) {
         cli_error(comm, err[0] ? err : "model.init: could not be read on some rank");
         rc = FT_EXIT_USAGE;
         goto out;

@@ -60,7 +60,11 @@
     K(parallel, dp, INT, "1", 1, 1048576, "", 0, "data-parallel replicas")                       \
     K(parallel, ep, INT, "1", 1, 1048576, "", 0, "expert-parallel width")                        \
     K(parallel, microbatches, INT, "1", 1, 1048576, "", 0,                                       \
-      "micro-batches per step on each data-parallel rank")
+      "micro-batches per step on each data-parallel rank")                                       \
+    K(parallel, schedule, ENUM, "1f1b", 0, 0, "1f1b|gpipe", 0,                                   \
+      "pipeline schedule over the micro-batches (1f1b: fewer activations in flight)")           \
+    K(parallel, bucket_mb, REAL, "25", 0, 1e6, "", FT_KEY_GT_MIN,                                \
+      "data-parallel gradient bucket size, MiB (reductions start bucket by bucket in backward)")
 
 #define FT_KEYS_train(K)                                                                         \
     K(train, steps, INT, "20", 0, 1e15, "", 0, "optimizer steps to run")                         \

@@ -1,14 +1,25 @@
 /* exec.h: the executor, the one place ops are launched.
  *
  * It runs a range of tape entries (resolving tensor ids to pointers and calling the op table's
- * forward or backward) or a single op call (the optimizer's kernels). Later issues hook DMR
- * re-execution, fault injection and comm windows here; the model code never launches an op.
- * Optional statistics: per op kind and direction, calls, seconds and FLOPs. */
+ * forward or backward) or a single op call (the optimizer's kernels). Communication points on
+ * the tape (tape.h markers) are carried out here, from an FtExec context: tensor-parallel
+ * all-reduces, pipeline sends and receives between stages, and the "layer gradients complete"
+ * hook the train loop uses to start data-parallel bucket reductions. Every message is a
+ * non-blocking comm call; the executor owns the wait (comm_wait with the context's poll hook,
+ * where DMR's deferred checkers will run) and charges the time spent waiting to a timeline
+ * (timeline.h). Pipeline sends are left in flight: a tape's activation send is completed before
+ * that tape's next forward, its gradient send before its next backward, all of them by
+ * exec_finish. Later issues hook DMR re-execution and fault injection here; the model code
+ * never launches an op. Optional statistics: per op kind and direction, calls, seconds, FLOPs. */
 #ifndef FTLLM_EXEC_H
 #define FTLLM_EXEC_H
 
+#include <stdio.h>
+
+#include "ftllm/comm.h"
 #include "ftllm/ops.h"
 #include "ftllm/tape.h"
+#include "ftllm/timeline.h"
 
 typedef struct ft_exec_stats {
     long long calls[FT_OP_NKINDS][2];
@@ -16,8 +27,39 @@ typedef struct ft_exec_stats {
     double flops[FT_OP_NKINDS][2];
 } FtExecStats;
 
-/* Runs entries [begin, end) of the tape in order. stats may be NULL (no timing). */
+#define FT_EXEC_MAX_TAPES 64
+
+/* What the executor needs to carry out a tape's communication points; zero-initialized it is
+ * the single-rank executor (markers are no-ops). */
+typedef struct ft_exec {
+    FtExecStats *stats;  /* may be NULL */
+    FtTimeline *tl;      /* may be NULL */
+    FtComm *tp;          /* FT_MARK_COMM_TP all-reduces; NULL: tp width 1 */
+    FtComm *pp;          /* FT_MARK_PP_*: stage i is rank i of this communicator; NULL: pp 1 */
+    /* FT_MARK_COMM_GRADS: called with the entry's layer (-1: final LayerNorm); NULL: ignored */
+    void (*grads_ready)(void *arg, int layer);
+    void *grads_arg;
+    FtPoll poll;         /* run while waiting for a message */
+    struct {             /* pipeline sends in flight, per tape */
+        const FtTape *tape;
+        FtReq act, grad;
+    } sends[FT_EXEC_MAX_TAPES];
+    int nsends;
+} FtExec;
+
+/* Runs entries [begin, end) of the tape in order. stats may be NULL (no timing). Markers are
+ * no-ops: the single-rank executor. */
 void exec_run(const FtTape *tp, int begin, int end, FtExecStats *stats);
+
+/* Runs entries [begin, end) with ex's communication. Collective over ex->tp for tapes with
+ * tensor-parallel markers; pipeline markers talk to the neighbouring stages. */
+void exec_run_ctx(FtExec *ex, const FtTape *tp, int begin, int end);
+
+/* Completes every pipeline send still in flight. */
+void exec_finish(FtExec *ex);
+
+/* Waits for the requests (the executor's wait: poll hook, time charged to ex->tl as `kind`). */
+void exec_wait(FtExec *ex, FtReq *reqs, int n, FtTlKind kind);
 
 /* Runs one op call outside a tape. */
 void exec_op(FtOpKind kind, FtOpDir dir, const FtOpCall *c, FtExecStats *stats);

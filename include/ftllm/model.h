@@ -9,10 +9,18 @@
  * Parameters live in one allocation carved into 16 named tensors in llm.c's order (wte, wpe,
  * ln1w, ln1b, qkvw, qkvb, attprojw, attprojb, ln2w, ln2b, fcw, fcb, fcprojw, fcprojb, lnfw,
  * lnfb); weights are (OC, C) row-major. The 12 per-block tensors are stacked over layers
- * (L, ...), so a pipeline stage's layer range is a contiguous slice of each. Each tensor also
- * records how tensor parallelism would split it (Megatron: qkv/fc column-parallel = split OC,
- * attproj/fcproj row-parallel = split C, the rest replicated); the sharding itself is a later
- * issue. Gradients and the AdamW moments m, v use the same layout, in the same allocation. */
+ * (L, ...), so a pipeline stage's layer range is a contiguous slice of each. Gradients and the
+ * AdamW moments m, v use the same layout, in the same allocation.
+ *
+ * Sharding (FtShard): a model may hold only this rank's part. Pipeline stage s of pp holds
+ * layers [s L/pp, (s+1) L/pp); wte on the first and the last stage (tied: the encoder and the
+ * LM head; the two copies' gradients are summed by the train loop), wpe on the first, lnf on
+ * the last; a tensor a stage does not hold has size 0. Tensor parallelism (Megatron-LM): qkv
+ * and fc are column-parallel (this rank's heads / MLP columns: qkvw holds, for each of q, k, v,
+ * the rows of heads [r NH/tp, (r+1) NH/tp)), attproj and fcproj row-parallel (their input
+ * columns), biases of row-parallel layers, LayerNorms and the embeddings replicated.
+ * FtParamInfo.rows/cols are this rank's shape of one layer's slice. The unsharded model
+ * (tp = pp = 1) is the one llm.c reads and writes. */
 #ifndef FTLLM_MODEL_H
 #define FTLLM_MODEL_H
 
@@ -49,17 +57,35 @@ typedef struct ft_gpt2_config {
     int L, NH, C, V, Vp, maxT;
 } FtGpt2Config;
 
+/* Which part of the model this rank holds: tensor-parallel rank of tp, pipeline stage of pp. */
+typedef struct ft_shard {
+    int tp, tp_rank;
+    int pp, pp_rank;
+} FtShard;
+
 typedef struct ft_param_info {
     const char *name;
-    size_t offset, size; /* elements, in the whole allocation / whole tensor */
-    bool per_layer;      /* stacked (L, ...): layer l's slice starts at offset + l * size / L */
+    size_t offset, size; /* elements, in the whole allocation / this rank's tensor (0: absent) */
+    bool per_layer;      /* stacked over this stage's layers: layer l0+j starts at
+                            offset + j * size / nl */
     bool decay;          /* AdamW weight decay applies (matrices and embeddings, not biases/LN) */
-    int rows, cols;      /* shape of one layer's slice (cols 1 for vectors) */
-    enum ft_tp_split tp_split;
+    int rows, cols;      /* this rank's shape of one layer's slice (cols 1 for vectors) */
+    enum ft_tp_split tp_split; /* ROWS: output rows split over tp; COLS: input columns */
 } FtParamInfo;
+
+/* Up to 4 dimensions of a tensor's global dataset and this rank's hyperslab of it. */
+#define FT_SLAB_MAX_DIMS 4
+typedef struct ft_slab {
+    int ndims;
+    size_t gshape[FT_SLAB_MAX_DIMS], offset[FT_SLAB_MAX_DIMS], count[FT_SLAB_MAX_DIMS];
+    bool writer; /* this rank writes it (the first of the tp / pp copies of a replicated tensor) */
+} FtSlab;
 
 typedef struct ft_model {
     FtGpt2Config cfg;
+    FtShard sh;
+    int l0, nl;         /* this stage's layers [l0, l0 + nl) */
+    bool first, last;   /* first / last pipeline stage */
     FtParamInfo p[FT_NPARAM_TENSORS];
     size_t nparams;
     float *mem; /* one allocation: params | grads | m | v */
@@ -70,17 +96,37 @@ typedef struct ft_model {
 /* The model shape from the deck. Returns 0 (no failure mode beyond the deck's own checks). */
 void model_config_from_deck(const FtConfig *cfg, FtGpt2Config *mc);
 
-/* Lays out and allocates (zeroed) parameters, gradients and moments. */
+/* Lays out and allocates (zeroed) parameters, gradients and moments of the whole model. */
 void model_create(FtModel *m, const FtGpt2Config *mc);
+/* The same for this rank's shard (sh NULL: the whole model). The caller checks divisibility
+ * (deck_check: heads % tp, layers % pp); violations here are fatal. */
+void model_create_sharded(FtModel *m, const FtGpt2Config *mc, const FtShard *sh);
 void model_free(FtModel *m);
 
 /* GPT-2 initialization: N(0, 0.02) weights, N(0, 0.02/sqrt(2L)) for the residual projections,
- * zero biases, LayerNorm weight 1 and bias 0, padded wte rows 0. Deterministic in seed. */
+ * zero biases, LayerNorm weight 1 and bias 0, padded wte rows 0. Deterministic in seed, and
+ * each shard gets exactly its part of the whole model's values (each tensor is drawn whole,
+ * in its global order, and this rank's hyperslab kept). */
 void model_init_random(FtModel *m, uint64_t seed);
 
-/* Start of parameter tensor id (layer l, or -1 for an unstacked tensor) in base (params,
- * grads, m or v). */
+/* Start of parameter tensor id (global layer l in [l0, l0 + nl), or -1 for an unstacked
+ * tensor) in base (params, grads, m or v). */
 float *model_tensor(const FtModel *m, float *base, int id, int l);
+
+/* The global dataset shape of tensor id and this rank's hyperslab of it, chosen so that every
+ * shard is one hyperslab: qkvw is (L, 3, C, C) and qkvb (L, 3, C) (q, k, v rows; the same bytes
+ * as llm.c's (L, 3C, C)), attprojw (L, C, C), fcw (L, 4C, C), fcb (L, 4C), fcprojw (L, C, 4C),
+ * per-layer vectors (L, C), wte (Vp, C), wpe (maxT, C), lnf (C). The slab's elements, in
+ * row-major order, are this rank's tensor (model_tensor(m, base, id, l0 or -1), size
+ * p[id].size). A tensor this stage does not hold has ndims 0 and writer false. */
+void model_param_slab(const FtModel *m, int id, FtSlab *s);
+
+/* Copies this rank's hyperslab of tensor id out of the whole tensor `global` (llm.c layout)
+ * into `local` (p[id].size elements). */
+void model_slab_extract(const FtModel *m, int id, const float *global, float *local);
+
+/* Sets this shard's parameters from the whole (unsharded) model `full`. */
+void model_copy_from_full(FtModel *m, const FtModel *full);
 
 void model_zero_grad(FtModel *m);
 

@@ -4,9 +4,9 @@
  * Everything that runs is on the tape, including activation-checkpointing recomputation
  * (entries with phase FT_PH_RECOMPUTE: the segment's forward ops again, from its saved input,
  * just before the segment's backward) and markers (op kind FT_OP_MARK) for segment boundaries
- * and for the points where communication goes (tensor-parallel all-reduces, a layer's
- * gradients being complete for data-parallel reduction): no-ops on one rank, the places where
- * later issues open comm windows. The tape is built once (model_build_tape) and run many times
+ * and for the points where communication goes (tensor-parallel all-reduces, pipeline sends and
+ * receives between stages, a layer's gradients being complete for data-parallel reduction):
+ * no-ops on one rank; the executor (exec.h) starts and waits for the messages there. The tape is built once (model_build_tape) and run many times
  * by the executor (exec.h), the one place ops are launched.
  *
  * Tensors: each has a name ("l3.qkv", "d.l3.fcw"), a type, an element count and storage that is
@@ -49,8 +49,15 @@ typedef enum ft_mark {
     FT_MARK_SEG_BEGIN,   /* forward of an AC segment begins; its input tensor is saved */
     FT_MARK_SEG_END,
     FT_MARK_RECOMPUTE,   /* backward of a segment begins with its recomputation */
-    FT_MARK_COMM_TP,     /* tensor-parallel all-reduce of the preceding op's output */
-    FT_MARK_COMM_GRADS,  /* a layer's parameter gradients are complete for this micro-batch */
+    FT_MARK_COMM_TP,     /* tensor-parallel all-reduce (sum, in place) of tensor in[0] = out[0]:
+                            the partial output of a row-parallel layer (forward) or the partial
+                            input gradient of a column-parallel one (backward) */
+    FT_MARK_COMM_GRADS,  /* a layer's parameter gradients are complete for this micro-batch
+                            (layer -1: the final LayerNorm's, on the last pipeline stage) */
+    FT_MARK_PP_RECV,     /* pipeline: receive out[0]; dir FT_FWD: the activation from the
+                            previous stage, FT_BWD: its gradient from the next stage */
+    FT_MARK_PP_SEND,     /* pipeline: send in[0]; FT_FWD: to the next stage, FT_BWD: to the
+                            previous one */
 } FtMark;
 
 typedef struct ft_tape_entry {

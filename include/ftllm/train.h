@@ -8,18 +8,35 @@
  *
  * Data comes from a batch source: "the B sequences starting at global sequence number first"
  * (data.h delivers exactly that; tests pass synthetic tokens), so the only data state is the
- * cursor (next sequence number), which a checkpoint saves. */
+ * cursor (next sequence number), which a checkpoint saves.
+ *
+ * Parallel layouts (train_init_grid): the model holds this rank's shard (model.h), the tape its
+ * stage's layers on its tensor-parallel part; a step walks the pipeline schedule (pipeline.h)
+ * over tape instances, the executor does the tp all-reduces and pp messages the tapes mark.
+ * Data parallelism: data rank d (of dp x ep ranks with distinct data) reads micro-batch k of a
+ * step as the B sequences from cursor + (d M + k) B (M = parallel.microbatches), a pure function
+ * of (step cursor, micro-batch, data rank, row), so the global batch is the single-rank batch
+ * of M dp ep micro-batches and the loss scale is 1 / (M dp ep). During the last micro-batch's
+ * backward each gradient bucket (parallel.bucket_mb, whole layers, in backward order) starts a
+ * non-blocking sum over the data-parallel ranks as soon as its layers are complete; the tied
+ * embedding's two copies (first and last stage) are summed first; every bucket is complete
+ * before the gradient norm and AdamW. The global gradient norm counts each parameter once (tp
+ * copies and the last stage's wte copy left out) and is summed over the replica in rank order,
+ * so every rank gets the same bits and the same clipping. */
 #ifndef FTLLM_TRAIN_H
 #define FTLLM_TRAIN_H
 
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "ftllm/comm.h"
 #include "ftllm/deck.h"
 #include "ftllm/exec.h"
+#include "ftllm/grid.h"
 #include "ftllm/model.h"
 #include "ftllm/optim.h"
 #include "ftllm/tape.h"
+#include "ftllm/timeline.h"
 
 typedef struct ft_batch_source {
     /* Sequences first .. first+B-1: inputs and targets (B, T), row-major. */
@@ -40,32 +57,50 @@ typedef struct ft_train_summary {
     bool ok;                                /* every loss finite */
 } FtTrainSummary;
 
+struct ft_buckets;
+
 typedef struct ft_trainer {
     const FtConfig *cfg;
     FtModel *model;
     FtOptimCfg opt;
-    FtTape tape; /* one micro-batch: forward + backward */
+    FtTape tape;   /* one micro-batch: forward + backward (pipeline slot 0) */
+    FtTape *more;  /* pipeline slots 1 .. nslots-1: more micro-batches in flight */
+    int nslots;
     FtBatchSource train, val;
     bool has_val;
-    uint64_t cursor; /* next training sequence */
-    int B, T, micro;
-    double step_flops; /* model FLOPs of one optimizer step (no recomputation) */
+    uint64_t cursor; /* next training sequence of the whole job */
+    int B, T, micro; /* micro: micro-batches per step on each data rank */
+    double step_flops; /* model FLOPs of one optimizer step on this rank (no recomputation) */
     FtExecStats stats;
     /* checkpoint hook: called by train_run after each step with a finite loss (last: the
      * run's final step); NULL = none. See train_ckpt.h. */
     void (*on_step)(void *ctx, struct ft_trainer *tr, const FtStepInfo *st, bool last);
     void *on_step_ctx;
+    /* parallel layout; all NULL / 0 / 1 on one rank */
+    const FtGrid *grid;
+    FtComm *c_tp, *c_pp, *c_dp, *c_emb, *c_replica, *c_world;
+    MPI_Comm emb_comm; /* first and last stage (tied embedding), MPI_COMM_NULL elsewhere */
+    int data_rank, data_width; /* this rank's data shard of data_width = dp x ep */
+    int schedule;              /* FtPipeSchedule */
+    struct ft_buckets *buckets;
+    FtExec ex;
+    FtTimeline tl;
 } FtTrainer;
 
 /* The training sequence length the deck asks for (train.seq_len, or model.seq_len). */
 int train_seq_len(const FtConfig *cfg);
 
-/* Builds the tape for the deck's batch shape and AC mode. val may be NULL. */
+/* Builds the tape for the deck's batch shape and AC mode. val may be NULL. One rank. */
 void train_init(FtTrainer *tr, const FtConfig *cfg, FtModel *model, const FtBatchSource *train,
                 const FtBatchSource *val);
+/* The same on a process grid (NULL: one rank): model must be this rank's shard
+ * (model_create_sharded with the grid's tp and pp coordinates). Collective over the grid. */
+void train_init_grid(FtTrainer *tr, const FtConfig *cfg, FtModel *model, const FtGrid *grid,
+                     const FtBatchSource *train, const FtBatchSource *val);
 void train_free(FtTrainer *tr);
 
-/* One optimizer step over parallel.microbatches micro-batches of train.batch sequences. */
+/* One optimizer step over parallel.microbatches micro-batches of train.batch sequences (on
+ * every data rank). Collective over the grid. */
 void train_step(FtTrainer *tr, FtStepInfo *info);
 
 /* Mean loss over n micro-batches of the validation source (sequences 0, B, 2B, ...). */
@@ -75,5 +110,9 @@ double train_eval(FtTrainer *tr, int n);
  * and at the end, then a summary. Returns with s->ok false when a loss was not finite (the loop
  * stops at that step). */
 void train_run(FtTrainer *tr, FtTrainSummary *s);
+
+/* Collective: rank 0 prints each rank's fraction of step time spent waiting on messages (steps
+ * after train.rate_skip) to out (NULL: nothing printed); returns this rank's fraction. */
+double train_report_waiting(const FtTrainer *tr, FILE *out);
 
 #endif

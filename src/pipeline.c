@@ -1,0 +1,31 @@
+/* pipeline.c: GPipe and 1F1B schedules (pipeline.h). Pure functions of (kind, pp, stage, M):
+ * every stage derives its own list, and tests check them against a simulation of blocking
+ * receives (tests/test_pipeline.c). */
+#include "ftllm/pipeline.h"
+
+#include "ftllm/log.h"
+
+void pipeline_schedule(FtPipeSchedule kind, int pp, int stage, int M, FtPipeOp *ops)
+{
+    FT_ASSERT(pp >= 1 && stage >= 0 && stage < pp && M >= 1);
+    int n = 0;
+    if (kind == FT_PIPE_GPIPE) {
+        for (int k = 0; k < M; k++) ops[n++] = (FtPipeOp){true, k};
+        for (int k = 0; k < M; k++) ops[n++] = (FtPipeOp){false, k};
+        return;
+    }
+    int warm = pp - stage - 1 < M ? pp - stage - 1 : M;
+    int f = 0, b = 0;
+    for (; f < warm; f++) ops[n++] = (FtPipeOp){true, f};
+    while (f < M) { /* steady state: one forward, one backward */
+        ops[n++] = (FtPipeOp){true, f++};
+        ops[n++] = (FtPipeOp){false, b++};
+    }
+    while (b < M) ops[n++] = (FtPipeOp){false, b++};
+}
+
+int pipeline_slots(FtPipeSchedule kind, int pp, int stage, int M)
+{
+    if (kind == FT_PIPE_GPIPE) return M;
+    return pp - stage < M ? pp - stage : M;
+}
