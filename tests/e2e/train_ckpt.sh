@@ -1,0 +1,148 @@
+#!/bin/bash
+# e2e/train_ckpt.sh: checkpoints of `ftllm train` as a user and a crash meet them, on the default
+# English shards with a small model (constant learning rate, so a run of N steps and the first N
+# steps of a run of 2N are the same computation):
+#  - 6 steps straight vs 3 steps + checkpoint + checkpoint.resume=auto + 3 more: the saved
+#    weights are bitwise identical and so are the losses of steps 4-6 (sync, async, and 2 ranks);
+#  - a run SIGKILLed in the middle of a checkpoint write (2 ranks, checkpoint.debug_delay_ms)
+#    leaves the previous checkpoint usable, resume=auto picks it (reporting the temporary) and
+#    the finished run matches the straight one bitwise;
+#  - flipped bytes, a truncated file, a file of another format: resume=auto reports each and falls
+#    back; resume=FILE with each, a missing file, a checkpoint of another model shape: one line on
+#    stderr naming the file (and dataset), exit code 2;
+#  - checkpoint.interval = auto prints the chosen interval, what it measured and what the deck gave.
+set -u
+FTLLM=${FTLLM:-bin/ftllm}
+pass=0 fail=0
+ok() { pass=$((pass + 1)); echo "PASS $1"; }
+bad() { fail=$((fail + 1)); echo "FAIL $1: $2"; }
+D=$(mktemp -d "${TMPDIR:-/tmp}/ft_e2e_train_ckpt_XXXXXX")
+trap 'rm -rf "$D"' EXIT
+
+# run NAME WANT_RC WANT_STDERR NP CMD...: one check; stdout in $D/out, stderr in $D/err
+run() {
+  local name=$1 want_rc=$2 want=$3 np=$4; shift 4
+  timeout 300 mpiexec -n "$np" "$@" > "$D/out" 2> "$D/err"
+  local rc=$?
+  if [ "$rc" -ne "$want_rc" ]; then bad "$name" "exit code $rc, want $want_rc; stderr: $(head -c 600 "$D/err")"; return 1
+  elif [ -n "$want" ] && ! grep -qF -- "$want" "$D/err"; then bad "$name" "stderr lacks '$want': $(head -c 600 "$D/err")"; return 1
+  elif [ "$want_rc" -eq 2 ] && [ "$(wc -l < "$D/err")" -ne 1 ]; then bad "$name" "stderr is not one line: $(head -c 600 "$D/err")"; return 1
+  elif grep -q 'Sanitizer\|runtime error' "$D/err"; then bad "$name" "sanitizer report: $(head -c 600 "$D/err")"; return 1
+  fi
+  ok "$name"
+}
+has() { grep -qF -- "$2" "$D/out" && ok "$1" || bad "$1" "stdout lacks '$2': $(tail -c 600 "$D/out")"; }
+hasre() { grep -qE -- "$2" "$D/out" && ok "$1" || bad "$1" "stdout lacks /$2/: $(tail -c 600 "$D/out")"; }
+errhas() { grep -qF -- "$2" "$D/err" && ok "$1" || bad "$1" "stderr lacks '$2': $(head -c 600 "$D/err")"; }
+name() { printf '%s/e2e.step-%08d.h5' "$1" "$2"; }
+losses() { grep -E '^step +[456]/6 \| loss' "$D/out" | cut -d'|' -f1-2; } # steps 4-6
+same() { cmp -s "$2" "$3" && ok "$1" || bad "$1" "$2 and $3 differ"; }
+flip() { # flip BYTE OFFSET of FILE (xor 0x10)
+  local b; b=$(od -An -tu1 -j "$2" -N1 "$1" | tr -d ' ')
+  printf "\\$(printf %03o $((b ^ 16)))" | dd of="$1" bs=1 seek="$2" conv=notrunc status=none
+}
+
+deck=inputs/default.ini
+small="run.name=e2e model.layers=2 model.channels=64 train.batch=2 train.seq_len=32 train.schedule=constant train.warmup=2 train.sample_tokens=0 train.val_batches=1 train.val_every=0"
+
+# shellcheck disable=SC2086
+run "straight 6 steps" 0 "" 1 "$FTLLM" train $deck $small train.steps=6 run.save_model=$D/straight.bin
+losses > "$D/l_straight"
+[ "$(wc -l < "$D/l_straight")" -eq 3 ] && ok "losses of steps 4-6 found" || bad "losses of steps 4-6 found" "$(cat "$D/l_straight")"
+dp2="parallel.dp=2" # 2 ranks: two data-parallel replicas, compared with a straight 2-rank run
+# shellcheck disable=SC2086
+run "straight 6 steps, 2 ranks" 0 "" 2 "$FTLLM" train $deck $small $dp2 train.steps=6 run.save_model=$D/straight2.bin
+losses > "$D/l_straight2"
+
+for mode in sync async np2; do
+  d="$D/$mode" async=false np=1 lay="" ref=straight
+  [ "$mode" = async ] && async=true
+  [ "$mode" = np2 ] && np=2 lay=$dp2 ref=straight2
+  # shellcheck disable=SC2086
+  run "$mode: 3 steps, checkpoint at 3" 0 "" $np "$FTLLM" train $deck $small $lay train.steps=3 checkpoint.dir=$d checkpoint.interval=3 checkpoint.async=$async
+  [ -e "$(name "$d" 3)" ] && ok "$mode: file of step 3" || bad "$mode: file of step 3" "$(ls "$d")"
+  # shellcheck disable=SC2086
+  run "$mode: resume=auto to 6" 0 "" $np "$FTLLM" train $deck $small $lay train.steps=6 checkpoint.dir=$d checkpoint.resume=auto run.save_model=$D/$mode.bin
+  has "$mode: resumed at step 3" "resumed from $(name "$d" 3): step 3, data cursor"
+  hasre "$mode: continues at step 4" '^step +4/6 \| loss'
+  same "$mode: weights bitwise equal to the straight run" "$D/$ref.bin" "$D/$mode.bin"
+  losses > "$D/l_$mode"
+  same "$mode: losses of steps 4-6 equal" "$D/l_$ref" "$D/l_$mode"
+done
+
+# SIGKILL in the middle of the write of step 4 (2 ranks): the checkpoint of step 2 stays usable
+d="$D/kill"
+# shellcheck disable=SC2086
+run "kill: checkpoint at 2" 0 "" 2 "$FTLLM" train $deck $small $dp2 train.steps=2 checkpoint.dir=$d checkpoint.interval=2
+tmp="$(name "$d" 4).tmp"
+# shellcheck disable=SC2086
+mpiexec -n 2 "$FTLLM" train $deck $small $dp2 train.steps=6 checkpoint.dir=$d checkpoint.interval=2 checkpoint.resume=auto checkpoint.debug_delay_ms=150 > "$D/kill.out" 2>&1 &
+launcher=$!
+for _ in $(seq 1 300); do [ -e "$tmp" ] && break; sleep 0.1; done
+sleep 1 # some datasets written, not all (54 datasets x 150 ms)
+if [ -e "$tmp" ]; then
+  # the ranks are the processes whose command line names this unique folder
+  kill -9 $(pgrep -f -- "checkpoint.dir=$d ") 2> /dev/null
+  wait "$launcher" 2> /dev/null
+  [ -e "$tmp" ] && [ ! -e "$(name "$d" 4)" ] && ok "kill: only a temporary of step 4" || bad "kill: only a temporary of step 4" "$(ls "$d")"
+else
+  bad "kill: the write of step 4 started" "no $tmp: $(tail -c 400 "$D/kill.out")"
+  kill -9 "$launcher" 2> /dev/null; wait "$launcher" 2> /dev/null
+fi
+# shellcheck disable=SC2086
+run "kill: resume=auto" 0 "ignoring $tmp, left by an interrupted write" 2 "$FTLLM" train $deck $small $dp2 train.steps=6 checkpoint.dir=$d checkpoint.resume=auto checkpoint.interval=2 run.save_model=$D/kill.bin
+has "kill: resumed from step 2" "resumed from $(name "$d" 2): step 2"
+same "kill: weights bitwise equal to the straight run" "$D/straight2.bin" "$D/kill.bin"
+[ ! -e "$tmp" ] && [ -e "$(name "$d" 6)" ] && ok "kill: temporary removed, step 6 written" || bad "kill: temporary removed, step 6 written" "$(ls "$d")"
+
+# bad files: resume=auto falls back; resume=FILE is an error
+d="$D/bad"
+# shellcheck disable=SC2086
+run "bad: checkpoints 1-4" 0 "" 1 "$FTLLM" train $deck $small train.steps=4 checkpoint.dir=$d checkpoint.interval=1 checkpoint.keep=10
+f1=$(name "$d" 1) f2=$(name "$d" 2) f3=$(name "$d" 3) f4=$(name "$d" 4)
+flip "$f4" $(($(stat -c %s "$f4") / 2))
+truncate -s $(($(stat -c %s "$f3") / 3)) "$f3"
+echo "step,loss" > "$f2"
+# shellcheck disable=SC2086
+run "bad: resume=auto falls back to step 1" 0 "skipping $f4: dataset 'optim/" 1 "$FTLLM" train $deck $small train.steps=4 checkpoint.dir=$d checkpoint.resume=auto
+errhas "bad: truncated file reported" "skipping $f3: truncated or damaged HDF5 file"
+errhas "bad: foreign file reported" "skipping $f2: not an HDF5 file"
+has "bad: resumed from step 1" "resumed from $f1: step 1"
+# shellcheck disable=SC2086
+run "bad: resume=FILE flipped bytes" 2 "$f4: dataset 'optim/" 1 "$FTLLM" train $deck $small checkpoint.resume=$f4
+errhas "bad: flipped bytes: checksum mismatch" "checksum mismatch"
+# shellcheck disable=SC2086
+run "bad: resume=FILE truncated" 2 "$f3: truncated or damaged HDF5 file" 1 "$FTLLM" train $deck $small checkpoint.resume=$f3
+# shellcheck disable=SC2086
+run "bad: resume=FILE another format" 2 "$f2: not an HDF5 file" 1 "$FTLLM" train $deck $small checkpoint.resume=$f2
+# shellcheck disable=SC2086
+run "bad: resume=FILE missing" 2 "$d/nope.h5: cannot open the checkpoint" 1 "$FTLLM" train $deck $small checkpoint.resume=$d/nope.h5
+# shellcheck disable=SC2086
+run "bad: another model shape" 2 "$f1: dataset 'params/ln1w' has shape [2,64], the model expects [3,64]" 1 "$FTLLM" train $deck $small model.layers=3 checkpoint.resume=$f1
+# shellcheck disable=SC2086
+run "bad: another model shape, 2 ranks" 2 "the model expects [3,64]" 2 "$FTLLM" train $deck $small $dp2 model.layers=3 checkpoint.resume=$f1
+
+# interval = auto: the choice and its inputs are printed; the checkpoints follow it
+d="$D/auto"
+# shellcheck disable=SC2086
+run "auto interval" 0 "" 1 "$FTLLM" train $deck $small train.steps=6 checkpoint.dir=$d checkpoint.interval=auto checkpoint.keep=10 cluster.gpus=8 cluster.gpus_per_replica=8 cluster.gpu_mtbf_h=0.001 cluster.restart_s=1
+hasre "auto: the choice" '^checkpoint.interval = auto: every [0-9]+ steps \([0-9.e+-]+ s of work\), chosen by the optimizer'
+hasre "auto: what it measured" '^  measured here: step [0-9.e+-]+ s \(mean of [0-9]+ timed steps\), checkpoint write [0-9.e+-]+ s'
+has "auto: what the deck gave" "from the deck ([cluster]): 8 GPUs, 8 per replica, GPU MTBF 0.001 h"
+has "auto: why" "why: Young sqrt(2CM) ="
+[ -e "$(name "$d" 2)" ] && [ -e "$(name "$d" 6)" ] && ok "auto: first checkpoint after the first timed step, and the end" || bad "auto: checkpoints" "$(ls "$d")"
+
+if [ -n "${FTLLM_SAN:-}" ] && [ -x "$FTLLM_SAN" ]; then
+  d="$D/san"
+  # shellcheck disable=SC2086
+  run "sanitizer: async checkpoints" 0 "" 1 "$FTLLM_SAN" train $deck $small train.steps=3 checkpoint.dir=$d checkpoint.interval=2 checkpoint.async=true
+  # shellcheck disable=SC2086
+  run "sanitizer: resume" 0 "" 1 "$FTLLM_SAN" train $deck $small train.steps=4 checkpoint.dir=$d checkpoint.resume=auto
+  has "sanitizer: resumed" "resumed from $(name "$d" 3): step 3"
+  # shellcheck disable=SC2086
+  run "sanitizer: another model shape" 2 "has shape" 1 "$FTLLM_SAN" train $deck $small model.layers=3 checkpoint.resume=$(name "$d" 3)
+fi
+
+echo "[  PASSED  ] $pass test(s)."
+[ "$fail" -eq 0 ] || echo "[  FAILED  ] $fail test(s), listed above."
+[ "$fail" -eq 0 ]
