@@ -45,14 +45,17 @@ static inline float exp_poly(float x)
     /* k = round(x / ln2) by the 1.5 * 2^23 trick: t's low mantissa bits hold k */
     float t = x * 1.44269504f + 12582912.0f;
     float kf = t - 12582912.0f;
-    int32_t k, e;
+    int32_t k;
+    uint32_t e;
     memcpy(&k, &t, sizeof k); /* bit casts by memcpy: unions stop GCC's vectorizer */
     k -= 0x4B400000;
     float r = x - kf * 0.693145752f - kf * 1.42860677e-6f;
     float p = 1.0f + r * (1.0f + r * (0.5f + r * (1.6666667e-1f + r * (4.1666668e-2f +
               r * (8.3333338e-3f + r * (1.3888889e-3f + r * 1.9841270e-4f))))));
     float scale;
-    e = (k + 127) << 23;
+    /* unsigned: a NaN input gives a k far out of range, and a signed shift would be undefined
+     * (the result is NaN either way, since p is) */
+    e = ((uint32_t)k + 127u) << 23;
     memcpy(&scale, &e, sizeof scale);
     return p * scale;
 }
