@@ -1,0 +1,249 @@
+/* test_parallel.c: the parallel layouts against the single-rank run. For a tiny GPT-2 (L 4, C 32,
+ * NH 4, T 8, B 2, V 64), every layout this job's size allows ({tp2, pp2 under 1F1B and GPipe,
+ * dp2, tp2 with activation checkpointing} on 2 ranks, {tp2 x pp2, tp2 x dp2, pp2 x dp2} on 4,
+ * tp2 x pp2 x dp2 on 8) trains 10 steps and must reproduce the single-rank loss curve (the
+ * single-rank run uses dp times the micro-batches: the same global batch) and its parameters
+ * after 10 steps; the same layout run twice must give bitwise-identical losses and parameters;
+ * parameters replicated over tp (LayerNorms, biases of row-parallel layers, embeddings) must be
+ * bitwise equal on every tp rank.
+ *
+ * Tolerances: a layout changes only the order of floating-point sums (tp: partial products
+ * summed by an all-reduce; pp: the tied wte's two gradient halves; dp: gradients summed over
+ * ranks; the global norm summed by parts). Each such change is a relative error of ~1e-7 in a
+ * gradient; AdamW divides by sqrt(v), so over 10 steps at lr 1e-2 the parameters drift apart by
+ * far less than one step's update (lr): we allow |p - p_ref| <= 2e-4 (2% of lr) per parameter
+ * and 1e-5 relative on each step's loss (measured: <= 1.1e-7 on the loss, <= 4e-5 on
+ * parameters, where Adam amplifies the rounding of gradients near zero). A
+ * wrong layout (a missing all-reduce, a double-counted bias, a misrouted shard) moves the loss in
+ * the third digit and the parameters by ~lr.
+ * ft-test: ranks 2 4 8 */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ft_test.h"
+#include "ftllm/deck.h"
+#include "ftllm/grid.h"
+#include "ftllm/model.h"
+#include "ftllm/pipeline.h"
+#include "ftllm/train.h"
+
+enum { STEPS = 10, MICRO = 4 };
+#define LOSS_RTOL 1e-5
+#define PARAM_ATOL 2e-4
+
+/* Sequence i: (3 i + 5 t + (i t mod 7)) mod V: learnable, and no two sequences alike. */
+static void synth_fetch(void *ctx, uint64_t first, int B, int *in, int *tg)
+{
+    const int *dims = ctx; /* T, V */
+    int T = dims[0], V = dims[1];
+    for (int b = 0; b < B; b++)
+        for (int t = 0; t <= T; t++) {
+            uint64_t i = first + (uint64_t)b;
+            int tok = (int)((i * 3 + 5 * (uint64_t)t + (i * (uint64_t)t) % 7) % (uint64_t)V);
+            if (t < T) in[b * T + t] = tok;
+            if (t > 0) tg[b * T + t - 1] = tok;
+        }
+}
+
+static int g_dims[2];
+
+static FtConfig tiny_cfg(int tp, int pp, int dp, int micro)
+{
+    FtConfig c;
+    char err[FT_DECK_ERR_MAX];
+    assert_int_equal(deck_defaults(&c, err, sizeof err), 0);
+    c.model.layers = 4;
+    c.model.heads = 4;
+    c.model.channels = 32;
+    c.model.vocab = 64;
+    c.model.vocab_pad = 16;
+    c.model.seq_len = 8;
+    c.train.batch = 2;
+    c.train.steps = STEPS;
+    c.train.lr = 1e-2;
+    c.train.warmup = 2;
+    c.train.val_batches = 0;
+    c.parallel.tp = tp;
+    c.parallel.pp = pp;
+    c.parallel.dp = dp;
+    c.parallel.microbatches = micro;
+    c.parallel.bucket_mb = 0.01; /* several buckets even for this tiny model */
+    g_dims[0] = (int)c.model.seq_len;
+    g_dims[1] = (int)c.model.vocab;
+    return c;
+}
+
+typedef struct run {
+    double loss[STEPS];
+    FtModel m; /* the shard after STEPS steps */
+} Run;
+
+/* The single-rank reference: the same global batch as dp ranks x MICRO micro-batches. */
+static void run_single(int dp, Run *r)
+{
+    FtConfig c = tiny_cfg(1, 1, 1, MICRO * dp);
+    FtGpt2Config mc;
+    model_config_from_deck(&c, &mc);
+    model_create(&r->m, &mc);
+    model_init_random(&r->m, 42);
+    FtBatchSource src = {synth_fetch, g_dims};
+    FtTrainer tr;
+    train_init(&tr, &c, &r->m, &src, NULL);
+    for (int s = 0; s < STEPS; s++) {
+        FtStepInfo st;
+        train_step(&tr, &st);
+        r->loss[s] = st.loss;
+    }
+    train_free(&tr);
+}
+
+static void run_layout(int tp, int pp, int dp, int schedule, int ac, Run *r, FtGrid *g)
+{
+    FtConfig c = tiny_cfg(tp, pp, dp, MICRO);
+    c.parallel.schedule = schedule;
+    c.train.ac = ac;
+    char err[256];
+    assert_int_equal(grid_create(g, ft_test_comm(), tp, pp, dp, 1, err, sizeof err), 0);
+    FtGpt2Config mc;
+    model_config_from_deck(&c, &mc);
+    FtShard sh = {.tp = tp, .tp_rank = g->tp_rank, .pp = pp, .pp_rank = g->pp_rank};
+    model_create_sharded(&r->m, &mc, &sh);
+    model_init_random(&r->m, 42);
+    FtBatchSource src = {synth_fetch, g_dims};
+    FtTrainer tr;
+    train_init_grid(&tr, &c, &r->m, g, &src, NULL);
+    for (int s = 0; s < STEPS; s++) {
+        FtStepInfo st;
+        train_step(&tr, &st);
+        r->loss[s] = st.loss;
+    }
+    train_free(&tr);
+}
+
+/* Bitwise equality of buf over the ranks of comm. */
+static int same_on(MPI_Comm comm, const void *buf, size_t len)
+{
+    int n = 0;
+    MPI_Comm_size(comm, &n);
+    char *all = malloc(len * (size_t)n);
+    MPI_Allgather(buf, (int)len, MPI_BYTE, all, (int)len, MPI_BYTE, comm);
+    int ok = 1;
+    for (int i = 1; i < n; i++) ok &= memcmp(all, all + (size_t)i * len, len) == 0;
+    free(all);
+    return ok;
+}
+
+static void check_layout(int tp, int pp, int dp, int schedule, int ac)
+{
+    if (tp * pp * dp != ft_test_size()) return;
+    Run ref, a, b;
+    run_single(dp, &ref);
+    FtGrid g;
+    run_layout(tp, pp, dp, schedule, ac, &a, &g);
+    grid_destroy(&g);
+    run_layout(tp, pp, dp, schedule, ac, &b, &g);
+    /* against the single-rank run */
+    double lerr = 0, perr = 0;
+    for (int s = 0; s < STEPS; s++) lerr = fmax(lerr, fabs(a.loss[s] - ref.loss[s]) / ref.loss[s]);
+    size_t nglob = 0;
+    for (int i = 0; i < FT_NPARAM_TENSORS; i++) {
+        const FtParamInfo *p = &a.m.p[i];
+        if (!p->size) continue;
+        float *want = malloc(sizeof(float) * p->size);
+        model_slab_extract(&a.m, i, ref.m.params + ref.m.p[i].offset, want);
+        const float *got = a.m.params + p->offset;
+        for (size_t k = 0; k < p->size; k++) perr = fmax(perr, fabs((double)got[k] - want[k]));
+        nglob += p->size;
+        free(want);
+    }
+    double lmax = lerr, pmax = perr;
+    MPI_Allreduce(MPI_IN_PLACE, &lmax, 1, MPI_DOUBLE, MPI_MAX, ft_test_comm());
+    MPI_Allreduce(MPI_IN_PLACE, &pmax, 1, MPI_DOUBLE, MPI_MAX, ft_test_comm());
+    if (ft_test_rank() == 0)
+        printf("  tp %d pp %d dp %d %s%s: loss %.4f -> %.4f, max rel loss diff %.2e, max param "
+               "diff %.2e\n", tp, pp, dp, pp > 1 ? (schedule == FT_PIPE_GPIPE ? "gpipe" : "1f1b") : "",
+               ac ? " ac" : "", a.loss[0], a.loss[STEPS - 1], lmax, pmax);
+    assert_all(ref.loss[STEPS - 1] < ref.loss[0] - 0.05); /* it trains */
+    assert_all(lerr <= LOSS_RTOL);
+    assert_all(perr <= PARAM_ATOL);
+    assert_all(nglob > 0);
+    /* run twice: the same bits */
+    assert_all(memcmp(a.loss, b.loss, sizeof a.loss) == 0);
+    assert_all(a.m.nparams == b.m.nparams &&
+               memcmp(a.m.params, b.m.params, sizeof(float) * a.m.nparams) == 0);
+    /* replicated over tp: bitwise equal on every tp rank; every rank has the same loss */
+    for (int i = 0; i < FT_NPARAM_TENSORS; i++)
+        if (a.m.p[i].tp_split == FT_SPLIT_NONE)
+            assert_all(same_on(g.tp_comm, a.m.params + a.m.p[i].offset,
+                               sizeof(float) * a.m.p[i].size));
+    assert_all(ft_same_bytes(a.loss, sizeof a.loss));
+    /* dp replicas hold the same parameters */
+    assert_all(same_on(g.dp_comm, a.m.params, sizeof(float) * a.m.nparams));
+    grid_destroy(&g);
+    model_free(&ref.m), model_free(&a.m), model_free(&b.m);
+}
+
+static void test_tp2(void **state) { (void)state; check_layout(2, 1, 1, FT_PIPE_1F1B, 0); }
+static void test_tp2_ac(void **state) { (void)state; check_layout(2, 1, 1, FT_PIPE_1F1B, FT_AC_CHOICE_FULL); }
+static void test_pp2_1f1b(void **state) { (void)state; check_layout(1, 2, 1, FT_PIPE_1F1B, 0); }
+static void test_pp2_gpipe(void **state) { (void)state; check_layout(1, 2, 1, FT_PIPE_GPIPE, 0); }
+static void test_dp2(void **state) { (void)state; check_layout(1, 1, 2, FT_PIPE_1F1B, 0); }
+static void test_tp2_pp2(void **state) { (void)state; check_layout(2, 2, 1, FT_PIPE_1F1B, 0); }
+static void test_tp2_dp2(void **state) { (void)state; check_layout(2, 1, 2, FT_PIPE_1F1B, 0); }
+static void test_pp2_dp2(void **state) { (void)state; check_layout(1, 2, 2, FT_PIPE_1F1B, FT_AC_CHOICE_FULL); }
+static void test_tp2_pp2_dp2(void **state) { (void)state; check_layout(2, 2, 2, FT_PIPE_1F1B, 0); }
+
+/* The checkpoint layout: every shard is one hyperslab, the slabs of a replica tile each global
+ * dataset exactly once (writers), and extracting from a global tensor gives the shard's values. */
+static void test_slabs_tile(void **state)
+{
+    (void)state;
+    for (int tp = 1; tp <= 4; tp *= 2) /* heads 4, layers 4 */
+        for (int pp = 1; pp <= 4; pp *= 2) {
+            FtConfig c = tiny_cfg(tp, pp, 1, 1);
+            FtGpt2Config mc;
+            model_config_from_deck(&c, &mc);
+            FtModel full;
+            model_create(&full, &mc);
+            model_init_random(&full, 9);
+            for (int i = 0; i < FT_NPARAM_TENSORS; i++) {
+                size_t gsize = full.p[i].size;
+                unsigned char *cover = calloc(gsize, 1);
+                for (int r = 0; r < tp * pp; r++) {
+                    FtShard sh = {.tp = tp, .tp_rank = r % tp, .pp = pp, .pp_rank = r / tp};
+                    FtModel m;
+                    model_create_sharded(&m, &mc, &sh);
+                    model_init_random(&m, 9);
+                    FtSlab s;
+                    model_param_slab(&m, i, &s);
+                    if (s.writer) { /* mark the covered global elements */
+                        size_t g[4] = {1, 1, 1, 1}, o[4] = {0}, cn[4] = {1, 1, 1, 1};
+                        int pad = 4 - s.ndims;
+                        for (int k = 0; k < s.ndims; k++)
+                            g[pad + k] = s.gshape[k], o[pad + k] = s.offset[k], cn[pad + k] = s.count[k];
+                        for (size_t a = 0; a < cn[0]; a++)
+                            for (size_t b = 0; b < cn[1]; b++)
+                                for (size_t d = 0; d < cn[2]; d++)
+                                    for (size_t e = 0; e < cn[3]; e++)
+                                        cover[(((a + o[0]) * g[1] + b + o[1]) * g[2] + d + o[2]) * g[3] + e + o[3]]++;
+                    }
+                    float *want = malloc(sizeof(float) * (m.p[i].size + 1));
+                    model_slab_extract(&m, i, full.params + full.p[i].offset, want);
+                    assert_true(memcmp(want, m.params + m.p[i].offset, sizeof(float) * m.p[i].size) == 0);
+                    free(want);
+                    model_free(&m);
+                }
+                for (size_t k = 0; k < gsize; k++) assert_int_equal(cover[k], 1);
+                free(cover);
+            }
+            model_free(&full);
+        }
+}
+
+FT_TEST_MAIN(cmocka_unit_test(test_slabs_tile), cmocka_unit_test(test_tp2),
+             cmocka_unit_test(test_tp2_ac), cmocka_unit_test(test_pp2_1f1b),
+             cmocka_unit_test(test_pp2_gpipe), cmocka_unit_test(test_dp2),
+             cmocka_unit_test(test_tp2_pp2), cmocka_unit_test(test_tp2_dp2),
+             cmocka_unit_test(test_pp2_dp2), cmocka_unit_test(test_tp2_pp2_dp2))
