@@ -2,11 +2,13 @@
  *
  * Key decisions:
  *  - Names: /params/NAME, /optim/m/NAME, /optim/v/NAME (NAME = the model's tensor names, llm.c's
- *    order), /state/step, /state/data_cursor, /state/seed, /state/lr, /config/deck,
- *    /config/resolved. Stacked per-layer tensors keep their layer axis: (L, rows[, cols]).
- *  - train_ckpt_param_slab() is the single layout mapping. Until the parallel layouts land it
- *    is the single-replica one: every rank holds the whole tensor, rank 0 writes it, every rank
- *    reads it back whole.
+ *    order; global shapes from model_param_slab: stacked per-layer tensors keep their layer
+ *    axis, qkv its (q, k, v) axis), /state/step, /state/data_cursor, /state/seed, /state/lr,
+ *    /config/deck, /config/resolved.
+ *  - train_ckpt_slabs() is the single layout mapping, on the model's own model_param_slab():
+ *    each rank writes its shard's hyperslab (one writer per element: replicated copies over tp,
+ *    the tied wte's last-stage copy and dp replicas other than dp rank 0 write nothing) and
+ *    reads back its own hyperslab of whatever layout wrote the file.
  *  - Decisions that could differ between ranks (the time trigger, auto's measured inputs) are
  *    agreed before anyone branches: rank 0's clock decides the time trigger (broadcast), and
  *    the measured step and write times are all-reduced (max) before the optimizer runs, so every
@@ -52,26 +54,41 @@ static const char *g_part_name[3] = {"params", "optim/m", "optim/v"};
 static const char *g_part_desc[3] = {"model parameter", "AdamW first moment (mean of gradients)",
                                      "AdamW second moment (mean of squared gradients)"};
 
-void train_ckpt_param_slab(const FtModel *m, int id, int rank, int *ndim, uint64_t *gshape,
-                           uint64_t *offset, uint64_t *count, size_t *local_offset)
+void train_ckpt_slabs(const FtTrainer *tr, MPI_Comm comm, FtCkptSlab slabs[FT_NPARAM_TENSORS])
 {
-    const FtParamInfo *p = &m->p[id];
-    int n = 0;
-    if (p->per_layer) gshape[n++] = (uint64_t)m->cfg.L;
-    gshape[n++] = (uint64_t)p->rows;
-    if (p->cols > 1) gshape[n++] = (uint64_t)p->cols;
-    *ndim = n;
-    /* single replica: the whole tensor on every rank; the layouts will return their shard */
-    for (int i = 0; i < n; i++) {
-        offset[i] = 0;
-        count[i] = gshape[i];
+    int rank = 0;
+    FT_CHECK_MPI(MPI_Comm_rank(comm, &rank));
+    const FtGrid *g = tr->grid;
+    bool replica_writer = g ? g->dp_rank == 0 && g->ep_rank == 0 : rank == 0;
+    /* shapes: (ndim, gshape[4]) per tensor, max over ranks (a rank without the tensor has 0s) */
+    enum { W = 1 + FT_SLAB_MAX_DIMS };
+    long long shp[FT_NPARAM_TENSORS * W];
+    memset(shp, 0, sizeof shp);
+    FtSlab ms[FT_NPARAM_TENSORS];
+    for (int id = 0; id < FT_NPARAM_TENSORS; id++) {
+        model_param_slab(tr->model, id, &ms[id]);
+        shp[id * W] = ms[id].ndims;
+        for (int k = 0; k < ms[id].ndims; k++) shp[id * W + 1 + k] = (long long)ms[id].gshape[k];
     }
-    (void)rank;
-    *local_offset = p->offset;
+    FT_CHECK_MPI(MPI_Allreduce(MPI_IN_PLACE, shp, FT_NPARAM_TENSORS * W, MPI_LONG_LONG, MPI_MAX, comm));
+    for (int id = 0; id < FT_NPARAM_TENSORS; id++) {
+        FtCkptSlab *s = &slabs[id];
+        memset(s, 0, sizeof *s);
+        s->ndim = (int)shp[id * W];
+        FT_ASSERT(s->ndim >= 1 && s->ndim <= FT_SLAB_MAX_DIMS && s->ndim <= CKPT_MAX_DIMS);
+        bool held = ms[id].ndims > 0;
+        for (int k = 0; k < s->ndim; k++) {
+            s->gshape[k] = (uint64_t)shp[id * W + 1 + k];
+            if (held) {
+                FT_ASSERT(ms[id].gshape[k] == s->gshape[k]);
+                s->offset[k] = ms[id].offset[k];
+                s->count[k] = ms[id].count[k];
+            }
+        }
+        s->local_offset = tr->model->p[id].offset;
+        s->writer = held && ms[id].writer && replica_writer;
+    }
 }
-
-/* Whether this rank writes its slab (single replica: rank 0; later: dp rank 0 of each shard). */
-static bool slab_writer(int rank) { return rank == 0; }
 
 static char *resolved_text(const FtConfig *cfg)
 {
@@ -124,19 +141,19 @@ void train_ckpt_save(FtTrainCkpt *tc, const FtTrainer *tr)
 {
     const FtModel *m = tr->model;
     float *base[3] = {m->params, m->m, m->v};
+    FtCkptSlab sl[FT_NPARAM_TENSORS];
+    train_ckpt_slabs(tr, tc->comm, sl);
     ckpt_begin(tc->w, m->step);
     for (int part = 0; part < 3; part++)
         for (int id = 0; id < FT_NPARAM_TENSORS; id++) {
-            int nd;
-            uint64_t g[CKPT_MAX_DIMS], off[CKPT_MAX_DIMS], cnt[CKPT_MAX_DIMS];
-            size_t loc;
-            train_ckpt_param_slab(m, id, tc->rank, &nd, g, off, cnt, &loc);
-            if (!slab_writer(tc->rank)) cnt[0] = 0;
+            FtCkptSlab *s = &sl[id];
+            uint64_t none[CKPT_MAX_DIMS] = {0};
             char name[CKPT_NAME_MAX], desc[160];
             snprintf(name, sizeof name, "%s/%s", g_part_name[part], m->p[id].name);
             snprintf(desc, sizeof desc, "%s %s%s", g_part_desc[part], m->p[id].name,
                      m->p[id].per_layer ? ", stacked over layers (L, ...)" : "");
-            ckpt_put_tensor(tc->w, name, CKPT_F32, nd, g, off, cnt, base[part] + loc, "1", desc);
+            ckpt_put_tensor(tc->w, name, CKPT_F32, s->ndim, s->gshape, s->offset,
+                            s->writer ? s->count : none, base[part] + s->local_offset, "1", desc);
         }
     ckpt_put_i64(tc->w, CKPT_DS_STEP, m->step, "steps",
                  "optimizer steps completed (also the learning-rate schedule position)");
@@ -271,22 +288,21 @@ long long train_ckpt_interval(const FtTrainCkpt *tc) { return tc ? tc->interval 
 int train_ckpt_restore(FtTrainer *tr, const char *path, bool verify, MPI_Comm comm, char *err,
                        size_t errlen)
 {
-    int rank = 0, rc = -1;
-    FT_CHECK_MPI(MPI_Comm_rank(comm, &rank));
+    int rc = -1;
     FtModel *m = tr->model;
     FtCkptFile *f = ckpt_open(path, comm, err, errlen);
     if (!f) return -1;
     if (verify && ckpt_verify(f, err, errlen)) goto out_close;
     float *base[3] = {m->params, m->m, m->v};
+    FtCkptSlab sl[FT_NPARAM_TENSORS];
+    train_ckpt_slabs(tr, comm, sl);
     for (int part = 0; part < 3; part++)
         for (int id = 0; id < FT_NPARAM_TENSORS; id++) {
-            int nd;
-            uint64_t g[CKPT_MAX_DIMS], off[CKPT_MAX_DIMS], cnt[CKPT_MAX_DIMS];
-            size_t loc;
-            train_ckpt_param_slab(m, id, rank, &nd, g, off, cnt, &loc);
+            FtCkptSlab *s = &sl[id];
             char name[CKPT_NAME_MAX];
             snprintf(name, sizeof name, "%s/%s", g_part_name[part], m->p[id].name);
-            if (ckpt_read_tensor(f, name, CKPT_F32, nd, g, off, cnt, base[part] + loc, err, errlen))
+            if (ckpt_read_tensor(f, name, CKPT_F32, s->ndim, s->gshape, s->offset, s->count,
+                                 base[part] + s->local_offset, err, errlen))
                 goto out_close;
         }
     long long step;

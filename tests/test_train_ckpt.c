@@ -8,8 +8,14 @@
  *  - resume: auto picks the newest that verifies and falls back over flipped bytes, a truncated
  *    file and a file of another format (named in the warning); resume = FILE with a bad file and
  *    a checkpoint of another model shape are errors naming the file and the dataset.
- * With 2 ranks every rank trains the same replica (single-replica mapping: rank 0 writes, every
- * rank reads the whole tensors back).
+ * With 2 ranks the tests above train one replica per rank (no grid: rank 0 writes, every rank
+ * reads the whole tensors back), and resharding is tested: N steps on one layout (tp2, pp2, dp2),
+ * checkpoint, restore on another (pp2, dp2, tp2, or no grid), N more steps; the parameters must
+ * match a single-rank run of 2N steps with the same global batch within 2e-4 per parameter
+ * (2% of lr): the restore itself is exact (each rank reads its hyperslab of the global
+ * tensors), but the layouts sum in different orders, a relative error of ~1e-7 per gradient
+ * that AdamW's division by sqrt(v) amplifies for gradients near zero (the same bound and reason
+ * as test_parallel.c); a misplaced shard would be off by ~lr.
  * ft-test: ranks 1 2 */
 #include <math.h>
 #include <omp.h>
@@ -22,6 +28,7 @@
 #include "ft_test.h"
 #include "ftllm/ckpt.h"
 #include "ftllm/deck.h"
+#include "ftllm/grid.h"
 #include "ftllm/log.h"
 #include "ftllm/model.h"
 #include "ftllm/train.h"
@@ -344,6 +351,110 @@ static void test_resume_fallback_and_errors(void **state)
     rm_dir(dir);
 }
 
+/* A run on a layout: tp, pp, dp over the test's ranks (0 = no grid, one replica per rank). */
+typedef struct {
+    Run r;
+    FtGrid g;
+    bool has_grid;
+} LRun;
+
+static void lrun_init(LRun *l, FtConfig c, int tp, int pp, int dp, uint64_t seed)
+{
+    char err[256];
+    int micro = 2; /* global batch 2 B in every layout: dp 2 uses 1 micro-batch per rank */
+    l->has_grid = tp > 0;
+    if (l->has_grid) {
+        micro = 2 / dp;
+        c.parallel.tp = tp, c.parallel.pp = pp, c.parallel.dp = dp;
+    }
+    c.parallel.microbatches = micro;
+    static FtConfig keep[3]; /* the trainer keeps a pointer to its config (ref, a, b alive) */
+    static int which;
+    FtConfig *cp = &keep[which++ % 3];
+    *cp = c;
+    FtGpt2Config mc;
+    model_config_from_deck(cp, &mc);
+    g_dims[0] = train_seq_len(cp);
+    g_dims[1] = (int)cp->model.vocab;
+    FtBatchSource src = {synth_fetch, g_dims};
+    if (!l->has_grid) {
+        model_create(&l->r.m, &mc);
+        model_init_random(&l->r.m, seed);
+        train_init(&l->r.tr, cp, &l->r.m, &src, NULL);
+        return;
+    }
+    assert_int_equal(grid_create(&l->g, ft_test_comm(), tp, pp, dp, 1, err, sizeof err), 0);
+    FtShard sh = {.tp = tp, .tp_rank = l->g.tp_rank, .pp = pp, .pp_rank = l->g.pp_rank};
+    model_create_sharded(&l->r.m, &mc, &sh);
+    model_init_random(&l->r.m, seed);
+    train_init_grid(&l->r.tr, cp, &l->r.m, &l->g, &src, NULL);
+}
+
+static void lrun_free(LRun *l)
+{
+    run_free(&l->r);
+    if (l->has_grid) grid_destroy(&l->g);
+}
+
+static void reshard(int ta, int pa, int da, int tb, int pb, int db)
+{
+    char dir[64], err[CKPT_ERR_MAX] = "", path[CKPT_PATH_MAX];
+    tmp_dir(dir);
+    FtConfig c = tiny_cfg(dir);
+    c.checkpoint.interval = N_HALF;
+    LRun ref, a, b;
+    lrun_init(&ref, c, 0, 0, 0, 7); /* the single-rank run: 2 micro-batches of B */
+    steps(&ref.r, 2 * N_HALF, NULL);
+
+    lrun_init(&a, c, ta, pa, da, 7);
+    steps(&a.r, N_HALF, NULL);
+    FtTrainCkpt *tc = NULL;
+    assert_int_equal(train_ckpt_create(&tc, &c, ft_test_comm(), err, sizeof err), 0);
+    train_ckpt_save(tc, &a.r.tr);
+    train_ckpt_destroy(tc);
+    lrun_free(&a);
+
+    lrun_init(&b, c, tb, pb, db, 99);
+    ckpt_path(path, sizeof path, dir, "t", N_HALF);
+    int rc = train_ckpt_restore(&b.r.tr, path, true, ft_test_comm(), err, sizeof err);
+    if (rc && ft_test_rank() == 0) printf("  %s\n", err);
+    assert_all(rc == 0);
+    assert_all(b.r.m.step == N_HALF && b.r.tr.cursor == (uint64_t)(N_HALF * 2 * c.train.batch));
+    steps(&b.r, N_HALF, NULL);
+    double perr = 0;
+    size_t n = 0;
+    for (int i = 0; i < FT_NPARAM_TENSORS; i++) {
+        const FtParamInfo *p = &b.r.m.p[i];
+        if (!p->size) continue;
+        float *want = malloc(sizeof(float) * p->size);
+        model_slab_extract(&b.r.m, i, ref.r.m.params + ref.r.m.p[i].offset, want);
+        for (size_t k = 0; k < p->size; k++)
+            perr = fmax(perr, fabs((double)b.r.m.params[p->offset + k] - want[k]));
+        n += p->size;
+        free(want);
+    }
+    double pmax = perr;
+    MPI_Allreduce(MPI_IN_PLACE, &pmax, 1, MPI_DOUBLE, MPI_MAX, ft_test_comm());
+    if (ft_test_rank() == 0)
+        printf("  written tp %d pp %d dp %d, resumed on tp %d pp %d dp %d: max |param - single "
+               "rank| after %d + %d steps = %.2e\n", ta, pa, da, tb, pb, db, N_HALF, N_HALF, pmax);
+    assert_all(n > 0 && perr <= 2e-4);
+    lrun_free(&ref);
+    lrun_free(&b);
+    rm_dir(dir);
+}
+
+static void test_reshard(void **state)
+{
+    (void)state;
+    if (ft_test_size() != 2) skip();
+    reshard(2, 1, 1, 1, 2, 1); /* tp2 -> pp2 */
+    reshard(1, 2, 1, 1, 1, 2); /* pp2 -> dp2 */
+    reshard(1, 1, 2, 2, 1, 1); /* dp2 -> tp2 */
+    reshard(2, 1, 1, 0, 0, 0); /* tp2 -> one replica per rank, no grid */
+}
+
 FT_TEST_MAIN(cmocka_unit_test(test_resume_bitwise_sync), cmocka_unit_test(test_resume_bitwise_async),
              cmocka_unit_test(test_interval_and_keep), cmocka_unit_test(test_every_seconds),
-             cmocka_unit_test(test_auto_interval), cmocka_unit_test(test_resume_fallback_and_errors))
+             cmocka_unit_test(test_auto_interval), cmocka_unit_test(test_resume_fallback_and_errors),
+             cmocka_unit_test(test_reshard))

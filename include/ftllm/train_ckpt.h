@@ -3,7 +3,7 @@
  *
  * Saved (checkpoint/README.md, "What ftllm train stores"): every parameter tensor and its AdamW
  * moments as global datasets in their full logical shape (/params/NAME, /optim/m/NAME,
- * /optim/v/NAME; stacked per-layer tensors are (L, rows[, cols])), the optimizer step count
+ * /optim/v/NAME; shapes as model_param_slab() gives them), the optimizer step count
  * (which is also the learning-rate schedule position), the data cursor (next training
  * sequence; data.h makes the order a pure function of run.seed and the sequence number), the
  * seed, the learning rate of the next step (informational), the deck text and the resolved
@@ -11,10 +11,9 @@
  * seed determine every later step, so N steps + save + resume + N steps gives bitwise the same
  * parameters as 2N steps straight.
  *
- * Layout mapping: train_ckpt_param_slab() is the one place that says which part of each global
- * tensor this rank holds (today: the whole tensor, written by rank 0 only, since every rank
- * trains the same replica; read back whole by every rank). The parallel layouts switch it to
- * their shards.
+ * Layout mapping: train_ckpt_slabs() (on model_param_slab) says which hyperslab of each global
+ * tensor this rank holds, so a checkpoint written with one tp/pp/dp layout restarts with any
+ * other: each rank reads its own hyperslab back.
  *
  * When (deck [checkpoint]): after every `interval` steps (multiples of it), and/or when
  * `every_s` seconds passed since the last one (rank 0's clock decides, broadcast), and at the
@@ -40,12 +39,20 @@
 
 typedef struct ft_train_ckpt FtTrainCkpt;
 
-/* This rank's part of parameter tensor `id` (same layout for grads, m and v): the global shape
- * gshape[*ndim], this rank's hyperslab offset/count (a zero count = nothing) and the element
- * offset of that hyperslab inside the model's base arrays (params, m, v). Local input: rank,
- * the rank in the checkpoint communicator. */
-void train_ckpt_param_slab(const FtModel *m, int id, int rank, int *ndim, uint64_t *gshape,
-                           uint64_t *offset, uint64_t *count, size_t *local_offset);
+/* This rank's part of each parameter tensor (the same layout for m and v): the global dataset
+ * shape, this rank's hyperslab (all counts 0 when this rank does not hold the tensor, e.g. wpe
+ * on a later pipeline stage), the element offset of the hyperslab in the model's base arrays and
+ * whether this rank writes it (one writer per element: the first tp / pp copy of a replicated
+ * tensor, on data-parallel rank 0; without a grid, rank 0). Built on model_param_slab(); the
+ * global shapes are agreed with one all-reduce, so ranks that lack a tensor still name it.
+ * Collective over comm (the communicator of the checkpoint: every rank of the job). */
+typedef struct ft_ckpt_slab {
+    int ndim;
+    uint64_t gshape[CKPT_MAX_DIMS], offset[CKPT_MAX_DIMS], count[CKPT_MAX_DIMS];
+    size_t local_offset;
+    bool writer;
+} FtCkptSlab;
+void train_ckpt_slabs(const FtTrainer *tr, MPI_Comm comm, FtCkptSlab slabs[FT_NPARAM_TENSORS]);
 
 /* The writer for the deck's [checkpoint] settings, or NULL with *out = NULL when checkpoint.
  * interval and checkpoint.every_s are both 0 (no checkpoints). Returns 0, or -1 with a one-line

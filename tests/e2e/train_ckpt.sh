@@ -70,6 +70,17 @@ for mode in sync async np2; do
   same "$mode: losses of steps 4-6 equal" "$D/l_$ref" "$D/l_$mode"
 done
 
+# resharding: written by tp 2 (2 ranks), resumed on one rank and on pp 2 (test_train_ckpt checks the values)
+d="$D/reshard"
+# shellcheck disable=SC2086
+run "reshard: 3 steps on tp 2" 0 "" 2 "$FTLLM" train $deck $small parallel.tp=2 train.steps=3 checkpoint.dir=$d checkpoint.interval=3
+# shellcheck disable=SC2086
+run "reshard: resume on 1 rank" 0 "" 1 "$FTLLM" train $deck $small train.steps=4 checkpoint.dir=$d checkpoint.resume=$(name "$d" 3) checkpoint.interval=0
+has "reshard: 1 rank resumed at step 3" "resumed from $(name "$d" 3): step 3"
+# shellcheck disable=SC2086
+run "reshard: resume on pp 2" 0 "" 2 "$FTLLM" train $deck $small parallel.pp=2 train.steps=4 checkpoint.dir=$d checkpoint.resume=$(name "$d" 3) checkpoint.interval=0
+hasre "reshard: pp 2 continues at step 4" '^step +4/4 \| loss'
+
 # SIGKILL in the middle of the write of step 4 (2 ranks): the checkpoint of step 2 stays usable
 d="$D/kill"
 # shellcheck disable=SC2086
