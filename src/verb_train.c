@@ -111,6 +111,15 @@ int verb_train(int argc, char **argv, MPI_Comm comm)
         deck_free(&cfg);
         return FT_EXIT_USAGE;
     }
+    if (grid.ep > 1) {
+        snprintf(err, sizeof err, "%s: parallel.ep = %d: expert parallelism needs the "
+                 "mixture-of-experts model, which is not built yet (HINT: parallel.ep = 1)",
+                 cfg.path, grid.ep);
+        cli_error(comm, err);
+        grid_destroy(&grid);
+        deck_free(&cfg);
+        return FT_EXIT_USAGE;
+    }
     FtShard shard = {.tp = grid.tp, .tp_rank = grid.tp_rank, .pp = grid.pp, .pp_rank = grid.pp_rank};
     bool sharded = grid.tp > 1 || grid.pp > 1;
     FtModel model;
