@@ -7,28 +7,8 @@
 #  - flipped bytes, a truncated file and a file of another format each give a one-line error
 #    naming the file (and the dataset), exit code 2, and the folder falls back to the previous one.
 set -u
-FTLLM=${FTLLM:-bin/ftllm}
-pass=0 fail=0
-ok() { pass=$((pass + 1)); echo "PASS $1"; }
-bad() { fail=$((fail + 1)); echo "FAIL $1: $2"; }
-D=$(mktemp -d "${TMPDIR:-/tmp}/ft_e2e_ckpt_XXXXXX")
-trap 'rm -rf "$D"' EXIT
-
-# run NAME WANT_RC WANT_STDERR NP CMD...: one check; stdout in $LAST_OUT, stderr in $LAST_ERR
-run() {
-  local name=$1 want_rc=$2 want=$3 np=$4; shift 4
-  local out err rc
-  out=$(mktemp) err=$(mktemp)
-  timeout 120 mpiexec -n "$np" "$@" > "$out" 2> "$err"
-  rc=$?
-  LAST_OUT=$(cat "$out") LAST_ERR=$(cat "$err")
-  if [ "$rc" -ne "$want_rc" ]; then bad "$name" "exit code $rc, want $want_rc; stderr: $(head -c 600 "$err")"
-  elif [ -n "$want" ] && ! grep -qF -- "$want" "$err"; then bad "$name" "stderr lacks '$want': $(head -c 600 "$err")"
-  elif [ "$want_rc" -eq 2 ] && [ "$(wc -l < "$err")" -ne 1 ]; then bad "$name" "stderr is not one line: $(head -c 600 "$err")"
-  elif grep -q 'Sanitizer\|runtime error' "$err"; then bad "$name" "sanitizer report: $(head -c 600 "$err")"
-  else ok "$name"; fi
-  rm -f "$out" "$err"
-}
+source "$(dirname "$0")/lib.bash"
+D=$E2E_TMP
 has() { # has NAME TEXT: the last stdout contains TEXT
   if grep -qF -- "$2" <<< "$LAST_OUT"; then ok "$1"; else bad "$1" "stdout lacks '$2': $(head -c 600 <<< "$LAST_OUT")"; fi
 }
@@ -110,6 +90,4 @@ run "missing file" 2 "nope.h5: cannot open the checkpoint: No such file or direc
 run "inspect without file" 2 "usage: ftllm inspect FILE | DIR" 1 "$FTLLM" inspect
 run "empty folder" 2 "no checkpoint files in this folder" 1 "$FTLLM" inspect "$D/kill/.."
 
-echo "[  PASSED  ] $pass test(s)."
-[ "$fail" -eq 0 ] || echo "[  FAILED  ] $fail test(s), listed above."
-[ "$fail" -eq 0 ]
+e2e_finish

@@ -4,32 +4,9 @@
 # with the normal binary ($FTLLM) and the address-sanitizer build ($FTLLM_SAN, when given).
 # A bad deck's header may also carry "; args: OVERRIDES" and "; np: RANKS".
 set -u
-FTLLM=${FTLLM:-bin/ftllm}
-pass=0 fail=0
-ok() { pass=$((pass + 1)); echo "PASS $1"; }
-bad() { fail=$((fail + 1)); echo "FAIL $1: $2"; }
-
-# run NAME WANT_RC WANT_STDERR_SUBSTRING NP CMD...: one check
-run() {
-  local name=$1 want_rc=$2 want=$3 np=$4; shift 4
-  local out err rc
-  out=$(mktemp) err=$(mktemp)
-  timeout 120 mpiexec -n "$np" "$@" > "$out" 2> "$err"
-  rc=$?
-  local lines; lines=$(wc -l < "$err")
-  if [ "$rc" -ne "$want_rc" ]; then bad "$name" "exit code $rc, want $want_rc; stderr: $(head -c 400 "$err")"
-  elif [ -n "$want" ] && ! grep -qF -- "$want" "$err"; then bad "$name" "stderr lacks '$want': $(head -c 400 "$err")"
-  elif [ -n "$want" ] && [ "$lines" -ne 1 ]; then bad "$name" "stderr has $lines lines, want 1: $(head -c 600 "$err")"
-  elif grep -q 'Sanitizer\|runtime error' "$err"; then bad "$name" "sanitizer report: $(head -c 600 "$err")"
-  else ok "$name"; fi
-  LAST_OUT=$(cat "$out"); rm -f "$out" "$err"
-}
-
-bins=("$FTLLM")
-[ -n "${FTLLM_SAN:-}" ] && [ -x "$FTLLM_SAN" ] && bins+=("$FTLLM_SAN")
-
-for bin in "${bins[@]}"; do
-  tag=$(basename "$(dirname "$bin")")
+source "$(dirname "$0")/lib.bash"
+for bin in "${e2e_bins[@]}"; do
+  tag=$(e2e_tag "$bin")
   for deck in tests/e2e/bad_decks/*.ini; do
     want=$(sed -n 's/^; expect: //p' "$deck" | head -1)
     args=$(sed -n 's/^; args: //p' "$deck" | head -1)
@@ -58,8 +35,8 @@ for bin in "${bins[@]}"; do
   echo "$LAST_OUT" | grep -q 'verdict: OK' && ok "$tag default deck verdict" || bad "$tag default deck verdict" "$LAST_OUT"
   run "$tag default deck on 2 ranks" 0 "" 2 "$bin" train inputs/default.ini parallel.dp=2
   # the echoed configuration is itself a valid deck that gives the same echo
-  echo "$LAST_OUT" | sed -n '/^; resolved/,/^\[perf\]/p;/^papi_events/p' > "${TMPDIR:-/tmp}/ft_echo.ini"
-  run "$tag echo reparses" 0 "" 2 "$bin" train "${TMPDIR:-/tmp}/ft_echo.ini"
+  echo "$LAST_OUT" | sed -n '/^; resolved/,/^\[perf\]/p;/^papi_events/p' > "$E2E_TMP/echo.ini"
+  run "$tag echo reparses" 0 "" 2 "$bin" train "$E2E_TMP/echo.ini"
   for d in inputs/*.ini; do
     run "$tag example deck $d" 0 "" 1 "$bin" train "$d" parallel.dp=1 parallel.tp=1 parallel.pp=1 parallel.ep=1
   done
@@ -69,6 +46,4 @@ done
 if "$FTLLM" help deck --markdown | cmp -s - inputs/README.md; then ok "inputs/README.md is current"
 else bad "inputs/README.md is current" "run 'make inputs-doc' and commit it"; fi
 
-echo "[  PASSED  ] $pass test(s)."
-[ "$fail" -eq 0 ] || echo "[  FAILED  ] $fail test(s), listed above."
-[ "$fail" -eq 0 ]
+e2e_finish

@@ -4,35 +4,14 @@
 # cluster deck in tests/e2e/bad_cluster_decks/ gives exactly one "FILE:LINE: message" line on
 # stderr (its "; expect:" text) and exit code 2, with the normal binary and the sanitizer build.
 set -u
-FTLLM=${FTLLM:-bin/ftllm}
-pass=0 fail=0
-ok() { pass=$((pass + 1)); echo "PASS $1"; }
-bad() { fail=$((fail + 1)); echo "FAIL $1: $2"; }
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-
-# run NAME WANT_RC WANT_STDERR NP CMD...: one check; stdout kept in $tmp/out
-run() {
-  local name=$1 want_rc=$2 want=$3 np=$4; shift 4
-  timeout 300 mpiexec -n "$np" "$@" > "$tmp/out" 2> "$tmp/err"
-  local rc=$? lines; lines=$(wc -l < "$tmp/err")
-  if [ "$rc" -ne "$want_rc" ]; then bad "$name" "exit code $rc, want $want_rc; stderr: $(head -c 400 "$tmp/err")"
-  elif [ -n "$want" ] && ! grep -qF -- "$want" "$tmp/err"; then bad "$name" "stderr lacks '$want': $(head -c 400 "$tmp/err")"
-  elif [ -n "$want" ] && [ "$lines" -ne 1 ]; then bad "$name" "stderr has $lines lines, want 1"
-  elif grep -q 'Sanitizer\|runtime error' "$tmp/err"; then bad "$name" "sanitizer report: $(head -c 600 "$tmp/err")"
-  else ok "$name"; fi
-}
-has() { # has NAME PATTERN: stdout of the last run matches
-  if grep -qE -- "$2" "$tmp/out"; then ok "$1"; else bad "$1" "no '$2' in: $(head -c 600 "$tmp/out")"; fi
-}
+source "$(dirname "$0")/lib.bash"
+tmp=$E2E_TMP
 
 # a small version of the 600k study (200 replicas, 1 day) so that it runs in seconds
 small=(cluster.gpus=8000 cluster.gpus_per_replica=40 cluster.steps=8640 cluster.r_max=6
        cluster.trials=8 cluster.policy=spare)
-bins=("$FTLLM")
-[ -n "${FTLLM_SAN:-}" ] && [ -x "$FTLLM_SAN" ] && bins+=("$FTLLM_SAN")
-for bin in "${bins[@]}"; do
-  tag=$(basename "$(dirname "$bin")")
+for bin in "${e2e_bins[@]}"; do
+  tag=$(e2e_tag "$bin")
   for deck in tests/e2e/bad_cluster_decks/*.ini; do
     want=$(sed -n 's/^; expect: //p' "$deck" | head -1)
     run "$tag optimize bad deck $(basename "$deck")" 2 "$deck:$want" 1 "$bin" optimize "$deck"
@@ -56,6 +35,4 @@ for bin in "${bins[@]}"; do
   has "$tag sparing table" '^recommended spares: [0-9]+ intra-block spare'
 done
 
-echo "[  PASSED  ] $pass test(s)."
-[ "$fail" -eq 0 ] || echo "[  FAILED  ] $fail test(s), listed above."
-[ "$fail" -eq 0 ]
+e2e_finish

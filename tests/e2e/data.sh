@@ -5,28 +5,8 @@
 # loses none, and every bad input is one line on stderr with exit code 2. Also checks the
 # default shards that `make data` built, when present.
 set -u
-FTLLM=${FTLLM:-bin/ftllm}
-pass=0 fail=0
-ok() { pass=$((pass + 1)); echo "PASS $1"; }
-bad() { fail=$((fail + 1)); echo "FAIL $1: $2"; }
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-
-# run NAME WANT_RC WANT_STDERR_SUBSTRING NP CMD...: one check (as in e2e/cli.sh)
-run() {
-  local name=$1 want_rc=$2 want=$3 np=$4; shift 4
-  local out err rc
-  out=$(mktemp) err=$(mktemp)
-  timeout 120 mpiexec -n "$np" "$@" > "$out" 2> "$err"
-  rc=$?
-  local lines; lines=$(wc -l < "$err")
-  if [ "$rc" -ne "$want_rc" ]; then bad "$name" "exit code $rc, want $want_rc; stderr: $(head -c 400 "$err")"
-  elif [ -n "$want" ] && ! grep -qF -- "$want" "$err"; then bad "$name" "stderr lacks '$want': $(head -c 400 "$err")"
-  elif [ -n "$want" ] && [ "$lines" -ne 1 ]; then bad "$name" "stderr has $lines lines, want 1: $(head -c 600 "$err")"
-  elif grep -q 'Sanitizer\|runtime error' "$err"; then bad "$name" "sanitizer report: $(head -c 600 "$err")"
-  else ok "$name"; fi
-  LAST_OUT=$(cat "$out"); rm -f "$out" "$err"
-}
+source "$(dirname "$0")/lib.bash"
+tmp=$E2E_TMP
 
 # the tokens of a shard, one decimal per line (skipping the 1024-byte header)
 tokens() { od -A n -v -t u2 -j 1024 "$1" | tr -s ' ' '\n' | sed '/^$/d'; }
@@ -95,6 +75,4 @@ for f in data/train_000.bin data/val_000.bin; do
   else bad "default shard $f" "header $(header "$f"), $(stat -c %s "$f") bytes"; fi
 done
 
-echo "[  PASSED  ] $pass test(s)."
-[ "$fail" -eq 0 ] || echo "[  FAILED  ] $fail test(s), listed above."
-[ "$fail" -eq 0 ]
+e2e_finish
