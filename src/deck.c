@@ -645,6 +645,30 @@ int deck_check(const FtConfig *cfg, int nranks, char *err, size_t errlen)
         return cross_fail(cfg, KID(train, seq_len), KID(model, seq_len), err, errlen,
                           "train.seq_len = %lld exceeds model.seq_len = %lld (the size of the "
                           "position table)", cfg->train.seq_len, m->seq_len);
+    /* ---- mixture of experts (issue 4) ---- */
+    if (p->ep > 1 && m->experts == 0)
+        return cross_fail(cfg, KID(parallel, ep), KID(model, experts), err, errlen,
+                          "parallel.ep = %lld splits experts over ranks, but the model is dense "
+                          "(model.experts = 0)", p->ep);
+    if (m->experts > 0 && m->experts % p->ep)
+        return cross_fail(cfg, KID(parallel, ep), KID(model, experts), err, errlen,
+                          "model.experts = %lld cannot be split over parallel.ep = %lld ranks",
+                          m->experts, p->ep);
+    if (m->experts > 0 && m->top_k > m->experts)
+        return cross_fail(cfg, KID(model, top_k), KID(model, experts), err, errlen,
+                          "model.top_k = %lld exceeds model.experts = %lld", m->top_k,
+                          m->experts);
+    if (m->experts > 0 && m->init[0])
+        return cross_fail(cfg, KID(model, init), KID(model, experts), err, errlen,
+                          "model.init is an llm.c GPT-2 file (a dense model); a mixture-of-"
+                          "experts model (model.experts = %lld) starts from random weights or "
+                          "a checkpoint", m->experts);
+    if (m->experts > 0 && cfg->run.save_model[0])
+        return cross_fail(cfg, KID(run, save_model), KID(model, experts), err, errlen,
+                          "run.save_model writes an llm.c GPT-2 file (a dense model); a mixture-"
+                          "of-experts model (model.experts = %lld) is saved by checkpoints",
+                          m->experts);
+    /* ---- end of mixture of experts ---- */
     /* ---- end of training engine ---- */
     /* ---- cluster: `optimize` / `simulate` (analytic, sim; issue 6) ---- */
     const struct ft_cfg_cluster *cl = &cfg->cluster;

@@ -7,6 +7,7 @@
 #include "ftllm/exec.h"
 
 #include <omp.h>
+#include <string.h>
 
 #include "ftllm/log.h"
 
@@ -74,6 +75,55 @@ static void pp_mark(FtExec *ex, const FtTape *tp, const FtTapeEntry *e)
     }
 }
 
+/* An expert-parallel exchange (tape.h FT_MARK_EP_*): the row counts first when the entry asks
+ * (an all-to-all of El ints per peer), then the rows as an all-to-all(v) whose counts come from
+ * them; the unused tail of the receive buffer is zeroed, so its bytes are a function of the
+ * messages. */
+static void ep_mark(FtExec *ex, const FtTape *tp, const FtTapeEntry *e)
+{
+    const FtTensor *src = &tp->t[e->in[0]], *dst = &tp->t[e->out[0]];
+    if (!ex->ep) {
+        if (src->data != dst->data)
+            FT_DIE("executor: the tape has an expert-parallel exchange but there is no ep "
+                   "communicator");
+        return;
+    }
+    int np = comm_size(ex->ep);
+    const FtTensor *ct = &tp->t[e->in[1]];
+    const int *counts = ct->data;
+    int El = (int)ct->n / np;
+    FT_ASSERT(El * np == (int)ct->n && e->d[0] > 0);
+    int *ecounts = e->out[1] >= 0 ? tp->t[e->out[1]].data : tp->t[e->in[2]].data;
+    int one[np], step[np], own[np], theirs[np], sc[np], sd[np], rc[np], rd[np];
+    if (e->out[1] >= 0) {
+        for (int q = 0; q < np; q++) one[q] = El, step[q] = q * El;
+        FtReq r;
+        comm_ialltoallv(ex->ep, counts, one, step, ecounts, one, step, FT_I32, &r);
+        exec_wait(ex, &r, 1, FT_TL_EP);
+    }
+    long long W = e->d[0];
+    for (int q = 0; q < np; q++) { /* rows this side sends to / receives from peer q */
+        own[q] = theirs[q] = 0;
+        for (int j = 0; j < El; j++) own[q] += counts[q * El + j], theirs[q] += ecounts[q * El + j];
+    }
+    bool to_experts = e->mark == FT_MARK_EP_TO_EXPERTS;
+    long long so = 0, ro = 0;
+    for (int q = 0; q < np; q++) {
+        long long s = (to_experts ? own[q] : theirs[q]) * W, rr = (to_experts ? theirs[q] : own[q]) * W;
+        if (so + s > (long long)src->n || ro + rr > (long long)dst->n || so + s > 2147483647LL ||
+            ro + rr > 2147483647LL)
+            FT_DIE("executor: expert exchange of %s: %lld + %lld elements to send (buffer %zu), "
+                   "%lld + %lld to receive into %s (buffer %zu)", src->name, so, s, src->n, ro,
+                   rr, dst->name, dst->n);
+        sc[q] = (int)s, sd[q] = (int)so, rc[q] = (int)rr, rd[q] = (int)ro;
+        so += s, ro += rr;
+    }
+    FtReq r;
+    comm_ialltoallv(ex->ep, src->data, sc, sd, dst->data, rc, rd, src->dtype, &r);
+    exec_wait(ex, &r, 1, FT_TL_EP);
+    memset((float *)dst->data + ro, 0, sizeof(float) * (dst->n - (size_t)ro));
+}
+
 void exec_run_ctx(FtExec *ex, const FtTape *tp, int begin, int end)
 {
     FT_ASSERT(begin >= 0 && end <= tp->ne);
@@ -101,6 +151,8 @@ void exec_run_ctx(FtExec *ex, const FtTape *tp, int begin, int end)
             break;
         case FT_MARK_PP_RECV:
         case FT_MARK_PP_SEND: pp_mark(ex, tp, e); break;
+        case FT_MARK_EP_TO_EXPERTS:
+        case FT_MARK_EP_TO_SOURCES: ep_mark(ex, tp, e); break;
         case FT_MARK_COMM_GRADS:
             if (ex->grads_ready) ex->grads_ready(ex->grads_arg, e->layer);
             break;

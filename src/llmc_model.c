@@ -45,6 +45,7 @@ static int read_header(FILE *f, const char *path, int32_t *h, long long *fsize, 
 
 static void header_config(const int32_t *h, FtGpt2Config *mc)
 {
+    memset(mc, 0, sizeof *mc); /* a dense GPT-2: no experts */
     mc->maxT = h[2];
     mc->V = h[3];
     mc->L = h[4];

@@ -31,7 +31,7 @@
 
 static const char *const g_pnames[FT_NPARAM_TENSORS] = {
     "wte", "wpe", "ln1w", "ln1b", "qkvw", "qkvb", "attprojw", "attprojb",
-    "ln2w", "ln2b", "fcw", "fcb", "fcprojw", "fcprojb", "lnfw", "lnfb"};
+    "ln2w", "ln2b", "fcw", "fcb", "fcprojw", "fcprojb", "lnfw", "lnfb", "routerw"};
 
 void model_config_from_deck(const FtConfig *cfg, FtGpt2Config *mc)
 {
@@ -42,6 +42,18 @@ void model_config_from_deck(const FtConfig *cfg, FtGpt2Config *mc)
     long long pad = cfg->model.vocab_pad;
     mc->Vp = (int)((cfg->model.vocab + pad - 1) / pad * pad);
     mc->maxT = (int)cfg->model.seq_len;
+    mc->E = (int)cfg->model.experts;
+    mc->K = mc->E ? (int)cfg->model.top_k : 0;
+    mc->capacity_factor = mc->E ? cfg->model.capacity_factor : 0.0;
+    mc->aux_coef = mc->E ? cfg->model.aux_loss_coef : 0.0;
+}
+
+int model_moe_capacity(const FtGpt2Config *mc, long long N)
+{
+    FT_ASSERT(mc->E > 0 && mc->K >= 1 && mc->K <= mc->E && N > 0);
+    if (mc->capacity_factor <= 0) return (int)N;
+    double c = ceil(mc->capacity_factor * (double)N * mc->K / mc->E - 1e-9);
+    return c < 1 ? 1 : c > (double)N ? (int)N : (int)c;
 }
 
 void model_create(FtModel *m, const FtGpt2Config *mc) { model_create_sharded(m, mc, NULL); }
@@ -51,17 +63,22 @@ void model_create_sharded(FtModel *m, const FtGpt2Config *mc, const FtShard *sh)
     memset(m, 0, sizeof *m);
     m->cfg = *mc;
     m->sh = sh ? *sh : (FtShard){.tp = 1, .pp = 1};
-    int tp = m->sh.tp, pp = m->sh.pp;
+    if (m->sh.ep < 1) m->sh.ep = 1, m->sh.ep_rank = 0;
+    int tp = m->sh.tp, pp = m->sh.pp, ep = m->sh.ep;
     if (tp < 1 || pp < 1 || m->sh.tp_rank < 0 || m->sh.tp_rank >= tp || m->sh.pp_rank < 0 ||
-        m->sh.pp_rank >= pp || mc->NH % tp || mc->L % pp)
-        FT_DIE("model: shard tp %d/%d pp %d/%d does not divide NH %d, L %d", m->sh.tp_rank, tp,
-               m->sh.pp_rank, pp, mc->NH, mc->L);
+        m->sh.pp_rank >= pp || m->sh.ep_rank < 0 || m->sh.ep_rank >= ep || mc->NH % tp ||
+        mc->L % pp || (mc->E ? mc->E % ep : ep != 1))
+        FT_DIE("model: shard tp %d/%d pp %d/%d ep %d/%d does not divide NH %d, L %d, E %d",
+               m->sh.tp_rank, tp, m->sh.pp_rank, pp, m->sh.ep_rank, ep, mc->NH, mc->L, mc->E);
+    m->El = mc->E / ep;
+    m->e0 = m->sh.ep_rank * m->El;
     m->nl = mc->L / pp;
     m->l0 = m->sh.pp_rank * m->nl;
     m->first = m->sh.pp_rank == 0;
     m->last = m->sh.pp_rank == pp - 1;
     size_t L = m->nl, C = mc->C, Vp = mc->Vp, T = mc->maxT, Ct = C / tp;
-    bool f = m->first, la = m->last;
+    bool f = m->first, la = m->last, moe = mc->E > 0;
+    size_t El = moe ? (size_t)m->El : 1, E = (size_t)mc->E;
     /* rows, cols of one layer's slice on this rank; per-layer flag; decay; TP split; held */
     struct { size_t r, c; bool pl, dec; int split; bool held; } s[FT_NPARAM_TENSORS] = {
         [FT_P_WTE] = {Vp, C, false, true, FT_SPLIT_NONE, f || la},
@@ -74,12 +91,13 @@ void model_create_sharded(FtModel *m, const FtGpt2Config *mc, const FtShard *sh)
         [FT_P_ATTPROJB] = {C, 1, true, false, FT_SPLIT_NONE, true},
         [FT_P_LN2W] = {C, 1, true, false, FT_SPLIT_NONE, true},
         [FT_P_LN2B] = {C, 1, true, false, FT_SPLIT_NONE, true},
-        [FT_P_FCW] = {4 * Ct, C, true, true, FT_SPLIT_ROWS, true},
-        [FT_P_FCB] = {4 * Ct, 1, true, false, FT_SPLIT_ROWS, true},
-        [FT_P_FCPROJW] = {C, 4 * Ct, true, true, FT_SPLIT_COLS, true},
-        [FT_P_FCPROJB] = {C, 1, true, false, FT_SPLIT_NONE, true},
+        [FT_P_FCW] = {El * 4 * Ct, C, true, true, FT_SPLIT_ROWS, true},
+        [FT_P_FCB] = {El * 4 * Ct, 1, true, false, FT_SPLIT_ROWS, true},
+        [FT_P_FCPROJW] = {El * C, 4 * Ct, true, true, FT_SPLIT_COLS, true},
+        [FT_P_FCPROJB] = {El * C, 1, true, false, FT_SPLIT_NONE, true},
         [FT_P_LNFW] = {C, 1, false, false, FT_SPLIT_NONE, la},
         [FT_P_LNFB] = {C, 1, false, false, FT_SPLIT_NONE, la},
+        [FT_P_ROUTERW] = {E, C, true, true, FT_SPLIT_NONE, moe},
     };
     size_t off = 0;
     for (int i = 0; i < FT_NPARAM_TENSORS; i++) {
@@ -90,6 +108,7 @@ void model_create_sharded(FtModel *m, const FtGpt2Config *mc, const FtShard *sh)
         p->per_layer = s[i].pl;
         p->decay = s[i].dec;
         p->tp_split = s[i].split;
+        p->expert = moe && i >= FT_P_FCW && i <= FT_P_FCPROJB;
         p->size = s[i].held ? s[i].r * s[i].c * (s[i].pl ? L : 1) : 0;
         p->offset = off;
         off += p->size;
@@ -122,7 +141,7 @@ void model_param_slab(const FtModel *m, int id, FtSlab *s)
     const FtParamInfo *p = &m->p[id];
     if (!p->size) return;
     size_t L = m->cfg.L, C = m->cfg.C, tp = m->sh.tp, r = m->sh.tp_rank, Ct = C / tp;
-    size_t nl = m->nl, l0 = m->l0;
+    size_t nl = m->nl, l0 = m->l0, E = m->cfg.E, e0 = m->e0, El = m->El;
 #define SLAB(n, ...)                                                                             \
     do {                                                                                         \
         size_t v_[][3] = {__VA_ARGS__}; /* {gshape, offset, count} per dimension */              \
@@ -131,7 +150,12 @@ void model_param_slab(const FtModel *m, int id, FtSlab *s)
             s->gshape[k_] = v_[k_][0], s->offset[k_] = v_[k_][1], s->count[k_] = v_[k_][2];      \
         }                                                                                        \
     } while (0)
-    switch (id) {
+    switch (E && id >= FT_P_FCW && id <= FT_P_FCPROJB ? -1 - id : id) {
+    case -1 - FT_P_FCW: SLAB(4, {L, l0, nl}, {E, e0, El}, {4 * C, r * 4 * Ct, 4 * Ct}, {C, 0, C}); break;
+    case -1 - FT_P_FCB: SLAB(3, {L, l0, nl}, {E, e0, El}, {4 * C, r * 4 * Ct, 4 * Ct}); break;
+    case -1 - FT_P_FCPROJW: SLAB(4, {L, l0, nl}, {E, e0, El}, {C, 0, C}, {4 * C, r * 4 * Ct, 4 * Ct}); break;
+    case -1 - FT_P_FCPROJB: SLAB(3, {L, l0, nl}, {E, e0, El}, {C, 0, C}); break;
+    case FT_P_ROUTERW: SLAB(3, {L, l0, nl}, {E, 0, E}, {C, 0, C}); break;
     case FT_P_WTE: SLAB(2, {m->cfg.Vp, 0, m->cfg.Vp}, {C, 0, C}); break;
     case FT_P_WPE: SLAB(2, {m->cfg.maxT, 0, m->cfg.maxT}, {C, 0, C}); break;
     case FT_P_LNFW:
@@ -147,7 +171,8 @@ void model_param_slab(const FtModel *m, int id, FtSlab *s)
 #undef SLAB
     bool tp_copy = p->tp_split == FT_SPLIT_NONE && r != 0;
     bool pp_copy = id == FT_P_WTE && !m->first; /* the last stage's copy of the tied wte */
-    s->writer = !tp_copy && !pp_copy;
+    bool ep_copy = !p->expert && m->sh.ep_rank != 0;
+    s->writer = !tp_copy && !pp_copy && !ep_copy;
     size_t n = 1;
     for (int k = 0; k < s->ndims; k++) n *= s->count[k];
     FT_ASSERT(n == p->size);
@@ -178,8 +203,9 @@ void model_slab_extract(const FtModel *m, int id, const float *global, float *lo
 
 void model_copy_from_full(FtModel *m, const FtModel *full)
 {
-    FT_ASSERT(full->sh.tp == 1 && full->sh.pp == 1 && full->cfg.L == m->cfg.L &&
-              full->cfg.C == m->cfg.C && full->cfg.Vp == m->cfg.Vp);
+    FT_ASSERT(full->sh.tp == 1 && full->sh.pp == 1 && full->sh.ep == 1 &&
+              full->cfg.L == m->cfg.L && full->cfg.C == m->cfg.C && full->cfg.Vp == m->cfg.Vp &&
+              full->cfg.E == m->cfg.E);
     for (int i = 0; i < FT_NPARAM_TENSORS; i++)
         model_slab_extract(m, i, full->params + full->p[i].offset, m->params + m->p[i].offset);
     m->step = full->step;
@@ -206,7 +232,7 @@ void model_init_random(FtModel *m, uint64_t seed)
     const FtGpt2Config *c = &m->cfg;
     memset(m->mem, 0, sizeof(float) * 4 * m->nparams);
     m->step = 0;
-    bool whole = m->sh.tp == 1 && m->sh.pp == 1;
+    bool whole = m->sh.tp == 1 && m->sh.pp == 1 && m->sh.ep == 1;
     float *buf = NULL; /* a whole tensor, when this rank holds only part of it */
     if (!whole) {
         size_t big = 0;
@@ -231,7 +257,7 @@ void model_init_random(FtModel *m, uint64_t seed)
         if (!whole) memset(w, 0, sizeof(float) * gsize);
         uint64_t st = seed * 0x100000001B3ull + (uint64_t)i; /* one stream per tensor */
         bool weight = (i == FT_P_WTE || i == FT_P_WPE || i == FT_P_QKVW || i == FT_P_ATTPROJW ||
-                       i == FT_P_FCW || i == FT_P_FCPROJW);
+                       i == FT_P_FCW || i == FT_P_FCPROJW || i == FT_P_ROUTERW);
         bool resid = (i == FT_P_ATTPROJW || i == FT_P_FCPROJW);
         if (weight) {
             double sd = resid ? 0.02 / sqrt(2.0 * c->L) : 0.02;
@@ -249,7 +275,12 @@ void model_init_random(FtModel *m, uint64_t seed)
 
 typedef struct block_acts {
     int ln1, m1, r1, qkv, atty, att, attproj, res2, ln2, m2, r2, fch, fchg, fcproj;
+    /* MoE (-1 in a dense model): router logits, routing, the packed token rows on this rank's
+     * side (xs, yr: N K rows) and on the experts' side (xe, ye: R rows), kept rows per expert
+     * sent (counts, E) and received (ecounts, ep x El) */
+    int rlog, probs, expert, gate, row, aux, xs, counts, xe, ecounts, ye, yr;
 } BlockActs;
+#define NACTS ((int)(sizeof(BlockActs) / sizeof(int)))
 
 typedef struct builder {
     const FtModel *m;
@@ -259,8 +290,12 @@ typedef struct builder {
     int *res;                    /* res[0..L] residual stream tensors */
     BlockActs *act;              /* per layer */
     int *seg;                    /* segment of each layer, -1 without AC */
+    double loss_scale;
+    /* MoE: top-k, capacity, expert-parallel width, rows on the experts' side of the exchange */
+    long long K, cap, ep, R;
     /* backward scratch */
     int dfchg, dfch, dln2, dres2, datty, dqkv, dln1, *dres;
+    int dyr, dye, dxe, dxs, dgate, drlog, dln2r; /* MoE */
 } Builder;
 
 static int pt(const Builder *b, int id, int l) { return b->pid[id * b->m->cfg.L + (l < 0 ? 0 : l)]; }
@@ -299,10 +334,28 @@ static void mark(Builder *b, FtMark mk, FtOpDir dir, FtPhase ph, int l, int seg,
     tape_push(b->tp, &e);
 }
 
+/* An expert-parallel exchange: send in[0] (rows of width `width`; counts in[1] per expert on
+ * this rank's side, in[2] per (source, local expert) on the experts' side) into out[0]; out[1]
+ * >= 0: the experts' side counts are exchanged first, into out[1]. */
+static void ep_mark(Builder *b, FtMark mk, FtOpDir dir, FtPhase ph, int l, int send, int counts,
+                    int ecounts_in, int recv, int ecounts_out, long long width)
+{
+    FtTapeEntry e = {.kind = FT_OP_MARK, .dir = dir, .phase = ph, .mark = mk, .layer = l,
+                     .seg = l >= 0 && b->seg ? b->seg[l] : -1, .d = {width}};
+    for (int i = 0; i < FT_OP_MAX_IN; i++) e.in[i] = -1;
+    for (int i = 0; i < FT_OP_MAX_OUT; i++) e.out[i] = -1;
+    e.in[0] = send, e.in[1] = counts, e.in[2] = ecounts_in;
+    e.out[0] = recv, e.out[1] = ecounts_out;
+    tape_push(b->tp, &e);
+}
+
 #define IN(...) (const int[]){__VA_ARGS__}, (int)(sizeof((int[]){__VA_ARGS__}) / sizeof(int))
 #define OUT IN
 
 static int segof(const Builder *b, int l) { return b->seg ? b->seg[l] : -1; }
+
+static void moe_fwd(Builder *b, int l, FtPhase ph);
+static void moe_bwd(Builder *b, int l);
 
 /* One block's forward on this rank's shard. Dimensions: C the residual width, Ct = C/tp this
  * rank's attention channels (NH/tp heads), Ht = 4C/tp its MLP columns. The row-parallel
@@ -329,14 +382,90 @@ static void block_fwd(Builder *b, int l, FtPhase ph)
     emit(b, FT_OP_LAYERNORM, FT_FWD, ph, l, "ln2",
          IN(a->res2, pt(b, FT_P_LN2W, l), pt(b, FT_P_LN2B, l)), OUT(a->ln2, a->m2, a->r2), N, C, 0, 0,
          0);
-    emit(b, FT_OP_MATMUL, FT_FWD, ph, l, "fc", IN(a->ln2, pt(b, FT_P_FCW, l), pt(b, FT_P_FCB, l)),
-         OUT(a->fch), N, C, Ht, 0, 0);
-    emit(b, FT_OP_GELU, FT_FWD, ph, l, "gelu", IN(a->fch), OUT(a->fchg), N * Ht, 0, 0, 0, 0);
-    emit(b, FT_OP_MATMUL, FT_FWD, ph, l, "fcproj",
-         IN(a->fchg, pt(b, FT_P_FCPROJW, l), bias_here ? pt(b, FT_P_FCPROJB, l) : -1),
-         OUT(a->fcproj), N, Ht, C, 0, 0);
-    mark(b, FT_MARK_COMM_TP, FT_FWD, ph, l, segof(b, l), a->fcproj, a->fcproj);
+    if (b->m->cfg.E) {
+        moe_fwd(b, l, ph);
+    } else {
+        emit(b, FT_OP_MATMUL, FT_FWD, ph, l, "fc",
+             IN(a->ln2, pt(b, FT_P_FCW, l), pt(b, FT_P_FCB, l)), OUT(a->fch), N, C, Ht, 0, 0);
+        emit(b, FT_OP_GELU, FT_FWD, ph, l, "gelu", IN(a->fch), OUT(a->fchg), N * Ht, 0, 0, 0, 0);
+        emit(b, FT_OP_MATMUL, FT_FWD, ph, l, "fcproj",
+             IN(a->fchg, pt(b, FT_P_FCPROJW, l), bias_here ? pt(b, FT_P_FCPROJB, l) : -1),
+             OUT(a->fcproj), N, Ht, C, 0, 0);
+        mark(b, FT_MARK_COMM_TP, FT_FWD, ph, l, segof(b, l), a->fcproj, a->fcproj);
+    }
     emit(b, FT_OP_RESIDUAL, FT_FWD, ph, l, "res2", IN(a->res2, a->fcproj), OUT(y), N * C, 0, 0, 0, 0);
+}
+
+/* The last pushed entry's scalars. */
+static void set_x(Builder *b, double x0, double x1)
+{
+    b->tp->e[b->tp->ne - 1].x[0] = x0;
+    b->tp->e[b->tp->ne - 1].x[1] = x1;
+}
+
+/* A MoE block's MLP forward, from ln2 to its output (a->fcproj, before the residual): router,
+ * routing, dispatch into packed rows, the exchange to the experts' ranks, each expert's GELU MLP
+ * on its rows (column- then row-parallel over tp, completed by a tp all-reduce), the exchange
+ * back and the gate-weighted combine. */
+static void moe_fwd(Builder *b, int l, FtPhase ph)
+{
+    const BlockActs *a = &b->act[l];
+    const FtModel *m = b->m;
+    long long N = b->N, C = m->cfg.C, Ht = 4 * C / m->sh.tp, E = m->cfg.E, K = b->K, R = b->R;
+    bool bias_here = m->sh.tp_rank == 0;
+    emit(b, FT_OP_MATMUL, FT_FWD, ph, l, "router", IN(a->ln2, pt(b, FT_P_ROUTERW, l), -1),
+         OUT(a->rlog), N, C, E, 0, 0);
+    emit(b, FT_OP_MOE_ROUTE, FT_FWD, ph, l, "route", IN(a->rlog),
+         OUT(a->probs, a->expert, a->gate, a->row, a->aux), N, E, K, b->cap, 0);
+    set_x(b, m->cfg.aux_coef, 0);
+    emit(b, FT_OP_MOE_DISPATCH, FT_FWD, ph, l, "dispatch", IN(a->ln2, a->expert, a->row),
+         OUT(a->xs, a->counts), N, C, K, E, 0);
+    ep_mark(b, FT_MARK_EP_TO_EXPERTS, FT_FWD, ph, l, a->xs, a->counts, -1, a->xe, a->ecounts, C);
+    emit(b, FT_OP_MOE_EXPERT, FT_FWD, ph, l, "fc",
+         IN(a->xe, pt(b, FT_P_FCW, l), pt(b, FT_P_FCB, l), a->ecounts), OUT(a->fch), R, C, Ht,
+         m->El, 0);
+    set_x(b, (double)b->ep, (double)(N * K));
+    emit(b, FT_OP_GELU, FT_FWD, ph, l, "gelu", IN(a->fch), OUT(a->fchg), R * Ht, 0, 0, 0, 0);
+    emit(b, FT_OP_MOE_EXPERT, FT_FWD, ph, l, "fcproj",
+         IN(a->fchg, pt(b, FT_P_FCPROJW, l), bias_here ? pt(b, FT_P_FCPROJB, l) : -1, a->ecounts),
+         OUT(a->ye), R, Ht, C, m->El, 0);
+    set_x(b, (double)b->ep, (double)(N * K));
+    mark(b, FT_MARK_COMM_TP, FT_FWD, ph, l, segof(b, l), a->ye, a->ye);
+    ep_mark(b, FT_MARK_EP_TO_SOURCES, FT_FWD, ph, l, a->ye, a->counts, a->ecounts, a->yr, -1, C);
+    emit(b, FT_OP_MOE_COMBINE, FT_FWD, ph, l, "combine", IN(a->yr, a->gate, a->row),
+         OUT(a->fcproj), N, C, K, 0, 0);
+}
+
+/* Its backward, from the block output's gradient to d.ln2 (complete: the experts' input
+ * gradient is all-reduced over tp before it goes back, the router's path is replicated). */
+static void moe_bwd(Builder *b, int l)
+{
+    const BlockActs *a = &b->act[l];
+    const FtModel *m = b->m;
+    long long N = b->N, C = m->cfg.C, Ht = 4 * C / m->sh.tp, E = m->cfg.E, K = b->K, R = b->R;
+    FtPhase ph = FT_PH_BWD;
+    int dy = b->dres[l + 1];
+    emit(b, FT_OP_MOE_COMBINE, FT_BWD, ph, l, "combine", IN(dy, a->yr, a->gate, a->row),
+         OUT(b->dyr, b->dgate), N, C, K, 0, 0);
+    ep_mark(b, FT_MARK_EP_TO_EXPERTS, FT_BWD, ph, l, b->dyr, a->counts, a->ecounts, b->dye, -1, C);
+    emit(b, FT_OP_MOE_EXPERT, FT_BWD, ph, l, "fcproj",
+         IN(b->dye, a->fchg, pt(b, FT_P_FCPROJW, l), a->ecounts),
+         OUT(b->dfchg, gt(b, FT_P_FCPROJW, l), gt(b, FT_P_FCPROJB, l)), R, Ht, C, m->El, 6);
+    set_x(b, (double)b->ep, (double)(N * K));
+    emit(b, FT_OP_GELU, FT_BWD, ph, l, "gelu", IN(b->dfchg, a->fch), OUT(b->dfch), R * Ht, 0, 0, 0,
+         0);
+    emit(b, FT_OP_MOE_EXPERT, FT_BWD, ph, l, "fc", IN(b->dfch, a->xe, pt(b, FT_P_FCW, l), a->ecounts),
+         OUT(b->dxe, gt(b, FT_P_FCW, l), gt(b, FT_P_FCB, l)), R, C, Ht, m->El, 6);
+    set_x(b, (double)b->ep, (double)(N * K));
+    mark(b, FT_MARK_COMM_TP, FT_BWD, ph, l, segof(b, l), b->dxe, b->dxe);
+    ep_mark(b, FT_MARK_EP_TO_SOURCES, FT_BWD, ph, l, b->dxe, a->counts, a->ecounts, b->dxs, -1, C);
+    emit(b, FT_OP_MOE_ROUTE, FT_BWD, ph, l, "route", IN(b->dgate, a->probs, a->expert),
+         OUT(b->drlog), N, E, K, 0, 0);
+    set_x(b, m->cfg.aux_coef, b->loss_scale);
+    emit(b, FT_OP_MATMUL, FT_BWD, ph, l, "router", IN(b->drlog, a->ln2, pt(b, FT_P_ROUTERW, l)),
+         OUT(b->dln2r, gt(b, FT_P_ROUTERW, l), -1), N, C, E, 0, 2);
+    emit(b, FT_OP_MOE_DISPATCH, FT_BWD, ph, l, "dispatch", IN(b->dxs, a->row, b->dln2r),
+         OUT(b->dln2), N, C, K, E, 0);
 }
 
 /* One block's backward. The column-parallel layers' input gradients (d.ln2, d.ln1) are partial
@@ -351,13 +480,17 @@ static void block_bwd(Builder *b, int l)
     long long N = b->N, C = b->m->cfg.C, Ct = C / tp, NHt = b->m->cfg.NH / tp, Ht = 4 * Ct;
     FtPhase ph = FT_PH_BWD;
     int dy = b->dres[l + 1];
-    emit(b, FT_OP_MATMUL, FT_BWD, ph, l, "fcproj", IN(dy, a->fchg, pt(b, FT_P_FCPROJW, l)),
-         OUT(b->dfchg, gt(b, FT_P_FCPROJW, l), gt(b, FT_P_FCPROJB, l)), N, Ht, C, 0, 6);
-    emit(b, FT_OP_GELU, FT_BWD, ph, l, "gelu", IN(b->dfchg, a->fch), OUT(b->dfch), N * Ht, 0, 0, 0,
-         0);
-    emit(b, FT_OP_MATMUL, FT_BWD, ph, l, "fc", IN(b->dfch, a->ln2, pt(b, FT_P_FCW, l)),
-         OUT(b->dln2, gt(b, FT_P_FCW, l), gt(b, FT_P_FCB, l)), N, C, Ht, 0, 6);
-    mark(b, FT_MARK_COMM_TP, FT_BWD, ph, l, segof(b, l), b->dln2, b->dln2);
+    if (b->m->cfg.E) {
+        moe_bwd(b, l);
+    } else {
+        emit(b, FT_OP_MATMUL, FT_BWD, ph, l, "fcproj", IN(dy, a->fchg, pt(b, FT_P_FCPROJW, l)),
+             OUT(b->dfchg, gt(b, FT_P_FCPROJW, l), gt(b, FT_P_FCPROJB, l)), N, Ht, C, 0, 6);
+        emit(b, FT_OP_GELU, FT_BWD, ph, l, "gelu", IN(b->dfchg, a->fch), OUT(b->dfch), N * Ht, 0,
+             0, 0, 0);
+        emit(b, FT_OP_MATMUL, FT_BWD, ph, l, "fc", IN(b->dfch, a->ln2, pt(b, FT_P_FCW, l)),
+             OUT(b->dln2, gt(b, FT_P_FCW, l), gt(b, FT_P_FCB, l)), N, C, Ht, 0, 6);
+        mark(b, FT_MARK_COMM_TP, FT_BWD, ph, l, segof(b, l), b->dln2, b->dln2);
+    }
     emit(b, FT_OP_LAYERNORM, FT_BWD, ph, l, "ln2",
          IN(b->dln2, a->res2, pt(b, FT_P_LN2W, l), a->m2, a->r2, dy),
          OUT(b->dres2, gt(b, FT_P_LN2W, l), gt(b, FT_P_LN2B, l)), N, C, 0, 0, 6);
@@ -374,27 +507,47 @@ static void block_bwd(Builder *b, int l)
     mark(b, FT_MARK_COMM_GRADS, FT_BWD, ph, l, segof(b, l), -1, -1);
 }
 
-/* Declares the 14 activations of one block into *out, named prefix.*: own storage, or
- * aliases of those of `slot`. */
+/* Declares the activations of one block into *out, named prefix.*: own storage, or aliases of
+ * those of `slot`. MoE tensors that the exchange leaves in place on one expert-parallel rank
+ * (ep 1) share the storage of their counterpart (xe = xs, ecounts = counts, yr = ye). */
 static void block_acts(Builder *b, const char *prefix, int l, const BlockActs *slot,
                        BlockActs *out)
 {
-    int tp = b->m->sh.tp;
-    size_t N = b->N, C = b->m->cfg.C, Ct = C / tp, NHt = b->m->cfg.NH / tp, T = b->T;
-    struct { const char *name; size_t n; } spec[14] = {
-        {"ln1", N * C}, {"ln1.mean", N}, {"ln1.rstd", N}, {"qkv", N * 3 * Ct}, {"atty", N * Ct},
-        {"att", (size_t)b->B * NHt * T * T}, {"attproj", N * C}, {"resmid", N * C}, {"ln2", N * C},
-        {"ln2.mean", N}, {"ln2.rstd", N}, {"fch", N * 4 * Ct}, {"fchg", N * 4 * Ct},
-        {"fcproj", N * C}};
+    const FtModel *m = b->m;
+    int tp = m->sh.tp;
+    bool moe = m->cfg.E > 0, one = b->ep == 1;
+    size_t N = b->N, C = m->cfg.C, Ct = C / tp, NHt = m->cfg.NH / tp, T = b->T;
+    size_t E = (size_t)m->cfg.E, NK = N * (size_t)b->K, R = (size_t)b->R, Ht = 4 * Ct;
+    size_t fcrows = moe ? R : N;
+    enum { F = FT_F32, I = FT_I32 };
+    struct { const char *name; size_t n; int dt, same; } spec[NACTS] = {
+        {"ln1", N * C, F, -1}, {"ln1.mean", N, F, -1}, {"ln1.rstd", N, F, -1},
+        {"qkv", N * 3 * Ct, F, -1}, {"atty", N * Ct, F, -1},
+        {"att", (size_t)b->B * NHt * T * T, F, -1}, {"attproj", N * C, F, -1},
+        {"resmid", N * C, F, -1}, {"ln2", N * C, F, -1}, {"ln2.mean", N, F, -1},
+        {"ln2.rstd", N, F, -1}, {"fch", fcrows * Ht, F, -1}, {"fchg", fcrows * Ht, F, -1},
+        {"fcproj", N * C, F, -1},
+        /* MoE */
+        {"rlogits", N * E, F, -1}, {"probs", N * E, F, -1}, {"expert", NK, I, -1},
+        {"gate", NK, F, -1}, {"row", NK, I, -1}, {"aux", 1, F, -1}, {"xs", NK * C, F, -1},
+        {"counts", E, I, -1}, {"xe", R * C, F, one ? 20 : -1},
+        {"ecounts", (size_t)b->ep * m->El, I, one ? 21 : -1}, {"ye", R * C, F, -1},
+        {"yr", NK * C, F, one ? 24 : -1}};
     int *ids = (int *)out;
     const int *sl = (const int *)slot;
-    for (int i = 0; i < 14; i++) {
-        if (slot) {
-            char full[40];
-            snprintf(full, sizeof full, "%s.%s", prefix, spec[i].name);
-            ids[i] = tape_alias(b->tp, full, sl[i], l);
+    for (int i = 0; i < NACTS; i++) {
+        char full[40];
+        snprintf(full, sizeof full, "%s.%s", prefix, spec[i].name);
+        if (i >= 14 && !moe) {
+            ids[i] = -1;
+        } else if (slot) {
+            int of = sl[i];
+            if (b->tp->t[of].alias >= 0) of = b->tp->t[of].alias;
+            ids[i] = tape_alias(b->tp, full, of, l);
+        } else if (spec[i].same >= 0) {
+            ids[i] = tape_alias(b->tp, full, ids[spec[i].same], l);
         } else {
-            ids[i] = act(b, prefix, spec[i].name, l, spec[i].n);
+            ids[i] = tape_tensor(b->tp, full, (FtDtype)spec[i].dt, FT_TR_ACT, spec[i].n, NULL, l);
         }
     }
 }
@@ -409,7 +562,16 @@ void model_build_tape(const FtModel *m, const FtTapeOpts *o, FtTape *tp)
     int L = c->L, l0 = m->l0, l1 = m->l0 + m->nl; /* this stage: layers [l0, l1) */
     size_t N = (size_t)o->B * o->T, C = c->C, Vp = c->Vp, Ct = C / m->sh.tp;
     bool first = m->first, last = m->last;
-    Builder b = {.m = m, .tp = tp, .B = o->B, .T = o->T, .N = (int)N};
+    Builder b = {.m = m, .tp = tp, .B = o->B, .T = o->T, .N = (int)N,
+                 .loss_scale = o->loss_scale, .ep = m->sh.ep};
+    if (c->E) { /* rows on the experts' side: all N K when ep is 1, else at most El cap from
+                   each of the ep sources (and never more than the source's N K) */
+        b.K = c->K;
+        b.cap = model_moe_capacity(c, (long long)N);
+        long long per = (long long)m->El * b.cap < (long long)N * b.K ? (long long)m->El * b.cap
+                                                                        : (long long)N * b.K;
+        b.R = b.ep == 1 ? (long long)N * b.K : b.ep * per;
+    }
     b.pid = malloc(sizeof(int) * FT_NPARAM_TENSORS * (size_t)L);
     b.gid = malloc(sizeof(int) * FT_NPARAM_TENSORS * (size_t)L);
     b.res = malloc(sizeof(int) * (size_t)(L + 1));
@@ -523,8 +685,20 @@ void model_build_tape(const FtModel *m, const FtTapeOpts *o, FtTape *tp)
             snprintf(nm, sizeof nm, "d.res%d", l);
             b.dres[l] = tape_tensor(tp, nm, FT_F32, FT_TR_ACT_GRAD, N * C, NULL, -1);
         }
-        b.dfchg = tape_tensor(tp, "d.fchg", FT_F32, FT_TR_ACT_GRAD, N * 4 * Ct, NULL, -1);
-        b.dfch = tape_tensor(tp, "d.fch", FT_F32, FT_TR_ACT_GRAD, N * 4 * Ct, NULL, -1);
+        size_t fcrows = c->E ? (size_t)b.R : N, NK = N * (size_t)b.K;
+        b.dfchg = tape_tensor(tp, "d.fchg", FT_F32, FT_TR_ACT_GRAD, fcrows * 4 * Ct, NULL, -1);
+        b.dfch = tape_tensor(tp, "d.fch", FT_F32, FT_TR_ACT_GRAD, fcrows * 4 * Ct, NULL, -1);
+        if (c->E) {
+            b.dyr = tape_tensor(tp, "d.yr", FT_F32, FT_TR_ACT_GRAD, NK * C, NULL, -1);
+            b.dye = b.ep == 1 ? tape_alias(tp, "d.ye", b.dyr, -1)
+                              : tape_tensor(tp, "d.ye", FT_F32, FT_TR_ACT_GRAD, b.R * C, NULL, -1);
+            b.dxe = tape_tensor(tp, "d.xe", FT_F32, FT_TR_ACT_GRAD, b.R * C, NULL, -1);
+            b.dxs = b.ep == 1 ? tape_alias(tp, "d.xs", b.dxe, -1)
+                              : tape_tensor(tp, "d.xs", FT_F32, FT_TR_ACT_GRAD, NK * C, NULL, -1);
+            b.dgate = tape_tensor(tp, "d.gate", FT_F32, FT_TR_ACT_GRAD, NK, NULL, -1);
+            b.drlog = tape_tensor(tp, "d.rlogits", FT_F32, FT_TR_ACT_GRAD, N * c->E, NULL, -1);
+            b.dln2r = tape_tensor(tp, "d.ln2.router", FT_F32, FT_TR_ACT_GRAD, N * C, NULL, -1);
+        }
         b.dln2 = tape_tensor(tp, "d.ln2", FT_F32, FT_TR_ACT_GRAD, N * C, NULL, -1);
         b.dres2 = tape_tensor(tp, "d.resmid", FT_F32, FT_TR_ACT_GRAD, N * C, NULL, -1);
         b.datty = tape_tensor(tp, "d.atty", FT_F32, FT_TR_ACT_GRAD, N * Ct, NULL, -1);

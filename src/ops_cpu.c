@@ -647,6 +647,231 @@ static void adamw_fwd(const FtOpCall *c)
     }
 }
 
+/* ---- mixture of experts: routing, dispatch, grouped expert matmul, combine ------------------ */
+
+/* Softmax of each row, the top K by logit (ties: lower index), the gates, then capacity in
+ * choice-major order (j = 0 for every token first) and the packed row of each kept choice. The
+ * capacity pass is sequential by definition (an assignment depends on all earlier ones). */
+static void moe_route_fwd(const FtOpCall *c)
+{
+    const float *lg = c->in[0];
+    float *probs = c->out[0], *gate = c->out[2], *aux = c->out[4];
+    int *expert = c->out[1], *row = c->out[3];
+    long long N = c->d[0], E = c->d[1], K = c->d[2], cap = c->d[3];
+    FT_ASSERT(K >= 1 && K <= E && cap >= 1);
+#pragma omp parallel for schedule(static) if (PAR(N * E))
+    for (long long n = 0; n < N; n++) {
+        const float *l = lg + n * E;
+        float *p = probs + n * E, mx = -INFINITY;
+        for (long long e = 0; e < E; e++) mx = l[e] > mx ? l[e] : mx;
+        double sum = 0;
+        for (long long e = 0; e < E; e++) {
+            p[e] = exp_poly(l[e] - mx);
+            sum += p[e];
+        }
+        float inv = (float)(1.0 / sum);
+        for (long long e = 0; e < E; e++) p[e] *= inv;
+        for (long long j = 0; j < K; j++) {
+            long long best = -1;
+            for (long long e = 0; e < E; e++) {
+                int taken = 0;
+                for (long long i = 0; i < j; i++) taken |= expert[n * K + i] == e;
+                if (!taken && (best < 0 || l[e] > l[best])) best = e;
+            }
+            expert[n * K + j] = (int)best;
+            gate[n * K + j] = p[best];
+        }
+    }
+    long long *cnt = calloc((size_t)E, sizeof(long long)), *off = calloc((size_t)E, sizeof(long long));
+    double *f = calloc((size_t)E, sizeof(double));
+    FT_ASSERT(cnt && off && f);
+    for (long long j = 0; j < K; j++)
+        for (long long n = 0; n < N; n++) {
+            int e = expert[n * K + j];
+            f[e] += 1.0;
+            row[n * K + j] = cnt[e] < cap ? (int)cnt[e]++ : -1; /* position, for now */
+        }
+    for (long long e = 1; e < E; e++) off[e] = off[e - 1] + cnt[e - 1];
+    for (long long i = 0; i < N * K; i++)
+        if (row[i] >= 0) row[i] += (int)off[expert[i]];
+    double a = 0;
+    for (long long e = 0; e < E; e++) {
+        double P = 0;
+        for (long long n = 0; n < N; n++) P += probs[n * E + e];
+        a += f[e] / (double)(N * K) * (P / (double)N);
+    }
+    aux[0] = (float)(c->x[0] * (double)E * a);
+    free(cnt), free(off), free(f);
+}
+
+/* dprobs = the gates' gradients at the chosen experts + d(aux)/dprobs = coef E f_e / N times
+ * d(objective)/d(aux); then the softmax backward. */
+static void moe_route_bwd(const FtOpCall *c)
+{
+    const float *dgate = c->in[0], *probs = c->in[1];
+    const int *expert = c->in[2];
+    float *dl = c->out[0];
+    long long N = c->d[0], E = c->d[1], K = c->d[2];
+    FT_ASSERT(!ACC(c, 0));
+    double *fa = calloc((size_t)E, sizeof(double));
+    FT_ASSERT(fa);
+    for (long long i = 0; i < N * K; i++) fa[expert[i]] += 1.0;
+    double s = c->x[0] * c->x[1] * (double)E / ((double)(N * K) * (double)N);
+    for (long long e = 0; e < E; e++) fa[e] *= s;
+#pragma omp parallel for schedule(static) if (PAR(N * E))
+    for (long long n = 0; n < N; n++) {
+        const float *p = probs + n * E;
+        float *o = dl + n * E;
+        for (long long e = 0; e < E; e++) o[e] = (float)fa[e];
+        for (long long j = 0; j < K; j++) o[expert[n * K + j]] += dgate[n * K + j];
+        double dot = 0;
+        for (long long e = 0; e < E; e++) dot += (double)p[e] * o[e];
+        for (long long e = 0; e < E; e++) o[e] = p[e] * (o[e] - (float)dot);
+    }
+    free(fa);
+}
+
+static void moe_dispatch_fwd(const FtOpCall *c)
+{
+    const float *x = c->in[0];
+    const int *expert = c->in[1], *row = c->in[2];
+    float *xs = c->out[0];
+    int *counts = c->out[1];
+    long long N = c->d[0], C = c->d[1], K = c->d[2], E = c->d[3];
+    memset(xs, 0, sizeof(float) * (size_t)(N * K * C));
+    for (long long e = 0; e < E; e++) counts[e] = 0;
+    for (long long i = 0; i < N * K; i++) {
+        if (row[i] < 0) continue;
+        counts[expert[i]]++;
+        memcpy(xs + (size_t)row[i] * C, x + (size_t)(i / K) * C, sizeof(float) * C);
+    }
+}
+
+static void moe_dispatch_bwd(const FtOpCall *c)
+{
+    const float *dxs = c->in[0], *dadd = c->in[2];
+    const int *row = c->in[1];
+    float *dx = c->out[0];
+    long long N = c->d[0], C = c->d[1], K = c->d[2];
+    FT_ASSERT(!ACC(c, 0));
+#pragma omp parallel for schedule(static) if (PAR(N * C * K))
+    for (long long n = 0; n < N; n++) {
+        float *o = dx + n * C;
+        for (long long i = 0; i < C; i++) o[i] = dadd ? dadd[n * C + i] : 0.0f;
+        for (long long j = 0; j < K; j++) {
+            int r = row[n * K + j];
+            if (r < 0) continue;
+            const float *g = dxs + (size_t)r * C;
+            for (long long i = 0; i < C; i++) o[i] += g[i];
+        }
+    }
+}
+
+/* Rows of block (g, e) start at the sum of the earlier blocks' counts; returns the total. */
+static long long expert_blocks(const FtOpCall *c, long long G, long long El, long long R)
+{
+    const int *counts = c->in[3];
+    long long total = 0;
+    for (long long b = 0; b < G * El; b++) {
+        FT_ASSERT(counts[b] >= 0);
+        total += counts[b];
+    }
+    if (total > R) FT_DIE("moe expert: %lld rows routed to this rank, buffer holds %lld", total, R);
+    return total;
+}
+
+static void moe_expert_fwd(const FtOpCall *c)
+{
+    const float *x = c->in[0], *w = c->in[1], *b = c->in[2];
+    const int *counts = c->in[3];
+    float *y = c->out[0];
+    long long R = c->d[0], C = c->d[1], OC = c->d[2], El = c->d[3], G = (long long)c->x[0];
+    long long total = expert_blocks(c, G, El, R), r0 = 0;
+    for (long long g = 0; g < G; g++)
+        for (long long e = 0; e < El; e++) {
+            long long n = counts[g * El + e];
+            if (n) {
+                FtOpCall mc = {.in = {x + r0 * C, w + e * OC * C, b ? b + e * OC : NULL},
+                               .out = {y + r0 * OC}, .d = {n, C, OC}};
+                matmul_fwd(&mc);
+            }
+            r0 += n;
+        }
+    memset(y + total * OC, 0, sizeof(float) * (size_t)((R - total) * OC));
+}
+
+static void moe_expert_bwd(const FtOpCall *c)
+{
+    const float *dy = c->in[0], *x = c->in[1], *w = c->in[2];
+    const int *counts = c->in[3];
+    float *dx = c->out[0], *dw = c->out[1], *db = c->out[2];
+    long long R = c->d[0], C = c->d[1], OC = c->d[2], El = c->d[3], G = (long long)c->x[0];
+    FT_ASSERT(ACC(c, 1) && (!db || ACC(c, 2)) && !(dx && ACC(c, 0)));
+    long long total = expert_blocks(c, G, El, R), r0 = 0;
+    for (long long g = 0; g < G; g++)
+        for (long long e = 0; e < El; e++) {
+            long long n = counts[g * El + e];
+            if (n) {
+                FtOpCall mc = {.in = {dy + r0 * OC, x + r0 * C, w + e * OC * C},
+                               .out = {dx ? dx + r0 * C : NULL, dw + e * OC * C,
+                                       db ? db + e * OC : NULL},
+                               .d = {n, C, OC}, .acc = 6};
+                matmul_bwd(&mc);
+            }
+            r0 += n;
+        }
+    if (dx) memset(dx + total * C, 0, sizeof(float) * (size_t)((R - total) * C));
+}
+
+static void moe_combine_fwd(const FtOpCall *c)
+{
+    const float *yr = c->in[0], *gate = c->in[1];
+    const int *row = c->in[2];
+    float *y = c->out[0];
+    long long N = c->d[0], C = c->d[1], K = c->d[2];
+#pragma omp parallel for schedule(static) if (PAR(N * C * K))
+    for (long long n = 0; n < N; n++) {
+        float *o = y + n * C;
+        for (long long i = 0; i < C; i++) o[i] = 0.0f;
+        for (long long j = 0; j < K; j++) {
+            int r = row[n * K + j];
+            if (r < 0) continue;
+            float gj = gate[n * K + j];
+            const float *v = yr + (size_t)r * C;
+            for (long long i = 0; i < C; i++) o[i] += gj * v[i];
+        }
+    }
+}
+
+static void moe_combine_bwd(const FtOpCall *c)
+{
+    const float *dy = c->in[0], *yr = c->in[1], *gate = c->in[2];
+    const int *row = c->in[3];
+    float *dyr = c->out[0], *dgate = c->out[1];
+    long long N = c->d[0], C = c->d[1], K = c->d[2];
+    FT_ASSERT(!ACC(c, 0) && !ACC(c, 1));
+    memset(dyr, 0, sizeof(float) * (size_t)(N * K * C));
+#pragma omp parallel for schedule(static) if (PAR(N * C * K))
+    for (long long n = 0; n < N; n++) {
+        const float *g = dy + n * C;
+        for (long long j = 0; j < K; j++) {
+            int r = row[n * K + j];
+            if (r < 0) {
+                dgate[n * K + j] = 0.0f;
+                continue;
+            }
+            const float *v = yr + (size_t)r * C;
+            float *o = dyr + (size_t)r * C, gj = gate[n * K + j];
+            double dot = 0;
+            for (long long i = 0; i < C; i++) {
+                o[i] = gj * g[i];
+                dot += (double)g[i] * v[i];
+            }
+            dgate[n * K + j] = (float)dot;
+        }
+    }
+}
+
 /* ---- FLOPs and bytes ----------------------------------------------------------------------- */
 
 #define F4 4.0 /* bytes per float */
@@ -716,6 +941,43 @@ static double gradnorm_flops(const FtOpCall *c, FtOpDir dir) { return 2.0 * c->d
 static double gradnorm_bytes(const FtOpCall *c, FtOpDir dir) { return c->d[0] * F4; }
 static double adamw_flops(const FtOpCall *c, FtOpDir dir) { return 14.0 * c->d[0]; }
 static double adamw_bytes(const FtOpCall *c, FtOpDir dir) { return 7.0 * c->d[0] * F4; }
+static double moe_route_flops(const FtOpCall *c, FtOpDir dir)
+{
+    return (dir == FT_FWD ? 6.0 + 2.0 * c->d[2] : 5.0) * c->d[0] * c->d[1];
+}
+static double moe_route_bytes(const FtOpCall *c, FtOpDir dir)
+{
+    return (2.0 * c->d[0] * c->d[1] + 4.0 * c->d[0] * c->d[2]) * F4;
+}
+static double moe_dispatch_flops(const FtOpCall *c, FtOpDir dir)
+{
+    return (dir == FT_FWD ? 1.0 : 2.0) * c->d[0] * c->d[1] * c->d[2];
+}
+static double moe_dispatch_bytes(const FtOpCall *c, FtOpDir dir)
+{
+    return (dir == FT_FWD ? 2.0 : 3.0) * c->d[0] * c->d[1] * c->d[2] * F4;
+}
+/* FLOPs of the nominal rows (x[1]; d[0], the buffer's capacity, when 0): the rows routed to an
+ * expert vary per micro-batch, the planner wants a fixed figure. */
+static double moe_expert_rows(const FtOpCall *c) { return c->x[1] > 0 ? c->x[1] : (double)c->d[0]; }
+static double moe_expert_flops(const FtOpCall *c, FtOpDir dir)
+{
+    FtOpCall m = {.out = {c->out[0]}, .d = {(long long)moe_expert_rows(c), c->d[1], c->d[2]}};
+    return matmul_flops(&m, dir);
+}
+static double moe_expert_bytes(const FtOpCall *c, FtOpDir dir)
+{
+    double rows = moe_expert_rows(c), C = c->d[1], OC = c->d[2], El = c->d[3] > 0 ? c->d[3] : 1;
+    return (dir == FT_FWD ? rows * (C + OC) + El * OC * C : 2 * rows * (C + OC) + 3 * El * OC * C) * F4;
+}
+static double moe_combine_flops(const FtOpCall *c, FtOpDir dir)
+{
+    return (dir == FT_FWD ? 2.0 : 4.0) * c->d[0] * c->d[1] * c->d[2];
+}
+static double moe_combine_bytes(const FtOpCall *c, FtOpDir dir)
+{
+    return (dir == FT_FWD ? 2.0 : 3.0) * c->d[0] * c->d[1] * c->d[2] * F4;
+}
 static double zero_cost(const FtOpCall *c, FtOpDir dir) { return 0.0; }
 static void mark_fn(const FtOpCall *c) { (void)c; }
 
@@ -740,6 +1002,14 @@ static const FtOpDesc g_cpu_ops[FT_OP_NKINDS] = {
     [FT_OP_GRADNORM] = {"gradnorm", gradnorm_fwd, NULL, NULL, NULL, gradnorm_flops,
                         gradnorm_bytes},
     [FT_OP_ADAMW] = {"adamw", adamw_fwd, NULL, NULL, NULL, adamw_flops, adamw_bytes},
+    [FT_OP_MOE_ROUTE] = {"moe_route", moe_route_fwd, moe_route_bwd, NULL, NULL, moe_route_flops,
+                         moe_route_bytes},
+    [FT_OP_MOE_DISPATCH] = {"moe_dispatch", moe_dispatch_fwd, moe_dispatch_bwd, NULL, NULL,
+                            moe_dispatch_flops, moe_dispatch_bytes},
+    [FT_OP_MOE_EXPERT] = {"moe_expert", moe_expert_fwd, moe_expert_bwd, NULL, NULL,
+                          moe_expert_flops, moe_expert_bytes},
+    [FT_OP_MOE_COMBINE] = {"moe_combine", moe_combine_fwd, moe_combine_bwd, NULL, NULL,
+                           moe_combine_flops, moe_combine_bytes},
     [FT_OP_MARK] = {"mark", mark_fn, mark_fn, NULL, NULL, zero_cost, zero_cost},
 };
 

@@ -126,7 +126,8 @@ void tape_print(FILE *out, const FtTape *tp)
 {
     static const char *ph[] = {"fwd", "bwd", "rec"};
     static const char *mk[] = {"", "segment begin", "segment end", "recompute", "comm tp",
-                               "comm grads", "pp recv", "pp send"};
+                               "comm grads", "pp recv", "pp send", "ep to experts",
+                               "ep to sources"};
     for (int i = 0; i < tp->ne; i++) {
         const FtTapeEntry *e = &tp->e[i];
         fprintf(out, "%4d %s L%-3d S%-3d ", i, ph[e->phase], e->layer, e->seg);

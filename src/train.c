@@ -32,13 +32,21 @@ typedef struct slice {
     size_t n;
 } Slice;
 
-typedef struct bucket {
+/* One half of a bucket: the slices reduced over one communicator. */
+typedef struct part {
     Slice *sl;
     int nsl;
     float *buf;
     size_t n;
-    int last_item; /* the bucket starts when this item's gradients are complete */
     FtReq req;
+} Part;
+
+/* Part 0: dense gradients (replicated over dp x ep: summed over dense_dp); part 1: MoE expert
+ * gradients (split over ep: summed over dp only, nothing to do when dp is 1). */
+typedef struct bucket {
+    Part part[2];
+    size_t n;      /* both parts */
+    int last_item; /* the bucket starts when this item's gradients are complete */
     bool started;
 } Bucket;
 
@@ -49,12 +57,14 @@ struct ft_buckets {
     int nitems, embed_item;
 };
 
-static void bucket_add(Bucket *b, float *p, size_t n)
+static void bucket_add(Bucket *b, int part, float *p, size_t n)
 {
     if (!n) return;
-    b->sl = realloc(b->sl, sizeof *b->sl * (size_t)(b->nsl + 1));
-    FT_ASSERT(b->sl);
-    b->sl[b->nsl++] = (Slice){p, n};
+    Part *q = &b->part[part];
+    q->sl = realloc(q->sl, sizeof *q->sl * (size_t)(q->nsl + 1));
+    FT_ASSERT(q->sl);
+    q->sl[q->nsl++] = (Slice){p, n};
+    q->n += n;
     b->n += n;
 }
 
@@ -66,15 +76,16 @@ static void item_slices(const FtModel *m, int item, int nhead, Bucket *b)
     int nlayer_items = m->nl;
     if (item < nhead) {
         for (int j = 0; j < 2; j++)
-            bucket_add(b, m->grads + m->p[head[j]].offset, m->p[head[j]].size);
+            bucket_add(b, 0, m->grads + m->p[head[j]].offset, m->p[head[j]].size);
     } else if (item < nhead + nlayer_items) {
         int l = m->l0 + m->nl - 1 - (item - nhead);
         for (int i = 0; i < FT_NPARAM_TENSORS; i++)
             if (m->p[i].per_layer && m->p[i].size)
-                bucket_add(b, model_tensor(m, m->grads, i, l), m->p[i].size / m->nl);
+                bucket_add(b, m->p[i].expert, model_tensor(m, m->grads, i, l),
+                           m->p[i].size / m->nl);
     } else {
         for (int j = 0; j < 2; j++)
-            bucket_add(b, m->grads + m->p[embed[j]].offset, m->p[embed[j]].size);
+            bucket_add(b, 0, m->grads + m->p[embed[j]].offset, m->p[embed[j]].size);
     }
 }
 
@@ -98,33 +109,42 @@ static struct ft_buckets *buckets_create(const FtModel *m, double bucket_mb)
         b->last_item = it;
         bk->item_bucket[it] = bk->nb - 1;
     }
-    for (int i = 0; i < bk->nb; i++) {
-        bk->b[i].buf = malloc(sizeof(float) * (bk->b[i].n ? bk->b[i].n : 1));
-        FT_ASSERT(bk->b[i].buf);
-    }
+    for (int i = 0; i < bk->nb; i++)
+        for (int k = 0; k < 2; k++) {
+            Part *q = &bk->b[i].part[k];
+            q->buf = malloc(sizeof(float) * (q->n ? q->n : 1));
+            FT_ASSERT(q->buf);
+        }
     return bk;
 }
 
 static void buckets_free(struct ft_buckets *bk)
 {
     if (!bk) return;
-    for (int i = 0; i < bk->nb; i++) free(bk->b[i].sl), free(bk->b[i].buf);
+    for (int i = 0; i < bk->nb; i++)
+        for (int k = 0; k < 2; k++) free(bk->b[i].part[k].sl), free(bk->b[i].part[k].buf);
     free(bk->b);
     free(bk->item_bucket);
     free(bk);
 }
 
+/* The communicator of part k (NULL: nothing to reduce). */
+static FtComm *part_comm(const FtTrainer *tr, int k) { return k == 0 ? tr->c_dp : tr->c_edp; }
+
 static void bucket_start(FtTrainer *tr, Bucket *b)
 {
     FT_ASSERT(!b->started);
     b->started = true;
-    if (!b->n) return;
-    size_t off = 0;
-    for (int i = 0; i < b->nsl; i++) {
-        memcpy(b->buf + off, b->sl[i].p, sizeof(float) * b->sl[i].n);
-        off += b->sl[i].n;
+    for (int k = 0; k < 2; k++) {
+        Part *q = &b->part[k];
+        if (!q->n || !part_comm(tr, k)) continue;
+        size_t off = 0;
+        for (int i = 0; i < q->nsl; i++) {
+            memcpy(q->buf + off, q->sl[i].p, sizeof(float) * q->sl[i].n);
+            off += q->sl[i].n;
+        }
+        comm_iallreduce_sum(part_comm(tr, k), FT_IN_PLACE, q->buf, q->n, FT_F32, &q->req);
     }
-    comm_iallreduce_sum(tr->c_dp, FT_IN_PLACE, b->buf, b->n, FT_F32, &b->req);
 }
 
 /* The executor's gradients-complete hook during the last micro-batch's backward. */
@@ -158,12 +178,15 @@ static void grads_finish(FtTrainer *tr)
         Bucket *b = &bk->b[i];
         FT_ASSERT(b->started);
         b->started = false;
-        if (!b->n) continue;
-        exec_wait(&tr->ex, &b->req, 1, FT_TL_DP);
-        size_t off = 0;
-        for (int j = 0; j < b->nsl; j++) {
-            memcpy(b->sl[j].p, b->buf + off, sizeof(float) * b->sl[j].n);
-            off += b->sl[j].n;
+        for (int k = 0; k < 2; k++) {
+            Part *q = &b->part[k];
+            if (!q->n || !part_comm(tr, k)) continue;
+            exec_wait(&tr->ex, &q->req, 1, FT_TL_DP);
+            size_t off = 0;
+            for (int j = 0; j < q->nsl; j++) {
+                memcpy(q->sl[j].p, q->buf + off, sizeof(float) * q->sl[j].n);
+                off += q->sl[j].n;
+            }
         }
     }
 }
@@ -203,13 +226,12 @@ void train_init_grid(FtTrainer *tr, const FtConfig *cfg, FtModel *model, const F
     tr->emb_comm = MPI_COMM_NULL;
     if (grid) {
         if (model->sh.tp != grid->tp || model->sh.tp_rank != grid->tp_rank ||
-            model->sh.pp != grid->pp || model->sh.pp_rank != grid->pp_rank)
-            FT_DIE("train: the model's shard (tp %d/%d, pp %d/%d) is not this rank's grid place "
-                   "(tp %d/%d, pp %d/%d)", model->sh.tp_rank, model->sh.tp, model->sh.pp_rank,
-                   model->sh.pp, grid->tp_rank, grid->tp, grid->pp_rank, grid->pp);
-        if (grid->ep > 1)
-            FT_DIE("train: parallel.ep = %d needs the mixture-of-experts model, which is not "
-                   "built yet", grid->ep);
+            model->sh.pp != grid->pp || model->sh.pp_rank != grid->pp_rank ||
+            model->sh.ep != grid->ep || model->sh.ep_rank != grid->ep_rank)
+            FT_DIE("train: the model's shard (tp %d/%d, pp %d/%d, ep %d/%d) is not this rank's "
+                   "grid place (tp %d/%d, pp %d/%d, ep %d/%d)", model->sh.tp_rank, model->sh.tp,
+                   model->sh.pp_rank, model->sh.pp, model->sh.ep_rank, model->sh.ep,
+                   grid->tp_rank, grid->tp, grid->pp_rank, grid->pp, grid->ep_rank, grid->ep);
         tr->data_rank = grid->dp_rank * grid->ep + grid->ep_rank;
         tr->data_width = grid->dp * grid->ep;
         tr->c_world = comm_create_mpi(grid->world, "world");
@@ -222,6 +244,8 @@ void train_init_grid(FtTrainer *tr, const FtConfig *cfg, FtModel *model, const F
                                         &tr->emb_comm));
             if (ends) tr->c_emb = comm_create_mpi(tr->emb_comm, "emb");
         }
+        if (grid->ep > 1) tr->c_ep = comm_create_mpi(grid->ep_comm, "ep");
+        if (grid->dp > 1 && model->cfg.E) tr->c_edp = comm_create_mpi(grid->dp_comm, "dp.experts");
         if (grid->dp * grid->ep > 1) {
             tr->c_dp = comm_create_mpi(grid->dense_dp_comm, "dp");
             tr->buckets = buckets_create(model, cfg->parallel.bucket_mb);
@@ -243,7 +267,8 @@ void train_init_grid(FtTrainer *tr, const FtConfig *cfg, FtModel *model, const F
     for (int k = 0; k < tr->nslots; k++) model_build_tape(model, &o, slot(tr, k));
     tr->step_flops = tr->micro * tape_flops(&tr->tape, 0, tr->tape.ne, false);
     timeline_init(&tr->tl, 1 << 16);
-    tr->ex = (FtExec){.stats = &tr->stats, .tl = &tr->tl, .tp = tr->c_tp, .pp = tr->c_pp};
+    tr->ex = (FtExec){.stats = &tr->stats, .tl = &tr->tl, .tp = tr->c_tp, .pp = tr->c_pp,
+                      .ep = tr->c_ep};
 }
 
 void train_free(FtTrainer *tr)
@@ -252,6 +277,7 @@ void train_free(FtTrainer *tr)
     free(tr->more);
     buckets_free(tr->buckets);
     comm_destroy(tr->c_tp), comm_destroy(tr->c_pp), comm_destroy(tr->c_dp);
+    comm_destroy(tr->c_ep), comm_destroy(tr->c_edp);
     comm_destroy(tr->c_emb), comm_destroy(tr->c_replica), comm_destroy(tr->c_world);
     if (tr->emb_comm != MPI_COMM_NULL) MPI_Comm_free(&tr->emb_comm);
     timeline_free(&tr->tl);
@@ -273,7 +299,8 @@ static double sum_last_stage(FtTrainer *tr, double v, bool count_here)
 }
 
 /* L2 norm of the gradients of the whole model: each parameter counted once (tensor-parallel
- * copies of replicated tensors and the last stage's copy of the tied wte left out). */
+ * copies of replicated tensors, the last stage's copy of the tied wte and the expert-parallel
+ * copies of dense tensors left out). */
 static double grad_norm(FtTrainer *tr)
 {
     const FtModel *m = tr->model;
@@ -283,6 +310,7 @@ static double grad_norm(FtTrainer *tr)
         if (!p->size) continue;
         if (p->tp_split == FT_SPLIT_NONE && m->sh.tp_rank != 0) continue;
         if (i == FT_P_WTE && !m->first) continue;
+        if (!p->expert && m->sh.ep_rank != 0) continue;
         double s = 0;
         FtOpCall c = {.in = {m->grads + p->offset}, .out = {&s}, .d = {(long long)p->size}};
         exec_op(FT_OP_GRADNORM, FT_FWD, &c, &tr->stats);

@@ -59,7 +59,8 @@ void train_ckpt_slabs(const FtTrainer *tr, MPI_Comm comm, FtCkptSlab slabs[FT_NP
     int rank = 0;
     FT_CHECK_MPI(MPI_Comm_rank(comm, &rank));
     const FtGrid *g = tr->grid;
-    bool replica_writer = g ? g->dp_rank == 0 && g->ep_rank == 0 : rank == 0;
+    /* dp rank 0 writes; model_param_slab leaves the ep copies of dense tensors out */
+    bool replica_writer = g ? g->dp_rank == 0 : rank == 0;
     /* shapes: (ndim, gshape[4]) per tensor, max over ranks (a rank without the tensor has 0s) */
     enum { W = 1 + FT_SLAB_MAX_DIMS };
     long long shp[FT_NPARAM_TENSORS * W];
@@ -75,7 +76,8 @@ void train_ckpt_slabs(const FtTrainer *tr, MPI_Comm comm, FtCkptSlab slabs[FT_NP
         FtCkptSlab *s = &slabs[id];
         memset(s, 0, sizeof *s);
         s->ndim = (int)shp[id * W];
-        FT_ASSERT(s->ndim >= 1 && s->ndim <= FT_SLAB_MAX_DIMS && s->ndim <= CKPT_MAX_DIMS);
+        /* ndim 0: no rank holds it (the MoE router of a dense model): not stored */
+        FT_ASSERT(s->ndim >= 0 && s->ndim <= FT_SLAB_MAX_DIMS && s->ndim <= CKPT_MAX_DIMS);
         bool held = ms[id].ndims > 0;
         for (int k = 0; k < s->ndim; k++) {
             s->gshape[k] = (uint64_t)shp[id * W + 1 + k];
@@ -147,6 +149,7 @@ void train_ckpt_save(FtTrainCkpt *tc, const FtTrainer *tr)
     for (int part = 0; part < 3; part++)
         for (int id = 0; id < FT_NPARAM_TENSORS; id++) {
             FtCkptSlab *s = &sl[id];
+            if (!s->ndim) continue;
             uint64_t none[CKPT_MAX_DIMS] = {0};
             char name[CKPT_NAME_MAX], desc[160];
             snprintf(name, sizeof name, "%s/%s", g_part_name[part], m->p[id].name);
@@ -299,6 +302,7 @@ int train_ckpt_restore(FtTrainer *tr, const char *path, bool verify, MPI_Comm co
     for (int part = 0; part < 3; part++)
         for (int id = 0; id < FT_NPARAM_TENSORS; id++) {
             FtCkptSlab *s = &sl[id];
+            if (!s->ndim) continue;
             char name[CKPT_NAME_MAX];
             snprintf(name, sizeof name, "%s/%s", g_part_name[part], m->p[id].name);
             if (ckpt_read_tensor(f, name, CKPT_F32, s->ndim, s->gshape, s->offset, s->count,

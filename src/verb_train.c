@@ -111,17 +111,9 @@ int verb_train(int argc, char **argv, MPI_Comm comm)
         deck_free(&cfg);
         return FT_EXIT_USAGE;
     }
-    if (grid.ep > 1) {
-        snprintf(err, sizeof err, "%s: parallel.ep = %d: expert parallelism needs the "
-                 "mixture-of-experts model, which is not built yet (HINT: parallel.ep = 1)",
-                 cfg.path, grid.ep);
-        cli_error(comm, err);
-        grid_destroy(&grid);
-        deck_free(&cfg);
-        return FT_EXIT_USAGE;
-    }
-    FtShard shard = {.tp = grid.tp, .tp_rank = grid.tp_rank, .pp = grid.pp, .pp_rank = grid.pp_rank};
-    bool sharded = grid.tp > 1 || grid.pp > 1;
+    FtShard shard = {.tp = grid.tp, .tp_rank = grid.tp_rank, .pp = grid.pp, .pp_rank = grid.pp_rank,
+                     .ep = grid.ep, .ep_rank = grid.ep_rank};
+    bool sharded = grid.tp > 1 || grid.pp > 1 || grid.ep > 1;
     FtModel model;
     FtData *train = NULL, *val = NULL;
     int T = train_seq_len(&cfg);
@@ -174,7 +166,7 @@ int verb_train(int argc, char **argv, MPI_Comm comm)
     rc = s.ok ? FT_EXIT_OK : FT_EXIT_FAILED;
     if (sharded && (cfg.run.save_model[0] || cfg.train.sample_tokens > 0))
         log_warn("run.save_model and the end-of-run sample need the whole model on rank 0; "
-                 "not done for a tp/pp-sharded layout (use checkpoints)");
+                 "not done for a tp/pp/ep-sharded layout (use checkpoints)");
     if (s.ok && cfg.run.save_model[0] && !sharded) {
         bad = rank == 0 && llmc_write_model(cfg.run.save_model, &model, err, sizeof err) ? 1 : 0;
         if (agree(bad, comm)) {

@@ -1,8 +1,10 @@
 /* test_parallel.c: the parallel layouts against the single-rank run. For a tiny GPT-2 (L 4, C 32,
  * NH 4, T 8, B 2, V 64), every layout this job's size allows ({tp2, pp2 under 1F1B and GPipe,
  * dp2, tp2 with activation checkpointing} on 2 ranks, {tp2 x pp2, tp2 x dp2, pp2 x dp2} on 4,
- * tp2 x pp2 x dp2 on 8) trains 10 steps and must reproduce the single-rank loss curve (the
- * single-rank run uses dp times the micro-batches: the same global batch) and its parameters
+ * tp2 x pp2 x dp2 on 8; the mixture-of-experts model (E 4, top-2, capacity factor 1, so tokens
+ * are dropped) with ep2 on 2 ranks, ep2 x tp2 and ep2 x dp2 on 4) trains 10 steps and must
+ * reproduce the single-rank loss curve (the single-rank run uses dp x ep times the
+ * micro-batches: the same global batch) and its parameters
  * after 10 steps; the same layout run twice must give bitwise-identical losses and parameters;
  * parameters replicated over tp (LayerNorms, biases of row-parallel layers, embeddings) must be
  * bitwise equal on every tp rank.
@@ -15,7 +17,9 @@
  * and 1e-5 relative on each step's loss (measured: <= 1.1e-7 on the loss, <= 4e-5 on
  * parameters, where Adam amplifies the rounding of gradients near zero). A
  * wrong layout (a missing all-reduce, a double-counted bias, a misrouted shard) moves the loss in
- * the third digit and the parameters by ~lr.
+ * the third digit and the parameters by ~lr. MoE layouts change the same sums (expert
+ * weight gradients summed block by block over source ranks) and nothing else: capacity is per
+ * micro-batch of each data rank, so the same tokens are routed and dropped as on one rank.
  * ft-test: ranks 2 4 8 */
 #include <math.h>
 #include <stdio.h>
@@ -49,7 +53,7 @@ static void synth_fetch(void *ctx, uint64_t first, int B, int *in, int *tg)
 
 static int g_dims[2];
 
-static FtConfig tiny_cfg(int tp, int pp, int dp, int micro)
+static FtConfig tiny_cfg(int tp, int pp, int dp, int micro, int ep, int experts)
 {
     FtConfig c;
     char err[FT_DECK_ERR_MAX];
@@ -69,6 +73,11 @@ static FtConfig tiny_cfg(int tp, int pp, int dp, int micro)
     c.parallel.pp = pp;
     c.parallel.dp = dp;
     c.parallel.microbatches = micro;
+    c.parallel.ep = ep;
+    c.model.experts = experts;
+    c.model.top_k = 2;
+    c.model.capacity_factor = 1.0; /* 8 rows per expert for 16 tokens x 2 choices: some drop */
+    c.model.aux_loss_coef = 0.01;
     c.parallel.bucket_mb = 0.01; /* several buckets even for this tiny model */
     g_dims[0] = (int)c.model.seq_len;
     g_dims[1] = (int)c.model.vocab;
@@ -81,9 +90,9 @@ typedef struct run {
 } Run;
 
 /* The single-rank reference: the same global batch as dp ranks x MICRO micro-batches. */
-static void run_single(int dp, Run *r)
+static void run_single(int dp, int experts, Run *r)
 {
-    FtConfig c = tiny_cfg(1, 1, 1, MICRO * dp);
+    FtConfig c = tiny_cfg(1, 1, 1, MICRO * dp, 1, experts);
     FtGpt2Config mc;
     model_config_from_deck(&c, &mc);
     model_create(&r->m, &mc);
@@ -99,16 +108,19 @@ static void run_single(int dp, Run *r)
     train_free(&tr);
 }
 
-static void run_layout(int tp, int pp, int dp, int schedule, int ac, Run *r, FtGrid *g)
+static void run_layout(int tp, int pp, int dp, int ep, int experts, int schedule, int ac, Run *r,
+                       FtGrid *g)
 {
-    FtConfig c = tiny_cfg(tp, pp, dp, MICRO);
+    FtConfig c = tiny_cfg(tp, pp, dp, MICRO, ep, experts);
     c.parallel.schedule = schedule;
     c.train.ac = ac;
     char err[256];
-    assert_int_equal(grid_create(g, ft_test_comm(), tp, pp, dp, 1, err, sizeof err), 0);
+    assert_int_equal(deck_check(&c, ft_test_size(), err, sizeof err), 0);
+    assert_int_equal(grid_create(g, ft_test_comm(), tp, pp, dp, ep, err, sizeof err), 0);
     FtGpt2Config mc;
     model_config_from_deck(&c, &mc);
-    FtShard sh = {.tp = tp, .tp_rank = g->tp_rank, .pp = pp, .pp_rank = g->pp_rank};
+    FtShard sh = {.tp = tp, .tp_rank = g->tp_rank, .pp = pp, .pp_rank = g->pp_rank, .ep = ep,
+                  .ep_rank = g->ep_rank};
     model_create_sharded(&r->m, &mc, &sh);
     model_init_random(&r->m, 42);
     FtBatchSource src = {synth_fetch, g_dims};
@@ -135,15 +147,15 @@ static int same_on(MPI_Comm comm, const void *buf, size_t len)
     return ok;
 }
 
-static void check_layout(int tp, int pp, int dp, int schedule, int ac)
+static void check_layout_moe(int tp, int pp, int dp, int ep, int experts, int schedule, int ac)
 {
-    if (tp * pp * dp != ft_test_size()) return;
+    if (tp * pp * dp * ep != ft_test_size()) return;
     Run ref, a, b;
-    run_single(dp, &ref);
+    run_single(dp * ep, experts, &ref);
     FtGrid g;
-    run_layout(tp, pp, dp, schedule, ac, &a, &g);
+    run_layout(tp, pp, dp, ep, experts, schedule, ac, &a, &g);
     grid_destroy(&g);
-    run_layout(tp, pp, dp, schedule, ac, &b, &g);
+    run_layout(tp, pp, dp, ep, experts, schedule, ac, &b, &g);
     /* against the single-rank run */
     double lerr = 0, perr = 0;
     for (int s = 0; s < STEPS; s++) lerr = fmax(lerr, fabs(a.loss[s] - ref.loss[s]) / ref.loss[s]);
@@ -162,8 +174,9 @@ static void check_layout(int tp, int pp, int dp, int schedule, int ac)
     MPI_Allreduce(MPI_IN_PLACE, &lmax, 1, MPI_DOUBLE, MPI_MAX, ft_test_comm());
     MPI_Allreduce(MPI_IN_PLACE, &pmax, 1, MPI_DOUBLE, MPI_MAX, ft_test_comm());
     if (ft_test_rank() == 0)
-        printf("  tp %d pp %d dp %d %s%s: loss %.4f -> %.4f, max rel loss diff %.2e, max param "
-               "diff %.2e\n", tp, pp, dp, pp > 1 ? (schedule == FT_PIPE_GPIPE ? "gpipe" : "1f1b") : "",
+        printf("  tp %d pp %d dp %d ep %d%s %s%s: loss %.4f -> %.4f, max rel loss diff %.2e, max "
+               "param diff %.2e\n", tp, pp, dp, ep, experts ? " moe" : "",
+               pp > 1 ? (schedule == FT_PIPE_GPIPE ? "gpipe" : "1f1b") : "",
                ac ? " ac" : "", a.loss[0], a.loss[STEPS - 1], lmax, pmax);
     assert_all(ref.loss[STEPS - 1] < ref.loss[0] - 0.05); /* it trains */
     assert_all(lerr <= LOSS_RTOL);
@@ -179,10 +192,19 @@ static void check_layout(int tp, int pp, int dp, int schedule, int ac)
             assert_all(same_on(g.tp_comm, a.m.params + a.m.p[i].offset,
                                sizeof(float) * a.m.p[i].size));
     assert_all(ft_same_bytes(a.loss, sizeof a.loss));
-    /* dp replicas hold the same parameters */
+    /* dp replicas hold the same parameters; ep ranks the same dense ones */
     assert_all(same_on(g.dp_comm, a.m.params, sizeof(float) * a.m.nparams));
+    for (int i = 0; i < FT_NPARAM_TENSORS; i++)
+        if (!a.m.p[i].expert)
+            assert_all(same_on(g.ep_comm, a.m.params + a.m.p[i].offset,
+                               sizeof(float) * a.m.p[i].size));
     grid_destroy(&g);
     model_free(&ref.m), model_free(&a.m), model_free(&b.m);
+}
+
+static void check_layout(int tp, int pp, int dp, int schedule, int ac)
+{
+    check_layout_moe(tp, pp, dp, 1, 0, schedule, ac);
 }
 
 static void test_tp2(void **state) { (void)state; check_layout(2, 1, 1, FT_PIPE_1F1B, 0); }
@@ -194,6 +216,9 @@ static void test_tp2_pp2(void **state) { (void)state; check_layout(2, 2, 1, FT_P
 static void test_tp2_dp2(void **state) { (void)state; check_layout(2, 1, 2, FT_PIPE_1F1B, 0); }
 static void test_pp2_dp2(void **state) { (void)state; check_layout(1, 2, 2, FT_PIPE_1F1B, FT_AC_CHOICE_FULL); }
 static void test_tp2_pp2_dp2(void **state) { (void)state; check_layout(2, 2, 2, FT_PIPE_1F1B, 0); }
+static void test_moe_ep2(void **state) { (void)state; check_layout_moe(1, 1, 1, 2, 4, FT_PIPE_1F1B, 0); }
+static void test_moe_ep2_tp2(void **state) { (void)state; check_layout_moe(2, 1, 1, 2, 4, FT_PIPE_1F1B, 0); }
+static void test_moe_ep2_dp2(void **state) { (void)state; check_layout_moe(1, 1, 2, 2, 4, FT_PIPE_1F1B, FT_AC_CHOICE_FULL); }
 
 /* The checkpoint layout: every shard is one hyperslab, the slabs of a replica tile each global
  * dataset exactly once (writers), and extracting from a global tensor gives the shard's values. */
@@ -202,7 +227,7 @@ static void test_slabs_tile(void **state)
     (void)state;
     for (int tp = 1; tp <= 4; tp *= 2) /* heads 4, layers 4 */
         for (int pp = 1; pp <= 4; pp *= 2) {
-            FtConfig c = tiny_cfg(tp, pp, 1, 1);
+            FtConfig c = tiny_cfg(tp, pp, 1, 1, 1, 0);
             FtGpt2Config mc;
             model_config_from_deck(&c, &mc);
             FtModel full;
@@ -246,4 +271,6 @@ FT_TEST_MAIN(cmocka_unit_test(test_slabs_tile), cmocka_unit_test(test_tp2),
              cmocka_unit_test(test_tp2_ac), cmocka_unit_test(test_pp2_1f1b),
              cmocka_unit_test(test_pp2_gpipe), cmocka_unit_test(test_dp2),
              cmocka_unit_test(test_tp2_pp2), cmocka_unit_test(test_tp2_dp2),
-             cmocka_unit_test(test_pp2_dp2), cmocka_unit_test(test_tp2_pp2_dp2))
+             cmocka_unit_test(test_pp2_dp2), cmocka_unit_test(test_tp2_pp2_dp2),
+             cmocka_unit_test(test_moe_ep2), cmocka_unit_test(test_moe_ep2_tp2),
+             cmocka_unit_test(test_moe_ep2_dp2))

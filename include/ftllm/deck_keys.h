@@ -51,6 +51,14 @@
       "pad the vocabulary up to a multiple of this (Vp; llm.c pads 50257 to 50304)")             \
     K(model, seq_len, INT, "64", 1, 1048576, "", 0,                                              \
       "maximum sequence length (T), the size of the position table")                         \
+    K(model, experts, INT, "0", 0, 65536, "", 0,                                                 \
+      "mixture of experts: experts in every block's MLP (E); 0 = the dense GPT-2 MLP")           \
+    K(model, top_k, INT, "1", 1, 64, "", 0, "experts each token is routed to (K <= experts)")    \
+    K(model, capacity_factor, REAL, "1.25", 0, 1e6, "", 0,                                       \
+      "expert capacity: ceil(factor x tokens x top_k / experts) per micro-batch of each data "  \
+      "rank; later tokens are dropped (the residual passes them on); 0 = no limit")             \
+    K(model, aux_loss_coef, REAL, "0.01", 0, 1e6, "", 0,                                         \
+      "weight of the load-balance loss coef x E x sum_e f_e P_e (Switch/GShard) in the objective") \
     K(model, init, STR, "", 0, 0, "", 0,                                                         \
       "llm.c GPT-2 model file (fp32, version 3) to start from; empty = random initialization")
 

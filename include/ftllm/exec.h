@@ -3,7 +3,8 @@
  * It runs a range of tape entries (resolving tensor ids to pointers and calling the op table's
  * forward or backward) or a single op call (the optimizer's kernels). Communication points on
  * the tape (tape.h markers) are carried out here, from an FtExec context: tensor-parallel
- * all-reduces, pipeline sends and receives between stages, and the "layer gradients complete"
+ * all-reduces, pipeline sends and receives between stages, expert-parallel all-to-alls (row
+ * counts first, then the rows), and the "layer gradients complete"
  * hook the train loop uses to start data-parallel bucket reductions. Every message is a
  * non-blocking comm call; the executor owns the wait (comm_wait with the context's poll hook,
  * where DMR's deferred checkers will run) and charges the time spent waiting to a timeline
@@ -36,6 +37,8 @@ typedef struct ft_exec {
     FtTimeline *tl;      /* may be NULL */
     FtComm *tp;          /* FT_MARK_COMM_TP all-reduces; NULL: tp width 1 */
     FtComm *pp;          /* FT_MARK_PP_*: stage i is rank i of this communicator; NULL: pp 1 */
+    FtComm *ep;          /* FT_MARK_EP_* all-to-alls: expert-parallel rank q is rank q; NULL:
+                            ep 1 (the markers' buffers are shared, nothing moves) */
     /* FT_MARK_COMM_GRADS: called with the entry's layer (-1: final LayerNorm); NULL: ignored */
     void (*grads_ready)(void *arg, int layer);
     void *grads_arg;

@@ -19,8 +19,17 @@
  * and fc are column-parallel (this rank's heads / MLP columns: qkvw holds, for each of q, k, v,
  * the rows of heads [r NH/tp, (r+1) NH/tp)), attproj and fcproj row-parallel (their input
  * columns), biases of row-parallel layers, LayerNorms and the embeddings replicated.
- * FtParamInfo.rows/cols are this rank's shape of one layer's slice. The unsharded model
- * (tp = pp = 1) is the one llm.c reads and writes. */
+ * FtParamInfo.rows/cols are this rank's shape of one layer's slice. The unsharded dense model
+ * (tp = pp = 1) is the one llm.c reads and writes.
+ *
+ * Mixture of experts (cfg.E > 0): every block's MLP becomes E expert MLPs (each GELU, width 4C)
+ * behind a router (linear C -> E, no bias, softmax, top K; see ops.h MOE_ROUTE for the
+ * tie-break, capacity and auxiliary loss). fcw, fcb, fcprojw, fcprojb gain an expert axis
+ * ((L, El, 4C, C), ...) and routerw (L, E, C) appears. Expert parallelism: ep rank q holds
+ * experts [q El, (q+1) El), El = E / ep (FtParamInfo.expert: split over ep, so reduced over dp
+ * only); everything else is replicated over ep. Tensor parallelism splits each expert like the
+ * dense MLP. Capacity is per micro-batch of each data rank (GShard's groups): a layout routes,
+ * drops and combines exactly the tokens the single-rank run does. */
 #ifndef FTLLM_MODEL_H
 #define FTLLM_MODEL_H
 
@@ -48,6 +57,7 @@ enum ft_param_id {
     FT_P_FCPROJB,  /* (L, C) */
     FT_P_LNFW,     /* (C) */
     FT_P_LNFB,     /* (C) */
+    FT_P_ROUTERW,  /* (L, E, C): the MoE router; absent (size 0) in a dense model */
     FT_NPARAM_TENSORS
 };
 
@@ -55,12 +65,17 @@ enum ft_tp_split { FT_SPLIT_NONE, FT_SPLIT_ROWS, FT_SPLIT_COLS };
 
 typedef struct ft_gpt2_config {
     int L, NH, C, V, Vp, maxT;
+    int E, K;               /* experts per MoE block (0: dense) and top-k */
+    double capacity_factor; /* expert capacity, see model_moe_capacity; 0: no limit */
+    double aux_coef;        /* weight of the load-balance loss */
 } FtGpt2Config;
 
-/* Which part of the model this rank holds: tensor-parallel rank of tp, pipeline stage of pp. */
+/* Which part of the model this rank holds: tensor-parallel rank of tp, pipeline stage of pp,
+ * expert-parallel rank of ep (ep 0 is read as 1). */
 typedef struct ft_shard {
     int tp, tp_rank;
     int pp, pp_rank;
+    int ep, ep_rank;
 } FtShard;
 
 typedef struct ft_param_info {
@@ -71,6 +86,7 @@ typedef struct ft_param_info {
     bool decay;          /* AdamW weight decay applies (matrices and embeddings, not biases/LN) */
     int rows, cols;      /* this rank's shape of one layer's slice (cols 1 for vectors) */
     enum ft_tp_split tp_split; /* ROWS: output rows split over tp; COLS: input columns */
+    bool expert;               /* MoE expert weights: split over ep (not replicated there) */
 } FtParamInfo;
 
 /* Up to 4 dimensions of a tensor's global dataset and this rank's hyperslab of it. */
@@ -78,13 +94,15 @@ typedef struct ft_param_info {
 typedef struct ft_slab {
     int ndims;
     size_t gshape[FT_SLAB_MAX_DIMS], offset[FT_SLAB_MAX_DIMS], count[FT_SLAB_MAX_DIMS];
-    bool writer; /* this rank writes it (the first of the tp / pp copies of a replicated tensor) */
+    bool writer; /* this rank writes it (the first of the tp / pp / ep copies of a replicated
+                    tensor) */
 } FtSlab;
 
 typedef struct ft_model {
     FtGpt2Config cfg;
     FtShard sh;
     int l0, nl;         /* this stage's layers [l0, l0 + nl) */
+    int El, e0;         /* MoE: this rank's experts [e0, e0 + El) (0, 0 when dense) */
     bool first, last;   /* first / last pipeline stage */
     FtParamInfo p[FT_NPARAM_TENSORS];
     size_t nparams;
@@ -96,10 +114,14 @@ typedef struct ft_model {
 /* The model shape from the deck. Returns 0 (no failure mode beyond the deck's own checks). */
 void model_config_from_deck(const FtConfig *cfg, FtGpt2Config *mc);
 
+/* Expert capacity of a micro-batch of N tokens: ceil(capacity_factor N K / E), at least 1 and
+ * at most N (no limit when capacity_factor is 0). */
+int model_moe_capacity(const FtGpt2Config *mc, long long N);
+
 /* Lays out and allocates (zeroed) parameters, gradients and moments of the whole model. */
 void model_create(FtModel *m, const FtGpt2Config *mc);
 /* The same for this rank's shard (sh NULL: the whole model). The caller checks divisibility
- * (deck_check: heads % tp, layers % pp); violations here are fatal. */
+ * (deck_check: heads % tp, layers % pp, experts % ep); violations here are fatal. */
 void model_create_sharded(FtModel *m, const FtGpt2Config *mc, const FtShard *sh);
 void model_free(FtModel *m);
 
@@ -116,7 +138,9 @@ float *model_tensor(const FtModel *m, float *base, int id, int l);
 /* The global dataset shape of tensor id and this rank's hyperslab of it, chosen so that every
  * shard is one hyperslab: qkvw is (L, 3, C, C) and qkvb (L, 3, C) (q, k, v rows; the same bytes
  * as llm.c's (L, 3C, C)), attprojw (L, C, C), fcw (L, 4C, C), fcb (L, 4C), fcprojw (L, C, 4C),
- * per-layer vectors (L, C), wte (Vp, C), wpe (maxT, C), lnf (C). The slab's elements, in
+ * per-layer vectors (L, C), wte (Vp, C), wpe (maxT, C), lnf (C); MoE: fcw (L, E, 4C, C), fcb
+ * (L, E, 4C), fcprojw (L, E, C, 4C), fcprojb (L, E, C) with this ep rank's experts, routerw
+ * (L, E, C). The slab's elements, in
  * row-major order, are this rank's tensor (model_tensor(m, base, id, l0 or -1), size
  * p[id].size). A tensor this stage does not hold has ndims 0 and writer false. */
 void model_param_slab(const FtModel *m, int id, FtSlab *s);

@@ -49,6 +49,32 @@
  *                    (the result does not even depend on the thread count)   d: n
  *   ADAMW       fwd  in: g (n)  out: p, m, v (n, updated in place: acc = all)   d: n
  *                    x: lr, beta1, beta2, eps, weight_decay, 1-beta1^t, 1-beta2^t, grad scale
+ *   MOE_ROUTE   fwd  in: logits (N,E)                                out: probs (N,E), expert (N,K int),
+ *                    gate (N,K), row (N,K int), aux (1)               d: N E K cap   x[0]: aux coefficient
+ *                    probs = softmax(logits); each token's K experts in descending logit order,
+ *                    ties to the lower expert index; gate = the chosen experts' probabilities
+ *                    (raw, not renormalized over the K); capacity: choice j = 0 of every token
+ *                    (tokens in order) is served first, then j = 1, ...; an expert's first cap
+ *                    assignments are kept, later ones dropped (row -1); row = the assignment's
+ *                    row in the packed expert-major buffer (expert e's rows follow those of
+ *                    experts < e); aux = coef E sum_e f_e P_e (f_e: fraction of the N K choices
+ *                    that picked e, before capacity; P_e: mean probability of e; Switch/GShard)
+ *               bwd  in: dgate (N,K), probs, expert                   out: dlogits (N,E)
+ *                    d: N E K   x[0]: aux coefficient, x[1]: d(objective)/d(aux)
+ *   MOE_DISPATCH fwd in: x (N,C), expert (N,K int), row (N,K int)     out: xs (N K, C) packed
+ *                    rows (unused rows 0), counts (E int: kept rows per expert)   d: N C K E
+ *               bwd  in: dxs (N K, C), row, dadd (N,C) or NULL        out: dx (N,C) = dadd +
+ *                    sum over the token's kept rows                   d: N C K E
+ *   MOE_EXPERT  fwd  in: x (R,C), w (El,OC,C), b (El,OC) or NULL, counts (G El int)  out: y (R,OC)
+ *                    d: R C OC El   x[0]: G, x[1]: nominal rows (FLOPs)   rows come in blocks
+ *                    (group g, expert e) in that order, counts[g El + e] rows each, block (g, e)
+ *                    multiplied by expert e's weights (a grouped matmul); rows past the blocks 0
+ *               bwd  in: dy (R,OC), x, w, counts                      out: dx (R,C) or NULL,
+ *                    dw (El,OC,C), db (El,OC) or NULL (accumulate: blocks in order)
+ *   MOE_COMBINE fwd  in: yr (N K, C), gate (N,K), row (N,K int)       out: y (N,C) = sum over the
+ *                    token's kept choices of gate * yr[row] (dropped choices add 0)   d: N C K
+ *               bwd  in: dy (N,C), yr, gate, row                      out: dyr (N K, C),
+ *                    dgate (N,K)                                      d: N C K
  *   MARK        a no-op: tape markers (segment boundaries, communication points)
  */
 #ifndef FTLLM_OPS_H
@@ -57,7 +83,7 @@
 #include <stddef.h>
 
 #define FT_OP_MAX_IN 6
-#define FT_OP_MAX_OUT 4
+#define FT_OP_MAX_OUT 5
 #define FT_OP_MAX_DIMS 4
 #define FT_OP_MAX_X 8
 #define FT_OPS_CHUNK 65536 /* fixed reduction chunk of GRADNORM */
@@ -73,6 +99,10 @@ typedef enum ft_op_kind {
     FT_OP_LOSSMEAN,
     FT_OP_GRADNORM,
     FT_OP_ADAMW,
+    FT_OP_MOE_ROUTE,
+    FT_OP_MOE_DISPATCH,
+    FT_OP_MOE_EXPERT,
+    FT_OP_MOE_COMBINE,
     FT_OP_MARK,
     FT_OP_NKINDS
 } FtOpKind;

@@ -5,7 +5,8 @@
  * (entries with phase FT_PH_RECOMPUTE: the segment's forward ops again, from its saved input,
  * just before the segment's backward) and markers (op kind FT_OP_MARK) for segment boundaries
  * and for the points where communication goes (tensor-parallel all-reduces, pipeline sends and
- * receives between stages, a layer's gradients being complete for data-parallel reduction):
+ * receives between stages, expert-parallel all-to-alls of MoE token rows, a layer's gradients
+ * being complete for data-parallel reduction):
  * no-ops on one rank; the executor (exec.h) starts and waits for the messages there. The tape is built once (model_build_tape) and run many times
  * by the executor (exec.h), the one place ops are launched.
  *
@@ -58,6 +59,16 @@ typedef enum ft_mark {
                             previous stage, FT_BWD: its gradient from the next stage */
     FT_MARK_PP_SEND,     /* pipeline: send in[0]; FT_FWD: to the next stage, FT_BWD: to the
                             previous one */
+    FT_MARK_EP_TO_EXPERTS, /* expert parallelism: all-to-all(v) of the packed token rows in[0]
+                            (row width d[0]; in[1]: rows per expert on this side, E ints) to the
+                            ranks holding their experts, into out[0] (by source rank, then local
+                            expert: in[2] or out[1], ep x El ints); when out[1] >= 0 the row
+                            counts are exchanged first into out[1]. Forward: dispatch; backward:
+                            the combine's gradient */
+    FT_MARK_EP_TO_SOURCES, /* the reverse all-to-all(v): rows in[0] on the experts' side (counts
+                            in[2]) back to their source ranks, into out[0] (counts in[1]).
+                            Forward: the experts' outputs; backward: their input gradients. With
+                            ep 1 both exchanges are no-ops: out[0] shares in[0]'s storage */
 } FtMark;
 
 typedef struct ft_tape_entry {

@@ -79,6 +79,8 @@ typedef struct ft_trainer {
     /* parallel layout; all NULL / 0 / 1 on one rank */
     const FtGrid *grid;
     FtComm *c_tp, *c_pp, *c_dp, *c_emb, *c_replica, *c_world;
+    FtComm *c_ep;  /* expert-parallel all-to-alls (ep > 1) */
+    FtComm *c_edp; /* MoE expert gradients: summed over dp only (dp > 1) */
     MPI_Comm emb_comm; /* first and last stage (tied embedding), MPI_COMM_NULL elsewhere */
     int data_rank, data_width; /* this rank's data shard of data_width = dp x ep */
     int schedule;              /* FtPipeSchedule */
