@@ -15,11 +15,18 @@
  *   first-touched page costs ~10 us, far more than copying it.
  * - Data writes are collective (MPI-IO two-phase I/O); contiguous datasets with no fill value
  *   (H5D_FILL_TIME_NEVER, else parallel HDF5 writes every byte twice).
- * - Durability: H5Fclose, then MPI_File_open + MPI_File_sync + close collectively (H5Fflush is
- *   not a durable sync), then rank 0 renames and fsyncs the folder, then prunes.
+ * - Durability: H5Fclose, then every rank open()s the file and fsync()s it, one all-reduce, then
+ *   rank 0 renames and fsyncs the folder, then prunes. Not MPI_File_open + MPI_File_sync: MPICH's
+ *   ROMIO (ADIOI_GEN_Flush) only fsyncs on a handle that itself wrote ("if this process did no
+ *   writes, there is no work to be done"), so a sync on a freshly opened handle is a no-op
+ *   (strace: no fsync at all; the data reached the disk only later, at writeback). H5Fflush
+ *   would sync through HDF5's own handle, but H5Fclose then rewrites the superblock after it.
+ *   A POSIX fsync on every rank is what ROMIO's generic flush does on each writer, and covers
+ *   file systems whose clients cache separately (each client flushes its own pages).
  * - The background thread has its own duplicated communicator, does no OpenMP fan-out (it
  *   competes with training for the cores) and waits with test + yield loops where it can. */
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -64,6 +71,7 @@ struct ft_ckpt {
     int nstage;
     char path[CKPT_PATH_MAX];
     double last_s, last_bytes;
+    double phase[6]; /* seconds of the last write: agree, data, checksums, meta, sync, rename */
 };
 
 static double now_s(void)
@@ -483,6 +491,8 @@ static void write_all(FtCkpt *c)
                    "global shape %llu (they must tile it exactly once; a replica gives count 0)",
                    path, it->name, (unsigned long long)cnt_all[i], (unsigned long long)want);
     }
+    c->phase[0] = now_s() - t0;
+    double tp = now_s();
     /* this rank's partial checksums, on a helper thread while this one writes the data */
     struct sum_job job = {c, sums};
     pthread_t helper;
@@ -519,8 +529,12 @@ static void write_all(FtCkpt *c)
         if (c->opts.debug_delay_ms > 0) usleep(1000 * c->opts.debug_delay_ms);
         write_dataset(c, file, dxpl, &c->items[i], path);
     }
+    c->phase[1] = now_s() - tp;
+    tp = now_s();
     rc = pthread_join(helper, NULL);
     if (rc) FT_DIE("checkpoint: joining the checksum thread failed: %s", strerror(rc));
+    c->phase[2] = now_s() - tp;
+    tp = now_s();
     ckpt_allreduce(sums, tot, n, MPI_UINT64_T, MPI_SUM, c->io);
     for (int i = 0; i < n; i++) {
         const struct item *it = &c->items[i];
@@ -558,13 +572,16 @@ static void write_all(FtCkpt *c)
     attr_num(file, "complete", H5T_STD_I64LE, H5T_NATIVE_INT64, &v, path);
     H5Pclose(dxpl);
     CK_H5(H5Fclose(file), "closing the file");
-
-    /* 4. durable, then visible under its final name, then prune */
-    MPI_File fh;
-    rc = MPI_File_open(c->io, tmp, MPI_MODE_WRONLY, MPI_INFO_NULL, &fh);
-    if (rc != MPI_SUCCESS) FT_DIE("checkpoint %s: MPI_File_open for the sync failed", tmp);
-    FT_CHECK_MPI(MPI_File_sync(fh));
-    FT_CHECK_MPI(MPI_File_close(&fh));
+    c->phase[3] = now_s() - tp;
+    tp = now_s();
+    /* 4. durable (every rank fsyncs: see the file comment), then visible under its final name,
+     * then prune */
+    int fd = open(tmp, O_RDONLY), ok = fd >= 0 && fsync(fd) == 0, all_ok = 0;
+    if (!ok) FT_DIE("checkpoint %s: fsync failed: %s", tmp, strerror(errno));
+    close(fd);
+    ckpt_allreduce(&ok, &all_ok, 1, MPI_INT, MPI_MIN, c->io);
+    c->phase[4] = now_s() - tp;
+    tp = now_s();
     if (c->rank == 0) {
         if (rename(tmp, path))
             FT_DIE("checkpoint: rename %s -> %s failed: %s", tmp, path, strerror(errno));
@@ -574,7 +591,11 @@ static void write_all(FtCkpt *c)
     int one = 1, all = 0; /* every rank returns after the rename */
     ckpt_allreduce(&one, &all, 1, MPI_INT, MPI_SUM, c->io);
     snprintf(c->path, sizeof c->path, "%s", path);
+    c->phase[5] = now_s() - tp;
     c->last_s = now_s() - t0;
+    log_debug("checkpoint: %s: agree %.3f s, data %.3f s, checksum wait %.3f s, metadata %.3f s, "
+              "sync %.3f s, rename %.3f s", path, c->phase[0], c->phase[1], c->phase[2],
+              c->phase[3], c->phase[4], c->phase[5]);
     double tb = 0;
     ckpt_allreduce(&bytes, &tb, 1, MPI_DOUBLE, MPI_SUM, c->io);
     c->last_bytes = tb;
