@@ -20,6 +20,9 @@
  * the third digit and the parameters by ~lr. MoE layouts change the same sums (expert
  * weight gradients summed block by block over source ranks) and nothing else: capacity is per
  * micro-batch of each data rank, so the same tokens are routed and dropped as on one rank.
+ * On 2 ranks the MoE model is also resharded: 5 steps with ep2, a checkpoint, restored on each
+ * rank as a whole model (no grid), 5 more steps: within the same bound of the single-rank run of
+ * 10 steps (the restore is exact; the layouts sum in different orders).
  * ft-test: ranks 2 4 8 */
 #include <math.h>
 #include <stdio.h>
@@ -27,11 +30,13 @@
 #include <string.h>
 
 #include "ft_test.h"
+#include "ftllm/ckpt.h"
 #include "ftllm/deck.h"
 #include "ftllm/grid.h"
 #include "ftllm/model.h"
 #include "ftllm/pipeline.h"
 #include "ftllm/train.h"
+#include "ftllm/train_ckpt.h"
 
 enum { STEPS = 10, MICRO = 4 };
 #define LOSS_RTOL 1e-5
@@ -220,51 +225,131 @@ static void test_moe_ep2(void **state) { (void)state; check_layout_moe(1, 1, 1, 
 static void test_moe_ep2_tp2(void **state) { (void)state; check_layout_moe(2, 1, 1, 2, 4, FT_PIPE_1F1B, 0); }
 static void test_moe_ep2_dp2(void **state) { (void)state; check_layout_moe(1, 1, 2, 2, 4, FT_PIPE_1F1B, FT_AC_CHOICE_FULL); }
 
+/* ep2 -> a checkpoint -> one whole model per rank: the expert slabs land in their places. */
+static void test_moe_ckpt_reshard(void **state)
+{
+    (void)state;
+    if (ft_test_size() != 2) skip();
+    enum { HALF = STEPS / 2 };
+    char dir[64], err[CKPT_ERR_MAX] = "", path[CKPT_PATH_MAX];
+    if (ft_test_rank() == 0) {
+        snprintf(dir, sizeof dir, "/tmp/ft_moe_ckpt_XXXXXX");
+        assert_non_null(mkdtemp(dir));
+    }
+    MPI_Bcast(dir, sizeof dir, MPI_CHAR, 0, ft_test_comm());
+    Run ref;
+    run_single(2, 4, &ref); /* 10 steps on one rank */
+    FtConfig ca = tiny_cfg(1, 1, 1, MICRO, 2, 4), cb = tiny_cfg(1, 1, 1, 2 * MICRO, 1, 4);
+    snprintf(ca.run.name, sizeof ca.run.name, "moe");
+    snprintf(ca.checkpoint.dir, sizeof ca.checkpoint.dir, "%s", dir);
+    ca.checkpoint.interval = HALF;
+    FtGrid g;
+    assert_int_equal(grid_create(&g, ft_test_comm(), 1, 1, 1, 2, err, sizeof err), 0);
+    FtGpt2Config mc;
+    model_config_from_deck(&ca, &mc);
+    FtShard sh = {.tp = 1, .pp = 1, .ep = 2, .ep_rank = g.ep_rank};
+    FtModel ma, mb;
+    model_create_sharded(&ma, &mc, &sh);
+    model_init_random(&ma, 42);
+    FtBatchSource src = {synth_fetch, g_dims};
+    FtTrainer ta, tb;
+    train_init_grid(&ta, &ca, &ma, &g, &src, NULL);
+    for (int s = 0; s < HALF; s++) {
+        FtStepInfo st;
+        train_step(&ta, &st);
+    }
+    FtTrainCkpt *tc = NULL;
+    assert_int_equal(train_ckpt_create(&tc, &ca, ft_test_comm(), err, sizeof err), 0);
+    train_ckpt_save(tc, &ta);
+    train_ckpt_destroy(tc);
+    train_free(&ta);
+    grid_destroy(&g);
+    model_create(&mb, &mc);
+    model_init_random(&mb, 99); /* other weights: the restore must set every one */
+    train_init(&tb, &cb, &mb, &src, NULL);
+    ckpt_path(path, sizeof path, dir, "moe", HALF);
+    int rc = train_ckpt_restore(&tb, path, true, ft_test_comm(), err, sizeof err);
+    if (rc) printf("  %s\n", err);
+    assert_all(rc == 0 && mb.step == HALF);
+    for (int s = 0; s < HALF; s++) {
+        FtStepInfo st;
+        train_step(&tb, &st);
+        assert_all(fabs(st.loss - ref.loss[HALF + s]) <= LOSS_RTOL * ref.loss[HALF + s]);
+    }
+    double perr = 0;
+    for (size_t k = 0; k < mb.nparams; k++)
+        perr = fmax(perr, fabs((double)mb.params[k] - ref.m.params[k]));
+    if (ft_test_rank() == 0)
+        printf("  moe written on ep 2, resumed on one rank: max |param - single rank| after %d + "
+               "%d steps = %.2e\n", HALF, HALF, perr);
+    assert_all(perr <= PARAM_ATOL);
+    train_free(&tb);
+    model_free(&ma), model_free(&mb), model_free(&ref.m);
+    MPI_Barrier(ft_test_comm());
+    if (ft_test_rank() == 0) {
+        char cmd[128];
+        snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+        assert_int_equal(system(cmd), 0);
+    }
+}
+
 /* The checkpoint layout: every shard is one hyperslab, the slabs of a replica tile each global
  * dataset exactly once (writers), and extracting from a global tensor gives the shard's values. */
 static void test_slabs_tile(void **state)
 {
     (void)state;
-    for (int tp = 1; tp <= 4; tp *= 2) /* heads 4, layers 4 */
-        for (int pp = 1; pp <= 4; pp *= 2) {
-            FtConfig c = tiny_cfg(tp, pp, 1, 1, 1, 0);
-            FtGpt2Config mc;
-            model_config_from_deck(&c, &mc);
-            FtModel full;
-            model_create(&full, &mc);
-            model_init_random(&full, 9);
-            for (int i = 0; i < FT_NPARAM_TENSORS; i++) {
-                size_t gsize = full.p[i].size;
-                unsigned char *cover = calloc(gsize, 1);
-                for (int r = 0; r < tp * pp; r++) {
-                    FtShard sh = {.tp = tp, .tp_rank = r % tp, .pp = pp, .pp_rank = r / tp};
-                    FtModel m;
-                    model_create_sharded(&m, &mc, &sh);
-                    model_init_random(&m, 9);
-                    FtSlab s;
-                    model_param_slab(&m, i, &s);
-                    if (s.writer) { /* mark the covered global elements */
-                        size_t g[4] = {1, 1, 1, 1}, o[4] = {0}, cn[4] = {1, 1, 1, 1};
-                        int pad = 4 - s.ndims;
-                        for (int k = 0; k < s.ndims; k++)
-                            g[pad + k] = s.gshape[k], o[pad + k] = s.offset[k], cn[pad + k] = s.count[k];
-                        for (size_t a = 0; a < cn[0]; a++)
-                            for (size_t b = 0; b < cn[1]; b++)
-                                for (size_t d = 0; d < cn[2]; d++)
-                                    for (size_t e = 0; e < cn[3]; e++)
-                                        cover[(((a + o[0]) * g[1] + b + o[1]) * g[2] + d + o[2]) * g[3] + e + o[3]]++;
+    for (int tp = 1; tp <= 4; tp *= 2) /* heads 4, layers 4; dense, and 4 experts on ep 1, 2, 4 */
+        for (int pp = 1; pp <= 4; pp *= 2)
+            for (int ep = 0; ep <= 4; ep = ep ? 2 * ep : 1) {
+                FtConfig c = tiny_cfg(tp, pp, 1, 1, ep ? ep : 1, ep ? 4 : 0);
+                FtGpt2Config mc;
+                model_config_from_deck(&c, &mc);
+                FtModel full;
+                model_create(&full, &mc);
+                model_init_random(&full, 9);
+                for (int i = 0; i < FT_NPARAM_TENSORS; i++) {
+                    size_t gsize = full.p[i].size;
+                    unsigned char *cover = calloc(gsize, 1);
+                    for (int r = 0; r < tp * pp * (ep ? ep : 1); r++) {
+                        FtShard sh = {.tp = tp,
+                                      .tp_rank = r % tp,
+                                      .pp = pp,
+                                      .pp_rank = r / tp % pp,
+                                      .ep = ep,
+                                      .ep_rank = r / (tp * pp)};
+                        FtModel m;
+                        model_create_sharded(&m, &mc, &sh);
+                        model_init_random(&m, 9);
+                        FtSlab s;
+                        model_param_slab(&m, i, &s);
+                        if (s.writer) { /* mark the covered global elements */
+                            size_t g[4] = {1, 1, 1, 1}, o[4] = {0}, cn[4] = {1, 1, 1, 1};
+                            int pad = 4 - s.ndims;
+                            for (int k = 0; k < s.ndims; k++)
+                                g[pad + k] = s.gshape[k], o[pad + k] = s.offset[k],
+                                        cn[pad + k] = s.count[k];
+                            for (size_t a = 0; a < cn[0]; a++)
+                                for (size_t b = 0; b < cn[1]; b++)
+                                    for (size_t d = 0; d < cn[2]; d++)
+                                        for (size_t e = 0; e < cn[3]; e++)
+                                            cover[(((a + o[0]) * g[1] + b + o[1]) * g[2] + d +
+                                                   o[2]) *
+                                                      g[3] +
+                                                  e + o[3]]++;
+                        }
+                        float *want = malloc(sizeof(float) * (m.p[i].size + 1));
+                        model_slab_extract(&m, i, full.params + full.p[i].offset, want);
+                        assert_true(memcmp(want, m.params + m.p[i].offset,
+                                           sizeof(float) * m.p[i].size) == 0);
+                        free(want);
+                        model_free(&m);
                     }
-                    float *want = malloc(sizeof(float) * (m.p[i].size + 1));
-                    model_slab_extract(&m, i, full.params + full.p[i].offset, want);
-                    assert_true(memcmp(want, m.params + m.p[i].offset, sizeof(float) * m.p[i].size) == 0);
-                    free(want);
-                    model_free(&m);
+                    for (size_t k = 0; k < gsize; k++)
+                        assert_int_equal(cover[k], 1);
+                    free(cover);
                 }
-                for (size_t k = 0; k < gsize; k++) assert_int_equal(cover[k], 1);
-                free(cover);
+                model_free(&full);
             }
-            model_free(&full);
-        }
 }
 
 FT_TEST_MAIN(cmocka_unit_test(test_slabs_tile), cmocka_unit_test(test_tp2),
@@ -273,4 +358,4 @@ FT_TEST_MAIN(cmocka_unit_test(test_slabs_tile), cmocka_unit_test(test_tp2),
              cmocka_unit_test(test_tp2_pp2), cmocka_unit_test(test_tp2_dp2),
              cmocka_unit_test(test_pp2_dp2), cmocka_unit_test(test_tp2_pp2_dp2),
              cmocka_unit_test(test_moe_ep2), cmocka_unit_test(test_moe_ep2_tp2),
-             cmocka_unit_test(test_moe_ep2_dp2))
+             cmocka_unit_test(test_moe_ep2_dp2), cmocka_unit_test(test_moe_ckpt_reshard))
