@@ -1,8 +1,9 @@
 /* exec.c: the executor (exec.h). The one place ops are launched: walks tape entries, resolves
  * tensors, calls the op table's forward or backward, optionally timing each call, and carries
  * out the communication markers: tensor-parallel all-reduces (in place, waited at once: the
- * next op needs the sum), pipeline receives (waited at once) and sends (left in flight), and the
- * gradients-complete hook. Later issues attach DMR checks and fault injection to exactly these
+ * next op needs the sum), pipeline receives (waited at once) and sends (left in flight),
+ * expert-parallel all-to-alls of MoE token rows (row counts, then the rows as all-to-all(v);
+ * waited at once, charged to the timeline as ep), and the gradients-complete hook. Later issues attach DMR checks and fault injection to exactly these
  * calls and run deferred checkers from the poll hook of every wait. */
 #include "ftllm/exec.h"
 

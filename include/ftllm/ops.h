@@ -16,7 +16,9 @@
  * path differs from the plain loops (the BLAS GEMMs), a naive twin is kept in `fwd_ref`/`bwd_ref`.
  *
  * Dimension names: B batch, T sequence, C channels, NH heads, HS = C/NH, V vocab, Vp padded
- * vocab, N = B*T rows, OC output channels. Argument layout per kind (in / out / d / x):
+ * vocab, N = B*T rows, OC output channels; MoE: E experts, K = top-k, El experts on this rank,
+ * G source groups (expert-parallel ranks), R expert-side rows, cap the capacity per expert.
+ * Argument layout per kind (in / out / d / x):
  *
  *   ENCODER     fwd  in: tokens (N int), wte (Vp,C), wpe (maxT,C)     out: x (B,T,C)
  *                    d: B T C

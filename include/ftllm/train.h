@@ -22,7 +22,15 @@
  * embedding's two copies (first and last stage) are summed first; every bucket is complete
  * before the gradient norm and AdamW. The global gradient norm counts each parameter once (tp
  * copies and the last stage's wte copy left out) and is summed over the replica in rank order,
- * so every rank gets the same bits and the same clipping. */
+ * so every rank gets the same bits and the same clipping.
+ *
+ * Mixture of experts (model.h): data ranks are dp x ep (each ep rank reads its own part of the
+ * batch); the executor exchanges token rows with the other ep ranks at the tape's markers.
+ * Dense gradients (replicated over dp x ep) are summed over dense_dp in the buckets; expert
+ * gradients (split over ep) only over dp, as a second part of the same buckets. The grad norm
+ * counts dense tensors on ep rank 0 and expert tensors on every ep rank. The load-balance loss
+ * enters the objective through the routing op's backward (scaled like the cross-entropy); the
+ * reported loss is the language-model loss alone. */
 #ifndef FTLLM_TRAIN_H
 #define FTLLM_TRAIN_H
 
