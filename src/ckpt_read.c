@@ -304,6 +304,11 @@ FtCkptFile *ckpt_open(const char *path, MPI_Comm comm, char *err, size_t errlen)
     else if (ver > CKPT_FORMAT_VERSION)
         snprintf(msg, sizeof msg, "%s: written in checkpoint format version %lld; this ftllm "
                  "reads up to version %d", path, (long long)ver, CKPT_FORMAT_VERSION);
+    else if (ver < CKPT_FORMAT_VERSION)
+        snprintf(msg, sizeof msg, "%s: written in checkpoint format version %lld, whose "
+                 "checksums this ftllm no longer computes (it reads version %d); HINT: resume "
+                 "with the ftllm that wrote it, or start afresh", path, (long long)ver,
+                 CKPT_FORMAT_VERSION);
     else if (read_attr_num(f->file, "complete", H5T_NATIVE_INT64, &complete) || complete != 1)
         snprintf(msg, sizeof msg, "%s: incomplete checkpoint (no commit marker 'complete')", path);
     else if (read_attr_num(f->file, "step", H5T_NATIVE_INT64, &step))
@@ -399,7 +404,7 @@ static int partial_checksum(FtCkptFile *f, const CkptDsInfo *d, uint64_t *sum, c
         uint64_t bits = 0;
         if (f->rank == 0) {
             rc = H5Dread(ds, mt, H5S_ALL, H5S_ALL, H5P_DEFAULT, &bits);
-            if (rc >= 0) *sum = ckpt_term(0, es == 8 ? bits : (uint32_t)bits);
+            if (rc >= 0) *sum = ckpt_term(0, bits, es);
             else ckpt_h5_error(h5e, len);
         }
         H5Dclose(ds);
@@ -431,7 +436,7 @@ static int partial_checksum(FtCkptFile *f, const CkptDsInfo *d, uint64_t *sum, c
         rc = H5Dread(ds, mt, ms, fs, H5P_DEFAULT, buf);
         if (rc < 0) ckpt_h5_error(h5e, len);
         H5Sclose(ms);
-        if (rc >= 0) *sum += ckpt_checksum_slab(buf, es, d->ndim, d->shape, o64, c64);
+        if (rc >= 0) *sum = ckpt_sum_add(*sum, ckpt_checksum_slab(buf, es, d->ndim, d->shape, o64, c64));
     }
     H5Sclose(fs);
     free(buf);
@@ -450,7 +455,7 @@ int ckpt_verify_dataset(FtCkptFile *f, int i, char *err, size_t errlen)
     int ok = partial_checksum(f, d, &part, h5e, sizeof h5e) == 0;
     if (!ok) snprintf(msg, sizeof msg, "%s: dataset '%s': read failed (HDF5: %s)", f->path, d->name, h5e);
     if (ckpt_agree(f->comm, ok, msg, sizeof msg)) goto fail;
-    ckpt_allreduce(&part, &sum, 1, MPI_UINT64_T, MPI_SUM, f->comm);
+    ckpt_sum_allreduce(&part, &sum, 1, f->comm);
     if (sum != d->checksum) {
         snprintf(msg, sizeof msg, "%s: dataset '%s': checksum mismatch (stored %016llx, "
                  "computed %016llx): the data is corrupt", f->path, d->name,

@@ -1,12 +1,15 @@
 /* ckpt_util.c: the checkpoint module's shared pieces (see ckpt_impl.h): the layout-independent
  * checksum, HDF5 type mapping and error text, and cross-rank agreement.
  *
- * The checksum is a sum of per-element terms keyed by the element's global index, so every
- * rank sums only its own hyperslab and one all-reduce gives the dataset's checksum whatever
- * the layout; work is split over OpenMP threads by (row, chunk) and the integer sum makes the
- * result independent of the thread count. */
+ * The checksum is two 32-bit lanes, each a sum of per-element terms keyed by the element's
+ * global index, so every rank sums only its own hyperslab and one all-reduce (lane by lane)
+ * gives the dataset's checksum whatever the layout; work is split over OpenMP threads by (row,
+ * chunk), and integer sums make the result independent of the thread count. 4-byte elements
+ * (every tensor a model checkpoints) go through a vectorizable loop of 32-bit arithmetic;
+ * 1- and 8-byte elements (texts, scalars) through ckpt_term itself. */
 #include <sched.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "ckpt_impl.h"
@@ -37,19 +40,45 @@ static inline uint64_t load_bits(const unsigned char *p, size_t esize)
     }
 }
 
+/* The lanes of n consecutive 4-byte elements starting at global index i0. Split where the
+ * upper half of u = i + 1 changes (every 2^32 elements), so that inside a piece both keys grow
+ * by a constant per element and the loop is plain 32-bit vector arithmetic (about 10 GB/s on
+ * one core of this VM with AVX2, against about 3 GB/s for fmix64 per element). */
+static uint64_t sum_f4(const unsigned char *p, uint64_t n, uint64_t i0)
+{
+    uint32_t lo = 0, hi = 0;
+    while (n) {
+        uint64_t room = ((uint64_t)1 << 32) - ((i0 + 1) & 0xFFFFFFFFull);
+        uint64_t m = n < room ? n : room;
+        uint32_t klo = ckpt_key_lo(i0), khi = ckpt_key_hi(i0);
+#pragma omp simd reduction(+ : lo, hi)
+        for (uint64_t j = 0; j < m; j++) {
+            uint32_t w;
+            memcpy(&w, p + 4 * j, 4);
+            lo += ckpt_mix_lo(w + (klo + (uint32_t)j * CKPT_KEY_LO_A));
+            hi += ckpt_mix_hi(w ^ (khi + (uint32_t)j * CKPT_KEY_HI_A));
+        }
+        p += 4 * m;
+        i0 += m;
+        n -= m;
+    }
+    return (uint64_t)hi << 32 | lo;
+}
+
 #define CKPT_CHUNK 65536 /* elements per OpenMP task along the last dimension */
 
 uint64_t ckpt_checksum_slab(const void *data, size_t esize, int ndim, const uint64_t *gshape,
                             const uint64_t *offset, const uint64_t *count)
 {
     const unsigned char *p = data;
-    if (ndim == 0) return ckpt_term(0, load_bits(p, esize));
+    if (ndim == 0) return ckpt_term(0, load_bits(p, esize), esize);
     uint64_t rows = 1;
     for (int d = 0; d < ndim - 1; d++) rows *= count[d];
     uint64_t inner = count[ndim - 1];
     if (rows == 0 || inner == 0) return 0;
-    uint64_t chunks = (inner + CKPT_CHUNK - 1) / CKPT_CHUNK, tasks = rows * chunks, sum = 0;
-#pragma omp parallel for reduction(+ : sum) schedule(static)
+    uint64_t chunks = (inner + CKPT_CHUNK - 1) / CKPT_CHUNK, tasks = rows * chunks;
+    uint32_t lo = 0, hi = 0;
+#pragma omp parallel for reduction(+ : lo, hi) schedule(static)
     for (uint64_t t = 0; t < tasks; t++) {
         uint64_t r = t / chunks, c = t % chunks;
         /* global index of (row r of the slab, column 0 of the slab) */
@@ -65,17 +94,15 @@ uint64_t ckpt_checksum_slab(const void *data, size_t esize, int ndim, const uint
         const unsigned char *row = p + (r * inner) * esize;
         uint64_t s = 0;
         if (esize == 4) {
-            for (uint64_t j = j0; j < j1; j++) {
-                uint32_t v;
-                memcpy(&v, row + j * 4, 4);
-                s += ckpt_term(gidx + j, v);
-            }
+            s = sum_f4(row + j0 * 4, j1 - j0, gidx + j0);
         } else {
-            for (uint64_t j = j0; j < j1; j++) s += ckpt_term(gidx + j, load_bits(row + j * esize, esize));
+            for (uint64_t j = j0; j < j1; j++)
+                s = ckpt_sum_add(s, ckpt_term(gidx + j, load_bits(row + j * esize, esize), esize));
         }
-        sum += s;
+        lo += (uint32_t)s;
+        hi += (uint32_t)(s >> 32);
     }
-    return sum;
+    return (uint64_t)hi << 32 | lo;
 }
 
 uint64_t ckpt_checksum_bytes(const void *data, size_t len)
@@ -147,6 +174,20 @@ void ckpt_wait_req(MPI_Request *req)
         if (done) break;
         sched_yield();
     }
+}
+
+void ckpt_sum_allreduce(const uint64_t *send, uint64_t *recv, int n, MPI_Comm comm)
+{
+    uint32_t *lanes = calloc(4 * (size_t)n, sizeof *lanes);
+    if (!lanes) FT_DIE("out of memory");
+    for (int i = 0; i < n; i++) {
+        lanes[2 * i] = (uint32_t)send[i];
+        lanes[2 * i + 1] = (uint32_t)(send[i] >> 32);
+    }
+    ckpt_allreduce(lanes, lanes + 2 * n, 2 * n, MPI_UINT32_T, MPI_SUM, comm);
+    for (int i = 0; i < n; i++)
+        recv[i] = (uint64_t)lanes[2 * n + 2 * i + 1] << 32 | lanes[2 * n + 2 * i];
+    free(lanes);
 }
 
 void ckpt_allreduce(const void *send, void *recv, int count, MPI_Datatype t, MPI_Op op,

@@ -535,7 +535,7 @@ static void write_all(FtCkpt *c)
     if (rc) FT_DIE("checkpoint: joining the checksum thread failed: %s", strerror(rc));
     c->phase[2] = now_s() - tp;
     tp = now_s();
-    ckpt_allreduce(sums, tot, n, MPI_UINT64_T, MPI_SUM, c->io);
+    ckpt_sum_allreduce(sums, tot, n, c->io);
     for (int i = 0; i < n; i++) {
         const struct item *it = &c->items[i];
         hid_t ds = H5Dopen2(file, it->name, H5P_DEFAULT);

@@ -23,7 +23,7 @@
 /* A value of global element i that any rank computes identically. */
 static float val(uint64_t i, int salt)
 {
-    uint64_t x = ckpt_term(i, (uint64_t)salt);
+    uint64_t x = ckpt_term(i, (uint64_t)salt, 8);
     return (float)((x >> 40) * (1.0 / (1 << 24))) - 0.5f;
 }
 
@@ -119,6 +119,58 @@ static int check_a_by_columns(FtCkptFile *f, MPI_Comm comm, int salt)
     return ok;
 }
 
+/* The checksum's definition, element by element (the reference twin of the vector loop). */
+static uint64_t ref_checksum(const void *data, size_t es, uint64_t g0, uint64_t n)
+{
+    uint64_t s = 0;
+    for (uint64_t j = 0; j < n; j++) {
+        uint64_t bits = 0;
+        memcpy(&bits, (const char *)data + j * es, es);
+        s = ckpt_sum_add(s, ckpt_term(g0 + j, bits, es));
+    }
+    return s;
+}
+
+/* Vector loop vs the reference for 1-, 4- and 8-byte elements, on slabs that start anywhere,
+ * including across the 2^32 boundary of the index (where the 4-byte loop splits), and every
+ * single-element change (any bit of any element) is seen, for each element size. */
+static void test_checksum_reference(void **state)
+{
+    (void)state;
+    enum { N = 300 };
+    static unsigned char buf[N * 8];
+    for (int i = 0; i < N * 8; i++) buf[i] = (unsigned char)(ckpt_term(i, 77, 8) >> 24);
+    const uint64_t starts[] = {0, 5, 65530, ((uint64_t)1 << 32) - 150, ((uint64_t)1 << 32) - 1,
+                               ((uint64_t)1 << 33) + 3};
+    const size_t sizes[] = {1, 4, 8};
+    int ok = 1;
+    for (size_t k = 0; k < sizeof sizes / sizeof sizes[0]; k++)
+        for (size_t t = 0; t < sizeof starts / sizeof starts[0]; t++) {
+            size_t es = sizes[k];
+            uint64_t g = ((uint64_t)1 << 34), off = starts[t], cnt = N;
+            uint64_t want = ref_checksum(buf, es, off, N);
+            uint64_t got = ckpt_checksum_slab(buf, es, 1, &g, &off, &cnt);
+            ok &= got == want;
+            /* two pieces split at every 37th element combine to the whole */
+            for (uint64_t cut = 1; cut < N; cut += 37) {
+                uint64_t o2 = off + cut, c1 = cut, c2 = N - cut;
+                uint64_t a = ckpt_checksum_slab(buf, es, 1, &g, &off, &c1);
+                uint64_t b = ckpt_checksum_slab(buf + cut * es, es, 1, &g, &o2, &c2);
+                ok &= ckpt_sum_add(a, b) == want;
+            }
+            if (t != 3) continue; /* single-bit flips: one start (across 2^32) is enough */
+            for (uint64_t e = 0; e < N; e += 13)
+                for (size_t bit = 0; bit < 8 * es; bit++) {
+                    buf[e * es + bit / 8] ^= (unsigned char)(1u << (bit % 8));
+                    ok &= ckpt_checksum_slab(buf, es, 1, &g, &off, &cnt) != want;
+                    buf[e * es + bit / 8] ^= (unsigned char)(1u << (bit % 8));
+                }
+        }
+    /* lanes add without carry: a partial whose lower lane overflows still combines exactly */
+    ok &= ckpt_sum_add(0x00000001FFFFFFFFull, 0x0000000000000001ull) == 0x0000000100000000ull;
+    assert_all(ok);
+}
+
 static void test_checksum(void **state)
 {
     (void)state;
@@ -131,7 +183,7 @@ static void test_checksum(void **state)
     uint64_t s = 0;
     for (int r0 = 0; r0 < NR; r0 += 4) {
         uint64_t oo[2] = {r0, 0}, nn[2] = {r0 + 4 <= NR ? 4 : NR - r0, NC};
-        s += ckpt_checksum_slab(m + r0 * NC, 4, 2, g, oo, nn);
+        s = ckpt_sum_add(s, ckpt_checksum_slab(m + r0 * NC, 4, 2, g, oo, nn));
     }
     int ok = s == whole;
     /* column blocks, each copied to a contiguous buffer */
@@ -140,7 +192,7 @@ static void test_checksum(void **state)
         int w = c0 + 3 <= NC ? 3 : NC - c0;
         for (int r = 0; r < NR; r++) memcpy(part + r * w, m + r * NC + c0, w * 4);
         uint64_t oo[2] = {0, (uint64_t)c0}, nn[2] = {NR, (uint64_t)w};
-        s += ckpt_checksum_slab(part, 4, 2, g, oo, nn);
+        s = ckpt_sum_add(s, ckpt_checksum_slab(part, 4, 2, g, oo, nn));
     }
     ok &= s == whole;
     /* one flipped bit anywhere changes it; so does swapping two elements */
@@ -394,6 +446,39 @@ static void test_manifest(void **state)
     rmdir_all(dir);
 }
 
+/* Sets the root attribute format_version of a checkpoint (rank 0, serial HDF5). */
+static void set_version(const char *p, int64_t v)
+{
+    if (ft_test_rank() == 0) {
+        hid_t fid = H5Fopen(p, H5F_ACC_RDWR, H5P_DEFAULT);
+        hid_t a = H5Aopen(fid, "format_version", H5P_DEFAULT);
+        H5Awrite(a, H5T_NATIVE_INT64, &v);
+        H5Aclose(a);
+        H5Fclose(fid);
+    }
+    MPI_Barrier(MPI_COMM_WORLD);
+}
+
+/* A file of the old checksum's format (1) and one of a newer format are refused by name. */
+static void test_format_version(void **state)
+{
+    (void)state;
+    char dir[64], err[CKPT_ERR_MAX], p[CKPT_PATH_MAX];
+    tmpdir(dir);
+    write_ckpt(dir, MPI_COMM_WORLD, 1, 10, 0, 1);
+    ckpt_path(p, sizeof p, dir, RUN, 1);
+    FtCkptFile *f = ckpt_open(p, MPI_COMM_WORLD, err, sizeof err);
+    assert_all(f != NULL);
+    ckpt_close(f);
+    set_version(p, 1);
+    f = ckpt_open(p, MPI_COMM_WORLD, err, sizeof err);
+    assert_all(f == NULL && strstr(err, p) && strstr(err, "format version 1, whose checksums"));
+    set_version(p, CKPT_FORMAT_VERSION + 1);
+    f = ckpt_open(p, MPI_COMM_WORLD, err, sizeof err);
+    assert_all(f == NULL && strstr(err, "reads up to version"));
+    rmdir_all(dir);
+}
+
 static void test_mismatch_messages(void **state)
 {
     (void)state;
@@ -422,7 +507,7 @@ static void test_mismatch_messages(void **state)
     rmdir_all(dir);
 }
 
-FT_TEST_MAIN(cmocka_unit_test(test_checksum), cmocka_unit_test(test_roundtrip_reshard),
+FT_TEST_MAIN(cmocka_unit_test(test_checksum), cmocka_unit_test(test_checksum_reference), cmocka_unit_test(test_format_version), cmocka_unit_test(test_roundtrip_reshard),
              cmocka_unit_test(test_write_one_read_many), cmocka_unit_test(test_async),
              cmocka_unit_test(test_keep_and_temporaries),
              cmocka_unit_test(test_corrupt_truncated_foreign), cmocka_unit_test(test_manifest),

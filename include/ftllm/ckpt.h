@@ -9,14 +9,16 @@
  * datasets, texts fixed-length strings), grouped by their path ("params/wte", "optim/m/wte",
  * "state/step", "config/deck"); checkpoint/README.md documents the layout.
  *
- * Integrity: every dataset carries a `checksum` attribute, the sum modulo 2^64 over its
- * elements of fmix64(bits + (i+1) * phi) (i = the element's global row-major index, bits = its
- * bytes as an integer). Any partition of a dataset into hyperslabs sums to the same value, so
- * each rank checksums only what it writes or reads and one all-reduce combines them, from any
- * layout; a change of any single element always changes the sum (fmix64 is a bijection).
+ * Integrity: every dataset carries a `checksum` attribute: two 32-bit lanes, each the sum
+ * modulo 2^32 over its elements of a term keyed by the element's global row-major index i (a
+ * bijection of the element's bits for a fixed i; checkpoint/README.md gives the formula). Any
+ * partition of a dataset into hyperslabs sums to the same value, so each rank checksums only
+ * what it writes or reads and one all-reduce combines them, from any layout; a change of any
+ * single element always changes the checksum. Format version 1 files (an older, slower
+ * checksum) are rejected with a clear message.
  * A `/manifest` (name and checksum of every dataset, in write order) and the commit marker
  * (root attribute `complete`) are written last. The file is written as NAME.tmp, closed, made
- * durable (MPI_File_sync, collectively), renamed by rank 0 and the folder fsync'ed; then the
+ * durable (fsync on every rank), renamed by rank 0 and the folder fsync'ed; then the
  * newest `keep` checkpoints of the run are kept. A process killed mid-write leaves only a .tmp
  * behind, which readers ignore and the next ckpt_begin removes.
  *
@@ -44,7 +46,7 @@
 #include <stdint.h>
 
 #define CKPT_FORMAT "ftllm-checkpoint" /* root attribute `format` */
-#define CKPT_FORMAT_VERSION 1          /* root attribute `format_version` */
+#define CKPT_FORMAT_VERSION 2          /* root attribute `format_version` (2: sum32x2 checksums) */
 #define CKPT_MAX_DIMS 8
 #define CKPT_NAME_MAX 256 /* longest dataset path + 1 */
 #define CKPT_ERR_MAX 2048 /* size of an error message buffer */
@@ -131,7 +133,7 @@ typedef struct ckpt_ds_info {
 
 /* Opens a checkpoint. Returns NULL with a one-line message naming the file when it is missing,
  * not HDF5 ("a file of another format"), truncated or damaged, an HDF5 file that is not an
- * ftllm checkpoint, of a newer format version, or lacks its commit marker or manifest. */
+ * ftllm checkpoint, of another format version, or lacks its commit marker or manifest. */
 FtCkptFile *ckpt_open(const char *path, MPI_Comm comm, char *err, size_t errlen);
 void ckpt_close(FtCkptFile *f);
 
