@@ -15,7 +15,8 @@
  * gradient; AdamW divides by sqrt(v), so over 10 steps at lr 1e-2 the parameters drift apart by
  * far less than one step's update (lr): we allow |p - p_ref| <= 2e-4 (2% of lr) per parameter
  * and 1e-5 relative on each step's loss (measured: <= 1.1e-7 on the loss, <= 4e-5 on
- * parameters, where Adam amplifies the rounding of gradients near zero). A
+ * parameters, where Adam amplifies the rounding of gradients near zero; MoE ep2 x tp2: 1.2e-6
+ * and 6.7e-5, growing smoothly from 0 at step 1: routing near-ties amplify rounding). A
  * wrong layout (a missing all-reduce, a double-counted bias, a misrouted shard) moves the loss in
  * the third digit and the parameters by ~lr. MoE layouts change the same sums (expert
  * weight gradients summed block by block over source ranks) and nothing else: capacity is per
