@@ -42,7 +42,7 @@ static inline uint64_t load_bits(const unsigned char *p, size_t esize)
 
 /* The lanes of n consecutive 4-byte elements starting at global index i0. Split where the
  * upper half of u = i + 1 changes (every 2^32 elements), so that inside a piece both keys grow
- * by a constant per element and the loop is plain 32-bit vector arithmetic (about 10 GB/s on
+ * by a constant per element and the loop is plain 32-bit vector arithmetic (about 8 GB/s on
  * one core of this VM with AVX2, against about 3 GB/s for fmix64 per element). */
 static uint64_t sum_f4(const unsigned char *p, uint64_t n, uint64_t i0)
 {
