@@ -9,7 +9,9 @@
  *    and unused tail rows against a per-block reference and finite differences;
  *  - bitwise determinism of every MoE op (two runs on 2 threads, garbage in the outputs first);
  *  - the MoE model on the tape: it trains, activation checkpointing gives bitwise-identical
- *    gradients, two runs give the same bits.
+ *    gradients, two runs give the same bits;
+ *  - the deck's cross-checks (ep > 1 needs experts, experts % ep, top_k <= experts, no llm.c
+ *    file for a MoE model).
  * ft-test: ranks 1
  *
  * Tolerances (relative L2 error per tensor), as in test_ops.c and for the same reasons:
@@ -477,6 +479,32 @@ static void test_model_trains(void **state)
     model_free(&ma), model_free(&mb), model_free(&mcm);
 }
 
-FT_TEST_MAIN(cmocka_unit_test(test_layer_vs_dense_reference), cmocka_unit_test(test_route_rules),
+/* The deck's MoE cross-checks: each bad combination is one line naming both keys. */
+static void test_deck_checks(void **state)
+{
+    (void)state;
+    struct { int experts, top_k, ep, ranks; const char *want; } bad[] = {
+        {0, 1, 2, 2, "parallel.ep = 2 splits experts over ranks, but the model is dense"},
+        {6, 1, 4, 4, "model.experts = 6 cannot be split over parallel.ep = 4"},
+        {4, 5, 1, 1, "model.top_k = 5 exceeds model.experts = 4"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        FtConfig c;
+        char err[FT_DECK_ERR_MAX];
+        assert_int_equal(deck_defaults(&c, err, sizeof err), 0);
+        c.model.experts = bad[i].experts, c.model.top_k = bad[i].top_k, c.parallel.ep = bad[i].ep;
+        assert_int_not_equal(deck_check(&c, bad[i].ranks, err, sizeof err), 0);
+        printf("  %s\n", err);
+        assert_non_null(strstr(err, bad[i].want));
+    }
+    FtConfig c = moe_cfg(0);
+    char err[FT_DECK_ERR_MAX];
+    c.parallel.ep = 2;
+    assert_int_equal(deck_check(&c, 2, err, sizeof err), 0); /* 4 experts over 2 ranks */
+    snprintf(c.model.init, sizeof c.model.init, "gpt2.bin");
+    assert_int_not_equal(deck_check(&c, 2, err, sizeof err), 0); /* llm.c files are dense */
+}
+
+FT_TEST_MAIN(cmocka_unit_test(test_deck_checks), cmocka_unit_test(test_layer_vs_dense_reference), cmocka_unit_test(test_route_rules),
              cmocka_unit_test(test_expert_groups), cmocka_unit_test(test_deterministic),
              cmocka_unit_test(test_model_trains))
