@@ -22,6 +22,7 @@
 #include "ftllm/log.h"
 #include "ftllm/model.h"
 #include "ftllm/sample.h"
+#include "ftllm/threads.h"
 #include "ftllm/train.h"
 #include "ftllm/train_ckpt.h" /* checkpoint hook */
 
@@ -82,7 +83,7 @@ static int load_deck(const char *verb, int argc, char **argv, MPI_Comm comm, FtC
         return FT_EXIT_USAGE;
     }
     log_init(rank, cfg->run.log_level);
-    if (cfg->run.threads > 0) omp_set_num_threads((int)cfg->run.threads);
+    threads_setup(comm, cfg->run.threads);
     return FT_EXIT_OK;
 }
 
