@@ -25,7 +25,7 @@ count() { # count LOG RC NAME: add cmocka's (or the e2e script's) tallies from L
   if [ "$f" -ne 0 ]; then
     echo "---- $name: $f failed; log $log ----"; tail -n 40 "$log"
   fi
-  printf '%-40s %3d passed, %d failed, %d skipped\n' "$name" "$p" "$f" "$s"
+  printf '%-40s %3d passed, %d failed, %d skipped  (%d s)\n' "$name" "$p" "$f" "$s" "$((SECONDS - t0))"
 }
 
 for bin in "$build"/tests/test_*; do
@@ -34,6 +34,7 @@ for bin in "$build"/tests/test_*; do
   ranks=$(sed -n 's/.*ft-test: ranks \([0-9 ]*\).*/\1/p' "tests/$name.c" | head -1)
   for n in ${ranks:-1}; do
     log=$logdir/$name.np$n.log
+    t0=$SECONDS
     timeout 300 mpiexec -n "$n" "$bin" > "$log" 2>&1
     count "$log" $? "$name (np $n)"
   done
@@ -42,6 +43,7 @@ done
 for script in tests/e2e/*.sh; do
   name=$(basename "$script" .sh)
   log=$logdir/e2e-$name.log
+  t0=$SECONDS
   FTLLM=bin/ftllm FTLLM_SAN=$san timeout 900 bash "$script" > "$log" 2>&1
   count "$log" $? "e2e/$name"
 done

@@ -155,7 +155,7 @@ static int same_on(MPI_Comm comm, const void *buf, size_t len)
 
 static void check_layout_moe(int tp, int pp, int dp, int ep, int experts, int schedule, int ac)
 {
-    if (tp * pp * dp * ep != ft_test_size()) return;
+    if (tp * pp * dp * ep != ft_test_size()) skip(); /* this layout needs another rank count */
     Run ref, a, b;
     run_single(dp * ep, experts, &ref);
     FtGrid g;
