@@ -47,6 +47,18 @@ void ft_tmpfile(const char *text, size_t len, char *buf)
     memcpy(buf, name, sizeof name);
 }
 
+void ft_synth_fetch(void *ctx, uint64_t first, int B, int *in, int *tg)
+{
+    const int *dims = ctx; /* T, V */
+    int T = dims[0], V = dims[1];
+    for (int b = 0; b < B; b++)
+        for (int t = 0; t < T; t++) {
+            uint64_t i = first + (uint64_t)b;
+            in[b * T + t] = (int)((i * 3 + 5 * (uint64_t)t) % (uint64_t)V);
+            tg[b * T + t] = (int)((i * 3 + 5 * (uint64_t)t + 5) % (uint64_t)V);
+        }
+}
+
 int ft_test_run(int argc, char **argv, const char *name, const struct CMUnitTest *tests, size_t n)
 {
     int provided = 0; /* asynchronous checkpoints write from a thread (ckpt.h checks the level) */

@@ -39,6 +39,11 @@ int ft_same_bytes(const void *buf, size_t len);
  * The name lives in buf (at least 64 bytes). */
 void ft_tmpfile(const char *text, size_t len, char *buf);
 
+/* A learnable synthetic token stream for training tests (an FtBatchSource fetch): sequence i is
+ * (3 i + 5 t) mod V for t = 0..T, so the next token is the current one + 5. ctx points to
+ * int dims[2] = {T, V}. */
+void ft_synth_fetch(void *ctx, uint64_t first, int B, int *in, int *tg);
+
 int ft_test_run(int argc, char **argv, const char *name, const struct CMUnitTest *tests, size_t n);
 
 #define FT_TEST_MAIN(...)                                                                      \

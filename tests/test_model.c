@@ -17,19 +17,6 @@
 #include "ftllm/optim.h"
 #include "ftllm/train.h"
 
-/* Sequence i is (i + 5 t) mod V for t = 0..T: next token = current + 5, learnable. */
-static void synth_fetch(void *ctx, uint64_t first, int B, int *in, int *tg)
-{
-    const int *dims = ctx; /* T, V */
-    int T = dims[0], V = dims[1];
-    for (int b = 0; b < B; b++)
-        for (int t = 0; t < T; t++) {
-            uint64_t i = first + (uint64_t)b;
-            in[b * T + t] = (int)((i * 3 + 5 * (uint64_t)t) % (uint64_t)V);
-            tg[b * T + t] = (int)((i * 3 + 5 * (uint64_t)t + 5) % (uint64_t)V);
-        }
-}
-
 static FtConfig tiny_cfg(void)
 {
     FtConfig c;
@@ -55,7 +42,7 @@ static FtBatchSource synth_source(const FtConfig *c)
 {
     g_dims[0] = train_seq_len(c);
     g_dims[1] = (int)c->model.vocab;
-    FtBatchSource s = {synth_fetch, g_dims};
+    FtBatchSource s = {ft_synth_fetch, g_dims};
     return s;
 }
 

@@ -403,17 +403,6 @@ static void test_deterministic(void **state)
 
 /* ---- the MoE model on the tape --------------------------------------------------------------- */
 
-static void synth_fetch(void *ctx, uint64_t first, int B, int *in, int *tg)
-{
-    const int *dims = ctx;
-    int T = dims[0], V = dims[1];
-    for (int bb = 0; bb < B; bb++)
-        for (int t = 0; t < T; t++) {
-            uint64_t i = first + (uint64_t)bb;
-            in[bb * T + t] = (int)((i * 3 + 5 * (uint64_t)t) % (uint64_t)V);
-            tg[bb * T + t] = (int)((i * 3 + 5 * (uint64_t)t + 5) % (uint64_t)V);
-        }
-}
 static int g_dims[2];
 
 static FtConfig moe_cfg(int ac)
@@ -450,7 +439,7 @@ static void train_moe(int ac, double *loss, FtModel *m)
     model_config_from_deck(&c, &mc);
     model_create(m, &mc);
     model_init_random(m, 3);
-    FtBatchSource src = {synth_fetch, g_dims};
+    FtBatchSource src = {ft_synth_fetch, g_dims};
     FtTrainer tr;
     train_init(&tr, &c, m, &src, NULL);
     for (int s = 0; s < 8; s++) {

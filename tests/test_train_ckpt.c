@@ -36,18 +36,6 @@
 
 #define N_HALF 3
 
-/* Sequence i is (3 i + 5 t) mod V: learnable, and different for every cursor position. */
-static void synth_fetch(void *ctx, uint64_t first, int B, int *in, int *tg)
-{
-    const int *dims = ctx; /* T, V */
-    int T = dims[0], V = dims[1];
-    for (int b = 0; b < B; b++)
-        for (int t = 0; t < T; t++) {
-            uint64_t i = first + (uint64_t)b;
-            in[b * T + t] = (int)((i * 3 + 5 * (uint64_t)t) % (uint64_t)V);
-            tg[b * T + t] = (int)((i * 3 + 5 * (uint64_t)t + 5) % (uint64_t)V);
-        }
-}
 static int g_dims[2];
 
 /* A fresh temporary folder, the same name on every rank (collective). */
@@ -110,7 +98,7 @@ static void run_init(Run *r, const FtConfig *c, uint64_t seed)
     model_init_random(&r->m, seed);
     g_dims[0] = train_seq_len(c);
     g_dims[1] = (int)c->model.vocab;
-    FtBatchSource src = {synth_fetch, g_dims};
+    FtBatchSource src = {ft_synth_fetch, g_dims};
     train_init(&r->tr, c, &r->m, &src, NULL);
 }
 
@@ -376,7 +364,7 @@ static void lrun_init(LRun *l, FtConfig c, int tp, int pp, int dp, uint64_t seed
     model_config_from_deck(cp, &mc);
     g_dims[0] = train_seq_len(cp);
     g_dims[1] = (int)cp->model.vocab;
-    FtBatchSource src = {synth_fetch, g_dims};
+    FtBatchSource src = {ft_synth_fetch, g_dims};
     if (!l->has_grid) {
         model_create(&l->r.m, &mc);
         model_init_random(&l->r.m, seed);
