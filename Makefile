@@ -43,7 +43,7 @@ CFLAGS   := -std=c11 -D_POSIX_C_SOURCE=200809L -D_DEFAULT_SOURCE $(OPT) -g -Wall
 LDFLAGS  := -fopenmp $(SANFLAGS) $(LDFLAGS_EXTRA)
 LDLIBS   := $(PKG_LIBS) $(BLAS_LIBS) -lm
 
-LIB_SRC  := $(filter-out src/main.c,$(wildcard src/*.c))
+LIB_SRC  := $(filter-out src/verbs/main.c,$(wildcard src/*.c src/*/*.c))
 LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/%.o)
 LIB      := $(BUILD)/libftllm.a
 TEST_SRC := $(wildcard tests/test_*.c)
@@ -56,7 +56,7 @@ BENCH_BIN := $(BENCH_SRC:perf/%.c=$(BUILD)/perf/%)
 all: bin/ftllm
 
 # Every variant links its own binary; bin/ftllm is a copy of the last one built.
-$(BUILD)/ftllm: $(BUILD)/src/main.o $(LIB)
+$(BUILD)/ftllm: $(BUILD)/src/verbs/main.o $(LIB)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 bin/ftllm: $(BUILD)/ftllm FORCE
 	@mkdir -p bin

@@ -14,7 +14,7 @@
 
 #include <omp.h>
 
-#include "../src/ckpt_impl.h"
+#include "../src/ckpt/ckpt_impl.h"
 #include "ft_test.h"
 #include "ftllm/ckpt.h"
 
