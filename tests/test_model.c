@@ -227,14 +227,13 @@ static void test_tape_rules(void **state)
             int t = e->out[k];
             if (t < 0) continue;
             const FtTensor *ts = &tp.t[t];
-            int acc = (e->acc >> k) & 1u;
-            if (ts->role == FT_TR_GRAD) assert_true(acc);
-            else assert_false(acc);
-            assert_true(ts->role != FT_TR_PARAM);
-            if (e->phase != FT_PH_RECOMPUTE && ts->role != FT_TR_GRAD) writes[t]++;
+            assert_true(ts->role != FT_TR_PARAM && ts->role != FT_TR_GRAD_PREV);
+            if (e->phase != FT_PH_RECOMPUTE) writes[t]++;
         }
     }
     for (int t = 0; t < tp.nt; t++) {
+        if (tp.t[t].role == FT_TR_GRAD) /* one writer: earlier sum + this micro-batch's */
+            assert_int_equal(writes[t], 1);
         if (tp.t[t].role == FT_TR_ACT || tp.t[t].role == FT_TR_ACT_GRAD) {
             /* per-layer activation gradients in a block are shared across layers: one write
              * per layer; everything else exactly one write */
@@ -265,6 +264,23 @@ static void test_tape_rules(void **state)
         assert_int_equal(a->kind, b->kind);
         assert_memory_equal(a->in, b->in, sizeof a->in);
         assert_memory_equal(a->out, b->out, sizeof a->out);
+        assert_int_equal(a->twin, r0 + j); /* twins point at each other */
+        assert_int_equal(b->twin, f0 + j);
+    }
+    /* every recompute entry has its forward twin; forward entries of the last segment (layer
+     * 2, not recomputed) have none, those of the first segment have one */
+    for (int i = 0; i < tp.ne; i++) {
+        const FtTapeEntry *e = &tp.e[i];
+        if (e->phase == FT_PH_RECOMPUTE && e->mark != FT_MARK_RECOMPUTE) {
+            assert_true(e->twin >= 0 && e->twin < tp.fwd_end);
+            assert_int_equal(tp.e[e->twin].twin, i);
+        } else if (e->phase == FT_PH_FWD && e->layer == 2) {
+            assert_int_equal(e->twin, -1);
+        } else if (e->phase == FT_PH_FWD && e->layer == 0 && e->mark == FT_MARK_NONE) {
+            assert_true(e->twin >= tp.fwd_end);
+        } else if (e->phase == FT_PH_BWD) {
+            assert_int_equal(e->twin, -1);
+        }
     }
     free(writes);
     tape_free(&tp);

@@ -92,7 +92,7 @@ static void fd_check(const char *what, double *x, size_t n, const float *a)
 }
 
 /* Bitwise determinism: runs fn twice on 2 threads; outputs must match bytewise, and must not
- * depend on what the (non-accumulating) output buffers held before. */
+ * depend on what the output buffers held before (every op writes its outputs completely). */
 static void expect_deterministic(FtOpFn fn, FtOpCall *c, const size_t *out_bytes, int nout)
 {
     void *first[FT_OP_MAX_OUT] = {0}, *save[FT_OP_MAX_OUT] = {0};
@@ -106,8 +106,7 @@ static void expect_deterministic(FtOpFn fn, FtOpCall *c, const size_t *out_bytes
     for (int rep = 0; rep < 2; rep++) {
         for (int i = 0; i < nout; i++) {
             if (!c->out[i]) continue;
-            if ((c->acc >> i) & 1u) memcpy(c->out[i], save[i], out_bytes[i]);
-            else memset(c->out[i], rep ? 0xA5 : 0x00, out_bytes[i]); /* garbage vs zeros */
+            memset(c->out[i], rep ? 0xA5 : 0x00, out_bytes[i]); /* garbage vs zeros */
         }
         fn(c);
         for (int i = 0; i < nout; i++) {
@@ -157,7 +156,8 @@ static void test_encoder(void **state)
         for (int i = 0; i < EC; i++)
             ref[bt * EC + i] = e_wte[e_tok[bt] * EC + i] + e_wpe[(bt % ET) * EC + i];
     expect_close("encoder fwd", x, ref, EN * EC, FWD_TOL);
-    FtOpCall b = {.in = {G, e_tok}, .out = {dwte, dwpe}, .d = {EB, ET, EC}, .acc = 3};
+    FtOpCall b = {.in = {G, e_tok, NULL, NULL}, .out = {dwte, dwpe}, .d = {EB, ET, EC},
+                  .x = {EVp, EmaxT}};
     op->bwd(&b);
     g_obj = enc_obj;
     fd_check("encoder bwd dwte", e_wte, EVp * EC, dwte);
@@ -209,8 +209,7 @@ static void test_layernorm(void **state)
     double ref[LN_N * LN_C];
     ln_ref(ref);
     expect_close("layernorm fwd", y, ref, nx, FWD_TOL);
-    FtOpCall b = {.in = {G, x, w, mean, rstd, R}, .out = {dx, dw, db}, .d = {LN_N, LN_C},
-                  .acc = 6};
+    FtOpCall b = {.in = {G, x, w, mean, rstd, R}, .out = {dx, dw, db}, .d = {LN_N, LN_C}};
     op->bwd(&b);
     for (size_t i = 0; i < nx; i++) dx[i] -= R[i]; /* dx = dres + d(LN)/dx */
     g_obj = ln_obj;
@@ -268,7 +267,7 @@ static void test_matmul(void **state)
             ref[n * MM_OC + o] = s;
         }
     expect_close("matmul fwd", y, ref, MM_N * MM_OC, FWD_TOL);
-    FtOpCall b = {.in = {G, x, w}, .out = {dx, dw, db}, .d = {MM_N, MM_C, MM_OC}, .acc = 6};
+    FtOpCall b = {.in = {G, x, w}, .out = {dx, dw, db}, .d = {MM_N, MM_C, MM_OC}};
     op->bwd(&b);
     g_obj = mm_obj;
     fd_check("matmul bwd dx", mm_x, MM_N * MM_C, dx);
@@ -284,7 +283,7 @@ static void test_matmul(void **state)
 }
 
 /* The BLAS path against its naive twin on a larger, GPT-shaped problem, with and without bias
- * and with an accumulating dx. */
+ * and with earlier gradient sums (prev) under dw and db. */
 static void test_matmul_twin(void **state)
 {
     (void)state;
@@ -303,13 +302,11 @@ static void test_matmul_twin(void **state)
                      r, N * OC, FWD_TOL);
         free(r);
     }
-    float *dx1 = frand(N * C, 1), *dw1 = frand(OC * C, 1), *db1 = frand(OC, 1);
-    float *dx2 = malloc(sizeof(float) * N * C), *dw2 = malloc(sizeof(float) * OC * C),
-          *db2 = malloc(sizeof(float) * OC);
-    memcpy(dx2, dx1, sizeof(float) * N * C), memcpy(dw2, dw1, sizeof(float) * OC * C),
-        memcpy(db2, db1, sizeof(float) * OC);
-    FtOpCall b1 = {.in = {G, x, w}, .out = {dx1, dw1, db1}, .d = {N, C, OC}, .acc = 7};
-    FtOpCall b2 = {.in = {G, x, w}, .out = {dx2, dw2, db2}, .d = {N, C, OC}, .acc = 7};
+    float *pw = frand(OC * C, 1), *pb = frand(OC, 1);
+    float *dx1 = fzeros(N * C), *dw1 = fzeros(OC * C), *db1 = fzeros(OC);
+    float *dx2 = fzeros(N * C), *dw2 = fzeros(OC * C), *db2 = fzeros(OC);
+    FtOpCall b1 = {.in = {G, x, w, pw, pb}, .out = {dx1, dw1, db1}, .d = {N, C, OC}};
+    FtOpCall b2 = {.in = {G, x, w, pw, pb}, .out = {dx2, dw2, db2}, .d = {N, C, OC}};
     op->bwd(&b1);
     op->bwd_ref(&b2);
     double *r = to_d(dx2, N * C);
@@ -321,6 +318,16 @@ static void test_matmul_twin(void **state)
     r = to_d(db2, OC);
     expect_close("matmul bwd db blas vs naive", db1, r, OC, FWD_TOL);
     free(r);
+    /* prev + contribution: against a call without prev, plus prev; prev itself untouched */
+    float *pw0 = malloc(sizeof(float) * OC * C);
+    memcpy(pw0, pw, sizeof(float) * OC * C);
+    FtOpCall b3 = {.in = {G, x, w}, .out = {dx2, dw2, db2}, .d = {N, C, OC}};
+    op->bwd(&b3);
+    double *sum = malloc(sizeof(double) * OC * C);
+    for (int i = 0; i < OC * C; i++) sum[i] = (double)pw[i] + dw2[i];
+    expect_close("matmul bwd dw = prev + contribution", dw1, sum, OC * C, FWD_TOL);
+    assert_memory_equal(pw, pw0, sizeof(float) * OC * C);
+    free(sum), free(pw0), free(pw), free(pb);
     free(x), free(w), free(bb), free(G), free(y1), free(y2), free(dx1), free(dw1), free(db1),
         free(dx2), free(dw2), free(db2);
 }
@@ -562,11 +569,17 @@ static void test_gradnorm_adamw(void **state)
     float *p = frand(m, 1), *mo = fzeros(m), *v = fzeros(m), *gg = frand(m, 1);
     double *pd = to_d(p, m), *md = calloc(m, sizeof(double)), *vd = calloc(m, sizeof(double));
     double lr = 1e-2, b1 = 0.9, b2 = 0.95, eps = 1e-8, wd = 0.1, gs = 0.5;
+    float *p2 = fzeros(m), *mo2 = fzeros(m), *v2 = fzeros(m), *t_;
     for (int t = 1; t <= 2; t++) {
         double bc1 = 1 - pow(b1, t), bc2 = 1 - pow(b2, t);
-        FtOpCall a = {.in = {gg}, .out = {p, mo, v}, .d = {(long long)m},
-                      .x = {lr, b1, b2, eps, wd, bc1, bc2, gs}, .acc = 7};
+        FtOpCall a = {.in = {gg, p, mo, v}, .out = {p2, mo2, v2}, .d = {(long long)m},
+                      .x = {lr, b1, b2, eps, wd, bc1, bc2, gs}};
         ops_desc(FT_OP_ADAMW)->fwd(&a);
+        size_t ab[] = {sizeof(float) * m, sizeof(float) * m, sizeof(float) * m};
+        expect_deterministic(ops_desc(FT_OP_ADAMW)->fwd, &a, ab, 3); /* inputs untouched */
+        t_ = p, p = p2, p2 = t_; /* the new state becomes current */
+        t_ = mo, mo = mo2, mo2 = t_;
+        t_ = v, v = v2, v2 = t_;
         for (size_t i = 0; i < m; i++) {
             double gi = gg[i] * gs;
             md[i] = b1 * md[i] + (1 - b1) * gi;
@@ -583,16 +596,18 @@ static void test_gradnorm_adamw(void **state)
         for (size_t i = 0; i < m; i++) vv[i] = fabsf(vv[i]);
         g_rng -= 3 * m * 0x9E3779B97F4A7C15ull; /* same inputs both times */
         omp_set_num_threads(k ? 3 : 1);
-        FtOpCall a = {.in = {gg}, .out = {pp, mm, vv}, .d = {(long long)m},
-                      .x = {lr, b1, b2, eps, wd, 0.5, 0.25, gs}, .acc = 7};
+        float *np = fzeros(m), *nm = fzeros(m), *nv = fzeros(m);
+        FtOpCall a = {.in = {gg, pp, mm, vv}, .out = {np, nm, nv}, .d = {(long long)m},
+                      .x = {lr, b1, b2, eps, wd, 0.5, 0.25, gs}};
         ops_desc(FT_OP_ADAMW)->fwd(&a);
-        q[k] = pp;
-        free(mm), free(vv);
+        q[k] = np;
+        free(pp), free(mm), free(vv), free(nm), free(nv);
     }
     omp_set_num_threads(1);
     assert_memory_equal(q[0], q[1], sizeof(float) * m);
     free(q[0]), free(q[1]);
-    free(g), free(p), free(mo), free(v), free(gg), free(pd), free(md), free(vd);
+    free(g), free(p), free(mo), free(v), free(gg), free(pd), free(md), free(vd), free(p2),
+        free(mo2), free(v2);
 }
 
 /* Every kind reports positive FLOPs and bytes for a real call, and has a name. */

@@ -98,6 +98,8 @@ typedef struct ft_slab {
                     tensor) */
 } FtSlab;
 
+#define FT_MODEL_BUFFERS 8
+
 typedef struct ft_model {
     FtGpt2Config cfg;
     FtShard sh;
@@ -106,9 +108,11 @@ typedef struct ft_model {
     bool first, last;   /* first / last pipeline stage */
     FtParamInfo p[FT_NPARAM_TENSORS];
     size_t nparams;
-    float *mem; /* one allocation: params | grads | m | v */
-    float *params, *grads, *m, *v;
-    long long step; /* optimizer steps taken */
+    float *mem; /* one allocation of FT_MODEL_BUFFERS x nparams floats, the buffers below */
+    float *params, *grads, *m, *v; /* parameters, the last step's gradients, AdamW moments */
+    float *params_new, *m_new, *v_new; /* the optimizer's outputs (current after model_commit) */
+    float *grads_alt; /* the second gradient bank: micro-batches alternate between the two */
+    long long step;   /* optimizer steps taken */
 } FtModel;
 
 /* The model shape from the deck. Returns 0 (no failure mode beyond the deck's own checks). */
@@ -152,7 +156,9 @@ void model_slab_extract(const FtModel *m, int id, const float *global, float *lo
 /* Sets this shard's parameters from the whole (unsharded) model `full`. */
 void model_copy_from_full(FtModel *m, const FtModel *full);
 
-void model_zero_grad(FtModel *m);
+/* Makes the optimizer's outputs (params_new, m_new, v_new) the current state and counts the
+ * step; the old state's buffers take the next step's outputs. Tapes then need model_tape_bind. */
+void model_commit(FtModel *m);
 
 /* Activation checkpointing of the tape. */
 typedef enum ft_ac { FT_AC_OFF, FT_AC_FULL, FT_AC_EVERY } FtAcMode;
@@ -166,8 +172,16 @@ typedef struct ft_tape_opts {
 } FtTapeOpts;
 
 /* Builds the tape of one micro-batch on this model's parameters and gradients and allocates
- * its arena. */
+ * its arena. Every parameter gradient is written by exactly one entry, as its earlier sum
+ * (role FT_TR_GRAD_PREV) plus this micro-batch's contribution (role FT_TR_GRAD); bound to
+ * grads and no earlier sum until model_tape_bind says otherwise. Recompute entries and their
+ * forward twins point at each other (FtTapeEntry.twin). */
 void model_build_tape(const FtModel *m, const FtTapeOpts *o, FtTape *tp);
+
+/* Points tp's model-state tensors at the model's current buffers: parameters, moments, the
+ * optimizer's outputs, gradients written into `grads` (a bank: m->grads or m->grads_alt) on
+ * top of `grads_prev` (the other bank, or NULL: the first micro-batch of a step). */
+void model_tape_bind(const FtModel *m, FtTape *tp, float *grads, const float *grads_prev);
 
 /* A splitmix64 stream (initialization, sampling): deterministic, no global state. */
 uint64_t model_rng_next(uint64_t *state);

@@ -3,10 +3,12 @@
  * An op kind has a forward and (where the model needs one) a backward, each a pure function of
  * the tensors named in its FtOpCall: it reads in[], writes out[], and touches nothing else (no
  * hidden state, no statics). DMR re-executes any single call and compares output bytes, so:
- *   - an output is either written (every byte, padding included) or, when its bit in `acc` is
- *     set, accumulated (out += result). Accumulating outputs are the parameter gradients (zeroed
- *     once per optimizer step) and the optimizer state; a re-execution of such a call must
- *     restore the output first (the tape says which outputs accumulate);
+ *   - every output is written completely (every byte, padding included) from the inputs alone,
+ *     and no output shares storage with an input: any call can run again and give the same
+ *     bytes. Sums over several calls are explicit: a parameter gradient's earlier sum (the
+ *     previous micro-batches', or the tied embedding's other use) is an input `prev` (NULL: 0)
+ *     and the output is prev + this call's contribution, in another buffer; AdamW reads the
+ *     old parameters and moments and writes the new ones into other buffers;
  *   - results are bitwise deterministic for a given thread count: OpenMP loops use static
  *     schedules, every reduction runs in a fixed order inside one thread (reductions over rows,
  *     e.g. a bias gradient, are split over columns, never over rows), GEMMs go to OpenBLAS
@@ -22,17 +24,17 @@
  *
  *   ENCODER     fwd  in: tokens (N int), wte (Vp,C), wpe (maxT,C)     out: x (B,T,C)
  *                    d: B T C
- *               bwd  in: dx (B,T,C), tokens (N int)                   out: dwte (Vp,C), dwpe (maxT,C)
- *                    d: B T C
+ *               bwd  in: dx (B,T,C), tokens (N int), dwte prev, dwpe prev   out: dwte (Vp,C),
+ *                    dwpe (maxT,C)   d: B T C   x: Vp, maxT
  *   LAYERNORM   fwd  in: x (N,C), w (C), b (C)                        out: y (N,C), mean (N), rstd (N)
  *                    d: N C
- *               bwd  in: dy (N,C), x, w, mean, rstd, dres (N,C) or NULL
+ *               bwd  in: dy (N,C), x, w, mean, rstd, dres (N,C) or NULL, dw prev, db prev
  *                    out: dx (N,C) = dres + d(LN)/dx, dw (C), db (C)  d: N C
  *                    (the residual stream's gradient is folded in here, so no op writes a
  *                    gradient twice and no residual-backward op is needed on the tape)
  *   MATMUL      fwd  in: x (N,C), w (OC,C), b (OC) or NULL            out: y (N,OC) = x w^T + b
  *                    d: N C OC
- *               bwd  in: dy (N,OC), x (N,C), w (OC,C)                 out: dx (N,C) or NULL,
+ *               bwd  in: dy (N,OC), x (N,C), w (OC,C), dw prev, db prev   out: dx (N,C) or NULL,
  *                    dw (OC,C), db (OC) or NULL                       d: N C OC
  *   ATTENTION   fwd  in: qkv (B,T,3C)                                 out: y (B,T,C), att (B,NH,T,T)
  *                    d: B T C NH   (causal; att holds the softmax probabilities, zeros above the
@@ -41,7 +43,7 @@
  *   GELU        fwd  in: x (N)  out: y (N)   d: N   (tanh approximation, as GPT-2)
  *               bwd  in: dy, x  out: dx
  *   RESIDUAL    fwd  in: a, b   out: y = a + b   d: N
- *               bwd  in: dy     out: da, db  (unused by the GPT-2 tape, see LAYERNORM bwd)
+ *               bwd  in: dy     out: da = db = dy  (unused by the GPT-2 tape, see LAYERNORM bwd)
  *   CROSSENT    fwd  in: logits (N,Vp), targets (N int)               out: probs (N,Vp), losses (N)
  *                    d: N V Vp   (softmax over the first V columns; padding gets probability 0)
  *               bwd  in: probs, targets                               out: dlogits (N,Vp)
@@ -49,7 +51,7 @@
  *   LOSSMEAN    fwd  in: losses (N)  out: loss (1 float), mean in double, fixed order.  d: N
  *   GRADNORM    fwd  in: g (n)  out: sumsq (1 double), over fixed chunks of FT_OPS_CHUNK elements
  *                    (the result does not even depend on the thread count)   d: n
- *   ADAMW       fwd  in: g (n)  out: p, m, v (n, updated in place: acc = all)   d: n
+ *   ADAMW       fwd  in: g, p, m, v (n)  out: p', m', v' (n, other buffers)   d: n
  *                    x: lr, beta1, beta2, eps, weight_decay, 1-beta1^t, 1-beta2^t, grad scale
  *   MOE_ROUTE   fwd  in: logits (N,E)                                out: probs (N,E), expert (N,K int),
  *                    gate (N,K), row (N,K int), aux (1)               d: N E K cap   x[0]: aux coefficient
@@ -71,8 +73,8 @@
  *                    d: R C OC El   x[0]: G, x[1]: nominal rows (FLOPs)   rows come in blocks
  *                    (group g, expert e) in that order, counts[g El + e] rows each, block (g, e)
  *                    multiplied by expert e's weights (a grouped matmul); rows past the blocks 0
- *               bwd  in: dy (R,OC), x, w, counts                      out: dx (R,C) or NULL,
- *                    dw (El,OC,C), db (El,OC) or NULL (accumulate: blocks in order)
+ *               bwd  in: dy (R,OC), x, w, counts, dw prev, db prev    out: dx (R,C) or NULL,
+ *                    dw (El,OC,C), db (El,OC) or NULL (prev + the blocks in order)
  *   MOE_COMBINE fwd  in: yr (N K, C), gate (N,K), row (N,K int)       out: y (N,C) = sum over the
  *                    token's kept choices of gate * yr[row] (dropped choices add 0)   d: N C K
  *               bwd  in: dy (N,C), yr, gate, row                      out: dyr (N K, C),
@@ -84,7 +86,7 @@
 
 #include <stddef.h>
 
-#define FT_OP_MAX_IN 6
+#define FT_OP_MAX_IN 8
 #define FT_OP_MAX_OUT 5
 #define FT_OP_MAX_DIMS 4
 #define FT_OP_MAX_X 8
@@ -117,7 +119,6 @@ typedef struct ft_op_call {
     void *out[FT_OP_MAX_OUT];
     long long d[FT_OP_MAX_DIMS];
     double x[FT_OP_MAX_X];
-    unsigned acc; /* bit i set: out[i] accumulates (out += result) */
 } FtOpCall;
 
 typedef void (*FtOpFn)(const FtOpCall *c);

@@ -40,6 +40,7 @@
 #include "ftllm/comm.h"
 #include "ftllm/deck.h"
 #include "ftllm/exec.h"
+#include "ftllm/gradsync.h"
 #include "ftllm/grid.h"
 #include "ftllm/model.h"
 #include "ftllm/optim.h"
@@ -56,7 +57,16 @@ typedef struct ft_step_info {
     long long step; /* 1-based */
     double loss;    /* mean over the step's micro-batches */
     double lr, grad_norm, seconds;
+    int redos;      /* times the step was computed again before its commit */
 } FtStepInfo;
+
+typedef enum ft_step_status {
+    FT_STEP_OK,     /* computed once and committed */
+    FT_STEP_REDONE, /* computed again (before_commit asked) and committed */
+    FT_STEP_FAILED, /* still asked to redo after FT_TRAIN_MAX_REDOS attempts: not committed */
+} FtStepStatus;
+
+#define FT_TRAIN_MAX_REDOS 8
 
 typedef struct ft_train_summary {
     long long steps;
@@ -65,7 +75,6 @@ typedef struct ft_train_summary {
     bool ok;                                /* every loss finite */
 } FtTrainSummary;
 
-struct ft_buckets;
 
 typedef struct ft_trainer {
     const FtConfig *cfg;
@@ -73,6 +82,7 @@ typedef struct ft_trainer {
     FtOptimCfg opt;
     FtTape tape;   /* one micro-batch: forward + backward (pipeline slot 0) */
     FtTape *more;  /* pipeline slots 1 .. nslots-1: more micro-batches in flight */
+    FtTape opt_tape; /* the optimizer (optim.h) */
     int nslots;
     FtBatchSource train, val;
     bool has_val;
@@ -84,6 +94,12 @@ typedef struct ft_trainer {
      * run's final step); NULL = none. See train_ckpt.h. */
     void (*on_step)(void *ctx, struct ft_trainer *tr, const FtStepInfo *st, bool last);
     void *on_step_ctx;
+    /* before-commit hook (DMR agreement, SPARe): called after a step was computed (gradients,
+     * norm, optimizer outputs) and before it is made current; nonzero: compute the step again
+     * from the same parameters, optimizer state and data cursor. Collective decisions must be
+     * agreed inside the hook. NULL = commit. attempt counts from 0. */
+    int (*before_commit)(void *ctx, struct ft_trainer *tr, int attempt);
+    void *before_commit_ctx;
     /* parallel layout; all NULL / 0 / 1 on one rank */
     const FtGrid *grid;
     FtComm *c_tp, *c_pp, *c_dp, *c_emb, *c_replica, *c_world;
@@ -92,7 +108,7 @@ typedef struct ft_trainer {
     MPI_Comm emb_comm; /* first and last stage (tied embedding), MPI_COMM_NULL elsewhere */
     int data_rank, data_width; /* this rank's data shard of data_width = dp x ep */
     int schedule;              /* FtPipeSchedule */
-    struct ft_buckets *buckets;
+    FtGradSync *gs;
     FtExec ex;
     FtTimeline tl;
 } FtTrainer;
@@ -110,8 +126,11 @@ void train_init_grid(FtTrainer *tr, const FtConfig *cfg, FtModel *model, const F
 void train_free(FtTrainer *tr);
 
 /* One optimizer step over parallel.microbatches micro-batches of train.batch sequences (on
- * every data rank). Collective over the grid. */
-void train_step(FtTrainer *tr, FtStepInfo *info);
+ * every data rank): computed, offered to before_commit (which may ask for it again: the step
+ * is then recomputed from the same state), committed. Collective over the grid. After it,
+ * model->grads holds the step's gradient (summed over micro-batches and data ranks, before
+ * clipping). */
+FtStepStatus train_step(FtTrainer *tr, FtStepInfo *info);
 
 /* Mean loss over n micro-batches of the validation source (sequences 0, B, 2B, ...). */
 double train_eval(FtTrainer *tr, int n);

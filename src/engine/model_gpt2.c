@@ -114,12 +114,13 @@ void model_create_sharded(FtModel *m, const FtGpt2Config *mc, const FtShard *sh)
         off += p->size;
     }
     m->nparams = off;
-    m->mem = calloc(4 * off, sizeof(float));
-    if (!m->mem) FT_DIE("out of memory: %zu parameters (x4 for grads and AdamW moments)", off);
-    m->params = m->mem;
-    m->grads = m->mem + off;
-    m->m = m->mem + 2 * off;
-    m->v = m->mem + 3 * off;
+    m->mem = calloc(FT_MODEL_BUFFERS * off, sizeof(float));
+    if (!m->mem)
+        FT_DIE("out of memory: %zu parameters (x%d: gradients, AdamW moments, the optimizer's "
+               "outputs)", off, FT_MODEL_BUFFERS);
+    float **bufs[FT_MODEL_BUFFERS] = {&m->params, &m->grads, &m->m, &m->v, &m->params_new,
+                                      &m->m_new, &m->v_new, &m->grads_alt};
+    for (int i = 0; i < FT_MODEL_BUFFERS; i++) *bufs[i] = m->mem + (size_t)i * off;
 }
 
 void model_free(FtModel *m)
@@ -211,7 +212,14 @@ void model_copy_from_full(FtModel *m, const FtModel *full)
     m->step = full->step;
 }
 
-void model_zero_grad(FtModel *m) { memset(m->grads, 0, sizeof(float) * m->nparams); }
+void model_commit(FtModel *m)
+{
+    float *t;
+    t = m->params, m->params = m->params_new, m->params_new = t;
+    t = m->m, m->m = m->m_new, m->m_new = t;
+    t = m->v, m->v = m->v_new, m->v_new = t;
+    m->step++;
+}
 
 uint64_t model_rng_next(uint64_t *s)
 {
@@ -230,7 +238,7 @@ double model_rng_normal(uint64_t *s) /* Box-Muller, one value per call */
 void model_init_random(FtModel *m, uint64_t seed)
 {
     const FtGpt2Config *c = &m->cfg;
-    memset(m->mem, 0, sizeof(float) * 4 * m->nparams);
+    memset(m->mem, 0, sizeof(float) * FT_MODEL_BUFFERS * m->nparams);
     m->step = 0;
     bool whole = m->sh.tp == 1 && m->sh.pp == 1 && m->sh.ep == 1;
     float *buf = NULL; /* a whole tensor, when this rank holds only part of it */
@@ -286,7 +294,8 @@ typedef struct builder {
     const FtModel *m;
     FtTape *tp;
     int B, T, N;
-    int *pid, *gid;              /* (FT_NPARAM_TENSORS x max(L,1)) tensor ids of params, grads */
+    int *pid, *gid, *prv;        /* (FT_NPARAM_TENSORS x max(L,1)) tensor ids of params, grads,
+                                    the grads' earlier sums */
     int *res;                    /* res[0..L] residual stream tensors */
     BlockActs *act;              /* per layer */
     int *seg;                    /* segment of each layer, -1 without AC */
@@ -296,10 +305,16 @@ typedef struct builder {
     /* backward scratch */
     int dfchg, dfch, dln2, dres2, datty, dqkv, dln1, *dres;
     int dyr, dye, dxe, dxs, dgate, drlog, dln2r; /* MoE */
+    /* where entries go: phase and layer of the entries being written */
+    FtPhase ph;
+    int l;
+    int *fwd_start; /* per layer: index of its first forward entry */
+    int twin_next;  /* recomputing: the forward entry the next entry repeats; -1 otherwise */
 } Builder;
 
 static int pt(const Builder *b, int id, int l) { return b->pid[id * b->m->cfg.L + (l < 0 ? 0 : l)]; }
 static int gt(const Builder *b, int id, int l) { return b->gid[id * b->m->cfg.L + (l < 0 ? 0 : l)]; }
+static int gp(const Builder *b, int id, int l) { return b->prv[id * b->m->cfg.L + (l < 0 ? 0 : l)]; }
 
 /* An activation named prefix.name (or name) in the arena. */
 static int act(Builder *b, const char *prefix, const char *name, int l, size_t n)
@@ -310,90 +325,65 @@ static int act(Builder *b, const char *prefix, const char *name, int l, size_t n
     return tape_tensor(b->tp, full, FT_F32, FT_TR_ACT, n, NULL, l);
 }
 
-static void emit(Builder *b, FtOpKind k, FtOpDir dir, FtPhase ph, int l, const char *label,
-                 const int *in, int nin, const int *out, int nout, long long d0, long long d1,
-                 long long d2, long long d3, unsigned acc)
+/* Tensor id lists and dimensions of an entry: IN(a, b), OUT(y), D(N, C, OC). */
+typedef struct ids { int n, id[FT_OP_MAX_IN]; } Ids;
+typedef struct dims { long long d[FT_OP_MAX_DIMS]; } Dims;
+#define IN(...) ((Ids){(int)(sizeof((int[]){__VA_ARGS__}) / sizeof(int)), {__VA_ARGS__}})
+#define OUT IN
+#define D(...) ((Dims){{__VA_ARGS__}})
+
+/* Appends e in the builder's phase and layer; while recomputing, links it with its forward
+ * twin (the same kind, label, inputs and outputs: checked). */
+static void push(Builder *b, FtTapeEntry *e)
 {
-    FtTapeEntry e = {.kind = k, .dir = dir, .phase = ph, .layer = l,
-                     .seg = l >= 0 && b->seg ? b->seg[l] : -1, .label = label, .acc = acc,
-                     .d = {d0, d1, d2, d3}};
-    for (int i = 0; i < FT_OP_MAX_IN; i++) e.in[i] = i < nin ? in[i] : -1;
-    for (int i = 0; i < FT_OP_MAX_OUT; i++) e.out[i] = i < nout ? out[i] : -1;
-    tape_push(b->tp, &e);
+    e->phase = b->ph;
+    e->layer = b->l;
+    e->seg = b->l >= 0 && b->seg ? b->seg[b->l] : -1;
+    e->twin = -1;
+    if (b->twin_next >= 0) {
+        FtTapeEntry *f = &b->tp->e[b->twin_next];
+        FT_ASSERT(f->kind == e->kind && f->dir == e->dir && f->mark == e->mark &&
+                  f->label == e->label && !memcmp(f->in, e->in, sizeof f->in) &&
+                  !memcmp(f->out, e->out, sizeof f->out) && f->twin < 0);
+        e->twin = b->twin_next;
+        f->twin = b->tp->ne;
+        b->twin_next++;
+    }
+    tape_push(b->tp, e);
 }
 
-static void mark(Builder *b, FtMark mk, FtOpDir dir, FtPhase ph, int l, int seg, int tin,
-                 int tout)
+static void emit(Builder *b, FtOpKind k, FtOpDir dir, const char *label, Ids in, Ids out, Dims d)
 {
-    FtTapeEntry e = {.kind = FT_OP_MARK, .dir = dir, .phase = ph, .mark = mk, .layer = l,
-                     .seg = seg};
+    FT_ASSERT(in.n <= FT_OP_MAX_IN && out.n <= FT_OP_MAX_OUT);
+    FtTapeEntry e = {.kind = k, .dir = dir, .label = label};
+    memcpy(e.d, d.d, sizeof e.d);
+    for (int i = 0; i < FT_OP_MAX_IN; i++) e.in[i] = i < in.n ? in.id[i] : -1;
+    for (int i = 0; i < FT_OP_MAX_OUT; i++) e.out[i] = i < out.n ? out.id[i] : -1;
+    push(b, &e);
+}
+
+static void mark(Builder *b, FtMark mk, FtOpDir dir, int tin, int tout)
+{
+    FtTapeEntry e = {.kind = FT_OP_MARK, .dir = dir, .mark = mk};
     for (int i = 0; i < FT_OP_MAX_IN; i++) e.in[i] = -1;
     for (int i = 0; i < FT_OP_MAX_OUT; i++) e.out[i] = -1;
     e.in[0] = tin;
     e.out[0] = tout;
-    tape_push(b->tp, &e);
+    push(b, &e);
 }
 
 /* An expert-parallel exchange: send in[0] (rows of width `width`; counts in[1] per expert on
  * this rank's side, in[2] per (source, local expert) on the experts' side) into out[0]; out[1]
  * >= 0: the experts' side counts are exchanged first, into out[1]. */
-static void ep_mark(Builder *b, FtMark mk, FtOpDir dir, FtPhase ph, int l, int send, int counts,
-                    int ecounts_in, int recv, int ecounts_out, long long width)
+static void ep_mark(Builder *b, FtMark mk, FtOpDir dir, int send, int counts, int ecounts_in,
+                    int recv, int ecounts_out, long long width)
 {
-    FtTapeEntry e = {.kind = FT_OP_MARK, .dir = dir, .phase = ph, .mark = mk, .layer = l,
-                     .seg = l >= 0 && b->seg ? b->seg[l] : -1, .d = {width}};
+    FtTapeEntry e = {.kind = FT_OP_MARK, .dir = dir, .mark = mk, .d = {width}};
     for (int i = 0; i < FT_OP_MAX_IN; i++) e.in[i] = -1;
     for (int i = 0; i < FT_OP_MAX_OUT; i++) e.out[i] = -1;
     e.in[0] = send, e.in[1] = counts, e.in[2] = ecounts_in;
     e.out[0] = recv, e.out[1] = ecounts_out;
-    tape_push(b->tp, &e);
-}
-
-#define IN(...) (const int[]){__VA_ARGS__}, (int)(sizeof((int[]){__VA_ARGS__}) / sizeof(int))
-#define OUT IN
-
-static int segof(const Builder *b, int l) { return b->seg ? b->seg[l] : -1; }
-
-static void moe_fwd(Builder *b, int l, FtPhase ph);
-static void moe_bwd(Builder *b, int l);
-
-/* One block's forward on this rank's shard. Dimensions: C the residual width, Ct = C/tp this
- * rank's attention channels (NH/tp heads), Ht = 4C/tp its MLP columns. The row-parallel
- * projections give partial sums, completed by a tensor-parallel all-reduce; their bias is added
- * by tp rank 0 only (before the sum), so it enters once. */
-static void block_fwd(Builder *b, int l, FtPhase ph)
-{
-    const BlockActs *a = &b->act[l];
-    int tp = b->m->sh.tp;
-    long long N = b->N, C = b->m->cfg.C, Ct = C / tp, NHt = b->m->cfg.NH / tp, Ht = 4 * Ct;
-    int x = b->res[l], y = b->res[l + 1];
-    bool bias_here = b->m->sh.tp_rank == 0;
-    emit(b, FT_OP_LAYERNORM, FT_FWD, ph, l, "ln1", IN(x, pt(b, FT_P_LN1W, l), pt(b, FT_P_LN1B, l)),
-         OUT(a->ln1, a->m1, a->r1), N, C, 0, 0, 0);
-    emit(b, FT_OP_MATMUL, FT_FWD, ph, l, "qkv", IN(a->ln1, pt(b, FT_P_QKVW, l), pt(b, FT_P_QKVB, l)),
-         OUT(a->qkv), N, C, 3 * Ct, 0, 0);
-    emit(b, FT_OP_ATTENTION, FT_FWD, ph, l, "attn", IN(a->qkv), OUT(a->atty, a->att), b->B, b->T,
-         Ct, NHt, 0);
-    emit(b, FT_OP_MATMUL, FT_FWD, ph, l, "attproj",
-         IN(a->atty, pt(b, FT_P_ATTPROJW, l), bias_here ? pt(b, FT_P_ATTPROJB, l) : -1),
-         OUT(a->attproj), N, Ct, C, 0, 0);
-    mark(b, FT_MARK_COMM_TP, FT_FWD, ph, l, segof(b, l), a->attproj, a->attproj);
-    emit(b, FT_OP_RESIDUAL, FT_FWD, ph, l, "res1", IN(x, a->attproj), OUT(a->res2), N * C, 0, 0, 0, 0);
-    emit(b, FT_OP_LAYERNORM, FT_FWD, ph, l, "ln2",
-         IN(a->res2, pt(b, FT_P_LN2W, l), pt(b, FT_P_LN2B, l)), OUT(a->ln2, a->m2, a->r2), N, C, 0, 0,
-         0);
-    if (b->m->cfg.E) {
-        moe_fwd(b, l, ph);
-    } else {
-        emit(b, FT_OP_MATMUL, FT_FWD, ph, l, "fc",
-             IN(a->ln2, pt(b, FT_P_FCW, l), pt(b, FT_P_FCB, l)), OUT(a->fch), N, C, Ht, 0, 0);
-        emit(b, FT_OP_GELU, FT_FWD, ph, l, "gelu", IN(a->fch), OUT(a->fchg), N * Ht, 0, 0, 0, 0);
-        emit(b, FT_OP_MATMUL, FT_FWD, ph, l, "fcproj",
-             IN(a->fchg, pt(b, FT_P_FCPROJW, l), bias_here ? pt(b, FT_P_FCPROJB, l) : -1),
-             OUT(a->fcproj), N, Ht, C, 0, 0);
-        mark(b, FT_MARK_COMM_TP, FT_FWD, ph, l, segof(b, l), a->fcproj, a->fcproj);
-    }
-    emit(b, FT_OP_RESIDUAL, FT_FWD, ph, l, "res2", IN(a->res2, a->fcproj), OUT(y), N * C, 0, 0, 0, 0);
+    push(b, &e);
 }
 
 /* The last pushed entry's scalars. */
@@ -403,37 +393,83 @@ static void set_x(Builder *b, double x0, double x1)
     b->tp->e[b->tp->ne - 1].x[1] = x1;
 }
 
+static void moe_fwd(Builder *b, int l);
+static void moe_bwd(Builder *b, int l);
+
+/* One block's forward on this rank's shard. Dimensions: C the residual width, Ct = C/tp this
+ * rank's attention channels (NH/tp heads), Ht = 4C/tp its MLP columns. The row-parallel
+ * projections give partial sums, completed by a tensor-parallel all-reduce; their bias is added
+ * by tp rank 0 only (before the sum), so it enters once. Recomputing (ph FT_PH_RECOMPUTE), the
+ * entries repeat the forward's one for one. */
+static void block_fwd(Builder *b, int l, FtPhase ph)
+{
+    const BlockActs *a = &b->act[l];
+    int tp = b->m->sh.tp;
+    long long N = b->N, C = b->m->cfg.C, Ct = C / tp, NHt = b->m->cfg.NH / tp, Ht = 4 * Ct;
+    int x = b->res[l], y = b->res[l + 1];
+    bool bias_here = b->m->sh.tp_rank == 0;
+    b->ph = ph, b->l = l;
+    if (ph == FT_PH_FWD) b->fwd_start[l] = b->tp->ne;
+    else b->twin_next = b->fwd_start[l];
+    emit(b, FT_OP_LAYERNORM, FT_FWD, "ln1", IN(x, pt(b, FT_P_LN1W, l), pt(b, FT_P_LN1B, l)),
+         OUT(a->ln1, a->m1, a->r1), D(N, C));
+    emit(b, FT_OP_MATMUL, FT_FWD, "qkv", IN(a->ln1, pt(b, FT_P_QKVW, l), pt(b, FT_P_QKVB, l)),
+         OUT(a->qkv), D(N, C, 3 * Ct));
+    emit(b, FT_OP_ATTENTION, FT_FWD, "attn", IN(a->qkv), OUT(a->atty, a->att),
+         D(b->B, b->T, Ct, NHt));
+    emit(b, FT_OP_MATMUL, FT_FWD, "attproj",
+         IN(a->atty, pt(b, FT_P_ATTPROJW, l), bias_here ? pt(b, FT_P_ATTPROJB, l) : -1),
+         OUT(a->attproj), D(N, Ct, C));
+    mark(b, FT_MARK_COMM_TP, FT_FWD, a->attproj, a->attproj);
+    emit(b, FT_OP_RESIDUAL, FT_FWD, "res1", IN(x, a->attproj), OUT(a->res2), D(N * C));
+    emit(b, FT_OP_LAYERNORM, FT_FWD, "ln2", IN(a->res2, pt(b, FT_P_LN2W, l), pt(b, FT_P_LN2B, l)),
+         OUT(a->ln2, a->m2, a->r2), D(N, C));
+    if (b->m->cfg.E) {
+        moe_fwd(b, l);
+    } else {
+        emit(b, FT_OP_MATMUL, FT_FWD, "fc", IN(a->ln2, pt(b, FT_P_FCW, l), pt(b, FT_P_FCB, l)),
+             OUT(a->fch), D(N, C, Ht));
+        emit(b, FT_OP_GELU, FT_FWD, "gelu", IN(a->fch), OUT(a->fchg), D(N * Ht));
+        emit(b, FT_OP_MATMUL, FT_FWD, "fcproj",
+             IN(a->fchg, pt(b, FT_P_FCPROJW, l), bias_here ? pt(b, FT_P_FCPROJB, l) : -1),
+             OUT(a->fcproj), D(N, Ht, C));
+        mark(b, FT_MARK_COMM_TP, FT_FWD, a->fcproj, a->fcproj);
+    }
+    emit(b, FT_OP_RESIDUAL, FT_FWD, "res2", IN(a->res2, a->fcproj), OUT(y), D(N * C));
+    b->twin_next = -1;
+}
+
 /* A MoE block's MLP forward, from ln2 to its output (a->fcproj, before the residual): router,
  * routing, dispatch into packed rows, the exchange to the experts' ranks, each expert's GELU MLP
  * on its rows (column- then row-parallel over tp, completed by a tp all-reduce), the exchange
  * back and the gate-weighted combine. */
-static void moe_fwd(Builder *b, int l, FtPhase ph)
+static void moe_fwd(Builder *b, int l)
 {
     const BlockActs *a = &b->act[l];
     const FtModel *m = b->m;
     long long N = b->N, C = m->cfg.C, Ht = 4 * C / m->sh.tp, E = m->cfg.E, K = b->K, R = b->R;
     bool bias_here = m->sh.tp_rank == 0;
-    emit(b, FT_OP_MATMUL, FT_FWD, ph, l, "router", IN(a->ln2, pt(b, FT_P_ROUTERW, l), -1),
-         OUT(a->rlog), N, C, E, 0, 0);
-    emit(b, FT_OP_MOE_ROUTE, FT_FWD, ph, l, "route", IN(a->rlog),
-         OUT(a->probs, a->expert, a->gate, a->row, a->aux), N, E, K, b->cap, 0);
+    emit(b, FT_OP_MATMUL, FT_FWD, "router", IN(a->ln2, pt(b, FT_P_ROUTERW, l), -1), OUT(a->rlog),
+         D(N, C, E));
+    emit(b, FT_OP_MOE_ROUTE, FT_FWD, "route", IN(a->rlog),
+         OUT(a->probs, a->expert, a->gate, a->row, a->aux), D(N, E, K, b->cap));
     set_x(b, m->cfg.aux_coef, 0);
-    emit(b, FT_OP_MOE_DISPATCH, FT_FWD, ph, l, "dispatch", IN(a->ln2, a->expert, a->row),
-         OUT(a->xs, a->counts), N, C, K, E, 0);
-    ep_mark(b, FT_MARK_EP_TO_EXPERTS, FT_FWD, ph, l, a->xs, a->counts, -1, a->xe, a->ecounts, C);
-    emit(b, FT_OP_MOE_EXPERT, FT_FWD, ph, l, "fc",
-         IN(a->xe, pt(b, FT_P_FCW, l), pt(b, FT_P_FCB, l), a->ecounts), OUT(a->fch), R, C, Ht,
-         m->El, 0);
+    emit(b, FT_OP_MOE_DISPATCH, FT_FWD, "dispatch", IN(a->ln2, a->expert, a->row),
+         OUT(a->xs, a->counts), D(N, C, K, E));
+    ep_mark(b, FT_MARK_EP_TO_EXPERTS, FT_FWD, a->xs, a->counts, -1, a->xe, a->ecounts, C);
+    emit(b, FT_OP_MOE_EXPERT, FT_FWD, "fc",
+         IN(a->xe, pt(b, FT_P_FCW, l), pt(b, FT_P_FCB, l), a->ecounts), OUT(a->fch),
+         D(R, C, Ht, m->El));
     set_x(b, (double)b->ep, (double)(N * K));
-    emit(b, FT_OP_GELU, FT_FWD, ph, l, "gelu", IN(a->fch), OUT(a->fchg), R * Ht, 0, 0, 0, 0);
-    emit(b, FT_OP_MOE_EXPERT, FT_FWD, ph, l, "fcproj",
+    emit(b, FT_OP_GELU, FT_FWD, "gelu", IN(a->fch), OUT(a->fchg), D(R * Ht));
+    emit(b, FT_OP_MOE_EXPERT, FT_FWD, "fcproj",
          IN(a->fchg, pt(b, FT_P_FCPROJW, l), bias_here ? pt(b, FT_P_FCPROJB, l) : -1, a->ecounts),
-         OUT(a->ye), R, Ht, C, m->El, 0);
+         OUT(a->ye), D(R, Ht, C, m->El));
     set_x(b, (double)b->ep, (double)(N * K));
-    mark(b, FT_MARK_COMM_TP, FT_FWD, ph, l, segof(b, l), a->ye, a->ye);
-    ep_mark(b, FT_MARK_EP_TO_SOURCES, FT_FWD, ph, l, a->ye, a->counts, a->ecounts, a->yr, -1, C);
-    emit(b, FT_OP_MOE_COMBINE, FT_FWD, ph, l, "combine", IN(a->yr, a->gate, a->row),
-         OUT(a->fcproj), N, C, K, 0, 0);
+    mark(b, FT_MARK_COMM_TP, FT_FWD, a->ye, a->ye);
+    ep_mark(b, FT_MARK_EP_TO_SOURCES, FT_FWD, a->ye, a->counts, a->ecounts, a->yr, -1, C);
+    emit(b, FT_OP_MOE_COMBINE, FT_FWD, "combine", IN(a->yr, a->gate, a->row), OUT(a->fcproj),
+         D(N, C, K));
 }
 
 /* Its backward, from the block output's gradient to d.ln2 (complete: the experts' input
@@ -443,68 +479,78 @@ static void moe_bwd(Builder *b, int l)
     const BlockActs *a = &b->act[l];
     const FtModel *m = b->m;
     long long N = b->N, C = m->cfg.C, Ht = 4 * C / m->sh.tp, E = m->cfg.E, K = b->K, R = b->R;
-    FtPhase ph = FT_PH_BWD;
     int dy = b->dres[l + 1];
-    emit(b, FT_OP_MOE_COMBINE, FT_BWD, ph, l, "combine", IN(dy, a->yr, a->gate, a->row),
-         OUT(b->dyr, b->dgate), N, C, K, 0, 0);
-    ep_mark(b, FT_MARK_EP_TO_EXPERTS, FT_BWD, ph, l, b->dyr, a->counts, a->ecounts, b->dye, -1, C);
-    emit(b, FT_OP_MOE_EXPERT, FT_BWD, ph, l, "fcproj",
-         IN(b->dye, a->fchg, pt(b, FT_P_FCPROJW, l), a->ecounts),
-         OUT(b->dfchg, gt(b, FT_P_FCPROJW, l), gt(b, FT_P_FCPROJB, l)), R, Ht, C, m->El, 6);
+    emit(b, FT_OP_MOE_COMBINE, FT_BWD, "combine", IN(dy, a->yr, a->gate, a->row),
+         OUT(b->dyr, b->dgate), D(N, C, K));
+    ep_mark(b, FT_MARK_EP_TO_EXPERTS, FT_BWD, b->dyr, a->counts, a->ecounts, b->dye, -1, C);
+    emit(b, FT_OP_MOE_EXPERT, FT_BWD, "fcproj",
+         IN(b->dye, a->fchg, pt(b, FT_P_FCPROJW, l), a->ecounts, gp(b, FT_P_FCPROJW, l),
+            gp(b, FT_P_FCPROJB, l)),
+         OUT(b->dfchg, gt(b, FT_P_FCPROJW, l), gt(b, FT_P_FCPROJB, l)), D(R, Ht, C, m->El));
     set_x(b, (double)b->ep, (double)(N * K));
-    emit(b, FT_OP_GELU, FT_BWD, ph, l, "gelu", IN(b->dfchg, a->fch), OUT(b->dfch), R * Ht, 0, 0, 0,
-         0);
-    emit(b, FT_OP_MOE_EXPERT, FT_BWD, ph, l, "fc", IN(b->dfch, a->xe, pt(b, FT_P_FCW, l), a->ecounts),
-         OUT(b->dxe, gt(b, FT_P_FCW, l), gt(b, FT_P_FCB, l)), R, C, Ht, m->El, 6);
+    emit(b, FT_OP_GELU, FT_BWD, "gelu", IN(b->dfchg, a->fch), OUT(b->dfch), D(R * Ht));
+    emit(b, FT_OP_MOE_EXPERT, FT_BWD, "fc",
+         IN(b->dfch, a->xe, pt(b, FT_P_FCW, l), a->ecounts, gp(b, FT_P_FCW, l),
+            gp(b, FT_P_FCB, l)),
+         OUT(b->dxe, gt(b, FT_P_FCW, l), gt(b, FT_P_FCB, l)), D(R, C, Ht, m->El));
     set_x(b, (double)b->ep, (double)(N * K));
-    mark(b, FT_MARK_COMM_TP, FT_BWD, ph, l, segof(b, l), b->dxe, b->dxe);
-    ep_mark(b, FT_MARK_EP_TO_SOURCES, FT_BWD, ph, l, b->dxe, a->counts, a->ecounts, b->dxs, -1, C);
-    emit(b, FT_OP_MOE_ROUTE, FT_BWD, ph, l, "route", IN(b->dgate, a->probs, a->expert),
-         OUT(b->drlog), N, E, K, 0, 0);
+    mark(b, FT_MARK_COMM_TP, FT_BWD, b->dxe, b->dxe);
+    ep_mark(b, FT_MARK_EP_TO_SOURCES, FT_BWD, b->dxe, a->counts, a->ecounts, b->dxs, -1, C);
+    emit(b, FT_OP_MOE_ROUTE, FT_BWD, "route", IN(b->dgate, a->probs, a->expert), OUT(b->drlog),
+         D(N, E, K));
     set_x(b, m->cfg.aux_coef, b->loss_scale);
-    emit(b, FT_OP_MATMUL, FT_BWD, ph, l, "router", IN(b->drlog, a->ln2, pt(b, FT_P_ROUTERW, l)),
-         OUT(b->dln2r, gt(b, FT_P_ROUTERW, l), -1), N, C, E, 0, 2);
-    emit(b, FT_OP_MOE_DISPATCH, FT_BWD, ph, l, "dispatch", IN(b->dxs, a->row, b->dln2r),
-         OUT(b->dln2), N, C, K, E, 0);
+    emit(b, FT_OP_MATMUL, FT_BWD, "router",
+         IN(b->drlog, a->ln2, pt(b, FT_P_ROUTERW, l), gp(b, FT_P_ROUTERW, l), -1),
+         OUT(b->dln2r, gt(b, FT_P_ROUTERW, l), -1), D(N, C, E));
+    emit(b, FT_OP_MOE_DISPATCH, FT_BWD, "dispatch", IN(b->dxs, a->row, b->dln2r), OUT(b->dln2),
+         D(N, C, K, E));
 }
 
 /* One block's backward. The column-parallel layers' input gradients (d.ln2, d.ln1) are partial
  * sums over tp, completed by an all-reduce before the LayerNorm backward; everything the
  * replicated parameters' gradients are computed from is then equal on every tp rank, so those
  * gradients are bitwise equal there without a reduction. The row-parallel biases' gradients are
- * computed on every tp rank from the (replicated) output gradient. */
+ * computed on every tp rank from the (replicated) output gradient. Each parameter gradient is
+ * written by one entry: its earlier sum (gp: the previous micro-batches') plus this one's. */
 static void block_bwd(Builder *b, int l)
 {
     const BlockActs *a = &b->act[l];
     int tp = b->m->sh.tp;
     long long N = b->N, C = b->m->cfg.C, Ct = C / tp, NHt = b->m->cfg.NH / tp, Ht = 4 * Ct;
-    FtPhase ph = FT_PH_BWD;
+    b->ph = FT_PH_BWD, b->l = l;
     int dy = b->dres[l + 1];
     if (b->m->cfg.E) {
         moe_bwd(b, l);
     } else {
-        emit(b, FT_OP_MATMUL, FT_BWD, ph, l, "fcproj", IN(dy, a->fchg, pt(b, FT_P_FCPROJW, l)),
-             OUT(b->dfchg, gt(b, FT_P_FCPROJW, l), gt(b, FT_P_FCPROJB, l)), N, Ht, C, 0, 6);
-        emit(b, FT_OP_GELU, FT_BWD, ph, l, "gelu", IN(b->dfchg, a->fch), OUT(b->dfch), N * Ht, 0,
-             0, 0, 0);
-        emit(b, FT_OP_MATMUL, FT_BWD, ph, l, "fc", IN(b->dfch, a->ln2, pt(b, FT_P_FCW, l)),
-             OUT(b->dln2, gt(b, FT_P_FCW, l), gt(b, FT_P_FCB, l)), N, C, Ht, 0, 6);
-        mark(b, FT_MARK_COMM_TP, FT_BWD, ph, l, segof(b, l), b->dln2, b->dln2);
+        emit(b, FT_OP_MATMUL, FT_BWD, "fcproj",
+             IN(dy, a->fchg, pt(b, FT_P_FCPROJW, l), gp(b, FT_P_FCPROJW, l),
+                gp(b, FT_P_FCPROJB, l)),
+             OUT(b->dfchg, gt(b, FT_P_FCPROJW, l), gt(b, FT_P_FCPROJB, l)), D(N, Ht, C));
+        emit(b, FT_OP_GELU, FT_BWD, "gelu", IN(b->dfchg, a->fch), OUT(b->dfch), D(N * Ht));
+        emit(b, FT_OP_MATMUL, FT_BWD, "fc",
+             IN(b->dfch, a->ln2, pt(b, FT_P_FCW, l), gp(b, FT_P_FCW, l), gp(b, FT_P_FCB, l)),
+             OUT(b->dln2, gt(b, FT_P_FCW, l), gt(b, FT_P_FCB, l)), D(N, C, Ht));
+        mark(b, FT_MARK_COMM_TP, FT_BWD, b->dln2, b->dln2);
     }
-    emit(b, FT_OP_LAYERNORM, FT_BWD, ph, l, "ln2",
-         IN(b->dln2, a->res2, pt(b, FT_P_LN2W, l), a->m2, a->r2, dy),
-         OUT(b->dres2, gt(b, FT_P_LN2W, l), gt(b, FT_P_LN2B, l)), N, C, 0, 0, 6);
-    emit(b, FT_OP_MATMUL, FT_BWD, ph, l, "attproj", IN(b->dres2, a->atty, pt(b, FT_P_ATTPROJW, l)),
-         OUT(b->datty, gt(b, FT_P_ATTPROJW, l), gt(b, FT_P_ATTPROJB, l)), N, Ct, C, 0, 6);
-    emit(b, FT_OP_ATTENTION, FT_BWD, ph, l, "attn", IN(b->datty, a->qkv, a->att), OUT(b->dqkv),
-         b->B, b->T, Ct, NHt, 0);
-    emit(b, FT_OP_MATMUL, FT_BWD, ph, l, "qkv", IN(b->dqkv, a->ln1, pt(b, FT_P_QKVW, l)),
-         OUT(b->dln1, gt(b, FT_P_QKVW, l), gt(b, FT_P_QKVB, l)), N, C, 3 * Ct, 0, 6);
-    mark(b, FT_MARK_COMM_TP, FT_BWD, ph, l, segof(b, l), b->dln1, b->dln1);
-    emit(b, FT_OP_LAYERNORM, FT_BWD, ph, l, "ln1",
-         IN(b->dln1, b->res[l], pt(b, FT_P_LN1W, l), a->m1, a->r1, b->dres2),
-         OUT(b->dres[l], gt(b, FT_P_LN1W, l), gt(b, FT_P_LN1B, l)), N, C, 0, 0, 6);
-    mark(b, FT_MARK_COMM_GRADS, FT_BWD, ph, l, segof(b, l), -1, -1);
+    emit(b, FT_OP_LAYERNORM, FT_BWD, "ln2",
+         IN(b->dln2, a->res2, pt(b, FT_P_LN2W, l), a->m2, a->r2, dy, gp(b, FT_P_LN2W, l),
+            gp(b, FT_P_LN2B, l)),
+         OUT(b->dres2, gt(b, FT_P_LN2W, l), gt(b, FT_P_LN2B, l)), D(N, C));
+    emit(b, FT_OP_MATMUL, FT_BWD, "attproj",
+         IN(b->dres2, a->atty, pt(b, FT_P_ATTPROJW, l), gp(b, FT_P_ATTPROJW, l),
+            gp(b, FT_P_ATTPROJB, l)),
+         OUT(b->datty, gt(b, FT_P_ATTPROJW, l), gt(b, FT_P_ATTPROJB, l)), D(N, Ct, C));
+    emit(b, FT_OP_ATTENTION, FT_BWD, "attn", IN(b->datty, a->qkv, a->att), OUT(b->dqkv),
+         D(b->B, b->T, Ct, NHt));
+    emit(b, FT_OP_MATMUL, FT_BWD, "qkv",
+         IN(b->dqkv, a->ln1, pt(b, FT_P_QKVW, l), gp(b, FT_P_QKVW, l), gp(b, FT_P_QKVB, l)),
+         OUT(b->dln1, gt(b, FT_P_QKVW, l), gt(b, FT_P_QKVB, l)), D(N, C, 3 * Ct));
+    mark(b, FT_MARK_COMM_TP, FT_BWD, b->dln1, b->dln1);
+    emit(b, FT_OP_LAYERNORM, FT_BWD, "ln1",
+         IN(b->dln1, b->res[l], pt(b, FT_P_LN1W, l), a->m1, a->r1, b->dres2, gp(b, FT_P_LN1W, l),
+            gp(b, FT_P_LN1B, l)),
+         OUT(b->dres[l], gt(b, FT_P_LN1W, l), gt(b, FT_P_LN1B, l)), D(N, C));
+    mark(b, FT_MARK_COMM_GRADS, FT_BWD, -1, -1);
 }
 
 /* Declares the activations of one block into *out, named prefix.*: own storage, or aliases of
@@ -563,7 +609,7 @@ void model_build_tape(const FtModel *m, const FtTapeOpts *o, FtTape *tp)
     size_t N = (size_t)o->B * o->T, C = c->C, Vp = c->Vp, Ct = C / m->sh.tp;
     bool first = m->first, last = m->last;
     Builder b = {.m = m, .tp = tp, .B = o->B, .T = o->T, .N = (int)N,
-                 .loss_scale = o->loss_scale, .ep = m->sh.ep};
+                 .loss_scale = o->loss_scale, .ep = m->sh.ep, .l = -1, .twin_next = -1};
     if (c->E) { /* rows on the experts' side: all N K when ep is 1, else at most El cap from
                    each of the ep sources (and never more than the source's N K) */
         b.K = c->K;
@@ -574,13 +620,15 @@ void model_build_tape(const FtModel *m, const FtTapeOpts *o, FtTape *tp)
     }
     b.pid = malloc(sizeof(int) * FT_NPARAM_TENSORS * (size_t)L);
     b.gid = malloc(sizeof(int) * FT_NPARAM_TENSORS * (size_t)L);
+    b.prv = malloc(sizeof(int) * FT_NPARAM_TENSORS * (size_t)L);
     b.res = malloc(sizeof(int) * (size_t)(L + 1));
     b.dres = malloc(sizeof(int) * (size_t)(L + 1));
     b.act = malloc(sizeof(BlockActs) * (size_t)L);
-    FT_ASSERT(b.pid && b.gid && b.res && b.dres && b.act);
-    for (int i = 0; i < FT_NPARAM_TENSORS * L; i++) b.pid[i] = b.gid[i] = -1;
+    b.fwd_start = malloc(sizeof(int) * (size_t)L);
+    FT_ASSERT(b.pid && b.gid && b.prv && b.res && b.dres && b.act && b.fwd_start);
+    for (int i = 0; i < FT_NPARAM_TENSORS * L; i++) b.pid[i] = b.gid[i] = b.prv[i] = -1;
 
-    /* parameter and gradient views of the tensors this rank holds */
+    /* views of the parameters, gradients and the gradients' earlier sums this rank holds */
     for (int i = 0; i < FT_NPARAM_TENSORS; i++) {
         const FtParamInfo *p = &m->p[i];
         if (!p->size) continue;
@@ -590,13 +638,13 @@ void model_build_tape(const FtModel *m, const FtTapeOpts *o, FtTape *tp)
             size_t n = p->per_layer ? p->size / m->nl : p->size;
             if (p->per_layer) snprintf(nm, sizeof nm, "l%d.%s", l, p->name);
             else snprintf(nm, sizeof nm, "%s", p->name);
-            b.pid[i * L + l] = tape_tensor(tp, nm, FT_F32, FT_TR_PARAM, n,
-                                           model_tensor(m, m->params, i, ll), ll);
+            b.pid[i * L + l] = tape_state(tp, nm, FT_TR_PARAM, i, ll, n);
             if (o->backward) {
-                char gn[44];
+                char gn[48];
                 snprintf(gn, sizeof gn, "d.%s", nm);
-                b.gid[i * L + l] = tape_tensor(tp, gn, FT_F32, FT_TR_GRAD, n,
-                                               model_tensor(m, m->grads, i, ll), ll);
+                b.gid[i * L + l] = tape_state(tp, gn, FT_TR_GRAD, i, ll, n);
+                snprintf(gn, sizeof gn, "d.%s.prev", nm);
+                b.prv[i * L + l] = tape_state(tp, gn, FT_TR_GRAD_PREV, i, ll, n);
             }
         }
     }
@@ -651,30 +699,31 @@ void model_build_tape(const FtModel *m, const FtTapeOpts *o, FtTape *tp)
     }
 
     /* forward */
-    FtPhase F = FT_PH_FWD;
+    b.ph = FT_PH_FWD, b.l = -1;
     if (first)
-        emit(&b, FT_OP_ENCODER, FT_FWD, F, -1, "encoder",
-             IN(tp->tokens, pt(&b, FT_P_WTE, -1), pt(&b, FT_P_WPE, -1)), OUT(b.res[l0]), o->B,
-             o->T, C, 0, 0);
+        emit(&b, FT_OP_ENCODER, FT_FWD, "encoder",
+             IN(tp->tokens, pt(&b, FT_P_WTE, -1), pt(&b, FT_P_WPE, -1)), OUT(b.res[l0]),
+             D(o->B, o->T, C));
     else
-        mark(&b, FT_MARK_PP_RECV, FT_FWD, F, -1, -1, -1, b.res[l0]);
+        mark(&b, FT_MARK_PP_RECV, FT_FWD, -1, b.res[l0]);
     for (int l = l0; l < l1; l++) {
-        if (k && (l - l0) % k == 0) mark(&b, FT_MARK_SEG_BEGIN, FT_FWD, F, l, b.seg[l], -1, -1);
-        block_fwd(&b, l, F);
-        if (k && ((l - l0) % k == k - 1 || l == l1 - 1))
-            mark(&b, FT_MARK_SEG_END, FT_FWD, F, l, b.seg[l], -1, -1);
+        b.ph = FT_PH_FWD, b.l = l;
+        if (k && (l - l0) % k == 0) mark(&b, FT_MARK_SEG_BEGIN, FT_FWD, -1, -1);
+        block_fwd(&b, l, FT_PH_FWD);
+        if (k && ((l - l0) % k == k - 1 || l == l1 - 1)) mark(&b, FT_MARK_SEG_END, FT_FWD, -1, -1);
     }
+    b.l = -1;
     if (last) {
-        emit(&b, FT_OP_LAYERNORM, FT_FWD, F, -1, "lnf",
-             IN(b.res[L], pt(&b, FT_P_LNFW, -1), pt(&b, FT_P_LNFB, -1)), OUT(lnf, lnfm, lnfr), N,
-             C, 0, 0, 0);
-        emit(&b, FT_OP_MATMUL, FT_FWD, F, -1, "lmhead", IN(lnf, pt(&b, FT_P_WTE, -1), -1),
-             OUT(tp->logits), N, C, Vp, 0, 0);
-        emit(&b, FT_OP_CROSSENT, FT_FWD, F, -1, "loss", IN(tp->logits, tp->targets),
-             OUT(tp->probs, losses), N, c->V, Vp, 0, 0);
-        emit(&b, FT_OP_LOSSMEAN, FT_FWD, F, -1, "loss", IN(losses), OUT(tp->loss), N, 0, 0, 0, 0);
+        emit(&b, FT_OP_LAYERNORM, FT_FWD, "lnf",
+             IN(b.res[L], pt(&b, FT_P_LNFW, -1), pt(&b, FT_P_LNFB, -1)), OUT(lnf, lnfm, lnfr),
+             D(N, C));
+        emit(&b, FT_OP_MATMUL, FT_FWD, "lmhead", IN(lnf, pt(&b, FT_P_WTE, -1), -1),
+             OUT(tp->logits), D(N, C, Vp));
+        emit(&b, FT_OP_CROSSENT, FT_FWD, "loss", IN(tp->logits, tp->targets),
+             OUT(tp->probs, losses), D(N, c->V, Vp));
+        emit(&b, FT_OP_LOSSMEAN, FT_FWD, "loss", IN(losses), OUT(tp->loss), D(N));
     } else {
-        mark(&b, FT_MARK_PP_SEND, FT_FWD, F, -1, -1, b.res[l1], -1);
+        mark(&b, FT_MARK_PP_SEND, FT_FWD, b.res[l1], -1);
     }
     tp->fwd_end = tp->ne;
 
@@ -704,38 +753,82 @@ void model_build_tape(const FtModel *m, const FtTapeOpts *o, FtTape *tp)
         b.datty = tape_tensor(tp, "d.atty", FT_F32, FT_TR_ACT_GRAD, N * Ct, NULL, -1);
         b.dqkv = tape_tensor(tp, "d.qkv", FT_F32, FT_TR_ACT_GRAD, N * 3 * Ct, NULL, -1);
         b.dln1 = tape_tensor(tp, "d.ln1", FT_F32, FT_TR_ACT_GRAD, N * C, NULL, -1);
-        FtPhase Bp = FT_PH_BWD;
+        /* the tied wte's gradient has two uses on a one-stage model: the LM head's sum goes
+         * to scratch, and the encoder's backward adds its rows onto it */
+        int dwte_head = first && last ? tape_tensor(tp, "d.wte.head", FT_F32, FT_TR_SCRATCH,
+                                                    Vp * C, NULL, -1)
+                                      : gt(&b, FT_P_WTE, -1);
+        b.ph = FT_PH_BWD, b.l = -1;
         if (last) {
             int dlogits = tape_tensor(tp, "d.logits", FT_F32, FT_TR_ACT_GRAD, N * Vp, NULL, -1);
             int dlnf = tape_tensor(tp, "d.lnf", FT_F32, FT_TR_ACT_GRAD, N * C, NULL, -1);
-            emit(&b, FT_OP_CROSSENT, FT_BWD, Bp, -1, "loss", IN(tp->probs, tp->targets),
-                 OUT(dlogits), N, c->V, Vp, 0, 0);
+            emit(&b, FT_OP_CROSSENT, FT_BWD, "loss", IN(tp->probs, tp->targets), OUT(dlogits),
+                 D(N, c->V, Vp));
             tp->e[tp->ne - 1].x[0] = o->loss_scale / (double)N; /* d(objective)/d(each loss) */
-            emit(&b, FT_OP_MATMUL, FT_BWD, Bp, -1, "lmhead", IN(dlogits, lnf, pt(&b, FT_P_WTE, -1)),
-                 OUT(dlnf, gt(&b, FT_P_WTE, -1), -1), N, C, Vp, 0, 2);
-            emit(&b, FT_OP_LAYERNORM, FT_BWD, Bp, -1, "lnf",
-                 IN(dlnf, b.res[L], pt(&b, FT_P_LNFW, -1), lnfm, lnfr, -1),
-                 OUT(b.dres[L], gt(&b, FT_P_LNFW, -1), gt(&b, FT_P_LNFB, -1)), N, C, 0, 0, 6);
-            mark(&b, FT_MARK_COMM_GRADS, FT_BWD, Bp, -1, -1, -1, -1);
+            emit(&b, FT_OP_MATMUL, FT_BWD, "lmhead",
+                 IN(dlogits, lnf, pt(&b, FT_P_WTE, -1), gp(&b, FT_P_WTE, -1), -1),
+                 OUT(dlnf, dwte_head, -1), D(N, C, Vp));
+            emit(&b, FT_OP_LAYERNORM, FT_BWD, "lnf",
+                 IN(dlnf, b.res[L], pt(&b, FT_P_LNFW, -1), lnfm, lnfr, -1,
+                    gp(&b, FT_P_LNFW, -1), gp(&b, FT_P_LNFB, -1)),
+                 OUT(b.dres[L], gt(&b, FT_P_LNFW, -1), gt(&b, FT_P_LNFB, -1)), D(N, C));
+            mark(&b, FT_MARK_COMM_GRADS, FT_BWD, -1, -1);
         } else {
-            mark(&b, FT_MARK_PP_RECV, FT_BWD, Bp, -1, -1, -1, b.dres[l1]);
+            mark(&b, FT_MARK_PP_RECV, FT_BWD, -1, b.dres[l1]);
         }
         for (int l = l1 - 1; l >= l0; l--) {
             if (k && ((l - l0) % k == k - 1 || l == l1 - 1) && b.seg[l] != nseg - 1) {
                 /* recompute this segment's forward from its saved input res[first] */
                 int fl = l0 + b.seg[l] * k;
-                mark(&b, FT_MARK_RECOMPUTE, FT_FWD, FT_PH_RECOMPUTE, fl, b.seg[l], -1, -1);
+                b.ph = FT_PH_RECOMPUTE, b.l = fl;
+                mark(&b, FT_MARK_RECOMPUTE, FT_FWD, -1, -1);
                 for (int j = fl; j <= l; j++) block_fwd(&b, j, FT_PH_RECOMPUTE);
             }
             block_bwd(&b, l);
         }
-        if (first)
-            emit(&b, FT_OP_ENCODER, FT_BWD, Bp, -1, "encoder", IN(b.dres[l0], tp->tokens),
-                 OUT(gt(&b, FT_P_WTE, -1), gt(&b, FT_P_WPE, -1)), o->B, o->T, C, 0, 3);
-        else
-            mark(&b, FT_MARK_PP_SEND, FT_BWD, Bp, -1, -1, b.dres[l0], -1);
+        b.ph = FT_PH_BWD, b.l = -1;
+        if (first) {
+            emit(&b, FT_OP_ENCODER, FT_BWD, "encoder",
+                 IN(b.dres[l0], tp->tokens, last ? dwte_head : gp(&b, FT_P_WTE, -1),
+                    gp(&b, FT_P_WPE, -1)),
+                 OUT(gt(&b, FT_P_WTE, -1), gt(&b, FT_P_WPE, -1)), D(o->B, o->T, C));
+            set_x(&b, (double)Vp, (double)c->maxT);
+        } else {
+            mark(&b, FT_MARK_PP_SEND, FT_BWD, b.dres[l0], -1);
+        }
     }
     tape_alloc(tp);
-    free(b.pid), free(b.gid), free(b.res), free(b.dres), free(b.act), free(b.seg), free(slots),
-        free(slot_res);
+    model_tape_bind(m, tp, m->grads, NULL);
+    free(b.pid), free(b.gid), free(b.prv), free(b.res), free(b.dres), free(b.act), free(b.seg),
+        free(b.fwd_start), free(slots), free(slot_res);
+}
+
+void model_tape_bind(const FtModel *m, FtTape *tp, float *grads, const float *grads_prev)
+{
+    for (int i = 0; i < tp->nt; i++) {
+        FtTensor *t = &tp->t[i];
+        if (!tape_role_is_state(t->role)) continue;
+        const float *base = NULL;
+        switch (t->role) {
+        case FT_TR_PARAM: base = m->params; break;
+        case FT_TR_GRAD: base = grads; break;
+        case FT_TR_GRAD_PREV: base = grads_prev; break;
+        case FT_TR_MOM1: base = m->m; break;
+        case FT_TR_MOM2: base = m->v; break;
+        case FT_TR_PARAM_NEW: base = m->params_new; break;
+        case FT_TR_MOM1_NEW: base = m->m_new; break;
+        case FT_TR_MOM2_NEW: base = m->v_new; break;
+        default: FT_DIE("model_tape_bind: %s has role %d", t->name, (int)t->role);
+        }
+        const FtParamInfo *p = &m->p[t->param];
+        FT_ASSERT(t->param >= 0 && t->param < FT_NPARAM_TENSORS && p->size);
+        bool slice = p->per_layer && t->layer >= 0;
+        FT_ASSERT(!slice || (t->layer >= m->l0 && t->layer < m->l0 + m->nl));
+        FT_ASSERT(t->n == (slice ? p->size / m->nl : p->size));
+        t->data = base ? (void *)(base + p->offset +
+                                  (slice ? (size_t)(t->layer - m->l0) * (p->size / m->nl) : 0))
+                       : NULL;
+    }
+    for (int i = 0; i < tp->nt; i++)
+        if (tp->t[i].alias >= 0) tp->t[i].data = tp->t[tp->t[i].alias].data;
 }

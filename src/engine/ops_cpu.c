@@ -9,7 +9,10 @@
  *    the GEMMs do (OpenBLAS splits K differently per thread count).
  *  - Outputs are written completely (attention's upper triangle and the padded vocabulary
  *    columns get zeros), so output bytes never depend on what the buffer held before, except for
- *    outputs flagged as accumulating (acc bit), which add into what is there.
+ *    none: every call writes its outputs from its inputs alone. A gradient that sums several
+ *    contributions (micro-batches, the tied embedding's two uses) takes the earlier sum as an
+ *    input and writes earlier + new into a different buffer, in the order the old in-place
+ *    accumulation used, so the bits are those of `out += contribution`.
  *  - Row statistics (LayerNorm mean/variance, softmax sums, the loss mean) are accumulated in
  *    double: cheap, and it keeps fp32 results close to the double-precision references.
  */
@@ -32,7 +35,14 @@
 
 #include "ftllm/log.h"
 
-#define ACC(c, i) (((c)->acc >> (i)) & 1u)
+/* out = prev (or zeros when prev is NULL), n floats: the start of a gradient output that sums
+ * a new contribution onto an earlier one (out-of-place, so the call can run again). */
+static void init_from(float *out, const float *prev, size_t n)
+{
+    FT_ASSERT(out != prev);
+    if (prev) memcpy(out, prev, sizeof(float) * n);
+    else memset(out, 0, sizeof(float) * n);
+}
 
 /* exp(x) for the elementwise kernels: range reduction x = k ln2 + r, |r| <= ln2/2, and a
  * degree-7 Taylor polynomial (relative error < 2e-7 over the clamped range [-87, 88]). Written
@@ -97,15 +107,18 @@ static void encoder_fwd(const FtOpCall *c)
     }
 }
 
-/* dwte[tok] += dx, dwpe[t] += dx: each thread owns a slice of channels and walks all (b,t) in
- * order, so the sums into a repeated token's row run in one fixed order. */
+/* dwte = prev + scatter(dx), dwpe = prev + sum over b: each thread owns a slice of channels and
+ * walks all (b,t) in order, so the sums into a repeated token's row run in one fixed order. */
 static void encoder_bwd(const FtOpCall *c)
 {
     const float *dx = c->in[0];
     const int *tok = c->in[1];
     float *dwte = c->out[0], *dwpe = c->out[1];
-    long long B = c->d[0], T = c->d[1], C = c->d[2];
-    FT_ASSERT(c->acc == 3u);
+    long long B = c->d[0], T = c->d[1], C = c->d[2], Vp = (long long)c->x[0],
+              maxT = (long long)c->x[1];
+    FT_ASSERT(Vp >= 1 && maxT >= T);
+    init_from(dwte, c->in[2], (size_t)(Vp * C));
+    init_from(dwpe, c->in[3], (size_t)(maxT * C));
 #pragma omp parallel if (PAR(B * T * C))
     {
         long long lo, hi;
@@ -150,14 +163,15 @@ static void layernorm_fwd(const FtOpCall *c)
 }
 
 /* dx = dres + rstd * (dnorm - mean(dnorm) - xhat * mean(dnorm * xhat)), dnorm = dy * w;
- * dw += sum_n dy * xhat, db += sum_n dy (over rows, split by columns). */
+ * dw = dw_prev + sum_n dy * xhat, db = db_prev + sum_n dy (over rows, split by columns). */
 static void layernorm_bwd(const FtOpCall *c)
 {
     const float *dy = c->in[0], *x = c->in[1], *w = c->in[2], *mean = c->in[3],
                 *rstd = c->in[4], *dres = c->in[5];
     float *dx = c->out[0], *dw = c->out[1], *db = c->out[2];
     long long N = c->d[0], C = c->d[1];
-    FT_ASSERT(!ACC(c, 0) && ACC(c, 1) && ACC(c, 2));
+    init_from(dw, c->in[6], (size_t)C);
+    init_from(db, c->in[7], (size_t)C);
 #pragma omp parallel if (PAR(N * C))
     {
 #pragma omp for schedule(static)
@@ -208,16 +222,14 @@ static void matmul_fwd(const FtOpCall *c)
                 b ? 1.0f : 0.0f, y, OC);
 }
 
-/* dx (+)= dy w; dw += dy^T x; db += sum_n dy (split by columns). */
-static void matmul_bwd(const FtOpCall *c)
+/* dx = dy w; dw += dy^T x; db += sum_n dy (split by columns): the accumulating core that
+ * matmul_bwd and the grouped expert backward share. */
+static void matmul_bwd_into(const float *dy, const float *x, const float *w, float *dx,
+                            float *dw, float *db, int N, int C, int OC)
 {
-    const float *dy = c->in[0], *x = c->in[1], *w = c->in[2];
-    float *dx = c->out[0], *dw = c->out[1], *db = c->out[2];
-    int N = (int)c->d[0], C = (int)c->d[1], OC = (int)c->d[2];
-    FT_ASSERT(ACC(c, 1) && (!db || ACC(c, 2)));
     if (dx)
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, N, C, OC, 1.0f, dy, OC, w, C,
-                    ACC(c, 0) ? 1.0f : 0.0f, dx, C);
+                    0.0f, dx, C);
     cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, OC, C, N, 1.0f, dy, OC, x, C, 1.0f, dw,
                 C);
     if (db) {
@@ -231,6 +243,16 @@ static void matmul_bwd(const FtOpCall *c)
             }
         }
     }
+}
+
+/* dx = dy w; dw = dw_prev + dy^T x; db = db_prev + sum_n dy. */
+static void matmul_bwd(const FtOpCall *c)
+{
+    float *dw = c->out[1], *db = c->out[2];
+    int N = (int)c->d[0], C = (int)c->d[1], OC = (int)c->d[2];
+    init_from(dw, c->in[3], (size_t)OC * C);
+    if (db) init_from(db, c->in[4], (size_t)OC);
+    matmul_bwd_into(c->in[0], c->in[1], c->in[2], c->out[0], dw, db, N, C, OC);
 }
 
 /* The naive twins: the same math as three plain loops (float accumulation in index order). */
@@ -253,11 +275,13 @@ static void matmul_bwd_ref(const FtOpCall *c)
     const float *dy = c->in[0], *x = c->in[1], *w = c->in[2];
     float *dx = c->out[0], *dw = c->out[1], *db = c->out[2];
     long long N = c->d[0], C = c->d[1], OC = c->d[2];
+    init_from(dw, c->in[3], (size_t)(OC * C));
+    if (db) init_from(db, c->in[4], (size_t)OC);
     if (dx) {
 #pragma omp parallel for schedule(static)
         for (long long n = 0; n < N; n++)
             for (long long i = 0; i < C; i++) {
-                float s = ACC(c, 0) ? dx[n * C + i] : 0.0f;
+                float s = 0.0f;
                 for (long long o = 0; o < OC; o++) s += dy[n * OC + o] * w[o * C + i];
                 dx[n * C + i] = s;
             }
@@ -509,8 +533,8 @@ static void residual_bwd(const FtOpCall *c)
     long long N = c->d[0];
 #pragma omp parallel for schedule(static) if (PAR(N))
     for (long long i = 0; i < N; i++) {
-        da[i] = ACC(c, 0) ? da[i] + dy[i] : dy[i];
-        db[i] = ACC(c, 1) ? db[i] + dy[i] : dy[i];
+        da[i] = dy[i];
+        db[i] = dy[i];
     }
 }
 
@@ -601,9 +625,10 @@ static void gradnorm_fwd(const FtOpCall *c)
  *   p -= lr * (m / bc1 / (sqrt(v / bc2) + eps) + wd * p) */
 static void adamw_fwd(const FtOpCall *c)
 {
-    const float *g = c->in[0];
+    const float *g = c->in[0], *p0 = c->in[1], *m0 = c->in[2], *v0 = c->in[3];
     float *p = c->out[0], *m = c->out[1], *v = c->out[2];
     long long n = c->d[0];
+    FT_ASSERT(p != p0 && m != m0 && v != v0);
     float lr = (float)c->x[0], b1 = (float)c->x[1], b2 = (float)c->x[2], eps = (float)c->x[3],
           wd = (float)c->x[4], bc1 = (float)c->x[5], bc2 = (float)c->x[6], gs = (float)c->x[7];
 #pragma omp parallel if (PAR(n))
@@ -623,14 +648,14 @@ static void adamw_fwd(const FtOpCall *c)
                      vlr = _mm256_set1_ps(lr), vwd = _mm256_set1_ps(wd);
         for (; i + 8 <= hi; i += 8) {
             __m256 gi = _mm256_mul_ps(_mm256_loadu_ps(g + i), vgs);
-            __m256 mi = _mm256_add_ps(_mm256_mul_ps(vb1, _mm256_loadu_ps(m + i)),
+            __m256 mi = _mm256_add_ps(_mm256_mul_ps(vb1, _mm256_loadu_ps(m0 + i)),
                                       _mm256_mul_ps(v1b1, gi));
-            __m256 vi = _mm256_add_ps(_mm256_mul_ps(vb2, _mm256_loadu_ps(v + i)),
+            __m256 vi = _mm256_add_ps(_mm256_mul_ps(vb2, _mm256_loadu_ps(v0 + i)),
                                       _mm256_mul_ps(_mm256_mul_ps(v1b2, gi), gi));
             _mm256_storeu_ps(m + i, mi);
             _mm256_storeu_ps(v + i, vi);
             __m256 den = _mm256_add_ps(_mm256_sqrt_ps(_mm256_div_ps(vi, vbc2)), veps);
-            __m256 pi = _mm256_loadu_ps(p + i);
+            __m256 pi = _mm256_loadu_ps(p0 + i);
             __m256 upd = _mm256_add_ps(_mm256_div_ps(_mm256_div_ps(mi, vbc1), den),
                                        _mm256_mul_ps(vwd, pi));
             _mm256_storeu_ps(p + i, _mm256_sub_ps(pi, _mm256_mul_ps(vlr, upd)));
@@ -638,11 +663,11 @@ static void adamw_fwd(const FtOpCall *c)
 #endif
         for (; i < hi; i++) {
             float gi = g[i] * gs;
-            float mi = b1 * m[i] + (1.0f - b1) * gi;
-            float vi = b2 * v[i] + ((1.0f - b2) * gi) * gi;
+            float mi = b1 * m0[i] + (1.0f - b1) * gi;
+            float vi = b2 * v0[i] + ((1.0f - b2) * gi) * gi;
             m[i] = mi;
             v[i] = vi;
-            p[i] -= lr * (mi / bc1 / (sqrtf(vi / bc2) + eps) + wd * p[i]);
+            p[i] = p0[i] - lr * (mi / bc1 / (sqrtf(vi / bc2) + eps) + wd * p0[i]);
         }
     }
 }
@@ -712,7 +737,6 @@ static void moe_route_bwd(const FtOpCall *c)
     const int *expert = c->in[2];
     float *dl = c->out[0];
     long long N = c->d[0], E = c->d[1], K = c->d[2];
-    FT_ASSERT(!ACC(c, 0));
     double *fa = calloc((size_t)E, sizeof(double));
     FT_ASSERT(fa);
     for (long long i = 0; i < N * K; i++) fa[expert[i]] += 1.0;
@@ -753,7 +777,6 @@ static void moe_dispatch_bwd(const FtOpCall *c)
     const int *row = c->in[1];
     float *dx = c->out[0];
     long long N = c->d[0], C = c->d[1], K = c->d[2];
-    FT_ASSERT(!ACC(c, 0));
 #pragma omp parallel for schedule(static) if (PAR(N * C * K))
     for (long long n = 0; n < N; n++) {
         float *o = dx + n * C;
@@ -806,18 +829,16 @@ static void moe_expert_bwd(const FtOpCall *c)
     const int *counts = c->in[3];
     float *dx = c->out[0], *dw = c->out[1], *db = c->out[2];
     long long R = c->d[0], C = c->d[1], OC = c->d[2], El = c->d[3], G = (long long)c->x[0];
-    FT_ASSERT(ACC(c, 1) && (!db || ACC(c, 2)) && !(dx && ACC(c, 0)));
+    init_from(dw, c->in[4], (size_t)(El * OC * C));
+    if (db) init_from(db, c->in[5], (size_t)(El * OC));
     long long total = expert_blocks(c, G, El, R), r0 = 0;
     for (long long g = 0; g < G; g++)
         for (long long e = 0; e < El; e++) {
             long long n = counts[g * El + e];
-            if (n) {
-                FtOpCall mc = {.in = {dy + r0 * OC, x + r0 * C, w + e * OC * C},
-                               .out = {dx ? dx + r0 * C : NULL, dw + e * OC * C,
-                                       db ? db + e * OC : NULL},
-                               .d = {n, C, OC}, .acc = 6};
-                matmul_bwd(&mc);
-            }
+            if (n)
+                matmul_bwd_into(dy + r0 * OC, x + r0 * C, w + e * OC * C, dx ? dx + r0 * C : NULL,
+                                dw + e * OC * C, db ? db + e * OC : NULL, (int)n, (int)C,
+                                (int)OC);
             r0 += n;
         }
     if (dx) memset(dx + total * C, 0, sizeof(float) * (size_t)((R - total) * C));
@@ -849,7 +870,6 @@ static void moe_combine_bwd(const FtOpCall *c)
     const int *row = c->in[3];
     float *dyr = c->out[0], *dgate = c->out[1];
     long long N = c->d[0], C = c->d[1], K = c->d[2];
-    FT_ASSERT(!ACC(c, 0) && !ACC(c, 1));
     memset(dyr, 0, sizeof(float) * (size_t)(N * K * C));
 #pragma omp parallel for schedule(static) if (PAR(N * C * K))
     for (long long n = 0; n < N; n++) {

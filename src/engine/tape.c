@@ -11,7 +11,6 @@
 
 #include "ftllm/log.h"
 
-static size_t dtype_size(FtDtype d) { return d == FT_F64 ? 8 : 4; }
 
 void tape_init(FtTape *tp)
 {
@@ -44,7 +43,26 @@ int tape_tensor(FtTape *tp, const char *name, FtDtype dt, FtTensorRole role, siz
     t->data = data;
     t->alias = -1;
     t->layer = layer;
+    t->param = -1;
     return tp->nt++;
+}
+
+int tape_state(FtTape *tp, const char *name, FtTensorRole role, int param, int layer, size_t n)
+{
+    FT_ASSERT(tape_role_is_state(role) && param >= 0);
+    int id = tape_tensor(tp, name, FT_F32, role, n, NULL, layer);
+    tp->t[id].param = param;
+    return id;
+}
+
+const char *tape_mark_name(FtMark mk)
+{
+    static const char *const names[] = {
+#define FT_MARK_NAME(name, text) text,
+        FT_MARK_LIST(FT_MARK_NAME)
+#undef FT_MARK_NAME
+    };
+    return mk >= 0 && mk < FT_MARK_N ? names[mk] : "?";
 }
 
 int tape_alias(FtTape *tp, const char *name, int of, int layer)
@@ -65,6 +83,7 @@ void tape_push(FtTape *tp, const FtTapeEntry *e)
     }
     for (int i = 0; i < FT_OP_MAX_IN; i++) FT_ASSERT(e->in[i] >= -1 && e->in[i] < tp->nt);
     for (int i = 0; i < FT_OP_MAX_OUT; i++) FT_ASSERT(e->out[i] >= -1 && e->out[i] < tp->nt);
+    FT_ASSERT(e->twin >= -1 && e->twin <= tp->ne);
     tp->e[tp->ne++] = *e;
 }
 
@@ -74,8 +93,8 @@ void tape_alloc(FtTape *tp)
 {
     size_t total = 0;
     for (int i = 0; i < tp->nt; i++)
-        if (!tp->t[i].data && tp->t[i].alias < 0)
-            total += align64(tp->t[i].n * dtype_size(tp->t[i].dtype));
+        if (!tp->t[i].data && tp->t[i].alias < 0 && !tape_role_is_state(tp->t[i].role))
+            total += align64(tp->t[i].n * ft_dtype_size(tp->t[i].dtype));
     free(tp->arena);
     tp->arena = NULL;
     if (total && posix_memalign(&tp->arena, 64, total)) FT_DIE("out of memory: tape arena of %zu bytes", total);
@@ -84,9 +103,9 @@ void tape_alloc(FtTape *tp)
     size_t off = 0;
     for (int i = 0; i < tp->nt; i++) {
         FtTensor *t = &tp->t[i];
-        if (t->data || t->alias >= 0) continue;
+        if (t->data || t->alias >= 0 || tape_role_is_state(t->role)) continue;
         t->data = (char *)tp->arena + off;
-        off += align64(t->n * dtype_size(t->dtype));
+        off += align64(t->n * ft_dtype_size(t->dtype));
     }
     for (int i = 0; i < tp->nt; i++)
         if (tp->t[i].alias >= 0) tp->t[i].data = tp->t[tp->t[i].alias].data;
@@ -101,7 +120,6 @@ void tape_call(const FtTape *tp, int i, FtOpCall *c)
         c->out[k] = e->out[k] >= 0 ? tp->t[e->out[k]].data : NULL;
     memcpy(c->d, e->d, sizeof c->d);
     memcpy(c->x, e->x, sizeof c->x);
-    c->acc = e->acc;
 }
 
 double tape_flops(const FtTape *tp, int begin, int end, bool with_recompute)
@@ -119,20 +137,17 @@ double tape_flops(const FtTape *tp, int begin, int end, bool with_recompute)
 
 size_t tape_tensor_bytes(const FtTape *tp, int id)
 {
-    return id < 0 ? 0 : tp->t[id].n * dtype_size(tp->t[id].dtype);
+    return id < 0 ? 0 : tp->t[id].n * ft_dtype_size(tp->t[id].dtype);
 }
 
 void tape_print(FILE *out, const FtTape *tp)
 {
     static const char *ph[] = {"fwd", "bwd", "rec"};
-    static const char *mk[] = {"", "segment begin", "segment end", "recompute", "comm tp",
-                               "comm grads", "pp recv", "pp send", "ep to experts",
-                               "ep to sources"};
     for (int i = 0; i < tp->ne; i++) {
         const FtTapeEntry *e = &tp->e[i];
         fprintf(out, "%4d %s L%-3d S%-3d ", i, ph[e->phase], e->layer, e->seg);
         if (e->kind == FT_OP_MARK) {
-            fprintf(out, "-- %s", mk[e->mark]);
+            fprintf(out, "-- %s", tape_mark_name(e->mark));
             if (e->in[0] >= 0) fprintf(out, " %s", tp->t[e->in[0]].name);
             else if (e->out[0] >= 0) fprintf(out, " %s", tp->t[e->out[0]].name);
             fprintf(out, "\n");
@@ -145,7 +160,8 @@ void tape_print(FILE *out, const FtTape *tp)
         fprintf(out, "->");
         for (int k = 0; k < FT_OP_MAX_OUT; k++)
             if (e->out[k] >= 0)
-                fprintf(out, " %s%s", tp->t[e->out[k]].name, (e->acc >> k) & 1u ? "(+=)" : "");
+                fprintf(out, " %s", tp->t[e->out[k]].name);
+        if (e->twin >= 0) fprintf(out, "  [%s %d]", e->phase == FT_PH_RECOMPUTE ? "of" : "again at", e->twin);
         fprintf(out, "\n");
     }
 }

@@ -1,0 +1,223 @@
+/* gradsync.c: gradient banks, data-parallel buckets, the tied embedding, norm and loss sums
+ * (gradsync.h).
+ *
+ * Key decisions:
+ *  - Banks: micro-batch mb writes bank (micro - 1 - mb) % 2 on top of the other one, so the
+ *    last micro-batch always writes m->grads and a one-micro-batch step needs no second bank.
+ *  - Buckets of whole layers, in backward order, at least bucket_mb each, packed into one
+ *    buffer per bucket and summed with a non-blocking all-reduce started when the bucket's last
+ *    layer is complete in the last micro-batch; all are completed (and unpacked) in
+ *    gradsync_finish. The tied embedding is its own last bucket, after its two pipeline copies
+ *    were summed. Each bucket has two parts: dense gradients (replicated over dp x ep, summed
+ *    over dense_dp) and MoE expert gradients (split over ep, summed over dp only).
+ *  - Sums of one double (norm, loss) are gathered and added in rank order, so every rank gets
+ *    the same bits; every wait is the executor's. */
+#include "ftllm/gradsync.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "ftllm/log.h"
+
+typedef struct slice {
+    float *p;
+    size_t n;
+} Slice;
+
+/* One half of a bucket: the slices reduced over one communicator. */
+typedef struct part {
+    Slice *sl;
+    int nsl;
+    float *buf;
+    size_t n;
+    FtReq req;
+} Part;
+
+typedef struct bucket {
+    Part part[2]; /* 0: dense, 1: MoE experts */
+    size_t n;     /* both parts */
+    int last_item; /* the bucket starts when this item's gradients are complete */
+    bool started;
+} Bucket;
+
+struct ft_gradsync {
+    FtModel *m;
+    FtGradSyncComms c;
+    int micro;
+    bool armed; /* the last micro-batch's backward is running: buckets may start */
+    Bucket *b;
+    int nb;
+    int *item_bucket; /* item -> bucket; items: [head (last stage)], layers l1-1 .. l0, embed */
+    int nitems, embed_item, nhead;
+};
+
+static void bucket_add(Bucket *b, int part, float *p, size_t n)
+{
+    if (!n) return;
+    Part *q = &b->part[part];
+    q->sl = realloc(q->sl, sizeof *q->sl * (size_t)(q->nsl + 1));
+    FT_ASSERT(q->sl);
+    q->sl[q->nsl++] = (Slice){p, n};
+    q->n += n;
+    b->n += n;
+}
+
+/* Adds item `item`'s gradient slices (in m->grads) to bucket b. */
+static void item_slices(const FtModel *m, int item, int nhead, Bucket *b)
+{
+    static const int head[] = {FT_P_LNFW, FT_P_LNFB};
+    static const int embed[] = {FT_P_WTE, FT_P_WPE};
+    if (item < nhead) {
+        for (int j = 0; j < 2; j++)
+            bucket_add(b, 0, m->grads + m->p[head[j]].offset, m->p[head[j]].size);
+    } else if (item < nhead + m->nl) {
+        int l = m->l0 + m->nl - 1 - (item - nhead);
+        for (int i = 0; i < FT_NPARAM_TENSORS; i++)
+            if (m->p[i].per_layer && m->p[i].size)
+                bucket_add(b, m->p[i].expert, model_tensor(m, m->grads, i, l),
+                           m->p[i].size / m->nl);
+    } else {
+        for (int j = 0; j < 2; j++)
+            bucket_add(b, 0, m->grads + m->p[embed[j]].offset, m->p[embed[j]].size);
+    }
+}
+
+FtGradSync *gradsync_create(FtModel *m, const FtGradSyncComms *c, int micro, double bucket_mb)
+{
+    FT_ASSERT(micro >= 1);
+    FtGradSync *g = calloc(1, sizeof *g);
+    FT_ASSERT(g);
+    g->m = m;
+    g->c = *c;
+    g->micro = micro;
+    if (!c->dense && !c->expert) return g; /* one data rank: no buckets */
+    g->nhead = m->last ? 1 : 0;
+    g->nitems = g->nhead + m->nl + 1;
+    g->embed_item = g->nitems - 1;
+    g->item_bucket = malloc(sizeof(int) * (size_t)g->nitems);
+    g->b = calloc((size_t)g->nitems, sizeof *g->b);
+    FT_ASSERT(g->item_bucket && g->b);
+    size_t limit = (size_t)(bucket_mb * 1048576.0 / sizeof(float));
+    if (limit < 1) limit = 1;
+    for (int it = 0; it < g->nitems; it++) {
+        bool embed = it == g->embed_item;
+        if (embed || g->nb == 0 || g->b[g->nb - 1].n >= limit) g->nb++;
+        Bucket *b = &g->b[g->nb - 1];
+        item_slices(m, it, g->nhead, b);
+        b->last_item = it;
+        g->item_bucket[it] = g->nb - 1;
+    }
+    for (int i = 0; i < g->nb; i++)
+        for (int k = 0; k < 2; k++) {
+            Part *q = &g->b[i].part[k];
+            q->buf = malloc(sizeof(float) * (q->n ? q->n : 1));
+            FT_ASSERT(q->buf);
+        }
+    return g;
+}
+
+void gradsync_free(FtGradSync *g)
+{
+    if (!g) return;
+    for (int i = 0; i < g->nb; i++)
+        for (int k = 0; k < 2; k++) free(g->b[i].part[k].sl), free(g->b[i].part[k].buf);
+    free(g->b);
+    free(g->item_bucket);
+    free(g);
+}
+
+void gradsync_backward(FtGradSync *g, int mb, float **grads, const float **prev)
+{
+    FT_ASSERT(mb >= 0 && mb < g->micro);
+    float *bank[2] = {g->m->grads, g->m->grads_alt};
+    *grads = bank[(g->micro - 1 - mb) % 2];
+    *prev = mb ? bank[(g->micro - mb) % 2] : NULL;
+    g->armed = mb == g->micro - 1;
+}
+
+/* The communicator of part k (NULL: nothing to reduce). */
+static FtComm *part_comm(const FtGradSync *g, int k) { return k == 0 ? g->c.dense : g->c.expert; }
+
+static void bucket_start(FtGradSync *g, Bucket *b)
+{
+    FT_ASSERT(!b->started);
+    b->started = true;
+    for (int k = 0; k < 2; k++) {
+        Part *q = &b->part[k];
+        if (!q->n || !part_comm(g, k)) continue;
+        size_t off = 0;
+        for (int i = 0; i < q->nsl; i++) {
+            memcpy(q->buf + off, q->sl[i].p, sizeof(float) * q->sl[i].n);
+            off += q->sl[i].n;
+        }
+        comm_iallreduce_sum(part_comm(g, k), FT_IN_PLACE, q->buf, q->n, FT_F32, &q->req);
+    }
+}
+
+void gradsync_layer_ready(void *arg, int layer)
+{
+    FtGradSync *g = arg;
+    if (!g->armed || !g->b) return;
+    const FtModel *m = g->m;
+    int item = layer < 0 ? 0 : g->nhead + (m->l0 + m->nl - 1 - layer);
+    FT_ASSERT(item >= 0 && item < g->embed_item);
+    Bucket *b = &g->b[g->item_bucket[item]];
+    if (b->last_item == item) bucket_start(g, b);
+}
+
+void gradsync_finish(FtGradSync *g, FtExec *ex)
+{
+    FtModel *m = g->m;
+    g->armed = false;
+    if (g->c.emb && m->p[FT_P_WTE].size) {
+        FtReq r;
+        comm_iallreduce_sum(g->c.emb, FT_IN_PLACE, m->grads + m->p[FT_P_WTE].offset,
+                            m->p[FT_P_WTE].size, FT_F32, &r);
+        exec_wait(ex, &r, 1, FT_TL_EMB);
+    }
+    if (!g->b) return;
+    bucket_start(g, &g->b[g->item_bucket[g->embed_item]]);
+    for (int i = 0; i < g->nb; i++) {
+        Bucket *b = &g->b[i];
+        FT_ASSERT(b->started);
+        b->started = false;
+        for (int k = 0; k < 2; k++) {
+            Part *q = &b->part[k];
+            if (!q->n || !part_comm(g, k)) continue;
+            exec_wait(ex, &q->req, 1, FT_TL_DP);
+            size_t off = 0;
+            for (int j = 0; j < q->nsl; j++) {
+                memcpy(q->sl[j].p, q->buf + off, sizeof(float) * q->sl[j].n);
+                off += q->sl[j].n;
+            }
+        }
+    }
+}
+
+/* Sum over c of one double per rank, gathered and added in rank order. */
+static double sum_ordered(FtComm *c, FtExec *ex, double v)
+{
+    if (!c) return v;
+    int n = comm_size(c);
+    double *all = malloc(sizeof(double) * (size_t)n);
+    FT_ASSERT(all);
+    FtReq r;
+    comm_iallgather(c, &v, all, 1, FT_F64, &r);
+    exec_wait(ex, &r, 1, FT_TL_OTHER);
+    double s = 0;
+    for (int i = 0; i < n; i++) s += all[i];
+    free(all);
+    return s;
+}
+
+double gradsync_norm(FtGradSync *g, FtExec *ex, double local_sumsq)
+{
+    return sum_ordered(g->c.replica, ex, local_sumsq);
+}
+
+double gradsync_sum_last_stage(FtGradSync *g, FtExec *ex, double v, bool count_here)
+{
+    if (!g->c.world) return v;
+    bool mine = g->m->last && g->m->sh.tp_rank == 0 && count_here;
+    return sum_ordered(g->c.world, ex, mine ? v : 0.0);
+}
