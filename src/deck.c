@@ -640,12 +640,12 @@ int deck_check(const FtConfig *cfg, int nranks, char *err, size_t errlen)
         return cross_fail(cfg, KID(train, warmup), KID(train, steps), err, errlen,
                           "train.warmup = %lld is longer than the run (train.steps = %lld)",
                           cfg->train.warmup, cfg->train.steps);
-    /* ---- training engine (issue 3) ---- */
+    /* ---- training engine ---- */
     if (cfg->train.seq_len > m->seq_len)
         return cross_fail(cfg, KID(train, seq_len), KID(model, seq_len), err, errlen,
                           "train.seq_len = %lld exceeds model.seq_len = %lld (the size of the "
                           "position table)", cfg->train.seq_len, m->seq_len);
-    /* ---- mixture of experts (issue 4) ---- */
+    /* ---- mixture of experts ---- */
     if (p->ep > 1 && m->experts == 0)
         return cross_fail(cfg, KID(parallel, ep), KID(model, experts), err, errlen,
                           "parallel.ep = %lld splits experts over ranks, but the model is dense "
@@ -670,7 +670,7 @@ int deck_check(const FtConfig *cfg, int nranks, char *err, size_t errlen)
                           m->experts);
     /* ---- end of mixture of experts ---- */
     /* ---- end of training engine ---- */
-    /* ---- cluster: `optimize` / `simulate` (analytic, sim; issue 6) ---- */
+    /* ---- cluster: `optimize` / `simulate` (analytic, sim) ---- */
     const struct ft_cfg_cluster *cl = &cfg->cluster;
     if (cl->gpus_per_replica > cl->gpus)
         return cross_fail(cfg, KID(cluster, gpus_per_replica), KID(cluster, gpus), err, errlen,

@@ -10,7 +10,7 @@
  * where DMR's deferred checkers will run) and charges the time spent waiting to a timeline
  * (timeline.h). Pipeline sends are left in flight: a tape's activation send is completed before
  * that tape's next forward, its gradient send before its next backward, all of them by
- * exec_finish. Later issues hook DMR re-execution and fault injection here; the model code
+ * exec_finish. DMR re-execution and fault injection hook in here (FtExecHooks); the model code
  * never launches an op. Optional statistics: per op kind and direction, calls, seconds, FLOPs. */
 #ifndef FTLLM_EXEC_H
 #define FTLLM_EXEC_H
@@ -30,6 +30,16 @@ typedef struct ft_exec_stats {
 
 #define FT_EXEC_MAX_TAPES 64
 
+/* What fault tolerance plugs into: the executor calls these and knows nothing of DMR or fault
+ * injection (the engine never includes ft/). The in-window hook is FtExec.poll, run while a
+ * message is in flight; the before-commit hook is the trainer's (train.h). */
+typedef struct ft_exec_hooks {
+    /* right after op entry `entry` of tp wrote its outputs; c is the call it ran (re-running c
+     * must give the same bytes: ops.h) */
+    void (*after_op)(void *arg, const FtTape *tp, int entry, const FtOpCall *c);
+    void *arg;
+} FtExecHooks;
+
 /* What the executor needs to carry out a tape's communication points; zero-initialized it is
  * the single-rank executor (markers are no-ops). */
 typedef struct ft_exec {
@@ -43,6 +53,7 @@ typedef struct ft_exec {
     void (*grads_ready)(void *arg, int layer);
     void *grads_arg;
     FtPoll poll;         /* run while waiting for a message */
+    FtExecHooks hooks;
     struct {             /* pipeline sends in flight, per tape */
         const FtTape *tape;
         FtReq act, grad;

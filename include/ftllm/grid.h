@@ -7,7 +7,7 @@
  * ep, so their gradients are reduced over the dp x ep ranks with the same (tp, pp) coordinates
  * (dense_dp); expert parameters only over dp.
  *
- * A grid is a value built from any communicator, with no global state, so a later issue can
+ * A grid is a value built from any communicator, with no global state, so the trainer can
  * rebuild it when replicas leave or join. Every function here is collective over the parent
  * communicator and takes arguments equal on every rank. */
 #ifndef FTLLM_GRID_H

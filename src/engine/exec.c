@@ -3,8 +3,9 @@
  * out the communication markers: tensor-parallel all-reduces (in place, waited at once: the
  * next op needs the sum), pipeline receives (waited at once) and sends (left in flight),
  * expert-parallel all-to-alls of MoE token rows (row counts, then the rows as all-to-all(v);
- * waited at once, charged to the timeline as ep), and the gradients-complete hook. Later issues attach DMR checks and fault injection to exactly these
- * calls and run deferred checkers from the poll hook of every wait. */
+ * waited at once, charged to the timeline as ep), and the gradients-complete hook. DMR checks
+ * and fault injection attach to the after-op hook of exactly these calls and run deferred
+ * checkers from the poll hook of every wait. */
 #include "ftllm/exec.h"
 
 #include <omp.h>
@@ -139,6 +140,7 @@ void exec_run_ctx(FtExec *ex, const FtTape *tp, int begin, int end)
             FtOpCall c;
             tape_call(tp, i, &c);
             exec_op(e->kind, e->dir, &c, ex->stats);
+            if (ex->hooks.after_op) ex->hooks.after_op(ex->hooks.arg, tp, i, &c);
             continue;
         }
         switch (e->mark) {

@@ -3,7 +3,7 @@
  * Key decisions: tensors and entries live in growing arrays, built once per run; the arena is
  * one zeroed allocation, each tensor 64-byte aligned; aliased tensors (activations of
  * checkpointed segments) take their owner's pointer. The tape holds no op logic: it is data
- * that the executor walks and that later issues (DMR planner, profiler) read. */
+ * that the executor walks and that the DMR planner and profiler read. */
 #include "ftllm/tape.h"
 
 #include <stdlib.h>

@@ -1,7 +1,7 @@
 /* cli.c: verb dispatch, --help, --version and `ftllm help ...`.
  *
- * The verb table names each verb, its one-line purpose and its function; a verb whose issue has
- * not landed has no function and exits with FT_EXIT_NOTIMPL and a clear message. */
+ * The verb table names each verb, its one-line purpose and its function; a verb that is not built
+ * yet has no function and exits with FT_EXIT_NOTIMPL and a clear message. */
 #include "ftllm/cli.h"
 
 #include <stdio.h>
