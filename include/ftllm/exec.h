@@ -17,6 +17,7 @@
 
 #include <stdio.h>
 
+#include "ftllm/backend.h"
 #include "ftllm/comm.h"
 #include "ftllm/ops.h"
 #include "ftllm/tape.h"
@@ -43,6 +44,7 @@ typedef struct ft_exec_hooks {
 /* What the executor needs to carry out a tape's communication points; zero-initialized it is
  * the single-rank executor (markers are no-ops). */
 typedef struct ft_exec {
+    const FtBackend *be; /* the op table and context; NULL: the CPU backend */
     FtExecStats *stats;  /* may be NULL */
     FtTimeline *tl;      /* may be NULL */
     FtComm *tp;          /* FT_MARK_COMM_TP all-reduces; NULL: tp width 1 */
@@ -75,8 +77,10 @@ void exec_finish(FtExec *ex);
 /* Waits for the requests (the executor's wait: poll hook, time charged to ex->tl as `kind`). */
 void exec_wait(FtExec *ex, FtReq *reqs, int n, FtTlKind kind);
 
-/* Runs one op call outside a tape. */
+/* Runs one op call outside a tape, on the CPU backend. */
 void exec_op(FtOpKind kind, FtOpDir dir, const FtOpCall *c, FtExecStats *stats);
+/* The same on backend be (NULL: CPU), with its context in the call. */
+void exec_op_on(const FtBackend *be, FtOpKind kind, FtOpDir dir, FtOpCall *c, FtExecStats *stats);
 
 /* Prints a per-kind table of the statistics (calls, ms, GFLOP/s, % of total). */
 void exec_stats_print(FILE *out, const FtExecStats *s);

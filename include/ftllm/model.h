@@ -108,6 +108,7 @@ typedef struct ft_model {
     bool first, last;   /* first / last pipeline stage */
     FtParamInfo p[FT_NPARAM_TENSORS];
     size_t nparams;
+    const FtBackend *be; /* where the buffers live */
     float *mem; /* one allocation of FT_MODEL_BUFFERS x nparams floats, the buffers below */
     float *params, *grads, *m, *v; /* parameters, the last step's gradients, AdamW moments */
     float *params_new, *m_new, *v_new; /* the optimizer's outputs (current after model_commit) */
@@ -127,6 +128,9 @@ void model_create(FtModel *m, const FtGpt2Config *mc);
 /* The same for this rank's shard (sh NULL: the whole model). The caller checks divisibility
  * (deck_check: heads % tp, layers % pp, experts % ep); violations here are fatal. */
 void model_create_sharded(FtModel *m, const FtGpt2Config *mc, const FtShard *sh);
+/* The same with the buffers on backend be. Initialization, llm.c files and checkpoints read
+ * and write them from the host: a device backend stages them (the CPU's is the host). */
+void model_create_on(FtModel *m, const FtGpt2Config *mc, const FtShard *sh, const FtBackend *be);
 void model_free(FtModel *m);
 
 /* GPT-2 initialization: N(0, 0.02) weights, N(0, 0.02/sqrt(2L)) for the residual projections,

@@ -119,6 +119,7 @@ typedef struct ft_op_call {
     void *out[FT_OP_MAX_OUT];
     long long d[FT_OP_MAX_DIMS];
     double x[FT_OP_MAX_X];
+    void *ctx; /* the backend's context (backend.h; NULL on the CPU) */
 } FtOpCall;
 
 typedef void (*FtOpFn)(const FtOpCall *c);

@@ -21,6 +21,7 @@
 #include <stddef.h>
 #include <stdio.h>
 
+#include "ftllm/backend.h"
 #include "ftllm/dtype.h"
 #include "ftllm/ops.h"
 
@@ -122,6 +123,7 @@ typedef struct ft_tape {
     FtTapeEntry *e;
     int ne, cap_e;
     int fwd_end; /* entries [0, fwd_end) are the forward, [fwd_end, ne) the backward */
+    const FtBackend *be; /* where the arena lives (backend_cpu() unless set before tape_alloc) */
     void *arena;
     size_t arena_bytes;
     int B, T;

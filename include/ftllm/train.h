@@ -83,6 +83,7 @@ typedef struct ft_trainer {
     FtTape tape;   /* one micro-batch: forward + backward (pipeline slot 0) */
     FtTape *more;  /* pipeline slots 1 .. nslots-1: more micro-batches in flight */
     FtTape opt_tape; /* the optimizer (optim.h) */
+    int *h_tokens, *h_targets; /* host staging of a micro-batch (B x T each) */
     int nslots;
     FtBatchSource train, val;
     bool has_val;

@@ -17,8 +17,17 @@ enum { TAG_ACT = 11, TAG_GRAD = 12 }; /* pipeline messages; MPI keeps their orde
 
 void exec_op(FtOpKind kind, FtOpDir dir, const FtOpCall *c, FtExecStats *stats)
 {
-    const FtOpDesc *d = ops_desc(kind);
+    FtOpCall cc = *c;
+    exec_op_on(NULL, kind, dir, &cc, stats);
+}
+
+void exec_op_on(const FtBackend *be, FtOpKind kind, FtOpDir dir, FtOpCall *c, FtExecStats *stats)
+{
+    if (!be) be = backend_cpu();
+    FT_ASSERT(kind >= 0 && kind < FT_OP_NKINDS);
+    const FtOpDesc *d = &be->ops[kind];
     FtOpFn fn = dir == FT_FWD ? d->fwd : d->bwd;
+    c->ctx = be->ctx;
     FT_ASSERT(fn);
     if (!stats) {
         fn(c);
@@ -123,7 +132,8 @@ static void ep_mark(FtExec *ex, const FtTape *tp, const FtTapeEntry *e)
     FtReq r;
     comm_ialltoallv(ex->ep, src->data, sc, sd, dst->data, rc, rd, src->dtype, &r);
     exec_wait(ex, &r, 1, FT_TL_EP);
-    memset((float *)dst->data + ro, 0, sizeof(float) * (dst->n - (size_t)ro));
+    const FtBackend *be = ex->be ? ex->be : backend_cpu();
+    be->set(be->ctx, (float *)dst->data + ro, 0, sizeof(float) * (dst->n - (size_t)ro));
 }
 
 void exec_run_ctx(FtExec *ex, const FtTape *tp, int begin, int end)
@@ -139,7 +149,7 @@ void exec_run_ctx(FtExec *ex, const FtTape *tp, int begin, int end)
         if (e->kind != FT_OP_MARK) {
             FtOpCall c;
             tape_call(tp, i, &c);
-            exec_op(e->kind, e->dir, &c, ex->stats);
+            exec_op_on(ex->be, e->kind, e->dir, &c, ex->stats);
             if (ex->hooks.after_op) ex->hooks.after_op(ex->hooks.arg, tp, i, &c);
             continue;
         }

@@ -60,7 +60,13 @@ void model_create(FtModel *m, const FtGpt2Config *mc) { model_create_sharded(m, 
 
 void model_create_sharded(FtModel *m, const FtGpt2Config *mc, const FtShard *sh)
 {
+    model_create_on(m, mc, sh, backend_cpu());
+}
+
+void model_create_on(FtModel *m, const FtGpt2Config *mc, const FtShard *sh, const FtBackend *be)
+{
     memset(m, 0, sizeof *m);
+    m->be = be;
     m->cfg = *mc;
     m->sh = sh ? *sh : (FtShard){.tp = 1, .pp = 1};
     if (m->sh.ep < 1) m->sh.ep = 1, m->sh.ep_rank = 0;
@@ -114,10 +120,10 @@ void model_create_sharded(FtModel *m, const FtGpt2Config *mc, const FtShard *sh)
         off += p->size;
     }
     m->nparams = off;
-    m->mem = calloc(FT_MODEL_BUFFERS * off, sizeof(float));
-    if (!m->mem)
-        FT_DIE("out of memory: %zu parameters (x%d: gradients, AdamW moments, the optimizer's "
-               "outputs)", off, FT_MODEL_BUFFERS);
+    char what[96];
+    snprintf(what, sizeof what, "%zu parameters (x%d: gradients, AdamW moments, the optimizer's "
+             "outputs)", off, FT_MODEL_BUFFERS);
+    m->mem = backend_alloc(be, sizeof(float) * FT_MODEL_BUFFERS * (off ? off : 1), what);
     float **bufs[FT_MODEL_BUFFERS] = {&m->params, &m->grads, &m->m, &m->v, &m->params_new,
                                       &m->m_new, &m->v_new, &m->grads_alt};
     for (int i = 0; i < FT_MODEL_BUFFERS; i++) *bufs[i] = m->mem + (size_t)i * off;
@@ -125,7 +131,7 @@ void model_create_sharded(FtModel *m, const FtGpt2Config *mc, const FtShard *sh)
 
 void model_free(FtModel *m)
 {
-    free(m->mem);
+    if (m->mem) m->be->release(m->be->ctx, m->mem);
     memset(m, 0, sizeof *m);
 }
 
@@ -603,6 +609,7 @@ void model_build_tape(const FtModel *m, const FtTapeOpts *o, FtTape *tp)
     const FtGpt2Config *c = &m->cfg;
     FT_ASSERT(o->B > 0 && o->T > 0 && o->T <= c->maxT && c->L > 0 && m->nl > 0);
     tape_init(tp);
+    tp->be = m->be;
     tp->B = o->B;
     tp->T = o->T;
     int L = c->L, l0 = m->l0, l1 = m->l0 + m->nl; /* this stage: layers [l0, l1) */

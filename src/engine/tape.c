@@ -15,6 +15,7 @@
 void tape_init(FtTape *tp)
 {
     memset(tp, 0, sizeof *tp);
+    tp->be = backend_cpu();
     tp->tokens = tp->targets = tp->logits = tp->probs = tp->loss = -1;
 }
 
@@ -22,7 +23,7 @@ void tape_free(FtTape *tp)
 {
     free(tp->t);
     free(tp->e);
-    free(tp->arena);
+    if (tp->arena) tp->be->release(tp->be->ctx, tp->arena);
     tape_init(tp);
 }
 
@@ -95,10 +96,8 @@ void tape_alloc(FtTape *tp)
     for (int i = 0; i < tp->nt; i++)
         if (!tp->t[i].data && tp->t[i].alias < 0 && !tape_role_is_state(tp->t[i].role))
             total += align64(tp->t[i].n * ft_dtype_size(tp->t[i].dtype));
-    free(tp->arena);
-    tp->arena = NULL;
-    if (total && posix_memalign(&tp->arena, 64, total)) FT_DIE("out of memory: tape arena of %zu bytes", total);
-    if (total) memset(tp->arena, 0, total);
+    if (tp->arena) tp->be->release(tp->be->ctx, tp->arena);
+    tp->arena = total ? backend_alloc(tp->be, total, "the tape's arena") : NULL; /* zeroed */
     tp->arena_bytes = total;
     size_t off = 0;
     for (int i = 0; i < tp->nt; i++) {

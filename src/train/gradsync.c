@@ -110,8 +110,7 @@ FtGradSync *gradsync_create(FtModel *m, const FtGradSyncComms *c, int micro, dou
     for (int i = 0; i < g->nb; i++)
         for (int k = 0; k < 2; k++) {
             Part *q = &g->b[i].part[k];
-            q->buf = malloc(sizeof(float) * (q->n ? q->n : 1));
-            FT_ASSERT(q->buf);
+            q->buf = backend_alloc(m->be, sizeof(float) * (q->n ? q->n : 1), "a gradient bucket");
         }
     return g;
 }
@@ -119,8 +118,12 @@ FtGradSync *gradsync_create(FtModel *m, const FtGradSyncComms *c, int micro, dou
 void gradsync_free(FtGradSync *g)
 {
     if (!g) return;
+    const FtBackend *be = g->m->be;
     for (int i = 0; i < g->nb; i++)
-        for (int k = 0; k < 2; k++) free(g->b[i].part[k].sl), free(g->b[i].part[k].buf);
+        for (int k = 0; k < 2; k++) {
+            free(g->b[i].part[k].sl);
+            be->release(be->ctx, g->b[i].part[k].buf);
+        }
     free(g->b);
     free(g->item_bucket);
     free(g);
@@ -146,8 +149,9 @@ static void bucket_start(FtGradSync *g, Bucket *b)
         Part *q = &b->part[k];
         if (!q->n || !part_comm(g, k)) continue;
         size_t off = 0;
+        const FtBackend *be = g->m->be;
         for (int i = 0; i < q->nsl; i++) {
-            memcpy(q->buf + off, q->sl[i].p, sizeof(float) * q->sl[i].n);
+            be->copy(be->ctx, q->buf + off, q->sl[i].p, sizeof(float) * q->sl[i].n);
             off += q->sl[i].n;
         }
         comm_iallreduce_sum(part_comm(g, k), FT_IN_PLACE, q->buf, q->n, FT_F32, &q->req);
@@ -186,8 +190,9 @@ void gradsync_finish(FtGradSync *g, FtExec *ex)
             if (!q->n || !part_comm(g, k)) continue;
             exec_wait(ex, &q->req, 1, FT_TL_DP);
             size_t off = 0;
+            const FtBackend *be = m->be;
             for (int j = 0; j < q->nsl; j++) {
-                memcpy(q->sl[j].p, q->buf + off, sizeof(float) * q->sl[j].n);
+                be->copy(be->ctx, q->sl[j].p, q->buf + off, sizeof(float) * q->sl[j].n);
                 off += q->sl[j].n;
             }
         }

@@ -51,6 +51,7 @@ bool optim_norm_counts(const FtModel *m, int i)
 void optim_build_tape(const FtModel *m, FtTape *tp)
 {
     tape_init(tp);
+    tp->be = m->be;
     int g[FT_NPARAM_TENSORS];
     for (int i = 0; i < FT_NPARAM_TENSORS; i++) {
         const FtParamInfo *p = &m->p[i];
@@ -102,7 +103,11 @@ void optim_build_tape(const FtModel *m, FtTape *tp)
 double optim_tape_sumsq(const FtTape *tp)
 {
     double s = 0;
-    for (int i = 0; i < tp->fwd_end; i++) s += *(const double *)tp->t[tp->e[i].out[0]].data;
+    for (int i = 0; i < tp->fwd_end; i++) {
+        double v;
+        tp->be->to_host(tp->be->ctx, &v, tp->t[tp->e[i].out[0]].data, sizeof v);
+        s += v;
+    }
     return s;
 }
 

@@ -23,15 +23,20 @@ void sample_generate(const FtModel *m, uint64_t seed, const int *prompt, int npr
     FtTape tp;
     FtTapeOpts o = {.B = 1, .T = W, .ac = FT_AC_OFF, .backward = false, .loss_scale = 1};
     model_build_tape(m, &o, &tp);
-    int *tok = tp.t[tp.tokens].data;
-    const float *probs = tp.t[tp.probs].data;
+    const FtBackend *be = m->be;
+    int *tok = calloc((size_t)W, sizeof(int)); /* host staging */
+    float *p = malloc(sizeof(float) * (size_t)Vp);
+    FT_ASSERT(tok && p);
+    FtExec ex = {.be = be};
     uint64_t rng = seed ^ 0x5A4D504C45ull;
     for (int k = 0; k < n; k++) {
         int start = len > W ? len - W : 0, used = len - start;
         memset(tok, 0, sizeof(int) * (size_t)W);
         memcpy(tok, ctx + start, sizeof(int) * (size_t)used);
-        exec_run(&tp, 0, tp.fwd_end, NULL);
-        const float *p = probs + (size_t)(used - 1) * Vp;
+        be->to_device(be->ctx, tp.t[tp.tokens].data, tok, sizeof(int) * (size_t)W);
+        exec_run_ctx(&ex, &tp, 0, tp.fwd_end);
+        be->to_host(be->ctx, p, (const float *)tp.t[tp.probs].data + (size_t)(used - 1) * Vp,
+                    sizeof(float) * (size_t)Vp);
         double coin = model_rng_uniform(&rng), cdf = 0;
         int next = V - 1;
         for (int v = 0; v < V; v++) {
@@ -45,7 +50,7 @@ void sample_generate(const FtModel *m, uint64_t seed, const int *prompt, int npr
         out[k] = next;
     }
     tape_free(&tp);
-    free(ctx);
+    free(tok), free(p), free(ctx);
 }
 
 /* Length of the valid UTF-8 sequence starting at tokens[i] (1-4), or 0 when the bytes there

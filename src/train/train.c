@@ -101,8 +101,11 @@ void train_init_grid(FtTrainer *tr, const FtConfig *cfg, FtModel *model, const F
     optim_build_tape(model, &tr->opt_tape);
     tr->step_flops = tr->micro * tape_flops(&tr->tape, 0, tr->tape.ne, false);
     timeline_init(&tr->tl, 1 << 16);
-    tr->ex = (FtExec){.stats = &tr->stats, .tl = &tr->tl, .tp = tr->c_tp, .pp = tr->c_pp,
-                      .ep = tr->c_ep};
+    tr->ex = (FtExec){.be = model->be, .stats = &tr->stats, .tl = &tr->tl, .tp = tr->c_tp,
+                      .pp = tr->c_pp, .ep = tr->c_ep};
+    tr->h_tokens = malloc(sizeof(int) * (size_t)tr->B * tr->T);
+    tr->h_targets = malloc(sizeof(int) * (size_t)tr->B * tr->T);
+    FT_ASSERT(tr->h_tokens && tr->h_targets);
 }
 
 void train_free(FtTrainer *tr)
@@ -110,6 +113,7 @@ void train_free(FtTrainer *tr)
     for (int k = 0; k < tr->nslots; k++) tape_free(slot(tr, k));
     tape_free(&tr->opt_tape);
     free(tr->more);
+    free(tr->h_tokens), free(tr->h_targets);
     gradsync_free(tr->gs);
     comm_destroy(tr->c_tp), comm_destroy(tr->c_pp), comm_destroy(tr->c_dp);
     comm_destroy(tr->c_ep), comm_destroy(tr->c_edp);
@@ -121,9 +125,22 @@ void train_free(FtTrainer *tr)
 
 /* ---- the step ------------------------------------------------------------------------------ */
 
+/* The batch into the tape's token tensors, through the host staging buffers. */
 static void fetch(FtTrainer *tr, const FtBatchSource *src, FtTape *tp, uint64_t first)
 {
-    src->fetch(src->ctx, first, tr->B, tp->t[tp->tokens].data, tp->t[tp->targets].data);
+    const FtBackend *be = tr->model->be;
+    size_t bytes = sizeof(int) * (size_t)tr->B * tr->T;
+    src->fetch(src->ctx, first, tr->B, tr->h_tokens, tr->h_targets);
+    be->to_device(be->ctx, tp->t[tp->tokens].data, tr->h_tokens, bytes);
+    be->to_device(be->ctx, tp->t[tp->targets].data, tr->h_targets, bytes);
+}
+
+/* The micro-batch's loss (last stage). */
+static double read_loss(const FtTrainer *tr, const FtTape *tp)
+{
+    float v;
+    tr->model->be->to_host(tr->model->be->ctx, &v, tp->t[tp->loss].data, sizeof v);
+    return v;
 }
 
 /* One attempt at the step: every micro-batch's forward and backward, the step's gradient
@@ -144,7 +161,7 @@ static double step_compute(FtTrainer *tr, double *norm, double *lr)
             model_tape_bind(m, tp, m->grads, NULL);
             fetch(tr, &tr->train, tp, first);
             exec_run_ctx(&tr->ex, tp, 0, tp->fwd_end);
-            if (m->last) loss += *(float *)tp->t[tp->loss].data;
+            if (m->last) loss += read_loss(tr, tp);
         } else {
             float *grads;
             const float *prev;
@@ -211,7 +228,7 @@ double train_eval(FtTrainer *tr, int n)
     for (int k = 0; k < n; k++) {
         fetch(tr, &tr->val, tp, (uint64_t)k * tr->B);
         exec_run_ctx(&tr->ex, tp, 0, tp->fwd_end);
-        if (tr->model->last) s += *(float *)tp->t[tp->loss].data;
+        if (tr->model->last) s += read_loss(tr, tp);
     }
     exec_finish(&tr->ex);
     return gradsync_sum_last_stage(tr->gs, &tr->ex, s, tr->data_rank == 0) / n;

@@ -1,0 +1,36 @@
+/* backend.h: where tensors live and ops run: the op table plus memory and a context.
+ *
+ * The executor launches every op through its backend's table, with the backend's context in
+ * FtOpCall.ctx (CUDA: streams and cuBLAS handles; CPU: none). The model's buffers, the tape's
+ * arena and the trainer's reduction buffers are allocated through it; host code that reads or
+ * writes a tensor (the loss, the tokens, the optimizer's sums) copies through it. The CPU
+ * backend is plain host memory, so its copies are memcpy and pointers may be read directly by
+ * code that only ever runs on it (checkpoints, initialization, tests). */
+#ifndef FTLLM_BACKEND_H
+#define FTLLM_BACKEND_H
+
+#include <stddef.h>
+
+#include "ftllm/ops.h"
+
+typedef struct ft_backend {
+    const char *name;   /* "cpu", "cuda" */
+    const FtOpDesc *ops; /* indexed by FtOpKind */
+    void *ctx;          /* passed to every op (FtOpCall.ctx) and to the functions below */
+    /* zeroed memory, 64-byte aligned; NULL when there is none */
+    void *(*alloc)(void *ctx, size_t bytes);
+    void (*release)(void *ctx, void *p);
+    void (*to_device)(void *ctx, void *dst, const void *host, size_t bytes);
+    void (*to_host)(void *ctx, void *host, const void *src, size_t bytes);
+    void (*copy)(void *ctx, void *dst, const void *src, size_t bytes); /* within the device */
+    void (*set)(void *ctx, void *dst, int byte, size_t bytes);
+    void (*sync)(void *ctx); /* waits for everything launched so far */
+} FtBackend;
+
+/* The CPU backend (C + OpenMP + OpenBLAS, ops_cpu.c). */
+const FtBackend *backend_cpu(void);
+
+/* Allocation that dies with a clear message when the memory is not there. */
+void *backend_alloc(const FtBackend *be, size_t bytes, const char *what);
+
+#endif

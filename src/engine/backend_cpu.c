@@ -1,0 +1,42 @@
+/* backend_cpu.c: the CPU backend (backend.h): host memory, memcpy, the ops_cpu table. */
+#include "ftllm/backend.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "ftllm/log.h"
+
+static void *cpu_alloc(void *ctx, size_t bytes)
+{
+    (void)ctx;
+    void *p = NULL;
+    size_t n = (bytes + 63) & ~(size_t)63;
+    if (posix_memalign(&p, 64, n ? n : 64)) return NULL;
+    memset(p, 0, n ? n : 64);
+    return p;
+}
+static void cpu_release(void *ctx, void *p) { (void)ctx, free(p); }
+static void cpu_copy(void *ctx, void *dst, const void *src, size_t bytes)
+{
+    (void)ctx;
+    if (bytes && dst != src) memcpy(dst, src, bytes);
+}
+static void cpu_set(void *ctx, void *dst, int byte, size_t bytes) { (void)ctx, memset(dst, byte, bytes); }
+static void cpu_sync(void *ctx) { (void)ctx; }
+
+const FtBackend *backend_cpu(void)
+{
+    static FtBackend be;
+    if (!be.ops) /* constant fields only: the same values from any thread */
+        be = (FtBackend){.name = "cpu", .ops = ops_cpu_table(), .alloc = cpu_alloc,
+                         .release = cpu_release, .to_device = cpu_copy, .to_host = cpu_copy,
+                         .copy = cpu_copy, .set = cpu_set, .sync = cpu_sync};
+    return &be;
+}
+
+void *backend_alloc(const FtBackend *be, size_t bytes, const char *what)
+{
+    void *p = be->alloc(be->ctx, bytes);
+    if (!p) FT_DIE("out of memory on the %s backend: %zu bytes for %s", be->name, bytes, what);
+    return p;
+}
