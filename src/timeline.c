@@ -8,7 +8,11 @@
 
 #include "ftllm/log.h"
 
-static const char *const g_kind[FT_TL_NKINDS] = {"step", "tp", "pp", "dp", "emb", "ep", "other"};
+static const char *const g_kind[FT_TL_NKINDS] = {
+#define FT_TL_NAME(name, text, help) text,
+    FT_TL_LIST(FT_TL_NAME)
+#undef FT_TL_NAME
+};
 
 const char *timeline_kind_name(FtTlKind kind) { return g_kind[kind]; }
 

@@ -31,9 +31,14 @@
 
 typedef struct ft_comm FtComm;
 
-/* A request: one operation in flight. Plain value, owned by the caller. */
+/* A request: one operation in flight. Plain value, owned by the caller; the backend keeps its
+ * own handle (an MPI_Request, a CUDA event) in `handle`, which nothing else reads. */
 typedef struct ft_req {
-    MPI_Request mpi;
+    union {
+        void *ptr;
+        long long i;
+        unsigned char raw[16];
+    } handle;
     FtComm *comm;
     const char *op; /* "allreduce", "send", ... for messages and the timeline */
     size_t bytes;

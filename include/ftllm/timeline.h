@@ -14,14 +14,20 @@
 #include <stddef.h>
 #include <stdio.h>
 
+/* X(enum suffix, printed name, what it is) */
+#define FT_TL_LIST(X)                                                                          \
+    X(STEP, "step", "a whole optimizer step")                                                  \
+    X(TP, "tp", "waiting: tensor-parallel all-reduce")                                         \
+    X(PP, "pp", "waiting: pipeline receive or send")                                           \
+    X(DP, "dp", "waiting: data-parallel gradient buckets")                                     \
+    X(EMB, "emb", "waiting: tied-embedding gradient between first and last stage")             \
+    X(EP, "ep", "waiting: expert all-to-all")                                                  \
+    X(OTHER, "other", "waiting: loss / norm agreements")
+
 typedef enum ft_tl_kind {
-    FT_TL_STEP,   /* a whole optimizer step */
-    FT_TL_TP,     /* waiting: tensor-parallel all-reduce */
-    FT_TL_PP,     /* waiting: pipeline receive or send */
-    FT_TL_DP,     /* waiting: data-parallel gradient buckets */
-    FT_TL_EMB,    /* waiting: tied-embedding gradient between first and last stage */
-    FT_TL_EP,     /* waiting: expert all-to-all */
-    FT_TL_OTHER,  /* waiting: loss / norm agreements */
+#define FT_TL_ENUM(name, text, help) FT_TL_##name,
+    FT_TL_LIST(FT_TL_ENUM)
+#undef FT_TL_ENUM
     FT_TL_NKINDS
 } FtTlKind;
 

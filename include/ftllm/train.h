@@ -46,6 +46,7 @@
 #include "ftllm/optim.h"
 #include "ftllm/tape.h"
 #include "ftllm/timeline.h"
+#include "ftllm/timers.h"
 
 typedef struct ft_batch_source {
     /* Sequences first .. first+B-1: inputs and targets (B, T), row-major. */
@@ -112,6 +113,7 @@ typedef struct ft_trainer {
     FtGradSync *gs;
     FtExec ex;
     FtTimeline tl;
+    FtTimers regions; /* named regions (timers.h), steps after train.rate_skip */
 } FtTrainer;
 
 /* The training sequence length the deck asks for (train.seq_len, or model.seq_len). */
@@ -144,5 +146,8 @@ void train_run(FtTrainer *tr, FtTrainSummary *s);
 /* Collective: rank 0 prints each rank's fraction of step time spent waiting on messages (steps
  * after train.rate_skip) to out (NULL: nothing printed); returns this rank's fraction. */
 double train_report_waiting(const FtTrainer *tr, FILE *out);
+
+/* Collective: rank 0 prints the named regions' table (timers.h) to out (NULL: nothing). */
+void train_report_regions(const FtTrainer *tr, FILE *out);
 
 #endif

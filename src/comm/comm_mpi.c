@@ -7,6 +7,10 @@
 #include <stdlib.h>
 
 #include "comm_impl.h"
+
+/* The MPI request inside an FtReq's opaque handle. */
+_Static_assert(sizeof(MPI_Request) <= sizeof(((FtReq *)0)->handle), "MPI_Request fits FtReq");
+#define MPI_REQ(r) ((MPI_Request *)(void *)(r)->handle.raw)
 #include "ftllm/log.h"
 
 static MPI_Datatype mpi_type(enum ft_dtype t)
@@ -42,7 +46,7 @@ static void mpi_iallreduce_sum(FtComm *c, const void *send, void *recv, size_t c
     const void *s = send == FT_IN_PLACE ? MPI_IN_PLACE : send;
     COMM_CHECK(c, "allreduce",
                MPI_Iallreduce(s, recv, icount(c, "allreduce", count), mpi_type(t), MPI_SUM, c->mpi,
-                              &req->mpi));
+                              MPI_REQ(req)));
 }
 
 static void mpi_ireduce_scatter_sum(FtComm *c, const void *send, void *recv, size_t recvcount,
@@ -51,7 +55,7 @@ static void mpi_ireduce_scatter_sum(FtComm *c, const void *send, void *recv, siz
     start(req, c, "reduce_scatter", recvcount * (size_t)c->size * ft_dtype_size(t));
     COMM_CHECK(c, "reduce_scatter",
                MPI_Ireduce_scatter_block(send, recv, icount(c, "reduce_scatter", recvcount),
-                                         mpi_type(t), MPI_SUM, c->mpi, &req->mpi));
+                                         mpi_type(t), MPI_SUM, c->mpi, MPI_REQ(req)));
 }
 
 static void mpi_iallgather(FtComm *c, const void *send, void *recv, size_t sendcount,
@@ -60,7 +64,7 @@ static void mpi_iallgather(FtComm *c, const void *send, void *recv, size_t sendc
     start(req, c, "allgather", sendcount * (size_t)c->size * ft_dtype_size(t));
     int n = icount(c, "allgather", sendcount);
     COMM_CHECK(c, "allgather",
-               MPI_Iallgather(send, n, mpi_type(t), recv, n, mpi_type(t), c->mpi, &req->mpi));
+               MPI_Iallgather(send, n, mpi_type(t), recv, n, mpi_type(t), c->mpi, MPI_REQ(req)));
 }
 
 static void mpi_ialltoallv(FtComm *c, const void *send, const int *sendcounts, const int *sdispls,
@@ -72,14 +76,14 @@ static void mpi_ialltoallv(FtComm *c, const void *send, const int *sendcounts, c
     start(req, c, "alltoallv", total * ft_dtype_size(t));
     COMM_CHECK(c, "alltoallv",
                MPI_Ialltoallv(send, sendcounts, sdispls, mpi_type(t), recv, recvcounts, rdispls,
-                              mpi_type(t), c->mpi, &req->mpi));
+                              mpi_type(t), c->mpi, MPI_REQ(req)));
 }
 
 static void mpi_ibcast(FtComm *c, void *buf, size_t count, enum ft_dtype t, int root, FtReq *req)
 {
     start(req, c, "bcast", count * ft_dtype_size(t));
     COMM_CHECK(c, "bcast",
-               MPI_Ibcast(buf, icount(c, "bcast", count), mpi_type(t), root, c->mpi, &req->mpi));
+               MPI_Ibcast(buf, icount(c, "bcast", count), mpi_type(t), root, c->mpi, MPI_REQ(req)));
 }
 
 static void mpi_isend(FtComm *c, const void *buf, size_t count, enum ft_dtype t, int peer, int tag,
@@ -87,7 +91,7 @@ static void mpi_isend(FtComm *c, const void *buf, size_t count, enum ft_dtype t,
 {
     start(req, c, "send", count * ft_dtype_size(t));
     COMM_CHECK(c, "send",
-               MPI_Isend(buf, icount(c, "send", count), mpi_type(t), peer, tag, c->mpi, &req->mpi));
+               MPI_Isend(buf, icount(c, "send", count), mpi_type(t), peer, tag, c->mpi, MPI_REQ(req)));
 }
 
 static void mpi_irecv(FtComm *c, void *buf, size_t count, enum ft_dtype t, int peer, int tag,
@@ -95,13 +99,13 @@ static void mpi_irecv(FtComm *c, void *buf, size_t count, enum ft_dtype t, int p
 {
     start(req, c, "recv", count * ft_dtype_size(t));
     COMM_CHECK(c, "recv",
-               MPI_Irecv(buf, icount(c, "recv", count), mpi_type(t), peer, tag, c->mpi, &req->mpi));
+               MPI_Irecv(buf, icount(c, "recv", count), mpi_type(t), peer, tag, c->mpi, MPI_REQ(req)));
 }
 
 static bool mpi_test(FtReq *req)
 {
     int done = 0;
-    COMM_CHECK(req->comm, req->op, MPI_Test(&req->mpi, &done, MPI_STATUS_IGNORE));
+    COMM_CHECK(req->comm, req->op, MPI_Test(MPI_REQ(req), &done, MPI_STATUS_IGNORE));
     return done != 0;
 }
 

@@ -159,8 +159,12 @@ static double step_compute(FtTrainer *tr, double *norm, double *lr)
         if (ops[i].fwd) {
             uint64_t first = tr->cursor + ((uint64_t)tr->data_rank * M + ops[i].mb) * tr->B;
             model_tape_bind(m, tp, m->grads, NULL);
+            timers_begin(&tr->regions, FT_REGION_DATA);
             fetch(tr, &tr->train, tp, first);
+            timers_end(&tr->regions, FT_REGION_DATA);
+            timers_begin(&tr->regions, FT_REGION_FORWARD);
             exec_run_ctx(&tr->ex, tp, 0, tp->fwd_end);
+            timers_end(&tr->regions, FT_REGION_FORWARD);
             if (m->last) loss += read_loss(tr, tp);
         } else {
             float *grads;
@@ -169,13 +173,18 @@ static double step_compute(FtTrainer *tr, double *norm, double *lr)
             model_tape_bind(m, tp, grads, prev);
             tr->ex.grads_ready = gradsync_layer_ready;
             tr->ex.grads_arg = tr->gs;
+            timers_begin(&tr->regions, FT_REGION_BACKWARD);
             exec_run_ctx(&tr->ex, tp, tp->fwd_end, tp->ne);
+            timers_end(&tr->regions, FT_REGION_BACKWARD);
             tr->ex.grads_ready = NULL;
         }
     }
     free(ops);
+    timers_begin(&tr->regions, FT_REGION_GRADSYNC);
     exec_finish(&tr->ex);
     gradsync_finish(tr->gs, &tr->ex);
+    timers_end(&tr->regions, FT_REGION_GRADSYNC);
+    timers_begin(&tr->regions, FT_REGION_OPTIMIZER);
     FtTape *ot = &tr->opt_tape;
     model_tape_bind(m, ot, m->grads, NULL);
     exec_run_ctx(&tr->ex, ot, 0, ot->fwd_end);
@@ -183,12 +192,14 @@ static double step_compute(FtTrainer *tr, double *norm, double *lr)
     *lr = optim_lr(&tr->opt, m->step);
     optim_tape_set(ot, m, &tr->opt, *lr, *norm);
     exec_run_ctx(&tr->ex, ot, ot->fwd_end, ot->ne);
+    timers_end(&tr->regions, FT_REGION_OPTIMIZER);
     return gradsync_sum_last_stage(tr->gs, &tr->ex, loss, true) / ((double)M * tr->data_width);
 }
 
 FtStepStatus train_step(FtTrainer *tr, FtStepInfo *info)
 {
     double t0 = MPI_Wtime();
+    timers_begin(&tr->regions, FT_REGION_STEP);
     FtModel *m = tr->model;
     FtStepStatus st = FT_STEP_OK;
     double norm = 0, lr = 0, loss = 0;
@@ -216,12 +227,14 @@ FtStepStatus train_step(FtTrainer *tr, FtStepInfo *info)
     double t1 = MPI_Wtime();
     info->seconds = t1 - t0;
     timeline_add(&tr->tl, FT_TL_STEP, t0, t1);
+    timers_end(&tr->regions, FT_REGION_STEP);
     return st;
 }
 
 double train_eval(FtTrainer *tr, int n)
 {
     if (!tr->has_val || n <= 0) return NAN;
+    timers_begin(&tr->regions, FT_REGION_EVAL);
     double s = 0;
     FtTape *tp = &tr->tape;
     model_tape_bind(tr->model, tp, tr->model->grads, NULL);
@@ -231,7 +244,14 @@ double train_eval(FtTrainer *tr, int n)
         if (tr->model->last) s += read_loss(tr, tp);
     }
     exec_finish(&tr->ex);
-    return gradsync_sum_last_stage(tr->gs, &tr->ex, s, tr->data_rank == 0) / n;
+    double v = gradsync_sum_last_stage(tr->gs, &tr->ex, s, tr->data_rank == 0) / n;
+    timers_end(&tr->regions, FT_REGION_EVAL);
+    return v;
+}
+
+void train_report_regions(const FtTrainer *tr, FILE *out)
+{
+    timers_report(&tr->regions, tr->grid ? tr->grid->world : MPI_COMM_SELF, out);
 }
 
 double train_report_waiting(const FtTrainer *tr, FILE *out)
@@ -265,8 +285,12 @@ void train_run(FtTrainer *tr, FtTrainSummary *s)
              tr->nslots, tr->nslots == 1 ? "" : "s", tr->nslots * tr->tape.arena_bytes / 1048576.0,
              tr->step_flops / 1e9);
     timeline_reset(&tr->tl);
+    timers_reset(&tr->regions);
     for (long long i = 0; i0 + i < steps; i++) { /* checkpoint hook: i0 + */
-        if (i == skip) timeline_reset(&tr->tl); /* warm-up steps out of the waiting fractions */
+        if (i == skip) { /* warm-up steps out of the waiting fractions and the regions */
+            timeline_reset(&tr->tl);
+            timers_reset(&tr->regions);
+        }
         FtStepInfo st;
         if (train_step(tr, &st) == FT_STEP_FAILED) {
             log_error("step %lld: still failing after %d attempts: stopping", st.step + 1,
@@ -297,7 +321,11 @@ void train_run(FtTrainer *tr, FtTrainSummary *s)
                      s->val_loss, nval, tr->B);
             if (!isfinite(s->val_loss)) s->ok = false;
         }
-        if (tr->on_step) tr->on_step(tr->on_step_ctx, tr, &st, last); /* checkpoint hook */
+        if (tr->on_step) { /* checkpoint hook */
+            timers_begin(&tr->regions, FT_REGION_CHECKPOINT);
+            tr->on_step(tr->on_step_ctx, tr, &st, last);
+            timers_end(&tr->regions, FT_REGION_CHECKPOINT);
+        }
     }
     if (ntimed) {
         s->mean_ms = 1e3 * timed / ntimed;

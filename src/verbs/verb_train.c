@@ -158,6 +158,8 @@ int verb_train(int argc, char **argv, MPI_Comm comm)
     log_info("waiting on communication, per rank (steps after the first %lld):",
              cfg.train.rate_skip);
     train_report_waiting(&tr, log_level() >= FT_LOG_INFO ? stdout : NULL);
+    log_info("time per region, over the ranks (steps after the first %lld):", cfg.train.rate_skip);
+    train_report_regions(&tr, log_level() >= FT_LOG_INFO ? stdout : NULL);
     char vl[32] = "none";
     if (!isnan(s.val_loss)) snprintf(vl, sizeof vl, "%.4f", s.val_loss);
     log_info("summary: %lld steps, loss %.4f -> %.4f, val loss %s, %.1f ms/step, %.0f tok/s, "

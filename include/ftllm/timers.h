@@ -1,0 +1,46 @@
+/* timers.h: the named regions of a run, in one list.
+ *
+ * Each region is a span of the training loop that a person profiling it asks about; its
+ * begin/end calls are the one place where per-region instruments hang (wall time here; PAPI
+ * counters and NVTX ranges go into timers_begin / timers_end). Regions nest (forward inside
+ * step); the end-of-run table gives, per region, calls, total seconds and the share of the
+ * step time, each as min / avg / max over ranks. No globals: one FtTimers per trainer. */
+#ifndef FTLLM_TIMERS_H
+#define FTLLM_TIMERS_H
+
+#include <mpi.h>
+#include <stdio.h>
+
+/* X(enum suffix, name, what it covers) */
+#define FT_REGION_LIST(X)                                                                      \
+    X(STEP, "step", "a whole optimizer step, redos included")                                  \
+    X(DATA, "data", "reading a micro-batch's tokens")                                          \
+    X(FORWARD, "forward", "micro-batch forward passes (their messages included)")              \
+    X(BACKWARD, "backward", "micro-batch backward passes with AC recomputation")               \
+    X(GRADSYNC, "gradsync", "finishing the data-parallel and embedding gradient sums")         \
+    X(OPTIMIZER, "optimizer", "gradient norm and AdamW")                                       \
+    X(EVAL, "eval", "validation")                                                              \
+    X(CHECKPOINT, "checkpoint", "the checkpoint hook after a step (sync write or async stage)")
+
+typedef enum ft_region {
+#define FT_REGION_ENUM(name, text, help) FT_REGION_##name,
+    FT_REGION_LIST(FT_REGION_ENUM)
+#undef FT_REGION_ENUM
+    FT_NREGIONS
+} FtRegion;
+
+typedef struct ft_timers {
+    double t0[FT_NREGIONS], total[FT_NREGIONS];
+    long long calls[FT_NREGIONS];
+} FtTimers;
+
+const char *timers_name(FtRegion r);
+void timers_reset(FtTimers *t);
+void timers_begin(FtTimers *t, FtRegion r);
+void timers_end(FtTimers *t, FtRegion r);
+
+/* Collective over comm: rank 0 prints the table (region, calls, seconds and % of step as
+ * min / avg / max over the ranks) to out (NULL: nothing). Regions never entered are left out. */
+void timers_report(const FtTimers *t, MPI_Comm comm, FILE *out);
+
+#endif

@@ -1,0 +1,57 @@
+/* timers.c: named regions (timers.h). Wall time from MPI_Wtime; the table is gathered to rank
+ * 0 in one MPI_Gather of (seconds, calls) per region. */
+#include "ftllm/timers.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "ftllm/log.h"
+
+static const char *const g_names[FT_NREGIONS] = {
+#define FT_REGION_NAME(name, text, help) text,
+    FT_REGION_LIST(FT_REGION_NAME)
+#undef FT_REGION_NAME
+};
+
+const char *timers_name(FtRegion r) { return r >= 0 && r < FT_NREGIONS ? g_names[r] : "?"; }
+
+void timers_reset(FtTimers *t) { memset(t, 0, sizeof *t); }
+
+void timers_begin(FtTimers *t, FtRegion r) { t->t0[r] = MPI_Wtime(); }
+
+void timers_end(FtTimers *t, FtRegion r)
+{
+    t->total[r] += MPI_Wtime() - t->t0[r];
+    t->calls[r]++;
+}
+
+void timers_report(const FtTimers *t, MPI_Comm comm, FILE *out)
+{
+    int rank = 0, size = 1;
+    FT_CHECK_MPI(MPI_Comm_rank(comm, &rank));
+    FT_CHECK_MPI(MPI_Comm_size(comm, &size));
+    enum { W = 2 * FT_NREGIONS };
+    double mine[W];
+    for (int r = 0; r < FT_NREGIONS; r++) mine[2 * r] = t->total[r], mine[2 * r + 1] = (double)t->calls[r];
+    double *all = rank == 0 ? malloc(sizeof(double) * W * (size_t)size) : NULL;
+    if (rank == 0 && !all) FT_DIE("out of memory");
+    FT_CHECK_MPI(MPI_Gather(mine, W, MPI_DOUBLE, all, W, MPI_DOUBLE, 0, comm));
+    if (rank == 0 && out) {
+        fprintf(out, "%-11s %9s %27s %23s\n", "region", "calls", "seconds min / avg / max",
+                "% of step min/avg/max");
+        for (int r = 0; r < FT_NREGIONS; r++) {
+            double mn = 1e300, mx = -1, sum = 0, calls = 0, pmn = 1e300, pmx = -1, psum = 0;
+            for (int k = 0; k < size; k++) {
+                const double *a = all + (size_t)k * W;
+                double s = a[2 * r], step = a[2 * FT_REGION_STEP], p = step > 0 ? 100 * s / step : 0;
+                mn = s < mn ? s : mn, mx = s > mx ? s : mx, sum += s, calls += a[2 * r + 1];
+                pmn = p < pmn ? p : pmn, pmx = p > pmx ? p : pmx, psum += p;
+            }
+            if (calls == 0) continue;
+            fprintf(out, "%-11s %9.0f %8.3f / %7.3f / %7.3f %6.1f / %5.1f / %5.1f\n", g_names[r],
+                    calls / size, mn, sum / size, mx, pmn, psum / size, pmx);
+        }
+        fflush(out);
+    }
+    free(all);
+}
