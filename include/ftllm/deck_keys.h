@@ -72,7 +72,10 @@
     K(parallel, schedule, ENUM, "1f1b", 0, 0, "1f1b|gpipe", 0,                                   \
       "pipeline schedule over the micro-batches (1f1b: fewer activations in flight)")           \
     K(parallel, bucket_mb, REAL, "25", 0, 1e6, "", FT_KEY_GT_MIN,                                \
-      "data-parallel gradient bucket size, MiB (reductions start bucket by bucket in backward)")
+      "data-parallel gradient bucket size, MiB (reductions start bucket by bucket in backward)") \
+    K(parallel, progress, BOOL, "true", 0, 0, "", 0,                                             \
+      "test in-flight gradient reductions between tape entries (MPICH has no progress thread: "  \
+      "without this a bucket's all-reduce advances only inside MPI calls)")
 
 #define FT_KEYS_train(K)                                                                         \
     K(train, steps, INT, "20", 0, 1e15, "", 0, "optimizer steps to run")                         \

@@ -30,6 +30,7 @@ typedef struct ft_exec_stats {
 } FtExecStats;
 
 #define FT_EXEC_MAX_TAPES 64
+#define FT_EXEC_MAX_WATCH 64
 
 /* What fault tolerance plugs into: the executor calls these and knows nothing of DMR or fault
  * injection (the engine never includes ft/). The in-window hook is FtExec.poll, run while a
@@ -56,6 +57,12 @@ typedef struct ft_exec {
     void *grads_arg;
     FtPoll poll;         /* run while waiting for a message */
     FtExecHooks hooks;
+    /* requests the executor tests after every op (exec_watch): MPICH moves a non-blocking
+     * collective forward only inside MPI calls, so without these tests a gradient bucket's
+     * all-reduce would not overlap the backward that follows it */
+    FtReq *watch[FT_EXEC_MAX_WATCH];
+    int nwatch;
+    bool no_progress; /* do not test watched requests (to measure what testing buys) */
     struct {             /* pipeline sends in flight, per tape */
         const FtTape *tape;
         FtReq act, grad;
@@ -70,6 +77,10 @@ void exec_run(const FtTape *tp, int begin, int end, FtExecStats *stats);
 /* Runs entries [begin, end) with ex's communication. Collective over ex->tp for tapes with
  * tensor-parallel markers; pipeline markers talk to the neighbouring stages. */
 void exec_run_ctx(FtExec *ex, const FtTape *tp, int begin, int end);
+
+/* Tests req after every op until it completes (req must stay valid until then; a request the
+ * owner waits for itself is simply complete by then). Not collective. */
+void exec_watch(FtExec *ex, FtReq *req);
 
 /* Completes every pipeline send still in flight. */
 void exec_finish(FtExec *ex);

@@ -39,10 +39,11 @@ typedef struct ft_gradsync FtGradSync;
 FtGradSync *gradsync_create(FtModel *m, const FtGradSyncComms *c, int micro, double bucket_mb);
 void gradsync_free(FtGradSync *g);
 
-/* Before micro-batch mb's backward (mb = 0 .. micro-1, in order): the gradient bank it writes
- * (*grads) and the earlier sum it adds onto (*prev, NULL for mb 0); the last micro-batch
- * writes m->grads. Also arms gradsync_layer_ready for that micro-batch. */
-void gradsync_backward(FtGradSync *g, int mb, float **grads, const float **prev);
+/* Before micro-batch mb's backward (mb = 0 .. micro-1, in order) on executor ex: the gradient
+ * bank it writes (*grads) and the earlier sum it adds onto (*prev, NULL for mb 0); the last
+ * micro-batch writes m->grads. Also arms gradsync_layer_ready for that micro-batch (reductions
+ * it starts are watched by ex, exec_watch). */
+void gradsync_backward(FtGradSync *g, FtExec *ex, int mb, float **grads, const float **prev);
 
 /* The executor's gradients-complete hook (FtExec.grads_ready, arg = the FtGradSync): layer's
  * gradients (-1: the final LayerNorm's) are complete for the armed micro-batch. */

@@ -136,6 +136,24 @@ static void ep_mark(FtExec *ex, const FtTape *tp, const FtTapeEntry *e)
     be->set(be->ctx, (float *)dst->data + ro, 0, sizeof(float) * (dst->n - (size_t)ro));
 }
 
+void exec_watch(FtExec *ex, FtReq *req)
+{
+    if (ex->no_progress || !req->active) return;
+    for (int i = 0; i < ex->nwatch; i++)
+        if (ex->watch[i] == req) return;
+    if (ex->nwatch == FT_EXEC_MAX_WATCH) return; /* enough already in flight: no test */
+    ex->watch[ex->nwatch++] = req;
+}
+
+/* Tests the watched requests; forgets the completed ones. */
+static void progress(FtExec *ex)
+{
+    int k = 0;
+    for (int i = 0; i < ex->nwatch; i++)
+        if (!comm_test(ex->watch[i])) ex->watch[k++] = ex->watch[i];
+    ex->nwatch = k;
+}
+
 void exec_run_ctx(FtExec *ex, const FtTape *tp, int begin, int end)
 {
     FT_ASSERT(begin >= 0 && end <= tp->ne);
@@ -151,6 +169,7 @@ void exec_run_ctx(FtExec *ex, const FtTape *tp, int begin, int end)
             tape_call(tp, i, &c);
             exec_op_on(ex->be, e->kind, e->dir, &c, ex->stats);
             if (ex->hooks.after_op) ex->hooks.after_op(ex->hooks.arg, tp, i, &c);
+            if (ex->nwatch) progress(ex);
             continue;
         }
         switch (e->mark) {

@@ -45,6 +45,7 @@ struct ft_gradsync {
     FtGradSyncComms c;
     int micro;
     bool armed; /* the last micro-batch's backward is running: buckets may start */
+    FtExec *ex; /* the executor running it */
     Bucket *b;
     int nb;
     int *item_bucket; /* item -> bucket; items: [head (last stage)], layers l1-1 .. l0, embed */
@@ -129,8 +130,9 @@ void gradsync_free(FtGradSync *g)
     free(g);
 }
 
-void gradsync_backward(FtGradSync *g, int mb, float **grads, const float **prev)
+void gradsync_backward(FtGradSync *g, FtExec *ex, int mb, float **grads, const float **prev)
 {
+    g->ex = ex;
     FT_ASSERT(mb >= 0 && mb < g->micro);
     float *bank[2] = {g->m->grads, g->m->grads_alt};
     *grads = bank[(g->micro - 1 - mb) % 2];
@@ -155,6 +157,7 @@ static void bucket_start(FtGradSync *g, Bucket *b)
             off += q->sl[i].n;
         }
         comm_iallreduce_sum(part_comm(g, k), FT_IN_PLACE, q->buf, q->n, FT_F32, &q->req);
+        if (g->ex) exec_watch(g->ex, &q->req);
     }
 }
 

@@ -102,7 +102,7 @@ void train_init_grid(FtTrainer *tr, const FtConfig *cfg, FtModel *model, const F
     tr->step_flops = tr->micro * tape_flops(&tr->tape, 0, tr->tape.ne, false);
     timeline_init(&tr->tl, 1 << 16);
     tr->ex = (FtExec){.be = model->be, .stats = &tr->stats, .tl = &tr->tl, .tp = tr->c_tp,
-                      .pp = tr->c_pp, .ep = tr->c_ep};
+                      .pp = tr->c_pp, .ep = tr->c_ep, .no_progress = !cfg->parallel.progress};
     tr->h_tokens = malloc(sizeof(int) * (size_t)tr->B * tr->T);
     tr->h_targets = malloc(sizeof(int) * (size_t)tr->B * tr->T);
     FT_ASSERT(tr->h_tokens && tr->h_targets);
@@ -169,7 +169,7 @@ static double step_compute(FtTrainer *tr, double *norm, double *lr)
         } else {
             float *grads;
             const float *prev;
-            gradsync_backward(tr->gs, ops[i].mb, &grads, &prev);
+            gradsync_backward(tr->gs, &tr->ex, ops[i].mb, &grads, &prev);
             model_tape_bind(m, tp, grads, prev);
             tr->ex.grads_ready = gradsync_layer_ready;
             tr->ex.grads_arg = tr->gs;
