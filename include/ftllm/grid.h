@@ -35,6 +35,13 @@ int grid_create(FtGrid *g, MPI_Comm parent, int tp, int pp, int dp, int ep, char
 /* The world rank of the given coordinates. */
 int grid_rank_of(const FtGrid *g, int dp_rank, int pp_rank, int ep_rank, int tp_rank);
 
+/* The grid without data-parallel replica `leave` (its tp x pp x ep ranks): collective over
+ * g->world. Returns 0 on a surviving rank (out: the grid of dp - 1 replicas on the survivors,
+ * in their old order), 1 on a rank of the leaving replica (out->world is MPI_COMM_NULL), -1
+ * with a message when leave is not a replica of g or g has one replica (the same everywhere:
+ * the arguments are). g itself is untouched: destroy it after. */
+int grid_shrink_dp(const FtGrid *g, int leave, FtGrid *out, char *err, size_t errlen);
+
 /* Frees the communicators; the grid can be created again. */
 void grid_destroy(FtGrid *g);
 

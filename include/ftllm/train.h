@@ -128,6 +128,14 @@ void train_init_grid(FtTrainer *tr, const FtConfig *cfg, FtModel *model, const F
                      const FtBatchSource *train, const FtBatchSource *val);
 void train_free(FtTrainer *tr);
 
+/* Moves the trainer onto another grid of the same tp, pp and ep with this rank at the same
+ * (tp, pp, ep) place, e.g. after a data-parallel replica left (grid_shrink_dp): rebuilds the
+ * communicators, gradient sync, tapes and executor context; keeps the model (parameters,
+ * optimizer state, step), the data cursor (the next step reads on from it with the new number
+ * of data ranks), the statistics and the hooks. Collective over the new grid; the old grid
+ * may be destroyed after. */
+void train_regrid(FtTrainer *tr, const FtGrid *grid);
+
 /* One optimizer step over parallel.microbatches micro-batches of train.batch sequences (on
  * every data rank): computed, offered to before_commit (which may ask for it again: the step
  * is then recomputed from the same state), committed. Collective over the grid. After it,

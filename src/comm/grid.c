@@ -59,6 +59,23 @@ int grid_create(FtGrid *g, MPI_Comm parent, int tp, int pp, int dp, int ep, char
     return 0;
 }
 
+int grid_shrink_dp(const FtGrid *g, int leave, FtGrid *out, char *err, size_t errlen)
+{
+    memset(out, 0, sizeof *out);
+    out->world = MPI_COMM_NULL;
+    if (g->dp < 2 || leave < 0 || leave >= g->dp) {
+        snprintf(err, errlen, "grid: data-parallel replica %d cannot leave a grid of dp %d", leave,
+                 g->dp);
+        return -1;
+    }
+    /* the survivors keep their order, so replicas above `leave` move down by one */
+    MPI_Comm sub = split(g->world, g->dp_rank == leave ? MPI_UNDEFINED : 0, g->rank);
+    if (sub == MPI_COMM_NULL) return 1;
+    int rc = grid_create(out, sub, g->tp, g->pp, g->dp - 1, g->ep, err, errlen);
+    FT_CHECK_MPI(MPI_Comm_free(&sub));
+    return rc;
+}
+
 void grid_destroy(FtGrid *g)
 {
     MPI_Comm *all[] = {&g->tp_comm, &g->ep_comm,      &g->pp_comm,

@@ -123,6 +123,25 @@ void train_free(FtTrainer *tr)
     memset(tr, 0, sizeof *tr);
 }
 
+void train_regrid(FtTrainer *tr, const FtGrid *grid)
+{
+    FT_ASSERT(grid && tr->grid && grid->tp == tr->grid->tp && grid->pp == tr->grid->pp &&
+              grid->ep == tr->grid->ep && grid->tp_rank == tr->grid->tp_rank &&
+              grid->pp_rank == tr->grid->pp_rank && grid->ep_rank == tr->grid->ep_rank);
+    FtTrainer keep = *tr; /* what outlives the grid: the job's state and the hooks */
+    keep.tl = (FtTimeline){0}; /* freed with the rest */
+    train_free(tr);
+    train_init_grid(tr, keep.cfg, keep.model, grid, &keep.train, keep.has_val ? &keep.val : NULL);
+    tr->cursor = keep.cursor;
+    tr->stats = keep.stats;
+    tr->regions = keep.regions;
+    tr->on_step = keep.on_step, tr->on_step_ctx = keep.on_step_ctx;
+    tr->before_commit = keep.before_commit, tr->before_commit_ctx = keep.before_commit_ctx;
+    tr->ex.hooks = keep.ex.hooks;
+    tr->ex.poll = keep.ex.poll;
+    tr->ex.no_progress = keep.ex.no_progress;
+}
+
 /* ---- the step ------------------------------------------------------------------------------ */
 
 /* The batch into the tape's token tensors, through the host staging buffers. */
