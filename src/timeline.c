@@ -14,7 +14,6 @@ static const char *const g_kind[FT_TL_NKINDS] = {
 #undef FT_TL_NAME
 };
 
-const char *timeline_kind_name(FtTlKind kind) { return g_kind[kind]; }
 
 void timeline_init(FtTimeline *tl, size_t cap)
 {

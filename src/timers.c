@@ -13,8 +13,6 @@ static const char *const g_names[FT_NREGIONS] = {
 #undef FT_REGION_NAME
 };
 
-const char *timers_name(FtRegion r) { return r >= 0 && r < FT_NREGIONS ? g_names[r] : "?"; }
-
 void timers_reset(FtTimers *t) { memset(t, 0, sizeof *t); }
 
 void timers_begin(FtTimers *t, FtRegion r) { t->t0[r] = MPI_Wtime(); }

@@ -70,11 +70,8 @@ typedef struct ft_exec {
     int nsends;
 } FtExec;
 
-/* Runs entries [begin, end) of the tape in order. stats may be NULL (no timing). Markers are
- * no-ops: the single-rank executor. */
-void exec_run(const FtTape *tp, int begin, int end, FtExecStats *stats);
-
-/* Runs entries [begin, end) with ex's communication. Collective over ex->tp for tapes with
+/* Runs entries [begin, end) with ex's backend and communication (a zeroed FtExec: one rank,
+ * the CPU, markers are no-ops). Collective over ex->tp for tapes with
  * tensor-parallel markers; pipeline markers talk to the neighbouring stages. */
 void exec_run_ctx(FtExec *ex, const FtTape *tp, int begin, int end);
 

@@ -50,7 +50,6 @@ void timeline_reset(FtTimeline *tl);
 void timeline_add(FtTimeline *tl, FtTlKind kind, double t0, double t1);
 /* Seconds waiting on any kind of message. */
 double timeline_wait(const FtTimeline *tl);
-const char *timeline_kind_name(FtTlKind kind);
 
 /* Collective over comm: rank 0 prints one line per rank ("[r3] dp 1 pp 0 tp 1: step 12.3 ms,
  * waiting 18.2% (tp 10.1%, pp 8.1%, ...)") to out; label names each rank's coordinates (may be

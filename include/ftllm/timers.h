@@ -34,7 +34,6 @@ typedef struct ft_timers {
     long long calls[FT_NREGIONS];
 } FtTimers;
 
-const char *timers_name(FtRegion r);
 void timers_reset(FtTimers *t);
 void timers_begin(FtTimers *t, FtRegion r);
 void timers_end(FtTimers *t, FtRegion r);

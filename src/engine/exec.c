@@ -40,12 +40,6 @@ void exec_op_on(const FtBackend *be, FtOpKind kind, FtOpDir dir, FtOpCall *c, Ft
     stats->flops[kind][dir] += d->flops(c, dir);
 }
 
-void exec_run(const FtTape *tp, int begin, int end, FtExecStats *stats)
-{
-    FtExec ex = {.stats = stats};
-    exec_run_ctx(&ex, tp, begin, end);
-}
-
 void exec_wait(FtExec *ex, FtReq *reqs, int n, FtTlKind kind)
 {
     double t0 = MPI_Wtime();
