@@ -1,21 +1,27 @@
 /* model_gpt2.c: GPT-2's parameter layout, initialization and tape builder (model.h).
  *
  * Key decisions:
- *  - One allocation holds params | grads | m | v, each carved into the 16 tensors in llm.c's
- *    order, so an llm.c model file is one read into `params` and the optimizer is a loop over 16
- *    contiguous ranges.
+ *  - One allocation holds params | grads | m | v | params_new | m_new | v_new | grads_alt
+ *    (FT_MODEL_BUFFERS x nparams floats: twice the memory of in-place training), each carved
+ *    into the 17 tensors in llm.c's order, so an llm.c model file is one read into `params`
+ *    and the optimizer is a loop over contiguous ranges. The optimizer writes the *_new buffers
+ *    and model_commit swaps them in; micro-batches alternate between the two gradient banks.
  *  - The tape is the model: model_build_tape writes the forward of one micro-batch (encoder,
  *    L blocks, final LN, LM head, cross-entropy, mean loss) and its backward, entry by entry.
  *    The residual stream's gradient enters LayerNorm's backward (dx = dres + dLN), so every
- *    activation gradient is written exactly once by one pure op and only parameter gradients
- *    accumulate. Activation gradients inside a block are short-lived and share one set of
- *    buffers across layers; the residual-stream gradients dres[0..L] are kept per layer.
+ *    activation gradient is written exactly once by one pure op. Each parameter gradient is
+ *    written once per micro-batch, as its earlier sum (an input) plus this micro-batch's part;
+ *    the tied wte's two uses on a one-stage model chain through a scratch tensor (LM head, then
+ *    the encoder's rows). Tensor views of model state carry (role, param, layer) and are
+ *    pointed at buffers by model_tape_bind. Activation gradients inside a block are short-lived
+ *    and share one set of buffers across layers; dres[0..L] are kept per layer.
  *  - Activation checkpointing: blocks are grouped into segments (1 block for `full`, k for
  *    `every`). Activations inside a segment live in slot buffers that all segments share; only
  *    each segment's input (a residual-stream tensor) is kept. During backward each segment but
  *    the last (whose activations are still in the slots) is preceded by its forward ops again,
  *    as FT_PH_RECOMPUTE entries on the same tensors: the same ops on the same inputs give the
- *    same bytes, so gradients are bitwise identical with AC on or off.
+ *    same bytes, so gradients are bitwise identical with AC on or off. Each recompute entry and
+ *    its forward twin point at each other (the pairing DMR's piggyback check compares).
  *  - Markers: segment begin/end, recompute, a tensor-parallel all-reduce point after each
  *    row-parallel projection (forward) and before each block's backward, and "layer gradients
  *    complete" after each block's backward (where a data-parallel bucket would be reduced).
