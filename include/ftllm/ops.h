@@ -137,8 +137,10 @@ typedef struct ft_op_desc {
  * Results do not depend on it; tests set 0 to exercise the threaded paths on tiny shapes. */
 void ops_cpu_set_parallel_min(long long work);
 
-/* The CPU table, indexed by FtOpKind. */
+/* The CPU table, indexed by FtOpKind (ops_cpu.c; a backend's table: backend.h). */
 const FtOpDesc *ops_cpu_table(void);
+/* A kind's description (name, FLOPs, bytes; the CPU functions, for tests and reference runs):
+ * ops.c. The executor runs ops through its backend's table instead. */
 const FtOpDesc *ops_desc(FtOpKind kind);
 
 #endif

@@ -1035,8 +1035,3 @@ static const FtOpDesc g_cpu_ops[FT_OP_NKINDS] = {
 
 const FtOpDesc *ops_cpu_table(void) { return g_cpu_ops; }
 
-const FtOpDesc *ops_desc(FtOpKind kind)
-{
-    FT_ASSERT(kind >= 0 && kind < FT_OP_NKINDS);
-    return &g_cpu_ops[kind];
-}
