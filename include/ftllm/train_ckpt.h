@@ -20,8 +20,9 @@
  * rank 0's clock, agreed without blocking a step: at the end of step s rank 0 decides whether
  * step s+1 ends past every_s (the time since the last checkpoint plus step s's time) and a
  * non-blocking broadcast carries that to step s+1, where every rank branches on it (so the
- * first step is never due by time). interval = auto: a first checkpoint is written after the first timed step
- * (after train.rate_skip), and its write time, with the measured mean step time and the deck's
+ * first step is never due by time).
+ * interval = auto: a first checkpoint is written after the first timed step (after
+ * train.rate_skip), and its write time, with the measured mean step time and the deck's
  * [cluster] failure model, goes to the optimizer (analytic_plan, checkpoint-only policy), which
  * gives the interval in steps. The run prints the chosen value and its inputs.
  *

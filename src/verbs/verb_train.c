@@ -45,7 +45,8 @@ static void tokens_text(char *buf, size_t len, const int *row, int T)
 {
     size_t k = 0;
     buf[0] = 0;
-    for (int t = 0; t < T && t < 64 && k + 8 < len; t++) k += (size_t)snprintf(buf + k, len - k, " %d", row[t]);
+    for (int t = 0; t < T && t < 64 && k + 8 < len; t++)
+        k += (size_t)snprintf(buf + k, len - k, " %d", row[t]);
     if (T > 64 && k + 8 < len) snprintf(buf + k, len - k, " ...");
 }
 
@@ -63,7 +64,8 @@ static void log_batch(const FetchCtx *f, uint64_t first, int B, const int *input
         data_locate(f->d, idx, where, sizeof where);
         tokens_text(in, sizeof in, inputs + (size_t)b * T, T);
         tokens_text(tg, sizeof tg, targets + (size_t)b * T, T);
-        ft_log_rank(FT_LOG_DEBUG, "batch: %s sequence %llu at stream token %llu (%s): inputs%s | targets%s",
+        ft_log_rank(FT_LOG_DEBUG,
+                    "batch: %s sequence %llu at stream token %llu (%s): inputs%s | targets%s",
                     f->what, (unsigned long long)idx,
                     (unsigned long long)data_stream_offset(f->d, idx), where, in, tg);
     }
