@@ -1,8 +1,10 @@
-/* test_ckpt.c: the checkpoint layer: checksum properties, round trips with resharding (write
+/* test_ckpt.c: the checkpoint layer: checksum properties (against its written definition, also
+ * on slabs that start or end the dataset, where an off-by-one would hide), round trips with resharding (write
  * with one decomposition, read with another, on the world and on one rank), scalars and texts,
  * keep-last-K and leftover temporaries, asynchronous writes, and every kind of bad file (flipped
  * bytes, truncation, another format, a foreign HDF5 file, a dataset missing from or not in the
- * manifest, another model shape): each gives its message, and ckpt_find_latest falls back.
+ * manifest, another model shape, a changed first or last element): each gives its message, and
+ * ckpt_find_latest falls back.
  * ft-test: ranks 1 2 3 */
 #include <fcntl.h>
 #include <hdf5.h>
@@ -169,6 +171,80 @@ static void test_checksum_reference(void **state)
     /* lanes add without carry: a partial whose lower lane overflows still combines exactly */
     ok &= ckpt_sum_add(0x00000001FFFFFFFFull, 0x0000000000000001ull) == 0x0000000100000000ull;
     assert_all(ok);
+}
+
+/* The definition on an n-D slab: every element of the slab in row-major order, its global
+ * index computed from its coordinates (independently of the slab code's row/chunk walk). */
+static uint64_t ref_checksum_nd(const void *data, size_t es, int ndim, const uint64_t *g,
+                                const uint64_t *off, const uint64_t *cnt)
+{
+    uint64_t n = 1, s = 0, coord[4] = {0};
+    for (int d = 0; d < ndim; d++) n *= cnt[d];
+    for (uint64_t e = 0; e < n; e++) {
+        uint64_t rem = e, gidx = 0;
+        for (int d = ndim - 1; d >= 0; d--) coord[d] = rem % cnt[d], rem /= cnt[d];
+        for (int d = 0; d < ndim; d++) gidx = gidx * g[d] + off[d] + coord[d];
+        uint64_t bits = 0;
+        memcpy(&bits, (const char *)data + e * es, es);
+        s = ckpt_sum_add(s, ckpt_term(gidx, bits, es));
+    }
+    return s;
+}
+
+/* Slabs that start and that end the dataset (where a loop bound is off by one, if anywhere):
+ * the whole dataset, its first and last element alone, its first and last rows and columns, a
+ * last dimension longer than one OpenMP chunk; 1-, 2- and 3-D; 1-, 4- and 8-byte elements. Each
+ * against the definition, and a change of the first or the last element of the dataset (any
+ * byte) changes the whole dataset's checksum. */
+static void test_checksum_ends(void **state)
+{
+    (void)state;
+    enum { CH = 65536 }; /* ckpt_util.c's chunk along the last dimension */
+    static unsigned char buf[(2 * (CH + 3)) * 8];
+    for (size_t i = 0; i < sizeof buf; i++) buf[i] = (unsigned char)(ckpt_term(i, 5, 8) >> 32);
+    static const struct {
+        int ndim;
+        uint64_t g[3];
+    } shapes[] = {{1, {1}}, {1, {37}}, {1, {CH + 3}}, {2, {5, 7}}, {2, {2, CH + 3}},
+                  {2, {9, 1}}, {3, {3, 4, 5}}};
+    const size_t sizes[] = {1, 4, 8};
+    int ok = 1, nslab = 0;
+    for (size_t k = 0; k < 3; k++)
+        for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
+            size_t es = sizes[k];
+            int nd = shapes[s].ndim;
+            const uint64_t *g = shapes[s].g;
+            /* slabs: whole; first element; last element; first and last "row" (all but the
+             * first dimension fixed at its start / end); first and last "column" (the last
+             * dimension at its start / end); the last half of the last dimension */
+            for (int kind = 0; kind < 7; kind++) {
+                uint64_t o[3] = {0}, c[3] = {0};
+                for (int d = 0; d < nd; d++) o[d] = 0, c[d] = g[d];
+                for (int d = 0; d < nd; d++) {
+                    if (kind == 1) c[d] = 1;
+                    if (kind == 2) o[d] = g[d] - 1, c[d] = 1;
+                    if (kind == 3 && d == 0) c[d] = 1;
+                    if (kind == 4 && d == 0) o[d] = g[d] - 1, c[d] = 1;
+                    if (kind == 5 && d == nd - 1) c[d] = 1;
+                    if (kind == 6 && d == nd - 1) o[d] = g[d] / 2, c[d] = g[d] - g[d] / 2;
+                }
+                ok &= ckpt_checksum_slab(buf, es, nd, g, o, c) == ref_checksum_nd(buf, es, nd, g, o, c);
+                nslab++;
+            }
+            /* the first and the last element of the dataset, each byte, change the whole's sum */
+            uint64_t o[3] = {0}, n = 1;
+            for (int d = 0; d < nd; d++) n *= g[d];
+            uint64_t whole = ckpt_checksum_slab(buf, es, nd, g, o, g);
+            for (int end = 0; end < 2; end++)
+                for (size_t b = 0; b < es; b++) {
+                    unsigned char *p = buf + (end ? n - 1 : 0) * es + b;
+                    *p ^= 0x10;
+                    ok &= ckpt_checksum_slab(buf, es, nd, g, o, g) != whole;
+                    *p ^= 0x10;
+                }
+        }
+    if (!ok && ft_test_rank() == 0) printf("  a slab at an end of the dataset differs from the definition\n");
+    assert_all(ok && nslab == 3 * 7 * 7);
 }
 
 static void test_checksum(void **state)
@@ -413,6 +489,35 @@ static void test_corrupt_truncated_foreign(void **state)
     rmdir_all(dir);
 }
 
+/* A changed first or last element of a tensor in the file (the last is written by the last
+ * rank's slab) is refused: f32 params/a and u64 state/rng, one byte of the element each. */
+static void test_corrupt_first_last(void **state)
+{
+    (void)state;
+    char dir[64], err[CKPT_ERR_MAX], p[CKPT_PATH_MAX];
+    tmpdir(dir);
+    const struct {
+        const char *name;
+        long byte;
+    } cases[] = {{"params/a", 0}, {"params/a", 4L * R * C - 1}, {"state/rng", 0},
+                 {"state/rng", 16L * ft_test_size() - 1}};
+    for (int i = 0; i < 4; i++) {
+        write_ckpt(dir, MPI_COMM_WORLD, i + 1, 10, 0, 3);
+        ckpt_path(p, sizeof p, dir, RUN, i + 1);
+        flip_byte(p, cases[i].name, cases[i].byte);
+        FtCkptFile *f = ckpt_open(p, MPI_COMM_WORLD, err, sizeof err);
+        assert_all(f != NULL);
+        int rc = ckpt_verify(f, err, sizeof err);
+        if (ft_test_rank() == 0)
+            printf("  %s byte %ld flipped: %s\n", cases[i].name, cases[i].byte, rc ? err : "verified (wrong)");
+        char want[64];
+        snprintf(want, sizeof want, "dataset '%s'", cases[i].name);
+        assert_all(rc == -1 && strstr(err, want) && strstr(err, "checksum mismatch"));
+        ckpt_close(f);
+    }
+    rmdir_all(dir);
+}
+
 static void test_manifest(void **state)
 {
     (void)state;
@@ -507,7 +612,9 @@ static void test_mismatch_messages(void **state)
     rmdir_all(dir);
 }
 
-FT_TEST_MAIN(cmocka_unit_test(test_checksum), cmocka_unit_test(test_checksum_reference), cmocka_unit_test(test_format_version), cmocka_unit_test(test_roundtrip_reshard),
+FT_TEST_MAIN(cmocka_unit_test(test_checksum), cmocka_unit_test(test_checksum_reference),
+             cmocka_unit_test(test_checksum_ends), cmocka_unit_test(test_corrupt_first_last),
+             cmocka_unit_test(test_format_version), cmocka_unit_test(test_roundtrip_reshard),
              cmocka_unit_test(test_write_one_read_many), cmocka_unit_test(test_async),
              cmocka_unit_test(test_keep_and_temporaries),
              cmocka_unit_test(test_corrupt_truncated_foreign), cmocka_unit_test(test_manifest),

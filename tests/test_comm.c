@@ -1,6 +1,7 @@
 /* test_comm.c: the comm layer on the MPI backend: every operation, blocking and non-blocking,
  * with inputs whose results are exactly known (small integers in floats sum exactly in any
- * order), bitwise agreement across ranks for general floats, the poll hook, and counters.
+ * order), bitwise agreement across ranks for general floats, the poll hook (also in the
+ * agreements), a duplicate communicator, and counters.
  * ft-test: ranks 1 2 3 4 */
 #include <stdlib.h>
 #include <string.h>
@@ -151,6 +152,52 @@ static void test_nonblocking_poll_and_stats(void **state)
     assert_all(comm_max_i64(g_c, r) == n - 1);
 }
 
+/* spins for s seconds (a rank that arrives late) */
+static void spin(double s)
+{
+    double t0 = MPI_Wtime();
+    while (MPI_Wtime() - t0 < s) {}
+}
+
+/* The agreements' _poll forms: right results, and the hook runs while the last rank is late. */
+static void test_agreements_poll(void **state)
+{
+    (void)state;
+    int n = comm_size(g_c), r = comm_rank(g_c);
+    long polls[4] = {0};
+    FtPoll p[4] = {{count_polls, &polls[0]}, {count_polls, &polls[1]}, {count_polls, &polls[2]},
+                   {count_polls, &polls[3]}};
+    if (r == n - 1) spin(0.05);
+    int all = comm_all_true_poll(g_c, r != n - 1, &p[0]);
+    if (r == n - 1) spin(0.05);
+    long long mx = comm_max_i64_poll(g_c, 10 * r, &p[1]);
+    if (r == n - 1) spin(0.05);
+    double sum = comm_sum_f64_poll(g_c, 0.25 + r, &p[2]);
+    if (r == n - 1) spin(0.05);
+    double mf = comm_max_f64_poll(g_c, -1.5 * r, &p[3]);
+    assert_all(all == 0 && mx == 10LL * (n - 1) && sum == 0.25 * n + n * (n - 1) / 2.0 &&
+               mf == 0.0);
+    assert_all(comm_all_true_poll(g_c, 1, NULL) == 1 && comm_max_f64_poll(g_c, r, NULL) == n - 1);
+    for (int i = 0; i < 4; i++) assert_all(n == 1 || comm_max_i64(g_c, polls[i]) > 0);
+}
+
+/* A duplicate has its own message space: a broadcast on it stays in flight while the original
+ * communicator runs another collective, and completes afterwards. */
+static void test_dup(void **state)
+{
+    (void)state;
+    int n = comm_size(g_c), r = comm_rank(g_c);
+    FtComm *d = comm_create_mpi_dup(ft_test_comm(), "dup");
+    assert_all(comm_size(d) == n && comm_rank(d) == r && !strcmp(comm_name(d), "dup"));
+    int flag = r == 0 ? 42 : 0;
+    FtReq req;
+    comm_ibcast(d, &flag, 1, FT_I32, 0, &req);
+    assert_all(comm_sum_f64(g_c, 1.0) == n);
+    comm_wait(&req, NULL);
+    assert_all(flag == 42);
+    comm_destroy(d);
+}
+
 static void test_bcast(void **state)
 {
     (void)state;
@@ -166,4 +213,6 @@ FT_TEST_MAIN(cmocka_unit_test_setup_teardown(test_allreduce_exact, setup, teardo
              cmocka_unit_test_setup_teardown(test_alltoallv, setup, teardown),
              cmocka_unit_test_setup_teardown(test_send_recv_ring, setup, teardown),
              cmocka_unit_test_setup_teardown(test_nonblocking_poll_and_stats, setup, teardown),
+             cmocka_unit_test_setup_teardown(test_agreements_poll, setup, teardown),
+             cmocka_unit_test_setup_teardown(test_dup, setup, teardown),
              cmocka_unit_test_setup_teardown(test_bcast, setup, teardown))

@@ -3,8 +3,10 @@
  *  - 2N steps straight vs N steps + checkpoint + restore into a differently initialized model
  *    + N steps: bitwise-identical parameters, moments and losses (cosine schedule, so the step
  *    count really is restored), synchronous and asynchronous;
- *  - the schedule: interval in steps (multiples + the end), keep-last-K, the time trigger,
- *    interval = auto (the files follow the interval it chose);
+ *  - the schedule: interval in steps (multiples + the end), keep-last-K, the time trigger (rank
+ *    0's clock decides, agreed one step ahead: every rank checkpoints at the same steps even
+ *    when another rank's clock runs ahead), interval = auto (the interval is the optimizer's
+ *    for the step and checkpoint times it measured, and the files follow it);
  *  - resume: auto picks the newest that verifies and falls back over flipped bytes, a truncated
  *    file and a file of another format (named in the warning); resume = FILE with a bad file and
  *    a checkpoint of another model shape are errors naming the file and the dataset.
@@ -26,11 +28,13 @@
 #include <unistd.h>
 
 #include "ft_test.h"
+#include "ftllm/analytic.h"
 #include "ftllm/ckpt.h"
 #include "ftllm/deck.h"
 #include "ftllm/grid.h"
 #include "ftllm/log.h"
 #include "ftllm/model.h"
+#include "ftllm/sim.h"
 #include "ftllm/train.h"
 #include "ftllm/train_ckpt.h"
 
@@ -225,9 +229,10 @@ static void test_every_seconds(void **state)
     tmp_dir(dir);
     FtConfig c = tiny_cfg(dir);
     c.train.steps = 4;
-    c.checkpoint.every_s = 1e-9; /* always due: a checkpoint after every step */
+    c.checkpoint.every_s = 1e-9; /* always due: a checkpoint after every step but the first (the
+                                  * decision for a step is taken at the end of the one before) */
     run_with_hook(&c, NULL);
-    for (int s = 1; s <= 4; s++) assert_all(exists(dir, s));
+    for (int s = 1; s <= 4; s++) assert_all(exists(dir, s) == (s >= 2));
     rm_dir(dir);
 
     tmp_dir(dir);
@@ -239,12 +244,87 @@ static void test_every_seconds(void **state)
     rm_dir(dir);
 }
 
-/* interval = auto: the first checkpoint after the first timed step (rate_skip 1: step 2), then
- * every n steps with the n it chose (and the end). */
-static void test_auto_interval(void **state)
+/* A hook around train_ckpt's: it records the checkpoint count after every step, keeps each
+ * step's time, and can stall one rank at one step (a rank whose clock runs ahead). */
+typedef struct {
+    void (*inner)(void *ctx, FtTrainer *tr, const FtStepInfo *st, bool last);
+    void *inner_ctx;
+    FtTrainCkpt *tc;
+    int count[16];
+    double seconds[16], hook_s[16];
+    int stall_rank[16]; /* -1: none */
+    double stall_s;
+} Spy;
+
+static void spy_on_step(void *ctx, FtTrainer *tr, const FtStepInfo *st, bool last)
+{
+    Spy *y = ctx;
+    long long s = st->step;
+    assert_true(s >= 1 && s < 16);
+    if (y->stall_rank[s] == ft_test_rank()) {
+        double t0 = MPI_Wtime();
+        while (MPI_Wtime() - t0 < y->stall_s) usleep(1000);
+    }
+    double t0 = MPI_Wtime();
+    y->inner(y->inner_ctx, tr, st, last);
+    y->hook_s[s] = MPI_Wtime() - t0;
+    y->count[s] = train_ckpt_count(y->tc);
+    y->seconds[s] = st->seconds;
+}
+
+/* train_run with the checkpoint hook wrapped by a Spy */
+static void run_with_spy(FtConfig *c, Spy *y)
+{
+    char err[CKPT_ERR_MAX] = "";
+    Run r;
+    run_init(&r, c, 7);
+    FtTrainCkpt *tc = NULL;
+    assert_int_equal(train_ckpt_setup(&tc, &r.tr, c, ft_test_comm(), err, sizeof err), 0);
+    y->inner = r.tr.on_step, y->inner_ctx = r.tr.on_step_ctx, y->tc = tc;
+    r.tr.on_step = spy_on_step, r.tr.on_step_ctx = y;
+    FtTrainSummary s;
+    train_run(&r.tr, &s);
+    assert_all(s.ok);
+    train_ckpt_destroy(tc);
+    run_free(&r);
+}
+
+/* The time trigger agrees: rank 0's clock decides, and every rank checkpoints at the same steps.
+ * The last rank stalls at step 2 (its own clock passes every_s: it must not act on it), rank 0
+ * at step 4 (its clock passes every_s: the next step is due on every rank). */
+static void test_every_seconds_agreed(void **state)
 {
     (void)state;
     char dir[64];
+    tmp_dir(dir);
+    FtConfig c = tiny_cfg(dir);
+    c.train.steps = 7;
+    c.checkpoint.every_s = 0.3;
+    Spy y;
+    memset(&y, 0, sizeof y);
+    for (int s = 0; s < 16; s++) y.stall_rank[s] = -1;
+    y.stall_rank[2] = ft_test_size() - 1;
+    y.stall_rank[4] = 0;
+    y.stall_s = 0.4;
+    run_with_spy(&c, &y);
+    if (ft_test_rank() == 0) {
+        printf("  checkpoints after each step:");
+        for (int s = 1; s <= 7; s++) printf(" %d", y.count[s]);
+        printf("\n");
+    }
+    assert_all(ft_same_bytes(y.count, sizeof y.count)); /* the same steps on every rank */
+    /* a checkpoint by time before the end: step 5 (rank 0 passed every_s during step 4), or
+     * earlier if this machine is slow enough that 0.3 s passed before */
+    assert_all(y.count[5] >= 1 && y.count[7] == y.count[6] + 1);
+    for (int s = 1; s <= 7; s++) assert_all(exists(dir, s) == (y.count[s] > y.count[s - 1]));
+    rm_dir(dir);
+}
+
+/* One run with interval = auto: the interval it chose against the optimizer's formula for the
+ * inputs it measured, and the files against the interval. Returns the measured step time. */
+static double auto_run(double mtbf_h)
+{
+    char dir[64], err[CKPT_ERR_MAX] = "";
     tmp_dir(dir);
     FtConfig c = tiny_cfg(dir);
     c.train.steps = 12;
@@ -252,17 +332,65 @@ static void test_auto_interval(void **state)
     c.checkpoint.interval = FT_AUTO;
     c.cluster.gpus = 1;
     c.cluster.gpus_per_replica = 1;
-    c.cluster.gpu_mtbf_h = 1e-6; /* a failure every 3.6 ms, restart free: a short interval */
+    c.cluster.gpu_mtbf_h = mtbf_h;
     c.cluster.restart_s = 0;
-    long long n = 0;
-    run_with_hook(&c, &n);
-    if (ft_test_rank() == 0) printf("  auto chose %lld steps\n", n);
-    assert_all(n >= 1 && n <= c.train.steps);
+    Spy y;
+    memset(&y, 0, sizeof y);
+    for (int s = 0; s < 16; s++) y.stall_rank[s] = -1;
+    Run r;
+    run_init(&r, &c, 7);
+    FtTrainCkpt *tc = NULL;
+    assert_int_equal(train_ckpt_setup(&tc, &r.tr, &c, ft_test_comm(), err, sizeof err), 0);
+    y.inner = r.tr.on_step, y.inner_ctx = r.tr.on_step_ctx, y.tc = tc;
+    r.tr.on_step = spy_on_step, r.tr.on_step_ctx = &y;
+    FtTrainSummary sum;
+    train_run(&r.tr, &sum);
+    assert_all(sum.ok);
+    long long n = train_ckpt_interval(tc);
+    double step_s, C;
+    train_ckpt_auto_inputs(tc, &step_s, &C);
+    train_ckpt_destroy(tc);
+    run_free(&r);
+
+    /* the inputs: the step time is step 2's (the only timed step before the first checkpoint),
+     * the largest over the ranks; C is positive and at most the time the hook took at step 2 */
+    double want_step = y.seconds[2], hook = y.hook_s[2];
+    MPI_Allreduce(MPI_IN_PLACE, &want_step, 1, MPI_DOUBLE, MPI_MAX, ft_test_comm());
+    MPI_Allreduce(MPI_IN_PLACE, &hook, 1, MPI_DOUBLE, MPI_MAX, ft_test_comm());
+    /* the optimizer for them: the deck's cluster with the measured step time and checkpoint
+     * cost and a run of train.steps, checkpoint-only policy (Daly's interval where it finds no
+     * finite plan: a checkpoint cost of hundreds of failure times), in whole steps */
+    FtCluster cl;
+    sim_cluster_from_cfg(&c, &cl);
+    cl.step = step_s, cl.ckpt = C, cl.steps = (double)c.train.steps;
+    FtPlan plan;
+    double tau = analytic_plan(&cl, FT_POL_CKPT, 1, 0, &plan) == 0
+                     ? plan.interval
+                     : analytic_daly(C, cl.gpu_mtbf / (double)cl.gpus);
+    long long want = llround(tau / step_s);
+    if (want < 1) want = 1;
+    if (ft_test_rank() == 0)
+        printf("  MTBF %.3g s: auto chose %lld steps; measured step %.3g s, C %.3g s (hook %.3g s); "
+               "the optimum %.3g s = %lld steps\n", 3600 * mtbf_h, n, step_s, C, hook, tau, want);
+    assert_all(step_s == want_step && C > 0 && C <= hook);
+    assert_all(n == want);
     for (int s = 1; s <= 12; s++) {
-        bool want = s == 2 || (s > 2 && (s - 2) % n == 0) || s == 12;
-        assert_all(exists(dir, s) == want);
+        bool due = s == 2 || (s > 2 && (s - 2) % n == 0) || s == 12;
+        assert_all(exists(dir, s) == due);
     }
     rm_dir(dir);
+    return step_s;
+}
+
+/* interval = auto: the first checkpoint after the first timed step (rate_skip 1: step 2), then
+ * every n steps with the n it chose (and the end); n is the optimizer's for the measured inputs.
+ * First a failure every 3.6 ms (on a fast machine longer than the run: n is the whole run),
+ * then a failure every 4 measured step times, so that the optimum lies inside the run. */
+static void test_auto_interval(void **state)
+{
+    (void)state;
+    double step_s = auto_run(1e-6);
+    auto_run(4 * step_s / 3600);
 }
 
 static void flip_middle(const char *path)
@@ -444,5 +572,6 @@ static void test_reshard(void **state)
 
 FT_TEST_MAIN(cmocka_unit_test(test_resume_bitwise_sync), cmocka_unit_test(test_resume_bitwise_async),
              cmocka_unit_test(test_interval_and_keep), cmocka_unit_test(test_every_seconds),
+             cmocka_unit_test(test_every_seconds_agreed),
              cmocka_unit_test(test_auto_interval), cmocka_unit_test(test_resume_fallback_and_errors),
              cmocka_unit_test(test_reshard))

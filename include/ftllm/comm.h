@@ -62,6 +62,10 @@ typedef struct ft_comm_stats {
  * handler becomes MPI_ERRORS_RETURN so that failures reach the one error path) with the MPI
  * backend. name ("tp", "dp", ...) appears in messages. Collective. */
 FtComm *comm_create_mpi(MPI_Comm comm, const char *name);
+/* The same over a duplicate of comm (its own message space, so its operations can stay in
+ * flight across other code's collectives on comm; comm's own error handler is left alone);
+ * comm_destroy frees the duplicate. Collective. */
+FtComm *comm_create_mpi_dup(MPI_Comm comm, const char *name);
 void comm_destroy(FtComm *c);
 
 int comm_rank(const FtComm *c);
@@ -102,7 +106,14 @@ void comm_alltoallv(FtComm *c, const void *send, const int *sendcounts, const in
 void comm_bcast(FtComm *c, void *buf, size_t count, enum ft_dtype t, int root);
 void comm_send(FtComm *c, const void *buf, size_t count, enum ft_dtype t, int peer, int tag);
 void comm_recv(FtComm *c, void *buf, size_t count, enum ft_dtype t, int peer, int tag);
-/* An agreement: logical AND / max of one int over every rank (e.g. "did every rank pass"). */
+/* Agreements on one value over every rank (the same result, bit for bit, on every rank):
+ * logical AND (e.g. "did every rank pass"), max, sum (in rank order). The _poll forms run the
+ * poll hook while they wait (poll may be NULL), as comm_wait does; the plain forms wait without
+ * one. */
+int comm_all_true_poll(FtComm *c, int value, const FtPoll *poll);
+long long comm_max_i64_poll(FtComm *c, long long value, const FtPoll *poll);
+double comm_sum_f64_poll(FtComm *c, double value, const FtPoll *poll);
+double comm_max_f64_poll(FtComm *c, double value, const FtPoll *poll);
 int comm_all_true(FtComm *c, int value);
 long long comm_max_i64(FtComm *c, long long value);
 double comm_sum_f64(FtComm *c, double value);

@@ -16,9 +16,13 @@
  * other: each rank reads its own hyperslab back.
  *
  * When (deck [checkpoint]): after every `interval` steps (multiples of it), and/or when
- * `every_s` seconds passed since the last one (rank 0's clock decides, broadcast), and at the
- * end of the run. interval = auto: a first checkpoint is written after the first timed step
- * (after train.rate_skip), and its write time, with the measured mean step time and the deck's
+ * `every_s` seconds passed since the last one, and at the end of the run. The time trigger is
+ * rank 0's clock, agreed without blocking a step: at the end of step s rank 0 decides whether
+ * step s+1 ends past every_s (the time since the last checkpoint plus step s's time) and a
+ * non-blocking broadcast carries that to step s+1, where every rank branches on it (so the
+ * first step is never due by time).
+ * interval = auto: a first checkpoint is written after the first timed step (after
+ * train.rate_skip), and its write time, with the measured mean step time and the deck's
  * [cluster] failure model, goes to the optimizer (analytic_plan, checkpoint-only policy), which
  * gives the interval in steps. The run prints the chosen value and its inputs.
  *
@@ -78,6 +82,10 @@ int train_ckpt_count(const FtTrainCkpt *tc);
 double train_ckpt_stall_s(const FtTrainCkpt *tc);
 /* The interval in steps in use (after auto resolved it; 0 = none yet / time trigger only). */
 long long train_ckpt_interval(const FtTrainCkpt *tc);
+/* interval = auto, once resolved: the inputs the optimizer got, agreed over the ranks (max):
+ * the mean time of the timed steps and the cost charged per checkpoint C (the write time, or
+ * the training stall when asynchronous), seconds; 0 before. */
+void train_ckpt_auto_inputs(const FtTrainCkpt *tc, double *step_s, double *ckpt_s);
 
 /* Restores tr's model (parameters, moments, step) and data cursor from checkpoint file path,
  * after verifying every checksum when verify is set. Returns 0, or -1 with a one-line message

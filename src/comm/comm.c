@@ -170,33 +170,55 @@ void comm_recv(FtComm *c, void *buf, size_t count, enum ft_dtype t, int peer, in
     comm_wait(&r, NULL);
 }
 
-int comm_all_true(FtComm *c, int value)
+int comm_all_true_poll(FtComm *c, int value, const FtPoll *poll)
 {
     /* sum of "false" flags: MPI_SUM keeps the backend table small (no min/max ops needed) */
     long long bad = value ? 0 : 1;
-    comm_allreduce_sum(c, FT_IN_PLACE, &bad, 1, FT_I64);
+    FtReq r;
+    comm_iallreduce_sum(c, FT_IN_PLACE, &bad, 1, FT_I64, &r);
+    comm_wait(&r, poll);
     return bad == 0;
 }
 
-long long comm_max_i64(FtComm *c, long long value)
+/* every rank's value, in rank order (malloc'ed; free it) */
+static void *gather_one(FtComm *c, const void *value, enum ft_dtype t, const FtPoll *poll)
 {
-    long long *all = malloc(sizeof(long long) * (size_t)c->size);
+    void *all = malloc(ft_dtype_size(t) * (size_t)c->size);
     if (!all) FT_DIE("out of memory");
-    comm_allgather(c, &value, all, 1, FT_I64);
+    FtReq r;
+    comm_iallgather(c, value, all, 1, t, &r);
+    comm_wait(&r, poll);
+    return all;
+}
+
+long long comm_max_i64_poll(FtComm *c, long long value, const FtPoll *poll)
+{
+    long long *all = gather_one(c, &value, FT_I64, poll);
     long long m = all[0];
     for (int i = 1; i < c->size; i++) m = all[i] > m ? all[i] : m;
     free(all);
     return m;
 }
 
-double comm_sum_f64(FtComm *c, double value)
+double comm_sum_f64_poll(FtComm *c, double value, const FtPoll *poll)
 {
     /* gathered and summed in rank order, so every rank gets the same bits */
-    double *all = malloc(sizeof(double) * (size_t)c->size);
-    if (!all) FT_DIE("out of memory");
-    comm_allgather(c, &value, all, 1, FT_F64);
+    double *all = gather_one(c, &value, FT_F64, poll);
     double s = 0;
     for (int i = 0; i < c->size; i++) s += all[i];
     free(all);
     return s;
 }
+
+double comm_max_f64_poll(FtComm *c, double value, const FtPoll *poll)
+{
+    double *all = gather_one(c, &value, FT_F64, poll);
+    double m = all[0];
+    for (int i = 1; i < c->size; i++) m = all[i] > m ? all[i] : m;
+    free(all);
+    return m;
+}
+
+int comm_all_true(FtComm *c, int value) { return comm_all_true_poll(c, value, NULL); }
+long long comm_max_i64(FtComm *c, long long value) { return comm_max_i64_poll(c, value, NULL); }
+double comm_sum_f64(FtComm *c, double value) { return comm_sum_f64_poll(c, value, NULL); }

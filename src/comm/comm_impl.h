@@ -29,6 +29,7 @@ struct ft_comm_backend {
 struct ft_comm {
     const struct ft_comm_backend *be;
     MPI_Comm mpi; /* the communicator (also used by the NCCL backend for set-up) */
+    bool owns_mpi; /* a duplicate made by comm_create_mpi_dup: freed by comm_destroy */
     int rank, size;
     char name[32];
     FtCommStats stats;

@@ -109,6 +109,11 @@ static bool mpi_test(FtReq *req)
     return done != 0;
 }
 
+static void mpi_destroy(FtComm *c)
+{
+    if (c->owns_mpi) COMM_CHECK(c, "comm_free", MPI_Comm_free(&c->mpi));
+}
+
 static const struct ft_comm_backend g_mpi_backend = {
     .name = "mpi",
     .iallreduce_sum = mpi_iallreduce_sum,
@@ -119,7 +124,7 @@ static const struct ft_comm_backend g_mpi_backend = {
     .isend = mpi_isend,
     .irecv = mpi_irecv,
     .test = mpi_test,
-    .destroy = NULL,
+    .destroy = mpi_destroy,
 };
 
 FtComm *comm_create_mpi(MPI_Comm mpi, const char *name)
@@ -132,5 +137,15 @@ FtComm *comm_create_mpi(MPI_Comm mpi, const char *name)
     FT_CHECK_MPI(MPI_Comm_set_errhandler(mpi, MPI_ERRORS_RETURN));
     FT_CHECK_MPI(MPI_Comm_rank(mpi, &c->rank));
     FT_CHECK_MPI(MPI_Comm_size(mpi, &c->size));
+    return c;
+}
+
+FtComm *comm_create_mpi_dup(MPI_Comm mpi, const char *name)
+{
+    MPI_Comm dup;
+    int rc = MPI_Comm_dup(mpi, &dup);
+    if (rc != MPI_SUCCESS) comm_check_mpi(NULL, "comm_dup", rc, __FILE__, __LINE__);
+    FtComm *c = comm_create_mpi(dup, name);
+    c->owns_mpi = true;
     return c;
 }

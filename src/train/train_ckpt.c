@@ -10,9 +10,15 @@
  *    the tied wte's last-stage copy and dp replicas other than dp rank 0 write nothing) and
  *    reads back its own hyperslab of whatever layout wrote the file.
  *  - Decisions that could differ between ranks (the time trigger, auto's measured inputs) are
- *    agreed before anyone branches: rank 0's clock decides the time trigger (broadcast), and
- *    the measured step and write times are all-reduced (max) before the optimizer runs, so every
- *    rank computes the same interval.
+ *    agreed before anyone branches: rank 0's clock decides the time trigger, and the measured
+ *    step and write times are agreed (max) before the optimizer runs, so every rank computes
+ *    the same interval.
+ *  - The time trigger never blocks a step: at the end of step s rank 0 decides whether step s+1
+ *    is due (the time since the last checkpoint plus its last step time reaches every_s) and
+ *    starts a non-blocking broadcast of that on the writer's own duplicate communicator; step
+ *    s+1 completes it (long done by then: a whole step ran in between) and every rank branches
+ *    on the same bit at the same step. So step 1 is never due by time, and a checkpoint comes at
+ *    the step whose end rank 0 expects past every_s.
  *  - interval = auto: the first checkpoint comes after the first timed step (train.rate_skip);
  *    synchronous mode charges its write time per checkpoint, asynchronous mode the stall (copy +
  *    wait) but never checkpoints more often than one write takes. The failure model (GPUs,
@@ -28,6 +34,7 @@
 #include <string.h>
 
 #include "ftllm/analytic.h"
+#include "ftllm/comm.h"
 #include "ftllm/log.h"
 #include "ftllm/sim.h"
 
@@ -41,10 +48,14 @@ struct ft_train_ckpt {
     bool auto_pending;   /* interval = auto, not resolved yet */
     double every_s;      /* time trigger; 0 = none */
     double last_t;       /* MPI_Wtime of the last checkpoint (or of attach) */
+    FtComm *agree;       /* a duplicate of comm: the time trigger's broadcast, auto's maxima */
+    FtReq due_req;       /* the time trigger's broadcast for the next step, when active */
+    int32_t due_next;    /* its payload: rank 0's decision for the next step */
     long long last_step; /* step of the last checkpoint written, -1 = none */
     long long nsteps;    /* steps seen by the hook in this run */
     double step_s_sum;   /* seconds of the timed steps (after train.rate_skip) */
     long long step_n;
+    double auto_step_s, auto_ckpt_s; /* interval = auto: the inputs the optimizer got */
     int count;
     double stall;
     char *resolved; /* deck_print text */
@@ -127,6 +138,7 @@ int train_ckpt_create(FtTrainCkpt **out, const FtConfig *cfg, MPI_Comm comm, cha
         return -1;
     }
     tc->resolved = resolved_text(cfg);
+    tc->agree = comm_create_mpi_dup(comm, "checkpoint");
     char when[160] = "";
     if (tc->auto_pending) snprintf(when, sizeof when, "interval auto (after the first timed step)");
     else if (tc->interval) snprintf(when, sizeof when, "every %lld steps", tc->interval);
@@ -178,21 +190,14 @@ void train_ckpt_wait(FtTrainCkpt *tc)
     if (tc) ckpt_wait(tc->w);
 }
 
-static double max_over_ranks(double v, MPI_Comm comm)
-{
-    double all = v;
-    FT_CHECK_MPI(MPI_Allreduce(&v, &all, 1, MPI_DOUBLE, MPI_MAX, comm));
-    return all;
-}
-
 /* interval = auto: the optimizer's interval from what this run measured and the deck's cluster. */
 static void resolve_auto(FtTrainCkpt *tc, double save_s)
 {
     const FtConfig *cfg = tc->cfg;
     ckpt_wait(tc->w); /* async: the write time is known once it finished */
-    double step_s = max_over_ranks(tc->step_s_sum / (double)tc->step_n, tc->comm);
-    double write_s = max_over_ranks(ckpt_last_write_s(tc->w), tc->comm);
-    double stall_s = max_over_ranks(save_s, tc->comm);
+    double step_s = comm_max_f64_poll(tc->agree, tc->step_s_sum / (double)tc->step_n, NULL);
+    double write_s = comm_max_f64_poll(tc->agree, ckpt_last_write_s(tc->w), NULL);
+    double stall_s = comm_max_f64_poll(tc->agree, save_s, NULL);
     double C = tc->async ? stall_s : write_s;
     if (!(C > 0)) C = 1e-9;
     FtCluster c;
@@ -216,6 +221,8 @@ static void resolve_auto(FtTrainCkpt *tc, double save_s)
     if (n < 1) n = 1;
     tc->interval = n;
     tc->auto_pending = false;
+    tc->auto_step_s = c.step;
+    tc->auto_ckpt_s = C;
     log_info("checkpoint.interval = auto: every %lld steps (%.3g s of work), chosen by %s", n,
              (double)n * c.step, how);
     log_info("  measured here: step %.3g s (mean of %lld timed steps), checkpoint write %.3g s "
@@ -230,6 +237,22 @@ static void resolve_auto(FtTrainCkpt *tc, double save_s)
     log_info("  why: Young sqrt(2CM) = %.3g s, Daly %.3g s; rounded to whole steps%s; predicted "
              "goodput %.4f", analytic_young(C, M), analytic_daly(C, M),
              tc->async ? ", at least one write time apart" : "", plan.goodput);
+}
+
+/* The time trigger's decision for this step (agreed at the end of the previous one). */
+static bool time_due(FtTrainCkpt *tc)
+{
+    if (!tc->due_req.active) return false; /* none started: the first step */
+    comm_wait(&tc->due_req, NULL);
+    return tc->due_next != 0;
+}
+
+/* Rank 0 decides whether the next step is due by time (step_s: the step just done) and the
+ * broadcast starts; every rank completes it at the next step. */
+static void time_decide_next(FtTrainCkpt *tc, double step_s)
+{
+    if (tc->rank == 0) tc->due_next = MPI_Wtime() - tc->last_t + step_s >= tc->every_s;
+    comm_ibcast(tc->agree, &tc->due_next, 1, FT_I32, 0, &tc->due_req);
 }
 
 static void on_step(void *ctx, FtTrainer *tr, const FtStepInfo *st, bool last)
@@ -247,19 +270,17 @@ static void on_step(void *ctx, FtTrainer *tr, const FtStepInfo *st, bool last)
                           ? step - (tc->last_step < 0 ? 0 : tc->last_step) >= tc->interval
                           : step % tc->interval == 0);
     if (tc->auto_pending && tc->step_n > 0) due = true;
-    if (tc->every_s > 0) {
-        int t = MPI_Wtime() - tc->last_t >= tc->every_s;
-        FT_CHECK_MPI(MPI_Bcast(&t, 1, MPI_INT, 0, tc->comm)); /* rank 0's clock decides */
-        due = due || t;
+    if (tc->every_s > 0) due = time_due(tc) || due; /* completes the request on every rank */
+    if (due && step != tc->last_step) {
+        double t0 = MPI_Wtime();
+        train_ckpt_save(tc, tr);
+        double save_s = MPI_Wtime() - t0;
+        if (tc->auto_pending && tc->step_n > 0) resolve_auto(tc, save_s);
+        tc->last_t = MPI_Wtime();
+        tc->stall += tc->last_t - t0;
+        log_debug("checkpoint of step %lld: %.3f s in the training loop", step, tc->last_t - t0);
     }
-    if (!due || step == tc->last_step) return;
-    double t0 = MPI_Wtime();
-    train_ckpt_save(tc, tr);
-    double save_s = MPI_Wtime() - t0;
-    if (tc->auto_pending && tc->step_n > 0) resolve_auto(tc, save_s);
-    tc->last_t = MPI_Wtime();
-    tc->stall += tc->last_t - t0;
-    log_debug("checkpoint of step %lld: %.3f s in the training loop", step, tc->last_t - t0);
+    if (tc->every_s > 0 && !last) time_decide_next(tc, st->seconds);
 }
 
 void train_ckpt_attach(FtTrainCkpt *tc, FtTrainer *tr)
@@ -276,10 +297,12 @@ void train_ckpt_destroy(FtTrainCkpt *tc)
     double t0 = MPI_Wtime();
     ckpt_wait(tc->w);
     tc->stall += MPI_Wtime() - t0; /* the run waits for its last write too */
+    comm_wait(&tc->due_req, NULL); /* a run that stopped early left one in flight */
     if (tc->count)
         log_info("checkpoints: %d written, the training loop spent %.3f s in them (%.1f ms each)",
                  tc->count, tc->stall, 1e3 * tc->stall / tc->count);
     ckpt_destroy(tc->w);
+    comm_destroy(tc->agree);
     free(tc->resolved);
     free(tc);
 }
@@ -287,6 +310,12 @@ void train_ckpt_destroy(FtTrainCkpt *tc)
 int train_ckpt_count(const FtTrainCkpt *tc) { return tc ? tc->count : 0; }
 double train_ckpt_stall_s(const FtTrainCkpt *tc) { return tc ? tc->stall : 0; }
 long long train_ckpt_interval(const FtTrainCkpt *tc) { return tc ? tc->interval : 0; }
+
+void train_ckpt_auto_inputs(const FtTrainCkpt *tc, double *step_s, double *ckpt_s)
+{
+    *step_s = tc ? tc->auto_step_s : 0;
+    *ckpt_s = tc ? tc->auto_ckpt_s : 0;
+}
 
 int train_ckpt_restore(FtTrainer *tr, const char *path, bool verify, MPI_Comm comm, char *err,
                        size_t errlen)

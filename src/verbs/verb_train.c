@@ -34,9 +34,48 @@ static int agree(int rc, MPI_Comm comm)
     return all;
 }
 
+/* A batch source over token shards; `what` names it in the debug log ("train", "val"). */
+typedef struct fetch_ctx {
+    FtData *d;
+    const char *what;
+} FetchCtx;
+
+/* " t0 t1 ..." of a row of T tokens (the first 64, then " ..."), into buf */
+static void tokens_text(char *buf, size_t len, const int *row, int T)
+{
+    size_t k = 0;
+    buf[0] = 0;
+    for (int t = 0; t < T && t < 64 && k + 8 < len; t++)
+        k += (size_t)snprintf(buf + k, len - k, " %d", row[t]);
+    if (T > 64 && k + 8 < len) snprintf(buf + k, len - k, " ...");
+}
+
+/* run.log_level = debug: every sequence handed to the model, one line per sequence on the rank
+ * that fetched it: its number, where it starts (stream token and file), its input and target
+ * tokens (the first 64 of each), so a user (and tests/e2e/data.sh) can see which tokens were
+ * trained on. */
+static void log_batch(const FetchCtx *f, uint64_t first, int B, const int *inputs,
+                      const int *targets)
+{
+    int T = data_seq_len(f->d);
+    for (int b = 0; b < B; b++) {
+        char where[600], in[600], tg[600];
+        uint64_t idx = first + (uint64_t)b;
+        data_locate(f->d, idx, where, sizeof where);
+        tokens_text(in, sizeof in, inputs + (size_t)b * T, T);
+        tokens_text(tg, sizeof tg, targets + (size_t)b * T, T);
+        ft_log_rank(FT_LOG_DEBUG,
+                    "batch: %s sequence %llu at stream token %llu (%s): inputs%s | targets%s",
+                    f->what, (unsigned long long)idx,
+                    (unsigned long long)data_stream_offset(f->d, idx), where, in, tg);
+    }
+}
+
 static void data_fetch(void *ctx, uint64_t first, int B, int *inputs, int *targets)
 {
-    data_batch(ctx, first, B, inputs, targets);
+    const FetchCtx *f = ctx;
+    data_batch(f->d, first, B, inputs, targets);
+    if (log_level() >= FT_LOG_DEBUG) log_batch(f, first, B, inputs, targets);
 }
 
 /* The model the deck asks for (this rank's shard sh; NULL: the whole model): model.init, or
@@ -137,7 +176,8 @@ int verb_train(int argc, char **argv, MPI_Comm comm)
              val ? (cfg.data.val[0] ? cfg.data.val : "tail of the training data") : "none");
     log_info("init: %s", cfg.model.init[0] ? cfg.model.init : "random (GPT-2 scheme, run.seed)");
 
-    FtBatchSource tsrc = {data_fetch, train}, vsrc = {data_fetch, val};
+    FetchCtx tctx = {train, "train"}, vctx = {val, "val"};
+    FtBatchSource tsrc = {data_fetch, &tctx}, vsrc = {data_fetch, &vctx};
     FtTrainer tr;
     train_init_grid(&tr, &cfg, &model, &grid, &tsrc, val ? &vsrc : NULL);
     if (log_level() >= FT_LOG_DEBUG && rank == 0) {

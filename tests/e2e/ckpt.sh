@@ -5,7 +5,8 @@
 #    usable: `ftllm inspect DIR` (what a resume picks) finds it and reports the leftover
 #    temporary, and the next write removes the temporary;
 #  - flipped bytes, a truncated file and a file of another format each give a one-line error
-#    naming the file (and the dataset), exit code 2, and the folder falls back to the previous one.
+#    naming the file (and the dataset), exit code 2, and the folder falls back to the previous one;
+#  - a changed first or last element of a tensor (found in the file with h5dump) is refused.
 set -u
 source "$(dirname "$0")/lib.bash"
 D=$E2E_TMP
@@ -22,6 +23,9 @@ flip() {
   local b; b=$(od -An -tu1 -j "$2" -N1 "$1" | tr -d ' ')
   printf "\\$(printf %03o $((b ^ 16)))" | dd of="$1" bs=1 seek="$2" conv=notrunc status=none
 }
+
+# h5_span FILE DATASET: "OFFSET SIZE" of a contiguous dataset's data in the file (h5dump -p)
+h5_span() { h5dump -p -H -d "$2" "$1" | awk '$1 == "OFFSET" {o = $2} $1 == "SIZE" {s = $2} END {print o, s}'; }
 
 # kill_write TAG NP STEP DIR: starts a slow write and SIGKILLs its ranks once the temporary exists
 kill_write() {
@@ -86,6 +90,21 @@ echo "step,loss" > "$f2"
 run "another format" 2 "$f2: not an HDF5 file" 1 "$FTLLM" inspect "$f2"
 run "folder falls back to step 1" 0 "skipping $f4: dataset 'params/w" 2 "$FTLLM" inspect "$d"
 has "folder falls back to step 1" "$(name "$d" run 1) (step 1)"
+# the first and the last element of a tensor (the last written by rank 1's slab): a flipped bit
+# in the first byte of the first element, or in the last byte (sign and exponent) of the last
+d="$D/ends"
+run "ends: write (np 2)" 0 "" 2 "$FTLLM" inspect --write-test "$d" 1 --run run --mb 1
+f=$(name "$d" run 1)
+read -r off size <<< "$(h5_span "$f" params/w7)"
+if [ -n "$off" ] && [ -n "$size" ] && [ "$size" -gt 0 ]; then ok "ends: params/w7 found in the file"
+else bad "ends: params/w7 found in the file" "h5dump gave offset '$off', size '$size'"; fi
+for at in first last; do
+  cp "$f" "$d/$at.h5"
+  [ $at = first ] && flip "$d/$at.h5" "$off" || flip "$d/$at.h5" $((off + size - 1))
+  run "ends: $at element changed" 2 "$d/$at.h5: dataset 'params/w7': checksum mismatch" 1 "$FTLLM" inspect "$d/$at.h5"
+done
+run "ends: the unchanged file verifies" 0 "" 1 "$FTLLM" inspect "$f"
+
 run "missing file" 2 "nope.h5: cannot open the checkpoint: No such file or directory" 1 "$FTLLM" inspect "$D/nope.h5"
 run "inspect without file" 2 "usage: ftllm inspect FILE | DIR" 1 "$FTLLM" inspect
 run "empty folder" 2 "no checkpoint files in this folder" 1 "$FTLLM" inspect "$D/kill/.."

@@ -2,8 +2,10 @@
 # e2e/data.sh: `ftllm tokenize` as a user meets it, with the normal binary ($FTLLM) and the
 # address-sanitizer build ($FTLLM_SAN, when given): the shard it writes is exactly llm.c's
 # format (header bytes, one uint16 token per input byte), the --val split shares no byte and
-# loses none, and every bad input is one line on stderr with exit code 2. Also checks the
-# default shards that `make data` built, when present.
+# loses none, and every bad input is one line on stderr with exit code 2; which tokens
+# `ftllm train` hands to the model, in which order, over ranks and across a resume (its debug
+# log, checked against the shards' bytes). Also checks the default shards that `make data` built,
+# when present.
 set -u
 source "$(dirname "$0")/lib.bash"
 tmp=$E2E_TMP
@@ -66,6 +68,80 @@ for bin in "${bins[@]}"; do
   run "$tag split impossible" 2 "leaves" 1 "$bin" tokenize "$tmp/oneline.txt" "$tmp/x.bin" --val "$tmp/v.bin" --val-fraction 0.5
   [ -e "$tmp/x.bin" ] && bad "$tag no output after errors" "x.bin exists" || ok "$tag no output after errors"
 done
+
+# Which tokens reach the model: `ftllm train` at run.log_level=debug logs every sequence it hands
+# to the model (number, stream offset, file:token, inputs, targets). On a stream of two shards
+# (one sequence runs across the file boundary), T = 8, B = 2, a held-back validation tail:
+#  - every logged sequence's inputs and targets are the stream's tokens at the offset it names,
+#    and that offset is in the file it names;
+#  - unshuffled: sequences 0, 1, 2, ... in order at offsets (i mod n) T, wrapping after the epoch
+#    of n; validation sequences lie past the last training target;
+#  - shuffled: each epoch's offsets are a permutation of the unshuffled ones, not the identity;
+#  - dp 2 on 2 ranks takes exactly the sequences of one rank with 2 micro-batches, each once;
+#  - 3 steps + checkpoint + resume=auto to 6 trains on the same sequences as 6 steps straight.
+T=8
+printf 'In the beginning God created the heaven and the earth.\nAnd the earth was without form, and void; and darkness was upon the face of the deep.\n' > "$tmp/a.txt"
+printf 'And the Spirit of God moved upon the face of the waters.\nAnd God said, Let there be light: and there was light.\n' > "$tmp/b.txt"
+run "order: shard 0" 0 "" 1 "$FTLLM" tokenize "$tmp/a.txt" "$tmp/sh_0.bin"
+run "order: shard 1" 0 "" 1 "$FTLLM" tokenize "$tmp/b.txt" "$tmp/sh_1.bin"
+(tokens "$tmp/sh_0.bin"; tokens "$tmp/sh_1.bin") > "$tmp/stream"
+n0=$(tokens "$tmp/sh_0.bin" | wc -l)
+tiny=(inputs/default.ini "data.train=$tmp/sh_*.bin" data.val= data.val_fraction=0.2 model.layers=1
+      model.channels=16 model.heads=2 train.seq_len=$T train.batch=2 train.val_batches=1
+      train.sample_tokens=0 run.log_level=debug run.name=order)
+# train_log NAME NP OUT ARGS...: trains, keeps the "batch:" lines (without the rank) in OUT
+train_log() {
+  local name=$1 np=$2 out=$3; shift 3
+  run "order: $name" 0 "" "$np" "$FTLLM" train "${tiny[@]}" "$@"
+  grep -h ' batch: ' "$E2E_TMP/out" | sed 's/^\[r[0-9]*\] //' > "$out"
+  [ -s "$out" ] && ok "order: $name: sequences logged" || bad "order: $name: sequences logged" "$(tail -c 300 "$E2E_TMP/out")"
+}
+# check_tokens NAME LOG: every line's tokens are the stream's at its offset, in the file it names
+check_tokens() {
+  local r
+  r=$(awk -v T=$T -v n0="$n0" -v f0="$tmp/sh_0.bin" -v f1="$tmp/sh_1.bin" '
+    FNR == NR {s[NR - 1] = $1; next}
+    {
+      # batch: WHAT sequence I at stream token OFF (FILE:token K): inputs x T | targets x T
+      off = $8; file = substr($9, 2); sub(/:token$/, "", file); k = $10 + 0
+      if ((off < n0 && (file != f0 || k != off)) || (off >= n0 && (file != f1 || k != off - n0))) { bad++; next }
+      if ($11 != "inputs" || $(12 + T) != "|" || $(13 + T) != "targets" || NF != 13 + 2 * T) { bad++; next }
+      for (j = 0; j < T; j++) if ($(12 + j) != s[off + j] || $(14 + T + j) != s[off + 1 + j]) { bad++; next }
+      n++
+    }
+    END {printf "%d sequences, %d wrong", n, bad; exit !(n > 0 && !bad)}' "$tmp/stream" "$2")
+  [ $? -eq 0 ] && ok "$1 ($r)" || bad "$1" "$r: $(head -3 "$2")"
+}
+nseq() { sed -n 's/^data: .* \([0-9]*\) sequences of .*/\1/p' "$E2E_TMP/out"; }
+train_seqs() { awk '$2 == "train" {print $4, $8}' "$1"; } # "number offset" per train sequence
+
+train_log "unshuffled" 1 "$tmp/plain" data.shuffle=false train.steps=14 train.val_every=7
+n=$(nseq)
+check_tokens "order: unshuffled: tokens" "$tmp/plain"
+want=$(for i in $(seq 0 27); do echo "$i $(( (i % n) * T ))"; done)
+[ "$(train_seqs "$tmp/plain")" = "$want" ] && ok "order: unshuffled: sequences 0-27 in order at (i mod $n) T" || bad "order: unshuffled: sequences in order" "$(train_seqs "$tmp/plain" | tr '\n' ' ')"
+awk -v lim=$((n * T + 1)) '$2 == "val" {v++; if ($8 < lim) b++} END {exit !(v > 0 && !b)}' "$tmp/plain" \
+  && ok "order: validation past the last training target" || bad "order: validation past the last training target" "$(grep ' val ' "$tmp/plain" | head -2)"
+check_tokens "order: the boundary-crossing sequence checked" <(awk -v n0="$n0" -v T=$T '$8 < n0 && $8 + T >= n0' "$tmp/plain" | head -1)
+
+train_log "shuffled" 1 "$tmp/shuf" data.shuffle=true train.steps=14 train.val_every=0
+check_tokens "order: shuffled: tokens" "$tmp/shuf"
+perm=$(train_seqs "$tmp/shuf" | awk -v n="$n" -v T=$T '$1 < n {print $2 / T}')
+[ "$(sort -n <<< "$perm" | tr '\n' ' ')" = "$(seq 0 $((n - 1)) | tr '\n' ' ')" ] && ok "order: shuffled: epoch 0 is a permutation" || bad "order: shuffled: epoch 0 is a permutation" "$(tr '\n' ' ' <<< "$perm")"
+[ "$(tr '\n' ' ' <<< "$perm")" != "$(seq 0 $((n - 1)) | tr '\n' ' ')" ] && ok "order: shuffled: not the identity" || bad "order: shuffled: not the identity" "$perm"
+[ "$(train_seqs "$tmp/shuf" | awk '{print $1}' | tr '\n' ' ')" = "$(seq 0 27 | tr '\n' ' ')" ] && ok "order: shuffled: sequence numbers 0-27" || bad "order: shuffled: sequence numbers 0-27" "$(train_seqs "$tmp/shuf" | tr '\n' ' ')"
+
+train_log "2 micro-batches" 1 "$tmp/mb2" train.steps=5 parallel.microbatches=2 train.val_every=0
+train_log "dp 2" 2 "$tmp/dp2" train.steps=5 parallel.dp=2 train.val_every=0
+check_tokens "order: dp 2: tokens" "$tmp/dp2"
+[ "$(train_seqs "$tmp/dp2" | sort -n)" = "$(train_seqs "$tmp/mb2" | sort -n)" ] && [ "$(train_seqs "$tmp/dp2" | wc -l)" -eq 20 ] \
+  && ok "order: dp 2: the sequences of 2 micro-batches, each once" || bad "order: dp 2: the sequences of 2 micro-batches, each once" "$(train_seqs "$tmp/dp2" | sort -n | tr '\n' ' ')"
+
+train_log "6 steps straight" 1 "$tmp/straight" train.steps=6 train.val_every=0
+train_log "3 steps, checkpoint" 1 "$tmp/first3" train.steps=3 train.val_every=0 checkpoint.dir="$tmp/ck" checkpoint.interval=3
+train_log "resume to 6" 1 "$tmp/resumed" train.steps=6 train.val_every=0 checkpoint.dir="$tmp/ck" checkpoint.resume=auto
+[ "$(grep ' train ' "$tmp/resumed")" = "$(grep ' train ' "$tmp/straight" | tail -n 6)" ] && [ "$(grep -c ' train ' "$tmp/resumed")" -eq 6 ] \
+  && ok "order: resumed run trains on the straight run's sequences of steps 4-6" || bad "order: resumed run trains on the straight run's sequences" "$(train_seqs "$tmp/resumed" | tr '\n' ' ')"
 
 # the default shards (make data): the header is llm.c's and the text is English
 for f in data/train_000.bin data/val_000.bin; do

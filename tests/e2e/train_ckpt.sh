@@ -4,6 +4,9 @@
 # steps of a run of 2N are the same computation):
 #  - 6 steps straight vs 3 steps + checkpoint + checkpoint.resume=auto + 3 more: the saved
 #    weights are bitwise identical and so are the losses of steps 4-6 (sync, async, and 2 ranks);
+#  - a checkpoint written on tp 2 and resumed on 1 rank and on pp 2: losses and weights match the
+#    straight run within the different summation orders; its first or last element of a tensor
+#    changed, the file is refused;
 #  - a run SIGKILLed in the middle of a checkpoint write (2 ranks, checkpoint.debug_delay_ms)
 #    leaves the previous checkpoint usable, resume=auto picks it (reporting the temporary) and
 #    the finished run matches the straight one bitwise;
@@ -37,6 +40,24 @@ errhas() { grep -qF -- "$2" "$D/err" && ok "$1" || bad "$1" "stderr lacks '$2': 
 name() { printf '%s/e2e.step-%08d.h5' "$1" "$2"; }
 losses() { grep -E '^step +[456]/6 \| loss' "$D/out" | cut -d'|' -f1-2; } # steps 4-6
 same() { cmp -s "$2" "$3" && ok "$1" || bad "$1" "$2 and $3 differ"; }
+# the numbers of a file, one a line: the losses() lines, or an llm.c model file's weights (after
+# its 1024-byte header)
+numbers() {
+  case $1 in
+  *.bin) od -A n -v -t f4 -j 1024 "$1" | tr -s ' ' '\n' | sed '/^$/d' ;;
+  *) grep -oE 'loss +[0-9.]+' "$1" | awk '{print $2}' ;;
+  esac
+}
+# near NAME TOL A B: A and B have the same count of numbers (at least one), each within TOL
+near() {
+  local r
+  r=$(paste <(numbers "$3") <(numbers "$4") | awk -v tol="$2" '
+    NF != 2 {bad++} {d = $1 - $2; if (d < 0) d = -d; if (d > m) m = d; n++}
+    END {printf "%d numbers, max difference %.3g", n, m; exit !(n > 0 && !bad && m <= tol)}')
+  [ $? -eq 0 ] && ok "$1 ($r)" || bad "$1" "$r, want <= $2 ($3 vs $4)"
+}
+# h5_span FILE DATASET: "OFFSET SIZE" of a contiguous dataset's data in the file (h5dump -p)
+h5_span() { h5dump -p -H -d "$2" "$1" | awk '$1 == "OFFSET" {o = $2} $1 == "SIZE" {s = $2} END {print o, s}'; }
 flip() { # flip BYTE OFFSET of FILE (xor 0x10)
   local b; b=$(od -An -tu1 -j "$2" -N1 "$1" | tr -d ' ')
   printf "\\$(printf %03o $((b ^ 16)))" | dd of="$1" bs=1 seek="$2" conv=notrunc status=none
@@ -70,16 +91,37 @@ for mode in sync async np2; do
   same "$mode: losses of steps 4-6 equal" "$D/l_$ref" "$D/l_$mode"
 done
 
-# resharding: written by tp 2 (2 ranks), resumed on one rank and on pp 2 (test_train_ckpt checks the values)
+# resharding: written by tp 2 (2 ranks), resumed on one rank and on pp 2, each to step 6; both
+# must match the straight single-rank run (the same global batch): the losses of steps 4-6 as
+# printed (4 decimals) within 2e-4, the weights within 1e-4 (pp 2's read back from its final
+# checkpoint by a one-rank run with nothing left to train). The layouts sum in different orders
+# (about 1e-6 here); a misplaced shard or moment is off by about lr = 1e-3, or far more.
 d="$D/reshard"
 # shellcheck disable=SC2086
 run "reshard: 3 steps on tp 2" 0 "" 2 "$FTLLM" train $deck $small parallel.tp=2 train.steps=3 checkpoint.dir=$d checkpoint.interval=3
 # shellcheck disable=SC2086
-run "reshard: resume on 1 rank" 0 "" 1 "$FTLLM" train $deck $small train.steps=4 checkpoint.dir=$d checkpoint.resume=$(name "$d" 3) checkpoint.interval=0
+run "reshard: resume on 1 rank" 0 "" 1 "$FTLLM" train $deck $small train.steps=6 checkpoint.dir=$d checkpoint.resume=$(name "$d" 3) checkpoint.interval=0 run.save_model=$D/reshard1.bin
 has "reshard: 1 rank resumed at step 3" "resumed from $(name "$d" 3): step 3"
+losses > "$D/l_reshard1"
+near "reshard: 1 rank: losses of steps 4-6" 2e-4 "$D/l_straight" "$D/l_reshard1"
+near "reshard: 1 rank: weights" 1e-4 "$D/straight.bin" "$D/reshard1.bin"
 # shellcheck disable=SC2086
-run "reshard: resume on pp 2" 0 "" 2 "$FTLLM" train $deck $small parallel.pp=2 train.steps=4 checkpoint.dir=$d checkpoint.resume=$(name "$d" 3) checkpoint.interval=0
-hasre "reshard: pp 2 continues at step 4" '^step +4/4 \| loss'
+run "reshard: resume on pp 2" 0 "" 2 "$FTLLM" train $deck $small parallel.pp=2 train.steps=6 checkpoint.dir=$d/pp2 checkpoint.resume=$(name "$d" 3) checkpoint.interval=6
+hasre "reshard: pp 2 continues at step 4" '^step +4/6 \| loss'
+losses > "$D/l_reshard_pp2"
+near "reshard: pp 2: losses of steps 4-6" 2e-4 "$D/l_straight" "$D/l_reshard_pp2"
+# shellcheck disable=SC2086
+run "reshard: pp 2's weights read back" 0 "" 1 "$FTLLM" train $deck $small train.steps=6 checkpoint.resume=$(name "$d/pp2" 6) run.save_model=$D/reshard_pp2.bin
+near "reshard: pp 2: weights" 1e-4 "$D/straight.bin" "$D/reshard_pp2.bin"
+# the tp 2 file with its first or its last element of params/qkvw changed (the last one written
+# by tp rank 1; found with h5dump): refused
+read -r off size <<< "$(h5_span "$(name "$d" 3)" params/qkvw)"
+for at in first last; do
+  cp "$(name "$d" 3)" "$d/$at.h5"
+  [ $at = first ] && flip "$d/$at.h5" "${off:-0}" || flip "$d/$at.h5" $((${off:-0} + ${size:-0} - 1))
+  # shellcheck disable=SC2086
+  run "reshard: $at element of a tensor changed" 2 "$d/$at.h5: dataset 'params/qkvw': checksum mismatch" 1 "$FTLLM" train $deck $small checkpoint.resume=$d/$at.h5
+done
 
 # SIGKILL in the middle of the write of step 4 (2 ranks): the checkpoint of step 2 stays usable
 d="$D/kill"
