@@ -157,14 +157,32 @@ static int mcmf_brute(const Net *g, long long *best)
     return maxv;
 }
 
-/* Builds g, runs flow_mincost with the limit, checks the edge flows; returns the value and cost. */
-static void mcmf_run(const Net *g, int64_t limit, int64_t *value, int64_t *cost)
+/* A simple path of zero-cost edges with capacity from 0 to n-1 (DFS); its edges into path[],
+ * returns their count, or 0 when there is none. */
+static int zero_path(const Net *g, int u, unsigned seen, int *path, int len)
+{
+    if (u == g->n - 1) return len;
+    for (int e = 0; e < g->m; e++)
+        if (g->u[e] == u && g->cost[e] == 0 && g->cap[e] > 0 && !(seen >> g->v[e] & 1)) {
+            path[len] = e;
+            int k = zero_path(g, g->v[e], seen | 1u << g->v[e], path, len + 1);
+            if (k) return k;
+        }
+    return 0;
+}
+
+/* Builds g, runs flow_mincost with the limit (warm = 1: from one unit preset along a zero-cost
+ * path, when the costs are non-negative and there is one), checks the edge flows; returns the
+ * value and cost. */
+static void mcmf_run(const Net *g, int64_t limit, int warm, int64_t *value, int64_t *cost)
 {
     FtFlow f;
     assert_int_equal(flow_init(&f, g->n, g->m), 0);
     for (int e = 0; e < g->m; e++)
         assert_int_equal(flow_add_edge(&f, g->u[e], g->v[e], g->cap[e], g->cost[e]), e);
     assert_int_equal(flow_add_edge(&f, 0, 1, 1, 0), -1); /* full */
+    int path[NET_MAX_E], len = warm ? zero_path(g, 0, 1u, path, 0) : 0;
+    for (int k = 0; k < len; k++) assert_int_equal(flow_preset(&f, path[k], 1), 0);
     assert_int_equal(flow_mincost(&f, 0, g->n - 1, limit, value, cost), 0);
     int64_t bal[8] = {0}, c = 0;
     for (int e = 0; e < g->m; e++) {
@@ -184,6 +202,7 @@ static void test_mcmf_vs_brute(void **state)
     FtRng g;
     rng_seed(&g, 12, 0);
     long long best[65];
+    int warm = 0;
     for (int it = 0; it < 4000; it++) {
         Net net;
         int dag = it % 2; /* DAGs may carry negative costs; general graphs (cycles) do not */
@@ -197,18 +216,26 @@ static void test_mcmf_vs_brute(void **state)
             }
             net.u[e] = a, net.v[e] = b;
             net.cap[e] = rnd(&g, 0, 2);
-            net.cost[e] = dag ? rnd(&g, -3, 6) : rnd(&g, 0, 6);
+            net.cost[e] = dag ? rnd(&g, -3, 6) : rnd(&g, 0, 1) * rnd(&g, 0, 6); /* half zero */
         }
         int maxv = mcmf_brute(&net, best);
         int64_t value, cost;
-        mcmf_run(&net, -1, &value, &cost);
+        mcmf_run(&net, -1, 0, &value, &cost);
         assert_int_equal(value, maxv);
         assert_true(cost == best[maxv]);
         int F = rnd(&g, 0, maxv); /* a limit: the cheapest flow of exactly that value */
-        mcmf_run(&net, F, &value, &cost);
+        mcmf_run(&net, F, 0, &value, &cost);
         assert_int_equal(value, F);
         assert_true(cost == best[F]);
+        if (!dag) { /* warm start from a zero-cost unit, when there is one */
+            mcmf_run(&net, -1, 1, &value, &cost);
+            assert_int_equal(value, maxv);
+            assert_true(cost == best[maxv]);
+            warm += zero_path(&net, 0, 1u, (int[NET_MAX_E]){0}, 0) > 0;
+        }
     }
+    printf("min-cost flow vs brute force: 4000 networks, %d also from a warm start\n", warm);
+    assert_true(warm > 400);
     /* a negative cycle reachable from the source is refused */
     FtFlow f;
     int64_t value, cost;
@@ -339,6 +366,15 @@ static void random_inst(FtRng *g, Inst *in, long max_combos)
     in->st = (FtStacks){.N = N, .M = M, .r = r, .order = in->order, .alive = in->alive};
 }
 
+/* Most instances keep every shard on some live replica (the interesting ones); some do not. */
+static void random_inst_mostly_covered(FtRng *g, Inst *in, long max_combos)
+{
+    for (;;) {
+        random_inst(g, in, max_combos);
+        if (cover_depth(&in->st) <= in->st.r || rnd(g, 1, 5) == 1) return;
+    }
+}
+
 /* Phase 0's slot per shard: lowest level, then lowest replica; -1 when not in the first d. */
 static int expected_slot(const FtStacks *st, int d, int s)
 {
@@ -416,7 +452,7 @@ static void test_rectlr_vs_brute(void **state)
     int reordered = 0, wiped = 0;
     for (int it = 0; it < 4000; it++) {
         Inst in;
-        random_inst(&g, &in, 3000);
+        random_inst_mostly_covered(&g, &in, 3000);
         Brute b;
         brute_stacks(&b, &in.st);
         reordered += b.best_depth <= in.st.r && b.best_move[b.best_depth] > 0;
@@ -536,5 +572,194 @@ static void test_spare_sequences(void **state)
     assert_true(events[0] > 0 && events[1] > 0 && events[2] > 0 && phase2 > 0);
 }
 
+/* Every reordering the controller makes along random failure orders is one of least movement:
+ * against every permutation of the surviving stacks (the orders before the failure, the live set
+ * after it), at the depth the controller chose, which is also the least possible. */
+static void test_spare_reorder_minimal(void **state)
+{
+    (void)state;
+    int checked = 0, nonzero = 0;
+    for (int N = 4; N <= 6; N++)
+        for (int r = 2; r <= 3; r++) {
+            FtSpare *sp = spare_create(N, r);
+            assert_non_null(sp);
+            for (int trial = 0; trial < 150; trial++) {
+                FtRng g;
+                int perm[8], before[8 * 3];
+                rng_seed(&g, 41, (uint64_t)(100 * N + 10 * r + trial) * 7);
+                shuffle(&g, perm, N);
+                spare_reset(sp);
+                for (int k = 0; k < N; k++) {
+                    FtSpareEvent ev;
+                    memcpy(before, sp->st.order, (size_t)N * r * sizeof *before);
+                    if (spare_fail(sp, perm[k], &ev) == SPARE_WIPEOUT) break;
+                    FtStacks pre = {.N = N, .M = N, .r = r, .order = before, .alive = sp->st.alive};
+                    Brute b;
+                    brute_stacks(&b, &pre);
+                    assert_int_equal(sp->depth, b.best_depth);
+                    assert_int_equal(ev.moved, b.best_move[sp->depth]);
+                    assert_int_equal(hamming(&sp->st, before), ev.moved);
+                    checked++, nonzero += ev.moved > 0;
+                }
+            }
+            spare_destroy(sp);
+        }
+    printf("controller reorderings vs brute force: %d failures checked, %d moved stacks\n", checked,
+           nonzero);
+    assert_true(nonzero > 100);
+}
+
+/* A worked case. N = 6, r = 3 (replica i holds i, i+1, i+2). Failing 0 needs depth 2 (5
+ * replicas for 6 shards); the current orders cover there. Failing 3: still covered at depth 2.
+ * Failing 2 leaves replicas 1 (1 2 3), 4 (4 5 0), 5 (5 0 1): only replica 1 holds 2 and 3, so it
+ * must compute both, which its first two levels (1 2) do not: reordering at the same depth,
+ * 3 swaps with 1 (2 positions) and replica 5 brings 1 into its first two levels (2 more).
+ * Failing 5: 2 replicas for 6 shards, depth 3. Failing 1: shards 1-3 are lost. */
+static void test_spare_worked_case(void **state)
+{
+    (void)state;
+    FtSpare *sp = spare_create(6, 3);
+    FtSparePlan p;
+    FtSpareEvent ev;
+    assert_non_null(sp);
+    assert_int_equal(spare_plan_init(&p, 6, 3), 0);
+    assert_int_equal(spare_plan(sp, &p), 0);
+    for (int s = 0; s < 6; s++) assert_int_equal(p.owner[s], s); /* failure-free: one level */
+    assert_int_equal(spare_fail(sp, 0, &ev), SPARE_DEEPER);
+    assert_int_equal(ev.depth, 2), assert_int_equal(ev.phase, 1), assert_int_equal(ev.moved, 0);
+    assert_int_equal(spare_plan(sp, &p), 0);
+    assert_int_equal(p.owner[0], 5), assert_int_equal(p.owner_level[0], 1);
+    assert_int_equal(spare_fail(sp, 3, &ev), SPARE_MASKED);
+    assert_int_equal(ev.phase, 0), assert_int_equal(sp->depth, 2);
+    assert_int_equal(spare_fail(sp, 2, &ev), SPARE_MASKED);
+    assert_int_equal(ev.phase, 2), assert_int_equal(ev.moved, 4), assert_int_equal(sp->depth, 2);
+    assert_memory_equal(spare_order(sp, 1), ((int[]){3, 2, 1}), 3 * sizeof(int));
+    const int *o4 = spare_order(sp, 4), *o5 = spare_order(sp, 5);
+    printf("worked case: after failing 0, 3, 2: replica 4 (%d %d %d), replica 5 (%d %d %d)\n",
+           o4[0], o4[1], o4[2], o5[0], o5[1], o5[2]);
+    assert_memory_equal(o4, ((int[]){4, 5, 0}), 3 * sizeof(int));
+    assert_memory_equal(o5, ((int[]){1, 0, 5}), 3 * sizeof(int));
+    assert_int_equal(spare_plan(sp, &p), 0);
+    check_plan(sp, &p);
+    assert_int_equal(spare_fail(sp, 5, &ev), SPARE_DEEPER);
+    assert_int_equal(ev.depth, 3), assert_int_equal(ev.phase, 1);
+    assert_int_equal(spare_fail(sp, 5, &ev), -1); /* already failed: nothing changes */
+    assert_int_equal(sp->failures, 4);
+    assert_int_equal(spare_fail(sp, 1, &ev), SPARE_WIPEOUT);
+    assert_int_equal(ev.depth, 4), assert_int_equal(sp->moved, 4);
+    spare_reset(sp);
+    assert_int_equal(sp->depth, 1), assert_int_equal(sp->nlive, 6), assert_int_equal(sp->moved, 0);
+    assert_memory_equal(spare_order(sp, 1), ((int[]){1, 2, 3}), 3 * sizeof(int));
+    assert_int_equal(spare_fail(sp, 6, &ev), -1);
+    assert_int_equal(spare_fail(sp, -1, &ev), -1);
+    assert_null(spare_create(3, 4));
+    assert_null(spare_create(0, 1));
+    spare_plan_free(&p);
+    spare_destroy(sp);
+}
+
+/* The same failures in the same order give the same bytes (orders, events, plans) on two
+ * controllers, and a plan computed twice is the same. */
+static void test_spare_deterministic(void **state)
+{
+    (void)state;
+    const int N = 40, r = 4;
+    FtSpare *a = spare_create(N, r), *b = spare_create(N, r);
+    FtSparePlan pa, pb;
+    assert_int_equal(spare_plan_init(&pa, N, r), 0);
+    assert_int_equal(spare_plan_init(&pb, N, r), 0);
+    FtRng g;
+    int perm[64], reorders = 0;
+    for (int trial = 0; trial < 50; trial++) {
+        rng_seed(&g, 31, (uint64_t)trial);
+        shuffle(&g, perm, N);
+        spare_reset(a), spare_reset(b);
+        for (int k = 0; k < N; k++) {
+            FtSpareEvent ea, eb;
+            int oa = spare_fail(a, perm[k], &ea), ob = spare_fail(b, perm[k], &eb);
+            assert_int_equal(oa, ob);
+            assert_memory_equal(&ea, &eb, sizeof ea);
+            assert_memory_equal(a->st.order, b->st.order, (size_t)N * r * sizeof(int));
+            reorders += ea.phase == 2;
+            if (oa == SPARE_WIPEOUT) break;
+            assert_int_equal(spare_plan(a, &pa), 0);
+            assert_int_equal(spare_plan(b, &pb), 0);
+            size_t n = (size_t)N * pa.depth;
+            assert_memory_equal(pa.shard, pb.shard, n * sizeof(int));
+            assert_memory_equal(pa.counted, pb.counted, n);
+            assert_memory_equal(pa.owner, pb.owner, (size_t)N * sizeof(int));
+            assert_int_equal(spare_plan(a, &pb), 0); /* again, into the other plan */
+            assert_memory_equal(pa.owner, pb.owner, (size_t)N * sizeof(int));
+            assert_memory_equal(pa.counted, pb.counted, n);
+        }
+    }
+    assert_true(reorders > 0);
+    spare_plan_free(&pa), spare_plan_free(&pb);
+    spare_destroy(a), spare_destroy(b);
+}
+
+/* ---- Monte Carlo against analytic's exact mu(N, r) and S(N, r) ----------------------------- */
+
+/* One epoch: replicas fail in a uniformly random order until a wipe-out. T = the failures up to
+ * and including the wiping one; D = the sum of the depths of the states k = 0..T-1 (each
+ * inter-failure interval of the epoch counted once), as in analytic.h. */
+static void mc_epoch(FtSpare *sp, FtRng *g, int *perm, double *T, double *D)
+{
+    int N = sp->N;
+    spare_reset(sp);
+    *T = 0, *D = 0;
+    for (int k = 0; k < N; k++) {
+        *T += 1, *D += sp->depth;
+        int j = k + (int)rng_below(g, (uint64_t)(N - k)), x = perm[j];
+        perm[j] = perm[k], perm[k] = x;
+        int out = spare_fail(sp, x, NULL);
+        assert_true(out >= 0);
+        if (out == SPARE_WIPEOUT) return;
+    }
+    fail_msg("no wipe-out after every replica failed");
+}
+
+static void test_spare_mc_vs_analytic(void **state)
+{
+    (void)state;
+    static const struct {
+        int N, r, trials;
+    } cases[] = {{4, 1, 1000},     {64, 1, 1000},    {4, 2, 40000},   {8, 2, 40000},
+                 {16, 2, 40000},   {64, 2, 40000},   {6, 3, 40000},   {16, 3, 40000},
+                 {32, 3, 40000},   {64, 3, 40000},   {16, 4, 30000},  {64, 4, 20000}};
+    printf("  N  r  trials   mu (MC +- 95%%)       mu exact  err%%   S (MC +- 95%%)       S exact  err%%\n");
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        int N = cases[c].N, r = cases[c].r, n = cases[c].trials, perm[64];
+        FtSpare *sp = spare_create(N, r);
+        assert_non_null(sp);
+        for (int i = 0; i < N; i++) perm[i] = i;
+        double sT = 0, sT2 = 0, sD = 0, sD2 = 0, sTD = 0;
+        for (int t = 0; t < n; t++) {
+            FtRng g;
+            double T, D;
+            rng_seed(&g, 2026, (uint64_t)(t + 1000000 * c));
+            mc_epoch(sp, &g, perm, &T, &D);
+            sT += T, sT2 += T * T, sD += D, sD2 += D * D, sTD += T * D;
+        }
+        spare_destroy(sp);
+        double mu = sT / n, S = sD / sT;
+        double varT = (sT2 - n * mu * mu) / (n - 1);
+        /* S is a ratio of means: its variance by the delta method, Var(D - S T) / (n E[T]^2) */
+        double vare = (sD2 - 2 * S * sTD + S * S * sT2) / (n - 1);
+        double hw_mu = 1.96 * sqrt(varT > 0 ? varT / n : 0) / mu;
+        double hw_S = 1.96 * sqrt(vare > 0 ? vare / n : 0) / mu / S;
+        FtSpareEpoch ex;
+        assert_int_equal(analytic_spare_epoch(N, r, 1e12, &ex), 0);
+        double emu = fabs(mu / ex.mu - 1), eS = fabs(S / ex.S - 1);
+        printf("%3d %2d %7d  %8.4f +- %5.2f%%  %8.4f  %5.2f  %7.4f +- %5.2f%%  %7.4f  %5.2f\n", N, r, n,
+               mu, 100 * hw_mu, ex.mu, 100 * emu, S, 100 * hw_S, ex.S, 100 * eS);
+        assert_true(hw_mu < 0.01 && hw_S < 0.01); /* the 2% tolerance is over twice the CI */
+        assert_true(emu < 0.02 && eS < 0.02);
+    }
+}
+
 FT_TEST_MAIN(cmocka_unit_test(test_hk_vs_brute), cmocka_unit_test(test_mcmf_vs_brute),
-             cmocka_unit_test(test_rectlr_vs_brute), cmocka_unit_test(test_spare_sequences))
+             cmocka_unit_test(test_rectlr_vs_brute), cmocka_unit_test(test_spare_sequences),
+             cmocka_unit_test(test_spare_reorder_minimal),
+             cmocka_unit_test(test_spare_worked_case), cmocka_unit_test(test_spare_deterministic),
+             cmocka_unit_test(test_spare_mc_vs_analytic))

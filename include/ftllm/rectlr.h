@@ -59,14 +59,19 @@ void flow_free(FtFlow *f);
 /* Adds u -> v with capacity cap >= 0 and an integer cost per unit; returns the edge id e, or
  * -1 when full or out of range. */
 int flow_add_edge(FtFlow *f, int u, int v, int64_t cap, int64_t cost);
-/* Units on edge e after flow_mincost. */
+/* Units on edge e. */
 int64_t flow_on(const FtFlow *f, int e);
-/* Sends as much flow as possible from s to t (at most limit units; limit < 0: no limit) at the
- * least total cost, by successive shortest paths with potentials (Bellman-Ford once when some
- * cost is negative, then Dijkstra on reduced costs). Costs may be negative only if the network
- * has no negative cycle. Writes the flow value and its cost; returns 0, or -1 (out of memory,
- * or a negative cycle). Every intermediate flow is a min-cost flow of its value, so a limit
- * gives the cheapest flow of that value. Deterministic. Call once per network. */
+/* Puts units on edge e before flow_mincost (a warm start). The preset flow must conserve flow at
+ * every node but s and t, and be a min-cost flow of its value: any flow on zero-cost edges is,
+ * when no cost is negative. Returns 0, or -1 (out of range, or over the capacity left). */
+int flow_preset(FtFlow *f, int e, int64_t units);
+/* Sends as much flow as possible from s to t (in all at most limit units; limit < 0: no limit)
+ * at the least total cost, by successive shortest paths with potentials (Bellman-Ford once when
+ * some residual arc has a negative cost, then Dijkstra on reduced costs), continuing from the
+ * preset flow if any. Costs may be negative only if the residual network has no negative cycle.
+ * Writes the flow value and its cost (preset included); returns 0, or -1 (out of memory, or a
+ * negative cycle). Every intermediate flow is a min-cost flow of its value, so a limit gives the
+ * cheapest flow of that value. Deterministic. Call once per network. */
 int flow_mincost(FtFlow *f, int s, int t, int64_t limit, int64_t *flow, int64_t *cost);
 
 /* ---- RECTLR ------------------------------------------------------------------------------ */

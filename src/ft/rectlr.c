@@ -14,7 +14,8 @@
  * cost 0 when s is in i's first d levels, else 1) -> sink (capacity d). A flow of value N is an
  * assignment of every shard to one replica computing at most d shards; its cost is the number
  * of shards that must enter some replica's first d levels, and the least movement is twice that
- * (rectlr.h). */
+ * (rectlr.h). The flow starts from the zero-cost assignment of every shard the current first d
+ * levels already cover, so the shortest-path search routes only the uncovered few. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -140,6 +141,13 @@ int flow_add_edge(FtFlow *f, int u, int v, int64_t cap, int64_t cost)
 
 int64_t flow_on(const FtFlow *f, int e) { return f->cap[2 * e + 1]; }
 
+int flow_preset(FtFlow *f, int e, int64_t units)
+{
+    if (e < 0 || e >= f->m || units < 0 || units > f->cap[2 * e]) return -1;
+    f->cap[2 * e] -= units, f->cap[2 * e + 1] += units;
+    return 0;
+}
+
 /* The arc list is built by prepending; walk it in the order edges were added instead, so ties
  * go to the earlier edge. Arcs out of u in insertion order are found by reversing once. */
 static void flow_order_arcs(FtFlow *f)
@@ -244,6 +252,12 @@ int flow_mincost(FtFlow *f, int s, int t, int64_t limit, int64_t *flow_out, int6
 {
     int n = f->n, rc = -1;
     int64_t flow = 0, cost = 0;
+    for (int e = 0; e < f->m; e++) { /* the preset flow, if any */
+        int64_t x = f->cap[2 * e + 1];
+        cost += x * f->cost[2 * e];
+        if (f->to[2 * e + 1] == s) flow += x; /* out of s */
+        if (f->to[2 * e] == s) flow -= x;     /* into s */
+    }
     size_t na = 2 * (size_t)f->m + 1;
     int64_t *h = calloc((size_t)n, sizeof *h), *dist = malloc((size_t)n * sizeof *dist);
     int *prev = malloc((size_t)n * sizeof *prev);
@@ -364,18 +378,38 @@ static int reorder_one(int *o, int r, int d, const unsigned char *assigned)
     return moved;
 }
 
+/* The warm start: every shard already in some live replica's first d levels goes, at cost 0, to
+ * the lowest such level, then the lowest replica (a replica gets at most its d first shards).
+ * A zero-cost flow is a min-cost flow of its value, so the search only routes the rest. */
+static void reorder_preset(FtFlow *f, const FtStacks *st, int d, const int *eid, const int *sink_eid,
+                           int *taken)
+{
+    for (int s = 0; s < st->N; s++) taken[s] = 0;
+    for (int l = 0; l < d; l++)
+        for (int i = 0; i < st->M; i++) {
+            if (!st->alive[i]) continue;
+            int s = st->order[(size_t)i * st->r + l];
+            if (taken[s]) continue;
+            taken[s] = 1;
+            flow_preset(f, s, 1); /* edge s is source -> shard s */
+            flow_preset(f, eid[(size_t)i * st->r + l], 1);
+            flow_preset(f, sink_eid[i], 1);
+        }
+}
+
 int rectlr_reorder(FtStacks *st, int d)
 {
     int N = st->N, M = st->M, r = st->r, moved = -1;
     if (d < 1 || d > r) return -1;
     int src = 0, sink = 1 + N + M;
     FtFlow f;
-    int *eid = malloc(((size_t)M * r + 1) * sizeof *eid);
+    int *eid = malloc(((size_t)M * r + (size_t)M + (size_t)N + 1) * sizeof *eid);
     unsigned char *assigned = malloc((size_t)r);
     if (!eid || !assigned || flow_init(&f, N + M + 2, N + M * r + M)) {
         free(eid), free(assigned);
         return -1;
     }
+    int *sink_eid = eid + (size_t)M * r, *taken = sink_eid + M;
     for (int s = 0; s < N; s++) flow_add_edge(&f, src, 1 + s, 1, 0);
     for (int i = 0; i < M; i++) {
         for (int l = 0; l < r; l++) {
@@ -384,8 +418,9 @@ int rectlr_reorder(FtStacks *st, int d)
                 eid[(size_t)i * r + l] =
                     flow_add_edge(&f, 1 + st->order[(size_t)i * r + l], 1 + N + i, 1, l < d ? 0 : 1);
         }
-        if (st->alive[i]) flow_add_edge(&f, 1 + N + i, sink, d, 0);
+        sink_eid[i] = st->alive[i] ? flow_add_edge(&f, 1 + N + i, sink, d, 0) : -1;
     }
+    reorder_preset(&f, st, d, eid, sink_eid, taken);
     int64_t flow, cost;
     if (flow_mincost(&f, src, sink, -1, &flow, &cost) || flow < N) goto out;
     moved = 0;
