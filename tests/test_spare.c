@@ -22,7 +22,8 @@ static int rnd(FtRng *g, int lo, int hi) { return lo + (int)rng_below(g, (uint64
 /* ---- Hopcroft-Karp ---------------------------------------------------------------------- */
 
 /* Largest matching of left vertices u.. given the right vertices used (memoized, nr <= 8). */
-static int match_brute(int u, int nl, const int *off, const int *adj, unsigned used, int (*memo)[256])
+static int match_brute(int u, int nl, const int *off, const int *adj, unsigned used,
+                       int (*memo)[256])
 {
     if (u == nl) return 0;
     if (memo[u][used] >= 0) return memo[u][used];
@@ -390,10 +391,12 @@ static void check_reordering(const FtStacks *st2, const int *old_order)
     int r = st2->r;
     for (int i = 0; i < st2->M; i++) {
         unsigned a = 0, b = 0;
-        for (int l = 0; l < r; l++) a |= 1u << old_order[i * r + l], b |= 1u << st2->order[i * r + l];
+        for (int l = 0; l < r; l++)
+            a |= 1u << old_order[i * r + l], b |= 1u << st2->order[i * r + l];
         assert_int_equal(a, b);
         if (!st2->alive[i])
-            for (int l = 0; l < r; l++) assert_int_equal(st2->order[i * r + l], old_order[i * r + l]);
+            for (int l = 0; l < r; l++)
+                assert_int_equal(st2->order[i * r + l], old_order[i * r + l]);
     }
 }
 
@@ -545,7 +548,8 @@ static void test_spare_sequences(void **state)
                     FtSpareEvent ev;
                     int before = sp->depth, out = spare_fail(sp, perm[k], &ev);
                     assert_int_equal(out, ev.outcome);
-                    assert_int_equal(ev.depth_before, before), assert_int_equal(ev.depth, sp->depth);
+                    assert_int_equal(ev.depth_before, before);
+                    assert_int_equal(ev.depth, sp->depth);
                     unsigned char dead[64];
                     for (int i = 0; i < N; i++) dead[i] = !spare_alive(sp, i);
                     assert_int_equal(sp->depth, analytic_depth(dead, N, r));
@@ -727,7 +731,8 @@ static void test_spare_mc_vs_analytic(void **state)
     } cases[] = {{4, 1, 1000},     {64, 1, 1000},    {4, 2, 40000},   {8, 2, 40000},
                  {16, 2, 40000},   {64, 2, 40000},   {6, 3, 40000},   {16, 3, 40000},
                  {32, 3, 40000},   {64, 3, 40000},   {16, 4, 30000},  {64, 4, 20000}};
-    printf("  N  r  trials   mu (MC +- 95%%)       mu exact  err%%   S (MC +- 95%%)       S exact  err%%\n");
+    printf("  N  r  trials   mu (MC +- 95%%)       mu exact  err%%"
+           "   S (MC +- 95%%)       S exact  err%%\n");
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
         int N = cases[c].N, r = cases[c].r, n = cases[c].trials, perm[64];
         FtSpare *sp = spare_create(N, r);
@@ -751,8 +756,8 @@ static void test_spare_mc_vs_analytic(void **state)
         FtSpareEpoch ex;
         assert_int_equal(analytic_spare_epoch(N, r, 1e12, &ex), 0);
         double emu = fabs(mu / ex.mu - 1), eS = fabs(S / ex.S - 1);
-        printf("%3d %2d %7d  %8.4f +- %5.2f%%  %8.4f  %5.2f  %7.4f +- %5.2f%%  %7.4f  %5.2f\n", N, r, n,
-               mu, 100 * hw_mu, ex.mu, 100 * emu, S, 100 * hw_S, ex.S, 100 * eS);
+        printf("%3d %2d %7d  %8.4f +- %5.2f%%  %8.4f  %5.2f  %7.4f +- %5.2f%%  %7.4f  %5.2f\n", N,
+               r, n, mu, 100 * hw_mu, ex.mu, 100 * emu, S, 100 * hw_S, ex.S, 100 * eS);
         assert_true(hw_mu < 0.01 && hw_S < 0.01); /* the 2% tolerance is over twice the CI */
         assert_true(emu < 0.02 && eS < 0.02);
     }

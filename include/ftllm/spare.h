@@ -68,7 +68,10 @@ void spare_reset(FtSpare *sp);
 int spare_fail(FtSpare *sp, int i, FtSpareEvent *ev);
 
 /* Replica i's stack order (r shard types, level 0 first). */
-static inline const int *spare_order(const FtSpare *sp, int i) { return sp->st.order + (size_t)i * sp->r; }
+static inline const int *spare_order(const FtSpare *sp, int i)
+{
+    return sp->st.order + (size_t)i * sp->r;
+}
 static inline int spare_alive(const FtSpare *sp, int i) { return sp->st.alive[i]; }
 
 /* One step's plan, for a depth up to r. Arrays are sized at init for depth r. */

@@ -213,8 +213,8 @@ static void heap_pop(FlowHeap *q, int64_t *k, int *v)
     for (;;) {
         int c = 2 * i + 1;
         if (c >= q->len) break;
-        if (c + 1 < q->len &&
-            (q->key[c + 1] < q->key[c] || (q->key[c + 1] == q->key[c] && q->node[c + 1] < q->node[c])))
+        if (c + 1 < q->len && (q->key[c + 1] < q->key[c] ||
+                               (q->key[c + 1] == q->key[c] && q->node[c + 1] < q->node[c])))
             c++;
         if (lk < q->key[c] || (lk == q->key[c] && lv <= q->node[c])) break;
         q->key[i] = q->key[c], q->node[i] = q->node[c];
@@ -304,7 +304,8 @@ static int slots_graph(const FtStacks *st, int d, int free_order, int **off_out,
     }
     for (int i = 0; i < M; i++)
         if (st->alive[i])
-            for (int l = 0; l < lmax; l++) off[st->order[(size_t)i * r + l] + 1] += free_order ? d : 1;
+            for (int l = 0; l < lmax; l++)
+                off[st->order[(size_t)i * r + l] + 1] += free_order ? d : 1;
     for (int s = 0; s < N; s++) off[s + 1] += off[s];
     memcpy(pos, off, (size_t)N * sizeof *pos);
     for (int lp = 0; lp < d; lp++)
@@ -381,8 +382,8 @@ static int reorder_one(int *o, int r, int d, const unsigned char *assigned)
 /* The warm start: every shard already in some live replica's first d levels goes, at cost 0, to
  * the lowest such level, then the lowest replica (a replica gets at most its d first shards).
  * A zero-cost flow is a min-cost flow of its value, so the search only routes the rest. */
-static void reorder_preset(FtFlow *f, const FtStacks *st, int d, const int *eid, const int *sink_eid,
-                           int *taken)
+static void reorder_preset(FtFlow *f, const FtStacks *st, int d, const int *eid,
+                           const int *sink_eid, int *taken)
 {
     for (int s = 0; s < st->N; s++) taken[s] = 0;
     for (int l = 0; l < d; l++)
@@ -413,10 +414,9 @@ int rectlr_reorder(FtStacks *st, int d)
     for (int s = 0; s < N; s++) flow_add_edge(&f, src, 1 + s, 1, 0);
     for (int i = 0; i < M; i++) {
         for (int l = 0; l < r; l++) {
-            eid[(size_t)i * r + l] = -1;
-            if (st->alive[i])
-                eid[(size_t)i * r + l] =
-                    flow_add_edge(&f, 1 + st->order[(size_t)i * r + l], 1 + N + i, 1, l < d ? 0 : 1);
+            int s = st->order[(size_t)i * r + l]; /* cost 1 when s must enter the first d */
+            eid[(size_t)i * r + l] =
+                st->alive[i] ? flow_add_edge(&f, 1 + s, 1 + N + i, 1, l >= d) : -1;
         }
         sink_eid[i] = st->alive[i] ? flow_add_edge(&f, 1 + N + i, sink, d, 0) : -1;
     }
@@ -430,7 +430,7 @@ int rectlr_reorder(FtStacks *st, int d)
         int m = reorder_one(st->order + (size_t)i * r, r, d, assigned);
         moved = m < 0 ? -1 : moved + m;
     }
-    if (moved >= 0 && moved != 2 * cost) moved = -1; /* cannot happen: the flow's cost is the swaps */
+    if (moved >= 0 && moved != 2 * cost) moved = -1; /* cannot happen: cost = incoming shards */
 out:
     flow_free(&f);
     free(eid), free(assigned);
