@@ -52,7 +52,8 @@ typedef struct ft_spare_event {
     int outcome;       /* enum ft_spare_outcome */
     int depth_before;  /* depth before the failure */
     int depth;         /* depth after (r + 1 on a wipe-out) */
-    int phase;         /* the last RECTLR phase that ran (0, 1 or 2; see rectlr.h) */
+    int phase;         /* the last RECTLR phase that ran (0, 1 or 2; see rectlr.h); 1 on a
+                          wipe-out (phase 1's verdict, read from the holder counts) */
     int moved;         /* stack positions the reordering changed */
 } FtSpareEvent;
 
