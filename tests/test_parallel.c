@@ -24,11 +24,11 @@
  * 128 tokens of a global batch, the 4C = 128 inputs of fcproj), so a few 1e-6 relative per sum
  * in the worst case, a few 1e-7 typically (sqrt(n) u), compounded over the few sums in series
  * from the loss to a weight. Hence 1e-4 on step 1's gradients (measured: <= 6.5e-7 per slice,
- * <= 1e-8 on the norm), while a gradient counted twice, a wrong loss scale or a lost micro-batch
+ * <= 1.1e-8 on the norm), while a gradient counted twice, a wrong loss scale or a lost micro-batch
  * is off by 1e-1 to 1 (a doubled attention-bias gradient in tp2, planted to check: relative
  * error 1.00 on attprojb). Over 10 steps at lr 1e-2 AdamW amplifies the rounding of gradients
  * near zero but stays far below one step's update (lr): |p - p_ref| <= 2e-4 (2% of lr) and
- * 1e-5 relative on the loss (measured: <= 1.2e-7 on the loss, <= 3.5e-5 on parameters).
+ * 1e-5 relative on the loss (measured: <= 1.3e-7 on the loss, <= 3.5e-5 on parameters).
  *
  * MoE routing is a discrete decision (top-k, then capacity in token order): a layout's
  * rounding can tip a near-tie of two router logits and route a token elsewhere, which moves
@@ -150,6 +150,7 @@ static void step1_drops(const FtModel *m, int nmicro, int B, int *choices, int *
 {
     int T = g_dims[0], C = m->cfg.C, E = m->cfg.E, K = m->cfg.K, N = B * T;
     int cap = model_moe_capacity(&m->cfg, N);
+    assert_true(E <= 64);
     int *in = malloc(sizeof(int) * (size_t)N * 2), *tg = in + N, *pick = malloc(sizeof(int) * (size_t)N * K);
     double *x = malloc(sizeof(double) * (size_t)C), *lg = malloc(sizeof(double) * (size_t)E);
     *choices = *dropped = 0;
