@@ -91,7 +91,7 @@ test: deps
 
 # the e2e checks also run a sanitizer build: this one when it is one, else build/san-address
 SAN_BIN := $(if $(SAN),$(BUILD)/ftllm,build/san-address/ftllm)
-test-run: bin/ftllm $(TEST_BIN)
+test-run: bin/ftllm $(TEST_BIN) $(BENCH_BIN)
 	@$(MAKE) --no-print-directory data
 	@$(if $(SAN),,$(MAKE) --no-print-directory DEBUG=0 SAN=address build/san-address/ftllm)
 	@tests/run.sh $(BUILD) $(SAN_BIN)
@@ -102,6 +102,7 @@ data: bin/ftllm
 	@scripts/make-data bin/ftllm
 
 # Benchmarks: every perf/bench_*.c is built and perf/bench.sh runs them (and perf/bench_*.sh).
+# `make test` builds them too and runs each once in smoke mode (tests/e2e/bench_smoke.sh).
 bench: deps
 	@$(MAKE) --no-print-directory bench-run
 bench-run: bin/ftllm $(BENCH_BIN)

@@ -19,7 +19,9 @@
  *   FT_BENCH_DIR=/scratch/x ...               folder (default build/bench-ckpt); removed after
  *   FT_BENCH_SCALE=0.1 ...                    a smaller state (quick check)
  *   FT_BENCH_ROUNDS=9 ...                     rounds (default 5)
- *   FT_BENCH_VERBOSE=1 ...                    the checkpoint writer's phase times (log_debug) */
+ *   FT_BENCH_VERBOSE=1 ...                    the checkpoint writer's phase times (log_debug)
+ *   FT_BENCH_SMOKE=1 ...                      scale 0.002 (4 MB) and 1 round unless set: checks
+ *                                             that the benchmark runs (tests/e2e/bench_smoke.sh) */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
@@ -88,7 +90,9 @@ int main(int argc, char **argv)
     MPI_Comm_size(MPI_COMM_WORLD, &size);
     log_init(rank, getenv("FT_BENCH_VERBOSE") ? FT_LOG_DEBUG : FT_LOG_WARN);
     const char *dir = getenv("FT_BENCH_DIR") ? getenv("FT_BENCH_DIR") : "build/bench-ckpt";
-    double scale = getenv("FT_BENCH_SCALE") ? atof(getenv("FT_BENCH_SCALE")) : 1.0;
+    const char *smoke_env = getenv("FT_BENCH_SMOKE");
+    int smoke = smoke_env && *smoke_env && strcmp(smoke_env, "0") != 0;
+    double scale = getenv("FT_BENCH_SCALE") ? atof(getenv("FT_BENCH_SCALE")) : smoke ? 0.002 : 1.0;
     const uint64_t Vp = 50304, T = 1024, C = 768, L = 12;
     struct tensor ts[NT] = {
         {"wte", {Vp, C}, 2}, {"wpe", {T, C}, 2}, {"ln1w", {L, C}, 2}, {"ln1b", {L, C}, 2},
@@ -127,7 +131,7 @@ int main(int argc, char **argv)
     FtCkpt *async_w = ckpt_create(dir, "bench", MPI_COMM_WORLD, &ao, err, sizeof err);
     if (!sync_w || !async_w) FT_DIE("%s", err);
     const char *groups[3] = {"params", "optim/m", "optim/v"};
-    int rounds = getenv("FT_BENCH_ROUNDS") ? atoi(getenv("FT_BENCH_ROUNDS")) : 5;
+    int rounds = getenv("FT_BENCH_ROUNDS") ? atoi(getenv("FT_BENCH_ROUNDS")) : smoke ? 1 : 5;
     if (rounds < 1 || rounds > MAX_ROUNDS) FT_DIE("FT_BENCH_ROUNDS must be 1..%d", MAX_ROUNDS);
     /* per round: plain w, ckpt w, plain r, ckpt r, async stall, async total */
     static double res[6][MAX_ROUNDS];

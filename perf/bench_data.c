@@ -4,7 +4,9 @@
  * synthetic 16M-token shard in /tmp (pages warm, so this measures the loader, not the disk),
  * and times memcpy of the same uint16 tokens from the same stream positions into one buffer.
  * Prints sequences/s and tokens/s of both and their ratio (loader time / memcpy time), best of
- * 5 repetitions, for T = 64 and T = 1024. Single-threaded, as the loader is. */
+ * 5 repetitions, for T = 64 and T = 1024. Single-threaded, as the loader is.
+ * FT_BENCH_SMOKE=1: a 1M-token shard, 1M tokens per timing, one repetition (well under a
+ * second: checks that the benchmark runs, tests/e2e/bench_smoke.sh). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,7 +24,10 @@ static double now(void)
 
 int main(void)
 {
-    const size_t ntok = (size_t)16 << 20;
+    const char *smoke_env = getenv("FT_BENCH_SMOKE");
+    int smoke = smoke_env && *smoke_env && strcmp(smoke_env, "0") != 0;
+    const size_t ntok = (size_t)(smoke ? 1 : 16) << 20;
+    const int reps = smoke ? 1 : 5;
     char path[64], err[1024];
     snprintf(path, sizeof path, "/tmp/ftllm_bench_data_%ld.bin", (long)getpid());
     uint16_t *tok = malloc(ntok * sizeof *tok);
@@ -49,14 +54,15 @@ int main(void)
             break;
         }
         uint64_t nseq = data_num_sequences(d);
-        uint64_t reps_seq = (uint64_t)(32u << 20) / (uint64_t)T; /* ~32M tokens per timing */
+        /* ~32M tokens per timing (1M in smoke mode) */
+        uint64_t reps_seq = (uint64_t)(smoke ? 1u << 20 : 32u << 20) / (uint64_t)T;
         int *buf = malloc(((size_t)T + 1) * sizeof *buf);
         uint16_t *cpy = malloc(((size_t)T + 1) * sizeof *cpy);
         uint64_t *off = malloc(reps_seq * sizeof *off);
         for (uint64_t i = 0; i < reps_seq; i++) off[i] = data_stream_offset(d, i % (2 * nseq));
         double best_l = 1e30, best_m = 1e30;
         long sink = 0;
-        for (int r = 0; r < 5; r++) {
+        for (int r = 0; r < reps; r++) {
             double t0 = now();
             for (uint64_t i = 0; i < reps_seq; i++) {
                 data_sequence(d, i % (2 * nseq), buf);

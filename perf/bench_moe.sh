@@ -6,8 +6,13 @@
 # each layout's mean step time (steps after train.rate_skip), its ratio to the single-rank step
 # (a perfect split: 0.5) and every rank's fraction of the step spent waiting on messages (ep:
 # the all-to-alls; dp: the dense gradients summed over the ep group). Environment: STEPS
-# (default 12), MICRO (micro-batches of the single rank, default 4), MODEL (deck overrides).
+# (default 12), MICRO (micro-batches of the single rank, default 4), MODEL (deck overrides);
+# FT_BENCH_SMOKE=1: a tiny model and 3 steps (checks that the script runs,
+# tests/e2e/bench_smoke.sh).
 set -u
+if [ "${FT_BENCH_SMOKE:-0}" != 0 ]; then
+  : "${STEPS:=3}" "${MODEL:=model.layers=2 model.channels=32 model.heads=2 model.seq_len=16 train.batch=2 model.experts=4 model.top_k=2 model.capacity_factor=1.25}"
+fi
 FTLLM=${FTLLM:-bin/ftllm}
 STEPS=${STEPS:-12}
 MICRO=${MICRO:-4}
@@ -25,6 +30,9 @@ run() { # run NAME NP OVERRIDES...
 }
 run single 1 parallel.microbatches=$MICRO
 run ep2 2 parallel.ep=2 parallel.microbatches=$((MICRO / 2))
+for l in single ep2; do
+  [ -n "${ms[$l]}" ] || { echo "bench_moe: no summary line (ms/step) from the $l run"; exit 1; }
+done
 echo "moe model: $MODEL; global batch $MICRO micro-batches, $STEPS steps (first 2 not timed), 1 thread per rank"
 printf '%-10s %6s %10s %12s\n' layout ranks "ms/step" "vs 1 rank"
 for l in single ep2; do

@@ -2,10 +2,12 @@
  * of a 90-day run of 600k GPUs (1000 replicas of 600, 5-minute system MTBF, 60-minute restart,
  * Weibull k = 0.8, SPARe r = 10 with a 200-step interval) for 100 trials, on the ranks given
  * (mpiexec -n 2 for "two cores"). Baseline in the same run: the same trials with exponential
- * failures (one clock per replica instead of one per GPU). Target: under one minute. */
+ * failures (one clock per replica instead of one per GPU). Target: under one minute.
+ * Usage: bench_sim [trials] (default 100); FT_BENCH_SMOKE=1: 2 trials (checks that it runs). */
 #include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 
 #include "ftllm/sim.h"
@@ -40,7 +42,9 @@ int main(int argc, char **argv)
     int rank, size;
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &size);
-    int trials = argc > 1 ? atoi(argv[1]) : 100;
+    const char *smoke = getenv("FT_BENCH_SMOKE");
+    int trials = argc > 1 ? atoi(argv[1]) : smoke && *smoke && strcmp(smoke, "0") ? 2 : 100;
+    if (trials < 1) trials = 1;
     FtCluster c = {.gpus = 600000, .gpus_per_replica = 600, .gpu_mtbf = 50000 * 3600.0,
                    .law = FT_LAW_WEIBULL, .weibull_shape = 0.8, .restart = 3600, .ckpt = 60,
                    .step = 10, .steps = 777600};

@@ -5,8 +5,12 @@
 # ("checkpoints: N written, the training loop spent X s in them") and the mean step time of each.
 # Prints async stall / sync stall (lower is better) and the step-time ratio (the background write
 # competes for the cores). Environment: NP (ranks, default 1), STEPS (default 10), MODEL (deck
-# overrides of the model shape).
+# overrides of the model shape); FT_BENCH_SMOKE=1: a tiny model and 4 steps (checks that the
+# script runs, tests/e2e/bench_smoke.sh).
 set -u
+if [ "${FT_BENCH_SMOKE:-0}" != 0 ]; then
+  : "${STEPS:=4}" "${MODEL:=model.layers=2 model.channels=32 model.heads=2 model.seq_len=16 train.batch=2}"
+fi
 FTLLM=${FTLLM:-bin/ftllm}
 NP=${NP:-1}
 STEPS=${STEPS:-10}
@@ -24,6 +28,8 @@ for mode in sync async; do
   step[$mode]=$(sed -n 's/^summary: .*, \([0-9.]*\) ms\/step.*/\1/p' <<< "$out")
   mb[$mode]=$(du -m "$d"/bench.step-*.h5 | awk '{print $1}' | head -1)
   rm -f "$d"/bench.step-*
+  [ -n "${stall[$mode]}" ] && [ -n "${nck[$mode]}" ] && [ -n "${step[$mode]}" ] ||
+    { echo "bench_train_ckpt: no checkpoint or summary line from the $mode run"; exit 1; }
 done
 echo "model: $MODEL; $STEPS steps, a checkpoint every 2 (+ the end), $NP rank(s); checkpoint ${mb[sync]} MB"
 printf '%-6s %11s %13s %14s %12s\n' mode checkpoints "stall total s" "stall/ckpt ms" "ms/step"

@@ -2,7 +2,8 @@
 # tests/run.sh BUILD_DIR SAN_BINARY: runs every test suite and ends with "N passed, N failed".
 #  - cmocka binaries BUILD_DIR/tests/test_*, each under mpiexec with the rank counts named in its
 #    source ("ft-test: ranks 1 2 4"), one OpenMP thread per rank, under timeout (a hang fails);
-#  - tests/e2e/*.sh, end-to-end checks of bin/ftllm (and of the sanitizer build SAN_BINARY).
+#  - tests/e2e/*.sh, end-to-end checks of bin/ftllm (and of the sanitizer build SAN_BINARY);
+#    they get BUILD_DIR as FTLLM_BUILD (bench_smoke.sh runs BUILD_DIR/perf/bench_* in smoke mode).
 set -u
 build=${1:?usage: tests/run.sh BUILD_DIR SAN_BINARY}
 san=${2:-}
@@ -44,7 +45,7 @@ for script in tests/e2e/*.sh; do
   name=$(basename "$script" .sh)
   log=$logdir/e2e-$name.log
   t0=$SECONDS
-  FTLLM=bin/ftllm FTLLM_SAN=$san timeout 900 bash "$script" > "$log" 2>&1
+  FTLLM=bin/ftllm FTLLM_SAN=$san FTLLM_BUILD=$build timeout 900 bash "$script" > "$log" 2>&1
   count "$log" $? "e2e/$name"
 done
 
