@@ -36,7 +36,8 @@ endif
 
 comma    := ,
 BASE_VARIANT := $(if $(filter 1,$(DEBUG)),debug,$(if $(SAN),san-$(subst $(comma),-,$(SAN)),release))
-VARIANT  := $(if $(filter 0,$(CUDA)),$(BASE_VARIANT),$(if $(filter release,$(BASE_VARIANT)),cuda,cuda-$(BASE_VARIANT)))
+CUDA_VARIANT := $(if $(filter release,$(BASE_VARIANT)),cuda,cuda-$(BASE_VARIANT))
+VARIANT  := $(if $(filter 0,$(CUDA)),$(BASE_VARIANT),$(CUDA_VARIANT))
 BUILD    := build/$(VARIANT)
 SANFLAGS := $(if $(SAN),-fsanitize=$(SAN) -fno-omit-frame-pointer -fno-sanitize-recover=undefined)
 
@@ -129,14 +130,16 @@ HAVE_NVCC := $(if $(wildcard $(NVCC)),1)
 test-run: bin/ftllm $(TEST_BIN)
 	@$(MAKE) --no-print-directory data
 	@$(if $(SAN),,$(MAKE) --no-print-directory DEBUG=0 SAN=address build/san-address/ftllm)
-	@$(if $(HAVE_NVCC),mkdir -p build/cuda && { $(MAKE) --no-print-directory CUDA=1 DEBUG=0 SAN= \
-	  cuda-check > build/cuda/build.log 2>&1; echo $$? > build/cuda/build.rc; },rm -f build/cuda/build.rc)
+	@$(if $(HAVE_NVCC),mkdir -p build/cuda && { $(MAKE) --no-print-directory CUDA=1 DEBUG=0 \
+	  SAN= cuda-check > build/cuda/build.log 2>&1; echo $$? > build/cuda/build.rc; }, \
+	  rm -f build/cuda/build.rc)
 	@FTLLM_CUDA_BUILD=$(if $(HAVE_NVCC),build/cuda) tests/run.sh $(BUILD) $(SAN_BIN)
 
 # The CUDA build and the GPU tests, compiled only (they run on a GPU machine: perf/gpu/run.sh).
 ifneq ($(CUDA),0)
 cuda-check: $(BUILD)/ftllm $(GPU_TEST_BIN)
-	@echo "cuda-check: $(BUILD)/ftllm and $(words $(GPU_TEST_BIN)) GPU test(s) built (sm_$(CUDA_ARCH) + PTX)"
+	@echo "cuda-check: $(BUILD)/ftllm and $(words $(GPU_TEST_BIN)) GPU test(s) built" \
+	  "(sm_$(CUDA_ARCH) + PTX)"
 else
 cuda-check:
 	@$(MAKE) --no-print-directory CUDA=1 DEBUG=0 SAN= cuda-check

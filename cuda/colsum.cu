@@ -12,7 +12,8 @@ __global__ void colsum_part_kernel(float *part, const float *src, long long N, l
 {
     long long k = blockIdx.x, c = blockIdx.y * (long long)COL_NT + threadIdx.x;
     if (c >= C) return;
-    long long n0 = k * FT_CUDA_ROWS_CHUNK, n1 = n0 + FT_CUDA_ROWS_CHUNK < N ? n0 + FT_CUDA_ROWS_CHUNK : N;
+    long long n0 = k * FT_CUDA_ROWS_CHUNK;
+    long long n1 = n0 + FT_CUDA_ROWS_CHUNK < N ? n0 + FT_CUDA_ROWS_CHUNK : N;
     float s = 0.0f;
     for (long long n = n0; n < n1; n++) s += src[n * C + c];
     part[k * C + c] = s;

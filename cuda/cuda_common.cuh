@@ -144,6 +144,9 @@ __device__ __forceinline__ float exp_poly(float x)
 }
 
 /* tanh(u) = 1 - 2 / (exp(2u) + 1) */
-__device__ __forceinline__ float tanh_poly(float u) { return 1.0f - 2.0f / (exp_poly(2.0f * u) + 1.0f); }
+__device__ __forceinline__ float tanh_poly(float u)
+{
+    return 1.0f - 2.0f / (exp_poly(2.0f * u) + 1.0f);
+}
 
 #endif

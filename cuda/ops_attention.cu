@@ -41,9 +41,10 @@ attention_fwd_kernel(float *y, float *att, const float *qkv, long long T, long l
     for (long long t2 = threadIdx.x; t2 < T; t2 += FT_CUDA_NT) a[t2] = t2 <= t ? a[t2] * inv : 0.0f;
     __syncthreads(); /* the row is read by every thread below */
     float *o = y + (b * T + t) * C + h * HS;
+    const float *v = qkv + b * T * 3 * C + 2 * C + h * HS; /* v of position 0 */
     for (long long i = threadIdx.x; i < HS; i += FT_CUDA_NT) {
         float acc = 0.0f;
-        for (long long t2 = 0; t2 <= t; t2++) acc += a[t2] * qkv[(b * T + t2) * 3 * C + 2 * C + h * HS + i];
+        for (long long t2 = 0; t2 <= t; t2++) acc += a[t2] * v[t2 * 3 * C + i];
         o[i] = acc;
     }
 }
@@ -79,7 +80,8 @@ attention_bwd_rows_kernel(float *r, const float *dy, const float *qkv, const flo
         dsum += (double)a[t2] * s;
     }
     dsum = block_sum(dsum);
-    for (long long t2 = threadIdx.x; t2 <= t; t2 += FT_CUDA_NT) rr[t2] = a[t2] * (rr[t2] - (float)dsum);
+    for (long long t2 = threadIdx.x; t2 <= t; t2 += FT_CUDA_NT)
+        rr[t2] = a[t2] * (rr[t2] - (float)dsum);
 }
 
 #define ATT_COL_NT 64

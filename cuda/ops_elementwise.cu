@@ -23,7 +23,8 @@ __global__ void gelu_bwd_kernel(float *dx, const float *dy, const float *x, long
         float v = x[i];
         float u = GELU_S * (v + 0.044715f * v * v * v);
         float th = tanh_poly(u), sech2 = 1.0f - th * th;
-        float g = 0.5f * (1.0f + th) + 0.5f * v * sech2 * GELU_S * (1.0f + 3.0f * 0.044715f * v * v);
+        float g = 0.5f * (1.0f + th) +
+                  0.5f * v * sech2 * GELU_S * (1.0f + 3.0f * 0.044715f * v * v);
         dx[i] = g * dy[i];
     }
 }

@@ -63,7 +63,8 @@ void cuda_crossent_bwd(const FtOpCall *c)
 }
 
 /* loss = mean of the N losses, summed in double in one block's fixed tree */
-__global__ void __launch_bounds__(FT_CUDA_NT) lossmean_kernel(float *out, const float *l, long long N)
+__global__ void __launch_bounds__(FT_CUDA_NT)
+lossmean_kernel(float *out, const float *l, long long N)
 {
     double s = 0;
     for (long long i = threadIdx.x; i < N; i += FT_CUDA_NT) s += l[i];

@@ -23,7 +23,8 @@ __global__ void dispatch_rows_kernel(float *xs, const float *x, const int *row, 
     long long i = blockIdx.x;
     int r = row[i];
     if (r < 0) return;
-    for (long long ch = threadIdx.x; ch < C; ch += ROW_NT) xs[(long long)r * C + ch] = x[(i / K) * C + ch];
+    for (long long ch = threadIdx.x; ch < C; ch += ROW_NT)
+        xs[(long long)r * C + ch] = x[(i / K) * C + ch];
 }
 
 void cuda_moe_dispatch_fwd(const FtOpCall *c)

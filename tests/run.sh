@@ -69,7 +69,8 @@ for script in tests/e2e/*.sh; do
   name=$(basename "$script" .sh)
   log=$logdir/e2e-$name.log
   t0=$SECONDS
-  FTLLM=bin/ftllm FTLLM_SAN=$san FTLLM_CUDA=${cuda:+$cuda/ftllm} timeout 900 bash "$script" > "$log" 2>&1
+  FTLLM=bin/ftllm FTLLM_SAN=$san FTLLM_CUDA=${cuda:+$cuda/ftllm} timeout 900 bash "$script" \
+    > "$log" 2>&1
   count "$log" $? "e2e/$name"
 done
 

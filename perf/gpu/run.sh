@@ -29,7 +29,10 @@ if [ -f "$bundle" ]; then
   tar -xJf "$bundle" -C "$work" || exit 2
   bundle=$(find "$work" -maxdepth 2 -name env.sh -printf '%h\n' | head -1)
 fi
-[ -f "$bundle/env.sh" ] || { echo "perf/gpu/run.sh: no env.sh in $bundle: not a gpu-bundle" >&2; exit 2; }
+if [ ! -f "$bundle/env.sh" ]; then
+  echo "perf/gpu/run.sh: no env.sh in $bundle: not a gpu-bundle" >&2
+  exit 2
+fi
 # shellcheck disable=SC1091
 source "$bundle/env.sh"
 bin=$bundle/bin
@@ -38,7 +41,8 @@ rows=() failed=0
 row() { rows+=("$(printf '%-28s | %-40s | %9s | %10s | %8s | %s' "$@")"); }
 
 echo "== GPU"
-nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader || echo "(no nvidia-smi)"
+nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader ||
+  echo "(no nvidia-smi)"
 
 echo "== GPU tests"
 for t in test_gpu_ops test_gpu_train; do
@@ -99,7 +103,8 @@ train gpt2s cuda "$GPU_STEPS" $gpt2s
 train gpt2s cpu "$CPU_STEPS" $gpt2s
 
 echo
-printf '%-28s | %-40s | %9s | %10s | %8s | %s\n' check result ms/step tok/s GFLOP/s "loss first -> last"
+printf '%-28s | %-40s | %9s | %10s | %8s | %s\n' check result ms/step tok/s GFLOP/s \
+  "loss first -> last"
 printf '%s\n' "${rows[@]}"
 echo "verdict: $([ $failed -eq 0 ] && echo OK || echo "FAILED ($failed)")"
 [ "$failed" -eq 0 ]

@@ -11,7 +11,8 @@ short="train.steps=2 train.val_batches=0 train.sample_tokens=0"
 cuda=${FTLLM_CUDA:-}
 
 # shellcheck disable=SC2086
-run "cpu-only build: backend=cuda" 2 "run.backend = cuda: this ftllm was built without the CUDA backend" \
+run "cpu-only build: backend=cuda" 2 \
+  "run.backend = cuda: this ftllm was built without the CUDA backend" \
   1 "$FTLLM" train $deck $short run.backend=cuda
 run "unknown backend" 2 "run.backend" 1 "$FTLLM" train $deck $short run.backend=tpu
 

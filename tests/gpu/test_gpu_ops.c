@@ -180,7 +180,8 @@ static void run_case(OpCase *k)
         double e = t == I32 ? (same ? 0.0 : 1.0) : rel_err(t, got[0][i], ref[i], k->out[i].n);
         int ok = twice && (t == I32 || k->tol[i] == 0 ? same : e <= k->tol[i]);
         printf("  %-24s out[%d] rel err %.2e (tol %.0e)%s%s\n", k->name, i, e, k->tol[i],
-               same ? ", the CPU's bytes" : "", twice ? ", same bytes twice" : ", DIFFERS RUN TO RUN");
+               same ? ", the CPU's bytes" : "",
+               twice ? ", same bytes twice" : ", DIFFERS RUN TO RUN");
         bad += !ok;
     }
     for (int r = 0; r < 2; r++)

@@ -121,7 +121,8 @@ static void compare(const char *what, int experts, int ac)
         den += (double)cpu.params[i] * cpu.params[i];
     }
     double ep = sqrt(num / den);
-    int same = !memcmp(g1.loss, g2.loss, sizeof g1.loss) && !memcmp(g1.norm, g2.norm, sizeof g1.norm) &&
+    int same = !memcmp(g1.loss, g2.loss, sizeof g1.loss) &&
+               !memcmp(g1.norm, g2.norm, sizeof g1.norm) &&
                !memcmp(g1.params, g2.params, sizeof(float) * g1.n);
     printf("  %-10s final parameters rel L2 %.1e (tol %.0e); two CUDA runs: %s\n", what, ep,
            PARAM_TOL, same ? "the same bytes" : "DIFFERENT BYTES");
