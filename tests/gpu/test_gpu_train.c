@@ -11,9 +11,12 @@
  *
  * Tolerances (reasoned, not yet measured: the author had no GPU): per-op differences are fp32
  * rounding (test_gpu_ops.c: <= 1e-5 relative); over 6 steps they grow by the optimizer's
- * sensitivity: AdamW divides by sqrt(v), so a gradient entry near zero can turn a 1e-6 change
- * into a visible one in its update. Losses and norms: 1e-4 relative per step; parameters:
- * 1e-4 relative L2 (their updates are ~lr = 1e-3 of their size per step). */
+ * sensitivity: AdamW's update m / sqrt(v) is about lr in size whatever the gradient's size, so
+ * a gradient entry that is rounding noise around zero can get an update of the other sign on
+ * the other backend (2 lr apart). Losses and gradient norms: 1e-4 relative per step;
+ * parameters: 1e-3 relative L2 (the LayerNorm weights, ~1, dominate the norm; a wrong kernel
+ * moves whole tensors by far more). If the parameters alone fail, between 1e-3 and 1e-2, while
+ * the losses agree, suspect this bound before the kernels. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -27,7 +30,7 @@
 
 #define STEPS 6
 #define LOSS_TOL 1e-4
-#define PARAM_TOL 1e-4
+#define PARAM_TOL 1e-3
 
 static int g_dims[2];
 
