@@ -3,28 +3,41 @@
 #   make run          set up, build, train inputs/default.ini
 #   make bench        benchmarks (perf/)               make fuzz    libFuzzer on the deck parser
 #   make DEBUG=1      -O0 with address+undefined sanitizers; SAN=address (or thread, ...) alone
+#   make CUDA=1       bin/ftllm with the CUDA backend too (cuda/*.cu; run.backend = cuda), in
+#                     build/cuda/; `make cuda-check` builds it and the GPU tests (tests/gpu/)
 #   make deps         install missing Debian packages (scripts/install-deps)
-# Variables you may set: OPT (default -O2 -march=native), CFLAGS_EXTRA, LDFLAGS_EXTRA, NP (ranks
-# for make run), FUZZ_SECONDS. Objects go to build/<variant>/, so variants never mix.
+# Variables you may set: OPT (default -O2 -march=native; -march=x86-64-v3 with CUDA=1, whose
+# binary runs on a GPU node's CPU), CFLAGS_EXTRA, LDFLAGS_EXTRA, NP (ranks for make run),
+# FUZZ_SECONDS, CUDA_HOME (default /usr/local/cuda), CUDA_ARCH (default 90: sm_90 code + PTX).
+# Objects go to build/<variant>/, so variants never mix.
 
 CC       := mpicc
-OPT      ?= -O2 -march=native
 DEBUG    ?= 0
 SAN      ?=
 CUDA     ?= 0
 NP       ?= 1
 FUZZ_SECONDS ?= 120
+CUDA_HOME ?= /usr/local/cuda
+CUDA_ARCH ?= 90
+NVCC     := $(CUDA_HOME)/bin/nvcc
+ifeq ($(origin OPT),undefined)
+  OPT := -O2 $(if $(filter 0,$(CUDA)),-march=native,-march=x86-64-v3)
+endif
 
 ifeq ($(DEBUG),1)
   OPT := -O0
   SAN := address,undefined
 endif
 ifneq ($(CUDA),0)
-  $(error CUDA=1: the CUDA backend (cuda/, NCCL) is not built yet; build without CUDA=1)
+  ifeq ($(wildcard $(NVCC)),)
+    $(error CUDA=1: no nvcc at $(NVCC): install the CUDA toolkit or set CUDA_HOME)
+  endif
 endif
 
 comma    := ,
-VARIANT  := $(if $(filter 1,$(DEBUG)),debug,$(if $(SAN),san-$(subst $(comma),-,$(SAN)),release))
+BASE_VARIANT := $(if $(filter 1,$(DEBUG)),debug,$(if $(SAN),san-$(subst $(comma),-,$(SAN)),release))
+CUDA_VARIANT := $(if $(filter release,$(BASE_VARIANT)),cuda,cuda-$(BASE_VARIANT))
+VARIANT  := $(if $(filter 0,$(CUDA)),$(BASE_VARIANT),$(CUDA_VARIANT))
 BUILD    := build/$(VARIANT)
 SANFLAGS := $(if $(SAN),-fsanitize=$(SAN) -fno-omit-frame-pointer -fno-sanitize-recover=undefined)
 
@@ -48,11 +61,27 @@ LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/%.o)
 LIB      := $(BUILD)/libftllm.a
 TEST_SRC := $(wildcard tests/test_*.c)
 TEST_BIN := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
+GPU_TEST_BIN := $(patsubst tests/gpu/%.c,$(BUILD)/tests/gpu/%,$(wildcard tests/gpu/test_*.c))
 TEST_HELPER := $(BUILD)/tests/ft_test.o
 BENCH_SRC := $(wildcard perf/bench_*.c)
 BENCH_BIN := $(BENCH_SRC:perf/%.c=$(BUILD)/perf/%)
 
-.PHONY: all run test test-run bench bench-run fuzz deps clean inputs-doc FORCE data
+# The CUDA backend: cuda/*.cu into the same static library, the C sources compiled with
+# FTLLM_CUDA (backend_select.c then offers run.backend = cuda). --fmad=false: no multiply-add
+# contraction, so elementwise kernels give the CPU's bits (cuda/cuda_common.cuh).
+ifneq ($(CUDA),0)
+  CU_SRC   := $(wildcard cuda/*.cu)
+  CU_OBJ   := $(CU_SRC:%.cu=$(BUILD)/%.o)
+  LIB_OBJ  += $(CU_OBJ)
+  CFLAGS   += -DFTLLM_CUDA
+  NVCCFLAGS := -std=c++17 -O2 -g -lineinfo --fmad=false \
+               -gencode arch=compute_$(CUDA_ARCH),code=sm_$(CUDA_ARCH) \
+               -gencode arch=compute_$(CUDA_ARCH),code=compute_$(CUDA_ARCH) \
+               -Iinclude -Xcompiler -Wall,-Wextra,-Wno-unused-parameter $(NVCCFLAGS_EXTRA)
+  LDLIBS   += -L$(CUDA_HOME)/lib64 -lcublas -lcudart -lstdc++ -Wl,-rpath,$(CUDA_HOME)/lib64
+endif
+
+.PHONY: all run test test-run bench bench-run fuzz deps clean inputs-doc FORCE data cuda-check
 all: bin/ftllm
 
 # Every variant links its own binary; bin/ftllm is a copy of the last one built.
@@ -69,6 +98,10 @@ $(LIB): $(LIB_OBJ)
 $(BUILD)/%.o: %.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -MMD -MP -c -o $@ $<
+
+$(BUILD)/%.o: %.cu
+	@mkdir -p $(dir $@)
+	$(NVCC) $(NVCCFLAGS) -MMD -MP -c -o $@ $<
 
 $(BUILD)/tests/%: $(BUILD)/tests/%.o $(TEST_HELPER) $(LIB)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS) $(shell pkg-config --libs cmocka 2>/dev/null)
@@ -91,10 +124,26 @@ test: deps
 
 # the e2e checks also run a sanitizer build: this one when it is one, else build/san-address
 SAN_BIN := $(if $(SAN),$(BUILD)/ftllm,build/san-address/ftllm)
+# Where nvcc exists the CUDA build is compiled too (a broken .cu fails the tests); its result
+# goes to build/cuda/build.rc for tests/run.sh to count, and its GPU tests skip without a GPU.
+HAVE_NVCC := $(if $(wildcard $(NVCC)),1)
 test-run: bin/ftllm $(TEST_BIN) $(BENCH_BIN)
 	@$(MAKE) --no-print-directory data
 	@$(if $(SAN),,$(MAKE) --no-print-directory DEBUG=0 SAN=address build/san-address/ftllm)
-	@tests/run.sh $(BUILD) $(SAN_BIN)
+	@$(if $(HAVE_NVCC),mkdir -p build/cuda && { $(MAKE) --no-print-directory CUDA=1 DEBUG=0 \
+	  SAN= cuda-check > build/cuda/build.log 2>&1; echo $$? > build/cuda/build.rc; }, \
+	  rm -f build/cuda/build.rc)
+	@FTLLM_CUDA_BUILD=$(if $(HAVE_NVCC),build/cuda) tests/run.sh $(BUILD) $(SAN_BIN)
+
+# The CUDA build and the GPU tests, compiled only (they run on a GPU machine: perf/gpu/run.sh).
+ifneq ($(CUDA),0)
+cuda-check: $(BUILD)/ftllm $(GPU_TEST_BIN)
+	@echo "cuda-check: $(BUILD)/ftllm and $(words $(GPU_TEST_BIN)) GPU test(s) built" \
+	  "(sm_$(CUDA_ARCH) + PTX)"
+else
+cuda-check:
+	@$(MAKE) --no-print-directory CUDA=1 DEBUG=0 SAN= cuda-check
+endif
 
 # The default token shards data/train_000.bin, data/val_000.bin (git-ignored) from a text in a
 # Debian package (scripts/make-data says which and why); quick when they exist.

@@ -2,8 +2,12 @@
 # tests/run.sh BUILD_DIR SAN_BINARY: runs every test suite and ends with "N passed, N failed".
 #  - cmocka binaries BUILD_DIR/tests/test_*, each under mpiexec with the rank counts named in its
 #    source ("ft-test: ranks 1 2 4"), one OpenMP thread per rank, under timeout (a hang fails);
-#  - tests/e2e/*.sh, end-to-end checks of bin/ftllm (and of the sanitizer build SAN_BINARY);
-#    they get BUILD_DIR as FTLLM_BUILD (bench_smoke.sh runs BUILD_DIR/perf/bench_* in smoke mode).
+#  - the CUDA build, where FTLLM_CUDA_BUILD names its folder (make test sets it where nvcc
+#    exists): its compilation (make's exit code in build.rc, log in build.log) counts as one
+#    check, and its GPU tests (tests/gpu/) run like the others (they skip without a GPU);
+#  - tests/e2e/*.sh, end-to-end checks of bin/ftllm (and of the sanitizer build SAN_BINARY; of
+#    the CUDA build's binary as FTLLM_CUDA when there is one); they get BUILD_DIR as FTLLM_BUILD
+#    (bench_smoke.sh runs BUILD_DIR/perf/bench_* in smoke mode).
 set -u
 build=${1:?usage: tests/run.sh BUILD_DIR SAN_BINARY}
 san=${2:-}
@@ -29,23 +33,45 @@ count() { # count LOG RC NAME: add cmocka's (or the e2e script's) tallies from L
   printf '%-40s %3d passed, %d failed, %d skipped  (%d s)\n' "$name" "$p" "$f" "$s" "$((SECONDS - t0))"
 }
 
-for bin in "$build"/tests/test_*; do
-  [ -x "$bin" ] || continue
-  name=$(basename "$bin")
-  ranks=$(sed -n 's/.*ft-test: ranks \([0-9 ]*\).*/\1/p' "tests/$name.c" | head -1)
-  for n in ${ranks:-1}; do
-    log=$logdir/$name.np$n.log
-    t0=$SECONDS
-    timeout 300 mpiexec -n "$n" "$bin" > "$log" 2>&1
-    count "$log" $? "$name (np $n)"
+run_tests() { # run_tests DIR SRCDIR: every DIR/test_* under the rank counts its source names
+  local bin name ranks n log
+  for bin in "$1"/test_*; do
+    [ -x "$bin" ] || continue
+    name=$(basename "$bin")
+    ranks=$(sed -n 's/.*ft-test: ranks \([0-9 ]*\).*/\1/p' "$2/$name.c" | head -1)
+    for n in ${ranks:-1}; do
+      log=$logdir/$name.np$n.log
+      t0=$SECONDS
+      timeout 300 mpiexec -n "$n" "$bin" > "$log" 2>&1
+      count "$log" $? "$name (np $n)"
+    done
   done
-done
+}
+
+run_tests "$build/tests" tests
+
+cuda=${FTLLM_CUDA_BUILD:-}
+if [ -n "$cuda" ]; then
+  t0=$SECONDS
+  log=$cuda/build.log
+  rc=$(cat "$cuda/build.rc" 2>/dev/null || echo 1)
+  if [ "$rc" = 0 ]; then
+    echo "[  PASSED  ] 1 test(s)." > "$logdir/cuda-build.log"
+  else
+    echo "---- make CUDA=1 cuda-check failed (exit $rc): ----" > "$logdir/cuda-build.log"
+    tail -n 40 "$log" >> "$logdir/cuda-build.log" 2>/dev/null
+    echo "[  FAILED  ] 1 test(s)." >> "$logdir/cuda-build.log"
+  fi
+  count "$logdir/cuda-build.log" 0 "cuda build (make CUDA=1; log $log)"
+  run_tests "$cuda/tests/gpu" tests/gpu
+fi
 
 for script in tests/e2e/*.sh; do
   name=$(basename "$script" .sh)
   log=$logdir/e2e-$name.log
   t0=$SECONDS
-  FTLLM=bin/ftllm FTLLM_SAN=$san FTLLM_BUILD=$build timeout 900 bash "$script" > "$log" 2>&1
+  FTLLM=bin/ftllm FTLLM_SAN=$san FTLLM_BUILD=$build FTLLM_CUDA=${cuda:+$cuda/ftllm} \
+    timeout 900 bash "$script" > "$log" 2>&1
   count "$log" $? "e2e/$name"
 done
 

@@ -30,6 +30,18 @@ typedef struct ft_backend {
 /* The CPU backend (C + OpenMP + OpenBLAS, ops_cpu.c). */
 const FtBackend *backend_cpu(void);
 
+/* The backend called `name` ("cpu" or "cuda"; device: which GPU of the node). NULL with a
+ * one-line reason in err when it cannot be had: an unknown name, a build without the CUDA
+ * backend, no usable GPU. Opening "cuda" twice gives the same backend (backend_select.c). */
+const FtBackend *backend_open(const char *name, int device, char *err, size_t errlen);
+
+/* The CUDA backend (cuda/backend_cuda.cu): defined only in a `make CUDA=1` build; callers go
+ * through backend_open. */
+const FtBackend *backend_cuda_open(int device, char *err, size_t errlen);
+
+/* Whether be's memory is host memory (host code may then read its pointers directly). */
+static inline int backend_is_host(const FtBackend *be) { return be == backend_cpu(); }
+
 /* Allocation that dies with a clear message when the memory is not there. */
 void *backend_alloc(const FtBackend *be, size_t bytes, const char *what);
 

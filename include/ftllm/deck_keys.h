@@ -38,7 +38,10 @@
     K(run, threads, INT, "0", 0, 4096, "", 0,                                                    \
       "OpenMP/BLAS threads per rank; 0 = OMP_NUM_THREADS or the runtime's default")           \
     K(run, save_model, STR, "", 0, 0, "", 0,                                                     \
-      "write the final weights to this llm.c model file (fp32, version 3); empty = none")
+      "write the final weights to this llm.c model file (fp32, version 3); empty = none")       \
+    K(run, backend, ENUM, "cpu", 0, 0, "cpu|cuda", 0,                                            \
+      "where ops run: cpu (OpenMP + OpenBLAS) or cuda (one GPU per rank; needs a build with "   \
+      "make CUDA=1; fp32, one rank, no checkpoints yet)")
 
 #define FT_KEYS_model(K)                                                                         \
     K(model, layers, INT, "4", 1, 4096, "", 0, "transformer blocks (L)")                         \
@@ -203,6 +206,7 @@
 enum ft_schedule { FT_SCHED_CONSTANT, FT_SCHED_COSINE, FT_SCHED_LINEAR };
 enum ft_ac_choice { FT_AC_CHOICE_NONE, FT_AC_CHOICE_FULL, FT_AC_CHOICE_EVERY };
 enum ft_dmr_mode { FT_DMR_OFF, FT_DMR_NAIVE, FT_DMR_PIGGYBACK, FT_DMR_PLANNED };
+enum ft_backend_choice { FT_BACKEND_CPU, FT_BACKEND_CUDA };
 /* run.log_level uses enum ft_log_level from log.h (error|warn|info|debug). */
 
 #endif

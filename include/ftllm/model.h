@@ -164,6 +164,12 @@ void model_copy_from_full(FtModel *m, const FtModel *full);
  * step; the old state's buffers take the next step's outputs. Tapes then need model_tape_bind. */
 void model_commit(FtModel *m);
 
+/* Copies the state a step leaves behind (parameters, AdamW moments, the step count) from src to
+ * dst: two models of the same configuration and shard, one of them in host memory. This is the
+ * staging of a device model: initialization, llm.c files and checkpoints read and write a host
+ * model, which is copied to the device model before training and back before writing. */
+void model_copy_state(FtModel *dst, const FtModel *src);
+
 /* Activation checkpointing of the tape. */
 typedef enum ft_ac { FT_AC_OFF, FT_AC_FULL, FT_AC_EVERY } FtAcMode;
 

@@ -233,6 +233,23 @@ void model_commit(FtModel *m)
     m->step++;
 }
 
+void model_copy_state(FtModel *dst, const FtModel *src)
+{
+    FT_ASSERT(dst->nparams == src->nparams && dst->cfg.L == src->cfg.L &&
+              dst->cfg.C == src->cfg.C && dst->sh.tp_rank == src->sh.tp_rank &&
+              dst->sh.pp_rank == src->sh.pp_rank && dst->sh.ep_rank == src->sh.ep_rank);
+    size_t bytes = sizeof(float) * dst->nparams;
+    float *to[3] = {dst->params, dst->m, dst->v};
+    const float *from[3] = {src->params, src->m, src->v};
+    for (int k = 0; k < 3; k++) {
+        if (backend_is_host(dst->be)) src->be->to_host(src->be->ctx, to[k], from[k], bytes);
+        else if (backend_is_host(src->be)) dst->be->to_device(dst->be->ctx, to[k], from[k], bytes);
+        else FT_DIE("model_copy_state: neither model is in host memory (%s, %s)", dst->be->name,
+                    src->be->name);
+    }
+    dst->step = src->step;
+}
+
 uint64_t model_rng_next(uint64_t *s)
 {
     uint64_t z = (*s += 0x9E3779B97F4A7C15ull);

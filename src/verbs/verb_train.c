@@ -7,7 +7,11 @@
  * finite losses, 1 a loss was NaN/inf (or the weights could not be written), 2 bad input.
  * A multi-rank job is decomposed by the deck's [parallel] layout (grid.h): each rank builds its
  * shard of the model (model.h) and the one training loop runs the layout (train.h); at the end
- * rank 0 prints every rank's fraction of step time spent waiting on messages. */
+ * rank 0 prints every rank's fraction of step time spent waiting on messages.
+ * run.backend picks where ops run (backend.h). A device model is staged through the host: the
+ * model is initialized (or read) in host memory and copied to the device before training, and
+ * copied back before run.save_model writes it (model_copy_state); checkpoints are not staged
+ * yet, so a CUDA run refuses the checkpoint keys. */
 #include <math.h>
 #include <omp.h>
 #include <stdio.h>
@@ -126,19 +130,75 @@ static int load_deck(const char *verb, int argc, char **argv, MPI_Comm comm, FtC
     return FT_EXIT_OK;
 }
 
+/* The backend run.backend asks for (the GPU of a CUDA run). Returns FT_EXIT_OK, or
+ * FT_EXIT_USAGE after one error line (agreed over comm) when it cannot be had here. */
+static int open_backend(const FtConfig *cfg, MPI_Comm comm, const FtBackend **be)
+{
+    *be = backend_cpu();
+    if (cfg->run.backend == FT_BACKEND_CPU) return FT_EXIT_OK;
+    int nranks = 1;
+    FT_CHECK_MPI(MPI_Comm_size(comm, &nranks));
+    char why[512] = "", err[640];
+    const FtBackend *b = NULL;
+    if (nranks > 1)
+        snprintf(why, sizeof why, "runs on one rank in this version, not %d (the GPU "
+                 "communicator, NCCL or host-staged MPI, is not built yet)", nranks);
+    else if (cfg->checkpoint.interval != 0 || cfg->checkpoint.every_s > 0 ||
+             cfg->checkpoint.resume[0])
+        snprintf(why, sizeof why, "checkpoints are not staged through the host yet (HINT: "
+                 "leave checkpoint.interval, checkpoint.every_s and checkpoint.resume unset)");
+    else if (!(b = backend_open("cuda", 0, why, sizeof why)) && !why[0])
+        snprintf(why, sizeof why, "not available");
+    snprintf(err, sizeof err, "run.backend = cuda: %s", why);
+    if (agree(b ? 0 : 1, comm)) {
+        cli_error(comm, err);
+        return FT_EXIT_USAGE;
+    }
+    *be = b;
+    return FT_EXIT_OK;
+}
+
+/* Moves the host model *m onto backend be (nothing to do on the CPU). */
+static void stage_to_backend(FtModel *m, const FtBackend *be)
+{
+    if (backend_is_host(be)) return;
+    FtModel dev;
+    model_create_on(&dev, &m->cfg, &m->sh, be);
+    model_copy_state(&dev, m);
+    model_free(m);
+    *m = dev;
+}
+
+/* run.save_model: writes the weights from host memory (a device model is copied back first). */
+static int save_weights(const char *path, const FtModel *m, char *err, size_t errlen)
+{
+    if (backend_is_host(m->be)) return llmc_write_model(path, m, err, errlen);
+    FtModel host;
+    model_create_sharded(&host, &m->cfg, &m->sh);
+    model_copy_state(&host, m);
+    int rc = llmc_write_model(path, &host, err, errlen);
+    model_free(&host);
+    return rc;
+}
+
 int verb_train(int argc, char **argv, MPI_Comm comm)
 {
     FtConfig cfg;
     int rc = load_deck("train", argc, argv, comm, &cfg);
     if (rc) return rc;
+    const FtBackend *be;
+    if ((rc = open_backend(&cfg, comm, &be))) {
+        deck_free(&cfg);
+        return rc;
+    }
     int rank = 0, nranks = 1;
     FT_CHECK_MPI(MPI_Comm_rank(comm, &rank));
     FT_CHECK_MPI(MPI_Comm_size(comm, &nranks));
     log_info("ftllm %s train: deck %s, %d rank%s, layout dp %lld x pp %lld x ep %lld x tp %lld, "
-             "%d thread%s per rank",
+             "%d thread%s per rank, backend %s",
              FTLLM_VERSION, cfg.path, nranks, nranks == 1 ? "" : "s", cfg.parallel.dp,
              cfg.parallel.pp, cfg.parallel.ep, cfg.parallel.tp, omp_get_max_threads(),
-             omp_get_max_threads() == 1 ? "" : "s");
+             omp_get_max_threads() == 1 ? "" : "s", be->name);
     if (rank == 0 && log_level() >= FT_LOG_INFO) {
         deck_print(stdout, &cfg);
         fflush(stdout);
@@ -163,6 +223,7 @@ int verb_train(int argc, char **argv, MPI_Comm comm)
         rc = FT_EXIT_USAGE;
         goto out_model;
     }
+    stage_to_backend(&model, be);
     bad = data_open_deck(&cfg, T, &train, &val, err, sizeof err) ? 1 : 0;
     if (agree(bad, comm)) {
         cli_error(comm, err[0] ? err : "data: could not be opened on some rank");
@@ -211,7 +272,7 @@ int verb_train(int argc, char **argv, MPI_Comm comm)
         log_warn("run.save_model and the end-of-run sample need the whole model on rank 0; "
                  "not done for a tp/pp/ep-sharded layout (use checkpoints)");
     if (s.ok && cfg.run.save_model[0] && !sharded) {
-        bad = rank == 0 && llmc_write_model(cfg.run.save_model, &model, err, sizeof err) ? 1 : 0;
+        bad = rank == 0 && save_weights(cfg.run.save_model, &model, err, sizeof err) ? 1 : 0;
         if (agree(bad, comm)) {
             cli_error(comm, err);
             rc = FT_EXIT_FAILED;

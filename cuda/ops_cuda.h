@@ -1,0 +1,70 @@
+/* ops_cuda.h: the CUDA implementation of every op kind (ops.h), one function per direction,
+ * named cuda_<op>_fwd / cuda_<op>_bwd, and the helpers the op files share. Arguments, shapes and
+ * results are exactly ops.h's; pointers in the FtOpCall are device pointers, FtOpCall.ctx is
+ * the CudaCtx (cuda_common.cuh). Every function only launches work on the context's stream. */
+#ifndef FTLLM_OPS_CUDA_H
+#define FTLLM_OPS_CUDA_H
+
+#include "cuda_common.cuh"
+
+/* ops_encoder.cu */
+void cuda_encoder_fwd(const FtOpCall *c);
+void cuda_encoder_bwd(const FtOpCall *c);
+/* ops_layernorm.cu */
+void cuda_layernorm_fwd(const FtOpCall *c);
+void cuda_layernorm_bwd(const FtOpCall *c);
+/* ops_matmul.cu */
+void cuda_matmul_fwd(const FtOpCall *c);
+void cuda_matmul_bwd(const FtOpCall *c);
+/* ops_attention.cu */
+void cuda_attention_fwd(const FtOpCall *c);
+void cuda_attention_bwd(const FtOpCall *c);
+/* ops_elementwise.cu */
+void cuda_gelu_fwd(const FtOpCall *c);
+void cuda_gelu_bwd(const FtOpCall *c);
+void cuda_residual_fwd(const FtOpCall *c);
+void cuda_residual_bwd(const FtOpCall *c);
+/* ops_loss.cu */
+void cuda_crossent_fwd(const FtOpCall *c);
+void cuda_crossent_bwd(const FtOpCall *c);
+void cuda_lossmean_fwd(const FtOpCall *c);
+/* ops_optim.cu */
+void cuda_gradnorm_fwd(const FtOpCall *c);
+void cuda_adamw_fwd(const FtOpCall *c);
+/* ops_moe_route.cu */
+void cuda_moe_route_fwd(const FtOpCall *c);
+void cuda_moe_route_bwd(const FtOpCall *c);
+/* ops_moe_rows.cu */
+void cuda_moe_dispatch_fwd(const FtOpCall *c);
+void cuda_moe_dispatch_bwd(const FtOpCall *c);
+void cuda_moe_combine_fwd(const FtOpCall *c);
+void cuda_moe_combine_bwd(const FtOpCall *c);
+/* ops_moe_expert.cu */
+void cuda_moe_expert_fwd(const FtOpCall *c);
+void cuda_moe_expert_bwd(const FtOpCall *c);
+
+/* ---- shared helpers -------------------------------------------------------------------------- */
+
+/* gemm.cu: row-major GEMMs in ops.h's layouts (weights (OC, C)) through cuBLAS sgemm.
+ *   y (N,OC) = x (N,C) w^T + beta y        dx (N,C) = dy (N,OC) w
+ *   dw (OC,C) = dy^T x + beta dw */
+void cuda_gemm_xwt(CudaCtx *cx, const float *x, const float *w, float *y, long long N,
+                   long long C, long long OC, float beta);
+void cuda_gemm_dyw(CudaCtx *cx, const float *dy, const float *w, float *dx, long long N,
+                   long long C, long long OC);
+void cuda_gemm_dytx(CudaCtx *cx, const float *dy, const float *x, float *dw, long long N,
+                    long long C, long long OC, float beta);
+/* y (N,OC) = b broadcast over rows */
+void cuda_rows_fill(CudaCtx *cx, float *y, const float *b, long long N, long long OC);
+/* dst = src (n floats), or zeros when src is NULL: a gradient's start from its earlier sum */
+void cuda_init_from(CudaCtx *cx, float *dst, const float *src, size_t n);
+
+/* colsum.cu: dst[c] = base[c] (0 when base is NULL) + sum over the N rows of src[n, c], in
+ * chunks of FT_CUDA_ROWS_CHUNK rows added in chunk order. dst may be base. */
+void cuda_colsum(CudaCtx *cx, float *dst, const float *base, const float *src, long long N,
+                 long long C);
+/* The second half alone: dst[c] = base[c] + sum over k < nchunk of part[k C + c], in k order. */
+void cuda_colsum_finish(CudaCtx *cx, float *dst, const float *base, const float *part,
+                        long long nchunk, long long C);
+
+#endif

@@ -1,0 +1,30 @@
+/* ops_matmul.cu: MATMUL (ops.h): y = x w^T + b through cuBLAS (gemm.cu); backward dx = dy w,
+ * dw = prev + dy^T x (cuBLAS, beta 1 onto the earlier sum), db = prev + column sums of dy
+ * (colsum.cu, fixed chunks: no atomics). */
+#include "ops_cuda.h"
+
+void cuda_matmul_fwd(const FtOpCall *c)
+{
+    CudaCtx *cx = cuda_ctx(c);
+    const float *x = (const float *)c->in[0], *w = (const float *)c->in[1],
+                *b = (const float *)c->in[2];
+    float *y = (float *)c->out[0];
+    long long N = c->d[0], C = c->d[1], OC = c->d[2];
+    if (b) cuda_rows_fill(cx, y, b, N, OC);
+    cuda_gemm_xwt(cx, x, w, y, N, C, OC, b ? 1.0f : 0.0f);
+}
+
+void cuda_matmul_bwd(const FtOpCall *c)
+{
+    CudaCtx *cx = cuda_ctx(c);
+    const float *dy = (const float *)c->in[0], *x = (const float *)c->in[1],
+                *w = (const float *)c->in[2], *dw_prev = (const float *)c->in[3],
+                *db_prev = (const float *)c->in[4];
+    float *dx = (float *)c->out[0], *dw = (float *)c->out[1], *db = (float *)c->out[2];
+    long long N = c->d[0], C = c->d[1], OC = c->d[2];
+    FT_ASSERT(dw != dw_prev && (!db || db != db_prev));
+    if (dx) cuda_gemm_dyw(cx, dy, w, dx, N, C, OC);
+    if (dw_prev) cuda_init_from(cx, dw, dw_prev, (size_t)(OC * C));
+    cuda_gemm_dytx(cx, dy, x, dw, N, C, OC, dw_prev ? 1.0f : 0.0f);
+    if (db) cuda_colsum(cx, db, db_prev, dy, N, OC);
+}

@@ -1,0 +1,110 @@
+#!/bin/bash
+# perf/gpu/run.sh BUNDLE: what a person runs on a GPU machine to check and time the CUDA backend;
+# it ends with one table. BUNDLE is a gpu-bundle (its folder or its .tar.xz) of a CUDA build,
+# made on the build machine with
+#   make CUDA=1 cuda-check
+#   gpu-bundle build/gpu build/cuda/ftllm build/cuda/tests/gpu/test_gpu_ops \
+#       build/cuda/tests/gpu/test_gpu_train
+# (gpu-bundle packs binaries with the shared libraries they need, but not CUDA's). Run it from
+# the repository root: it reads inputs/default.ini and, when data/ has no token shards, makes
+# some from the repository's own text with `ftllm tokenize`.
+#
+# Steps: unpack; nvidia-smi; the GPU tests (every op against the CPU, short training runs
+# against the CPU); then training runs, each printing a summary line that the table quotes:
+#   small   inputs/default.ini (L 4, C 128, T 64, B 4), 20 steps, on cpu and on cuda
+#   gpt2s   GPT-2 small's shape with the byte vocabulary (L 12, NH 12, C 768, T 1024, B 8),
+#           $GPU_STEPS steps on cuda (default 20), $CPU_STEPS on cpu (default 3: the baseline)
+# Rates leave out the first step (train.rate_skip = 1). Logs go to $LOGS (default
+# build/gpu-run/). Exit code 0 when every check passed; a skipped GPU test counts as failed
+# here (on a GPU machine a skip means the GPU was not usable).
+set -u
+bundle=${1:?usage: perf/gpu/run.sh BUNDLE (a gpu-bundle folder or .tar.xz)}
+GPU_STEPS=${GPU_STEPS:-20}
+CPU_STEPS=${CPU_STEPS:-3}
+work=$(mktemp -d "${TMPDIR:-/tmp}/ftllm_gpu_XXXXXX") # the unpacked bundle, the shards
+trap 'rm -rf "$work"' EXIT
+logs=${LOGS:-build/gpu-run} # every step's log, kept
+mkdir -p "$logs"
+if [ -f "$bundle" ]; then
+  tar -xJf "$bundle" -C "$work" || exit 2
+  bundle=$(find "$work" -maxdepth 2 -name env.sh -printf '%h\n' | head -1)
+fi
+if [ ! -f "$bundle/env.sh" ]; then
+  echo "perf/gpu/run.sh: no env.sh in $bundle: not a gpu-bundle" >&2
+  exit 2
+fi
+# shellcheck disable=SC1091
+source "$bundle/env.sh"
+bin=$bundle/bin
+rows=() failed=0
+
+row() { rows+=("$(printf '%-28s | %-40s | %9s | %10s | %8s | %s' "$@")"); }
+
+echo "== GPU"
+nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader ||
+  echo "(no nvidia-smi)"
+
+echo "== GPU tests"
+for t in test_gpu_ops test_gpu_train; do
+  log=$logs/$t.log
+  timeout 600 mpiexec -n 1 "$bin/$t" > "$log" 2>&1
+  rc=$?
+  cat "$log"
+  p=$(sed -n 's/^\[  PASSED  \] \([0-9]*\) test.*/\1/p' "$log" | tail -1)
+  f=$(sed -n 's/^\[  FAILED  \] \([0-9]*\) test.*/\1/p' "$log" | tail -1)
+  s=$(sed -n 's/^\[  SKIPPED \] \([0-9]*\) test.*/\1/p' "$log" | tail -1)
+  [ "$rc" -ne 0 ] || [ "${f:-0}" -ne 0 ] || [ "${s:-0}" -ne 0 ] && failed=$((failed + 1))
+  row "$t" "${p:-0} passed, ${f:-0} failed, ${s:-0} skipped (rc $rc)" "" "" "" ""
+done
+
+echo "== data"
+if ! ls data/train_*.bin > /dev/null 2>&1; then
+  mkdir -p "$work/data"
+  find src include cuda tests perf inputs -type f \( -name '*.[ch]' -o -name '*.cu*' -o \
+    -name '*.md' -o -name '*.ini' \) | sort | xargs cat > "$work/data/text.txt"
+  "$bin/ftllm" tokenize "$work/data/text.txt" "$work/data/train_000.bin" \
+    --val "$work/data/val_000.bin" --val-fraction 0.05 || exit 2
+  data="data.train=$work/data/train_*.bin data.val=$work/data/val_*.bin"
+else
+  data=""
+fi
+
+# train NAME BACKEND STEPS OVERRIDES...: one run; its summary and verdict into the table
+train() {
+  local name=$1 be=$2 steps=$3; shift 3
+  local log=$logs/$name.$be.log
+  echo "== train $name on $be ($steps steps)"
+  # shellcheck disable=SC2086
+  timeout 900 mpiexec -n 1 "$bin/ftllm" train inputs/default.ini $data run.backend="$be" \
+    train.steps="$steps" train.rate_skip=1 train.val_batches=0 train.sample_tokens=0 "$@" \
+    > "$log" 2>&1
+  local rc=$? sum
+  tail -n 3 "$log"
+  sum=$(grep '^summary:' "$log" | tail -1)
+  if [ "$rc" -ne 0 ] || [ -z "$sum" ]; then
+    failed=$((failed + 1))
+    row "train $name" "$be: FAILED (rc $rc, $log)" "" "" "" ""
+    return
+  fi
+  local ms tok gf loss
+  ms=$(sed -n 's/.* \([0-9.]*\) ms\/step.*/\1/p' <<< "$sum")
+  tok=$(sed -n 's/.* \([0-9.]*\) tok\/s.*/\1/p' <<< "$sum")
+  gf=$(sed -n 's/.* \([0-9.]*\) GFLOP\/s.*/\1/p' <<< "$sum")
+  loss=$(sed -n 's/.*loss \([0-9.]* -> [0-9.]*\).*/\1/p' <<< "$sum")
+  row "train $name" "$be, $steps steps" "$ms" "$tok" "$gf" "$loss"
+}
+
+train small cpu 20
+train small cuda 20
+gpt2s="model.layers=12 model.heads=12 model.channels=768 model.seq_len=1024 train.batch=8"
+# shellcheck disable=SC2086
+train gpt2s cuda "$GPU_STEPS" $gpt2s
+# shellcheck disable=SC2086
+train gpt2s cpu "$CPU_STEPS" $gpt2s
+
+echo
+printf '%-28s | %-40s | %9s | %10s | %8s | %s\n' check result ms/step tok/s GFLOP/s \
+  "loss first -> last"
+printf '%s\n' "${rows[@]}"
+echo "verdict: $([ $failed -eq 0 ] && echo OK || echo "FAILED ($failed)")"
+[ "$failed" -eq 0 ]

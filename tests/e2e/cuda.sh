@@ -1,0 +1,36 @@
+#!/bin/bash
+# e2e/cuda.sh: run.backend as a user meets it. A build without CUDA asked for run.backend = cuda
+# says so in one line (exit 2). The CUDA build ($FTLLM_CUDA: make CUDA=1; tests/run.sh passes
+# it where nvcc exists) says in one line (exit 2) that there is no usable GPU where there is
+# none, or trains on the GPU where there is one; it refuses what the CUDA backend cannot do yet
+# (more than one rank, checkpoints) in one line, and trains on the CPU with run.backend = cpu.
+source tests/e2e/lib.bash
+
+deck=inputs/default.ini
+short="train.steps=2 train.val_batches=0 train.sample_tokens=0"
+cuda=${FTLLM_CUDA:-}
+
+# shellcheck disable=SC2086
+run "cpu-only build: backend=cuda" 2 \
+  "run.backend = cuda: this ftllm was built without the CUDA backend" \
+  1 "$FTLLM" train $deck $short run.backend=cuda
+run "unknown backend" 2 "run.backend" 1 "$FTLLM" train $deck $short run.backend=tpu
+
+if [ -z "$cuda" ] || [ ! -x "$cuda" ]; then
+  echo "SKIP: no CUDA build to check (FTLLM_CUDA is empty: no nvcc, or run outside make test)"
+else
+  if command -v nvidia-smi > /dev/null && nvidia-smi -L > /dev/null 2>&1; then
+    run "cuda build: trains on the GPU" 0 "" 1 "$cuda" train $deck $short run.backend=cuda
+    has "cuda build: verdict" '^verdict: OK \(trained 2 steps'
+  else
+    run "cuda build without a GPU: one line, exit 2" 2 "run.backend = cuda: no usable GPU:" \
+      1 "$cuda" train $deck $short run.backend=cuda
+  fi
+  run "cuda build: 2 ranks refused" 2 "run.backend = cuda: runs on one rank" \
+    2 "$cuda" train $deck $short run.backend=cuda parallel.dp=2
+  run "cuda build: checkpoints refused" 2 "run.backend = cuda: checkpoints are not staged" \
+    1 "$cuda" train $deck $short run.backend=cuda checkpoint.interval=1
+  run "cuda build: backend=cpu trains" 0 "" 1 "$cuda" train $deck $short
+  has "cuda build, cpu: verdict" '^verdict: OK \(trained 2 steps'
+fi
+e2e_finish

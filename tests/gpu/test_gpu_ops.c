@@ -1,0 +1,427 @@
+/* test_gpu_ops.c: every op kind of the CUDA backend against the CPU backend (the reference) on
+ * random inputs, each CUDA op run twice into outputs pre-filled with two different byte
+ * patterns: the two results must be the same bytes (bitwise determinism, and every output byte
+ * written from the inputs alone, ops.h). Where no GPU is usable (CI, the build machine) every
+ * test skips with one line saying why.
+ * ft-test: ranks 1
+ *
+ * These tolerances are reasoned, not yet measured: the author had no GPU. Relative L2 error per
+ * output tensor, |gpu - cpu| / |cpu|; int outputs must be equal; 0 means the same bytes.
+ *   0      encoder fwd, residual, dispatch fwd: a single IEEE add or a copy, nothing to reorder
+ *   1e-6   elementwise ops and row ops whose kernels follow the CPU's operation order (GELU,
+ *          AdamW, cross-entropy, MoE route/dispatch/combine, LayerNorm fwd and dx, encoder bwd,
+ *          the loss mean): expected to match to the bit; double-precision row sums in another
+ *          order may move a float by one ulp
+ *   1e-5   cuBLAS GEMMs against OpenBLAS (fp32 sums of <= 300 terms in another order), column
+ *          sums in chunks (LayerNorm dw/db, bias gradients), attention forward (CUDA's expf is
+ *          within 2 ulp of glibc's)
+ *   1e-4   attention backward (att (datt - sum att datt) cancels; fp32 order differences in
+ *          small entries grow relative to them)
+ *   1e-10  the gradient norm (doubles over 1.4e5 terms summed in another tree)
+ * A wrong formula or index gives errors of order 1. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../ft_test.h"
+#include "ftllm/backend.h"
+#include "ftllm/exec.h"
+#include "ftllm/ops.h"
+
+typedef enum { F32, I32, F64 } Ty;
+typedef struct buf {
+    Ty ty;
+    size_t n;   /* elements; 0: the argument is NULL */
+    void *host; /* inputs: the data; outputs: unused */
+} Buf;
+
+typedef struct op_case {
+    const char *name;
+    FtOpKind kind;
+    FtOpDir dir;
+    Buf in[FT_OP_MAX_IN], out[FT_OP_MAX_OUT];
+    long long d[FT_OP_MAX_DIMS];
+    double x[FT_OP_MAX_X];
+    double tol[FT_OP_MAX_OUT];
+} OpCase;
+
+static int g_covered[FT_OP_NKINDS][2];
+
+/* ---- the GPU, or a skip ------------------------------------------------------------------- */
+
+static const FtBackend *gpu(void)
+{
+    static int tried;
+    static const FtBackend *be;
+    if (!tried) {
+        char why[512] = "";
+        tried = 1;
+        be = backend_open("cuda", 0, why, sizeof why);
+        if (!be) printf("SKIP: GPU tests: %s\n", why);
+    }
+    if (!be) skip();
+    return be;
+}
+
+/* ---- inputs --------------------------------------------------------------------------------- */
+
+static unsigned long long g_rng = 20240520;
+static double urand(void)
+{
+    unsigned long long z = (g_rng += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return ((z ^ (z >> 31)) >> 11) * (1.0 / 9007199254740992.0);
+}
+static size_t ty_size(Ty t) { return t == F32 ? 4 : t == I32 ? 4 : 8; }
+static Buf frand(size_t n, float scale)
+{
+    float *a = malloc(sizeof(float) * n);
+    for (size_t i = 0; i < n; i++) a[i] = (float)((2 * urand() - 1) * scale);
+    return (Buf){F32, n, a};
+}
+static Buf fpos(size_t n) /* positive, for second moments */
+{
+    float *a = malloc(sizeof(float) * n);
+    for (size_t i = 0; i < n; i++) a[i] = (float)(urand() * 1e-3);
+    return (Buf){F32, n, a};
+}
+static Buf irand(size_t n, int mod)
+{
+    int *a = malloc(sizeof(int) * n);
+    for (size_t i = 0; i < n; i++) a[i] = (int)(urand() * mod);
+    return (Buf){I32, n, a};
+}
+static Buf copy_of(Ty t, const void *p, size_t n)
+{
+    void *a = malloc(ty_size(t) * n);
+    memcpy(a, p, ty_size(t) * n);
+    return (Buf){t, n, a};
+}
+static Buf out_f(size_t n) { return (Buf){F32, n, NULL}; }
+static Buf out_i(size_t n) { return (Buf){I32, n, NULL}; }
+static Buf out_d(size_t n) { return (Buf){F64, n, NULL}; }
+
+/* The CPU outputs of a call (for inputs that must be consistent: LayerNorm statistics, the
+ * attention matrix, routing); the caller frees them. */
+static void cpu_run(FtOpKind kind, FtOpDir dir, const Buf *in, const Buf *out, const long long *d,
+                    const double *x, void **res)
+{
+    FtOpCall c;
+    memset(&c, 0, sizeof c);
+    for (int i = 0; i < FT_OP_MAX_IN; i++) c.in[i] = in[i].n ? in[i].host : NULL;
+    for (int i = 0; i < FT_OP_MAX_OUT; i++) {
+        res[i] = out[i].n ? calloc(out[i].n, ty_size(out[i].ty)) : NULL;
+        c.out[i] = res[i];
+    }
+    memcpy(c.d, d, sizeof c.d);
+    memcpy(c.x, x, sizeof c.x);
+    const FtOpDesc *op = &ops_cpu_table()[kind];
+    (dir == FT_FWD ? op->fwd : op->bwd)(&c);
+}
+
+/* ---- one case: CPU once, GPU twice, compare -------------------------------------------------- */
+
+static double rel_err(Ty t, const void *a, const void *ref, size_t n)
+{
+    double num = 0, den = 0;
+    for (size_t i = 0; i < n; i++) {
+        double u = t == F32 ? ((const float *)a)[i] : ((const double *)a)[i];
+        double r = t == F32 ? ((const float *)ref)[i] : ((const double *)ref)[i];
+        num += (u - r) * (u - r);
+        den += r * r;
+    }
+    return den > 0 ? sqrt(num / den) : sqrt(num);
+}
+
+static void run_case(OpCase *k)
+{
+    const FtBackend *be = gpu();
+    void *ref[FT_OP_MAX_OUT], *got[2][FT_OP_MAX_OUT] = {{0}}, *din[FT_OP_MAX_IN] = {0};
+    void *dout[2][FT_OP_MAX_OUT] = {{0}};
+    cpu_run(k->kind, k->dir, k->in, k->out, k->d, k->x, ref);
+    for (int i = 0; i < FT_OP_MAX_IN; i++) {
+        if (!k->in[i].n) continue;
+        size_t bytes = ty_size(k->in[i].ty) * k->in[i].n;
+        din[i] = backend_alloc(be, bytes, "a test input");
+        be->to_device(be->ctx, din[i], k->in[i].host, bytes);
+    }
+    static const int fill[2] = {0xFF, 0x5A}; /* NaN, then 1.5e16: unwritten bytes show */
+    for (int r = 0; r < 2; r++) {
+        FtOpCall c;
+        memset(&c, 0, sizeof c);
+        for (int i = 0; i < FT_OP_MAX_IN; i++) c.in[i] = din[i];
+        for (int i = 0; i < FT_OP_MAX_OUT; i++) {
+            if (!k->out[i].n) continue;
+            size_t bytes = ty_size(k->out[i].ty) * k->out[i].n;
+            dout[r][i] = backend_alloc(be, bytes, "a test output");
+            be->set(be->ctx, dout[r][i], fill[r], bytes);
+            c.out[i] = dout[r][i];
+        }
+        memcpy(c.d, k->d, sizeof c.d);
+        memcpy(c.x, k->x, sizeof c.x);
+        exec_op_on(be, k->kind, k->dir, &c, NULL);
+        be->sync(be->ctx);
+        for (int i = 0; i < FT_OP_MAX_OUT; i++) {
+            if (!k->out[i].n) continue;
+            size_t bytes = ty_size(k->out[i].ty) * k->out[i].n;
+            got[r][i] = malloc(bytes);
+            be->to_host(be->ctx, got[r][i], dout[r][i], bytes);
+        }
+    }
+    g_covered[k->kind][k->dir] = 1;
+    int bad = 0;
+    for (int i = 0; i < FT_OP_MAX_OUT; i++) {
+        if (!k->out[i].n) continue;
+        Ty t = k->out[i].ty;
+        size_t bytes = ty_size(t) * k->out[i].n;
+        int twice = !memcmp(got[0][i], got[1][i], bytes), same = !memcmp(got[0][i], ref[i], bytes);
+        double e = t == I32 ? (same ? 0.0 : 1.0) : rel_err(t, got[0][i], ref[i], k->out[i].n);
+        int ok = twice && (t == I32 || k->tol[i] == 0 ? same : e <= k->tol[i]);
+        printf("  %-24s out[%d] rel err %.2e (tol %.0e)%s%s\n", k->name, i, e, k->tol[i],
+               same ? ", the CPU's bytes" : "",
+               twice ? ", same bytes twice" : ", DIFFERS RUN TO RUN");
+        bad += !ok;
+    }
+    for (int r = 0; r < 2; r++)
+        for (int i = 0; i < FT_OP_MAX_OUT; i++) {
+            free(got[r][i]);
+            if (dout[r][i]) be->release(be->ctx, dout[r][i]);
+        }
+    for (int i = 0; i < FT_OP_MAX_OUT; i++) free(ref[i]);
+    for (int i = 0; i < FT_OP_MAX_IN; i++) {
+        if (din[i]) be->release(be->ctx, din[i]);
+        free(k->in[i].host);
+    }
+    if (bad) fail_msg("%s: %d output(s) off (see the lines above)", k->name, bad);
+}
+
+/* ---- the cases ------------------------------------------------------------------------------ */
+
+enum { B = 3, T = 17, C = 48, NH = 4, V = 61, VP = 64, MAXT = 20, OC = 40, N = B * T };
+
+static void test_encoder(void **s)
+{
+    (void)s;
+    gpu();
+    OpCase f = {"encoder.fwd", FT_OP_ENCODER, FT_FWD,
+                {irand(N, V), frand(VP * C, 1), frand(MAXT * C, 1)}, {out_f(N * C)},
+                {B, T, C}, {0}, {0}};
+    run_case(&f);
+    OpCase b = {"encoder.bwd", FT_OP_ENCODER, FT_BWD,
+                {frand(N * C, 1), irand(N, 7), frand(VP * C, 1), frand(MAXT * C, 1)},
+                {out_f(VP * C), out_f(MAXT * C)}, {B, T, C}, {VP, MAXT}, {1e-6, 1e-6}};
+    run_case(&b);
+}
+
+static void layernorm_case(const char *name, long long rows, long long cols)
+{
+    size_t n = (size_t)(rows * cols);
+    Buf x = frand(n, 2), w = frand((size_t)cols, 1), bias = frand((size_t)cols, 1);
+    OpCase f = {name, FT_OP_LAYERNORM, FT_FWD,
+                {copy_of(F32, x.host, n), copy_of(F32, w.host, cols), bias},
+                {out_f(n), out_f(rows), out_f(rows)}, {rows, cols}, {0}, {1e-6, 1e-6, 1e-6}};
+    void *st[FT_OP_MAX_OUT];
+    cpu_run(FT_OP_LAYERNORM, FT_FWD, f.in, f.out, f.d, f.x, st);
+    run_case(&f);
+    OpCase b = {name, FT_OP_LAYERNORM, FT_BWD,
+                {frand(n, 1), x, w, copy_of(F32, st[1], rows), copy_of(F32, st[2], rows),
+                 frand(n, 1), frand(cols, 1), frand(cols, 1)},
+                {out_f(n), out_f(cols), out_f(cols)}, {rows, cols}, {0}, {1e-6, 1e-5, 1e-5}};
+    for (int i = 0; i < 3; i++) free(st[i]);
+    run_case(&b);
+}
+
+static void test_layernorm(void **s)
+{
+    (void)s;
+    gpu();
+    layernorm_case("layernorm", N, C);
+    layernorm_case("layernorm wide", 40, 770);
+}
+
+static void matmul_case(const char *name, long long n, long long c, long long oc, int with_prev)
+{
+    size_t nc = (size_t)(n * c), noc = (size_t)(n * oc), occ = (size_t)(oc * c);
+    OpCase f = {name, FT_OP_MATMUL, FT_FWD, {frand(nc, 1), frand(occ, 1), frand(oc, 1)},
+                {out_f(noc)}, {n, c, oc}, {0}, {1e-5}};
+    run_case(&f);
+    OpCase b = {name, FT_OP_MATMUL, FT_BWD,
+                {frand(noc, 1), frand(nc, 1), frand(occ, 1), with_prev ? frand(occ, 1) : (Buf){0},
+                 with_prev ? frand(oc, 1) : (Buf){0}},
+                {with_prev ? out_f(nc) : (Buf){0}, out_f(occ), out_f(oc)}, {n, c, oc}, {0},
+                {1e-5, 1e-5, 1e-5}};
+    run_case(&b);
+}
+
+static void test_matmul(void **s)
+{
+    (void)s;
+    gpu();
+    matmul_case("matmul", N, C, OC, 1);
+    matmul_case("matmul no dx/prev", N, C, OC, 0);
+    matmul_case("matmul 300x192x160", 300, 192, 160, 1);
+}
+
+static void test_attention(void **s)
+{
+    (void)s;
+    gpu();
+    size_t nq = (size_t)B * T * 3 * C, ny = (size_t)B * T * C, na = (size_t)B * NH * T * T;
+    Buf qkv = frand(nq, 1);
+    OpCase f = {"attention.fwd", FT_OP_ATTENTION, FT_FWD, {copy_of(F32, qkv.host, nq)},
+                {out_f(ny), out_f(na)}, {B, T, C, NH}, {0}, {1e-5, 1e-5}};
+    void *r[FT_OP_MAX_OUT];
+    cpu_run(FT_OP_ATTENTION, FT_FWD, f.in, f.out, f.d, f.x, r);
+    run_case(&f);
+    OpCase b = {"attention.bwd", FT_OP_ATTENTION, FT_BWD,
+                {frand(ny, 1), qkv, copy_of(F32, r[1], na)}, {out_f(nq)}, {B, T, C, NH}, {0},
+                {1e-4}};
+    free(r[0]), free(r[1]);
+    run_case(&b);
+}
+
+static void test_elementwise(void **s)
+{
+    (void)s;
+    gpu();
+    enum { M = 4099 };
+    OpCase gf = {"gelu.fwd", FT_OP_GELU, FT_FWD, {frand(M, 4)}, {out_f(M)}, {M}, {0}, {1e-6}};
+    run_case(&gf);
+    OpCase gb = {"gelu.bwd", FT_OP_GELU, FT_BWD, {frand(M, 1), frand(M, 4)}, {out_f(M)}, {M},
+                 {0}, {1e-6}};
+    run_case(&gb);
+    OpCase rf = {"residual.fwd", FT_OP_RESIDUAL, FT_FWD, {frand(M, 1), frand(M, 1)},
+                 {out_f(M)}, {M}, {0}, {0}};
+    run_case(&rf);
+    OpCase rb = {"residual.bwd", FT_OP_RESIDUAL, FT_BWD, {frand(M, 1)}, {out_f(M), out_f(M)},
+                 {M}, {0}, {0, 0}};
+    run_case(&rb);
+}
+
+static void crossent_case(const char *name, long long rows, long long v, long long vp)
+{
+    size_t n = (size_t)(rows * vp);
+    Buf tg = irand((size_t)rows, (int)v);
+    OpCase f = {name, FT_OP_CROSSENT, FT_FWD, {frand(n, 3), copy_of(I32, tg.host, rows)},
+                {out_f(n), out_f(rows)}, {rows, v, vp}, {0}, {1e-6, 1e-6}};
+    void *r[FT_OP_MAX_OUT];
+    cpu_run(FT_OP_CROSSENT, FT_FWD, f.in, f.out, f.d, f.x, r);
+    run_case(&f);
+    OpCase b = {name, FT_OP_CROSSENT, FT_BWD, {copy_of(F32, r[0], n), tg}, {out_f(n)},
+                {rows, v, vp}, {1.0 / rows}, {1e-6}};
+    OpCase m = {name, FT_OP_LOSSMEAN, FT_FWD, {copy_of(F32, r[1], rows)}, {out_f(1)}, {rows},
+                {0}, {1e-6}};
+    free(r[0]), free(r[1]);
+    run_case(&b);
+    run_case(&m);
+}
+
+static void test_crossent(void **s)
+{
+    (void)s;
+    gpu();
+    crossent_case("crossent", N, V, VP);
+    crossent_case("crossent V 1000", 9, 1000, 1024);
+}
+
+static void test_optimizer(void **s)
+{
+    (void)s;
+    gpu();
+    size_t n = 2 * FT_OPS_CHUNK + 1234;
+    OpCase g = {"gradnorm", FT_OP_GRADNORM, FT_FWD, {frand(n, 1)}, {out_d(1)}, {(long long)n},
+                {0}, {1e-10}};
+    run_case(&g);
+    enum { M = 5007 };
+    OpCase a = {"adamw", FT_OP_ADAMW, FT_FWD, {frand(M, 1), frand(M, 1), frand(M, 1e-2), fpos(M)},
+                {out_f(M), out_f(M), out_f(M)}, {M},
+                {1e-3, 0.9, 0.95, 1e-8, 0.1, 1 - 0.729, 1 - 0.857375, 0.7}, {1e-6, 1e-6, 1e-6}};
+    run_case(&a);
+}
+
+/* routing of N tokens to E experts, top 2, capacity 17 (some choices dropped) */
+enum { E = 6, K = 2, CAP = 17 };
+
+static void test_moe(void **s)
+{
+    (void)s;
+    gpu();
+    Buf lg = frand(N * E, 2);
+    OpCase rf = {"moe_route.fwd", FT_OP_MOE_ROUTE, FT_FWD, {copy_of(F32, lg.host, N * E)},
+                 {out_f(N * E), out_i(N * K), out_f(N * K), out_i(N * K), out_f(1)},
+                 {N, E, K, CAP}, {0.01}, {1e-6, 0, 1e-6, 0, 1e-6}};
+    void *r[FT_OP_MAX_OUT];
+    cpu_run(FT_OP_MOE_ROUTE, FT_FWD, rf.in, rf.out, rf.d, rf.x, r);
+    free(lg.host);
+    run_case(&rf);
+    const void *probs = r[0], *expert = r[1], *gate = r[2], *row = r[3];
+    OpCase rb = {"moe_route.bwd", FT_OP_MOE_ROUTE, FT_BWD,
+                 {frand(N * K, 1), copy_of(F32, probs, N * E), copy_of(I32, expert, N * K)},
+                 {out_f(N * E)}, {N, E, K}, {0.01, 0.5}, {1e-6}};
+    run_case(&rb);
+    OpCase df = {"moe_dispatch.fwd", FT_OP_MOE_DISPATCH, FT_FWD,
+                 {frand(N * C, 1), copy_of(I32, expert, N * K), copy_of(I32, row, N * K)},
+                 {out_f(N * K * C), out_i(E)}, {N, C, K, E}, {0}, {0, 0}};
+    run_case(&df);
+    OpCase db = {"moe_dispatch.bwd", FT_OP_MOE_DISPATCH, FT_BWD,
+                 {frand(N * K * C, 1), copy_of(I32, row, N * K), frand(N * C, 1)},
+                 {out_f(N * C)}, {N, C, K, E}, {0}, {1e-6}};
+    run_case(&db);
+    OpCase cf = {"moe_combine.fwd", FT_OP_MOE_COMBINE, FT_FWD,
+                 {frand(N * K * C, 1), copy_of(F32, gate, N * K), copy_of(I32, row, N * K)},
+                 {out_f(N * C)}, {N, C, K}, {0}, {1e-6}};
+    run_case(&cf);
+    OpCase cb = {"moe_combine.bwd", FT_OP_MOE_COMBINE, FT_BWD,
+                 {frand(N * C, 1), frand(N * K * C, 1), copy_of(F32, gate, N * K),
+                  copy_of(I32, row, N * K)},
+                 {out_f(N * K * C), out_f(N * K)}, {N, C, K}, {0}, {1e-6, 1e-6}};
+    run_case(&cb);
+    for (int i = 0; i < 5; i++) free(r[i]);
+}
+
+/* the grouped matmul: G = 2 source groups x El = 3 local experts, 28 of R = 40 rows used */
+static void test_moe_expert(void **s)
+{
+    (void)s;
+    gpu();
+    enum { G = 2, EL = 3, R = 40 };
+    static const int counts[G * EL] = {5, 0, 7, 3, 9, 4};
+    OpCase f = {"moe_expert.fwd", FT_OP_MOE_EXPERT, FT_FWD,
+                {frand(R * C, 1), frand(EL * OC * C, 1), frand(EL * OC, 1),
+                 copy_of(I32, counts, G * EL)},
+                {out_f(R * OC)}, {R, C, OC, EL}, {G, 0}, {1e-5}};
+    run_case(&f);
+    OpCase b = {"moe_expert.bwd", FT_OP_MOE_EXPERT, FT_BWD,
+                {frand(R * OC, 1), frand(R * C, 1), frand(EL * OC * C, 1),
+                 copy_of(I32, counts, G * EL), frand(EL * OC * C, 1), frand(EL * OC, 1)},
+                {out_f(R * C), out_f(EL * OC * C), out_f(EL * OC)}, {R, C, OC, EL}, {G, 0},
+                {1e-5, 1e-5, 1e-5}};
+    run_case(&b);
+}
+
+/* Last: every kind the CPU table has (and its backward, where it has one) was compared. */
+static void test_all_kinds_covered(void **s)
+{
+    (void)s;
+    gpu();
+    int missing = 0;
+    for (int k = 0; k < FT_OP_NKINDS; k++) {
+        if (k == FT_OP_MARK) continue;
+        for (int dir = 0; dir < 2; dir++) {
+            int has = dir == FT_FWD || ops_cpu_table()[k].bwd;
+            if (has && !g_covered[k][dir]) {
+                printf("  not compared: %s.%s\n", ops_cpu_table()[k].name, dir ? "bwd" : "fwd");
+                missing++;
+            }
+        }
+    }
+    assert_int_equal(missing, 0);
+}
+
+FT_TEST_MAIN(cmocka_unit_test(test_encoder), cmocka_unit_test(test_layernorm),
+             cmocka_unit_test(test_matmul), cmocka_unit_test(test_attention),
+             cmocka_unit_test(test_elementwise), cmocka_unit_test(test_crossent),
+             cmocka_unit_test(test_optimizer), cmocka_unit_test(test_moe),
+             cmocka_unit_test(test_moe_expert), cmocka_unit_test(test_all_kinds_covered))
