@@ -6,7 +6,8 @@
  *    exactly-once count catches a shard entered twice or never (on every rank alike);
  *  - dp 4, r 2: replica 1 fails after step K; the survivors end bitwise equal (parameters,
  *    moments, step, cursor) to the same run without the failure; with no failure every replica
- *    computes only level 0 (counters); the same with a replica = tp 2 ranks and = pp 2 stages;
+ *    computes only level 0 (counters); the same with a replica = tp 2 ranks, = pp 2 stages,
+ *    and with a mixture-of-experts model (ep 1);
  *  - r 1 with no failure against plain data parallelism (spare.r = 0, bucketed all-reduce): on
  *    2 ranks bitwise (a + b is commutative, so both reductions give the same bits); on 4 ranks
  *    the all-reduce adds in its own tree order, so within a tolerance, and SPARe bitwise run to
@@ -26,6 +27,7 @@
 
 enum { K = 3, STEPS = 6 };
 static int g_dims[2];
+static int g_experts; /* model.experts of the next runs (0: dense) */
 
 static FtConfig cfg(int tp, int pp, int dp, int r)
 {
@@ -39,6 +41,7 @@ static FtConfig cfg(int tp, int pp, int dp, int r)
     c.parallel.tp = tp, c.parallel.pp = pp, c.parallel.dp = dp, c.parallel.microbatches = 2;
     c.parallel.bucket_mb = 0.001;
     c.spare.r = r;
+    c.model.experts = g_experts, c.model.top_k = 1;
     g_dims[0] = (int)c.model.seq_len, g_dims[1] = (int)c.model.vocab;
     return c;
 }
@@ -182,6 +185,14 @@ static void check_masked(int tp, int pp, int dp, int r, int fail)
 static void test_dp4_r2_replica1_fails(void **s) { (void)s; check_masked(1, 1, 4, 2, 1); }
 static void test_tp2_dp2_r2_replica0_fails(void **s) { (void)s; check_masked(2, 1, 2, 2, 0); }
 static void test_pp2_dp2_r2_replica1_fails(void **s) { (void)s; check_masked(1, 2, 2, 2, 1); }
+/* mixture of experts without expert parallelism: expert gradients are reduced with the rest */
+static void test_moe_dp4_r2_replica2_fails(void **s)
+{
+    (void)s;
+    g_experts = 2;
+    check_masked(1, 1, 4, 2, 2);
+    g_experts = 0;
+}
 
 /* r = 1 against plain data parallelism on the ranks of comm (dp = its size). */
 static void check_r1(MPI_Comm comm, int dp, bool bitwise)
@@ -282,5 +293,6 @@ FT_TEST_MAIN(cmocka_unit_test(test_reduction_fixed_order_and_counts),
              cmocka_unit_test(test_dp4_r2_replica1_fails),
              cmocka_unit_test(test_tp2_dp2_r2_replica0_fails),
              cmocka_unit_test(test_pp2_dp2_r2_replica1_fails),
+             cmocka_unit_test(test_moe_dp4_r2_replica2_fails),
              cmocka_unit_test(test_r1_vs_plain_dp2_bitwise), cmocka_unit_test(test_r1_vs_plain_dp4),
              cmocka_unit_test(test_run_hook_masks_then_wipes_out))
