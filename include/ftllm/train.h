@@ -110,6 +110,7 @@ typedef struct ft_spare_stats {
     long long mine, mine_deep; /* shards this replica computed; those at levels >= 1 */
     double deep_s;            /* this rank's time computing levels >= 1 (lost to failures) */
     double regrid_s;          /* this rank's time in train_fail_replica (regrid included) */
+    long long ckpt_stopped;   /* steps whose checkpoint hook was skipped after a failure */
 } FtSpareStats;
 
 

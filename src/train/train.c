@@ -570,7 +570,12 @@ void train_run(FtTrainer *tr, FtTrainSummary *s)
                      s->val_loss, nval, tr->B);
             if (!isfinite(s->val_loss)) s->ok = false;
         }
-        if (tr->on_step) { /* checkpoint hook */
+        bool failed = tr->sp && tr->sp->nlive < tr->sp->N;
+        if (tr->on_step && failed && !tr->spare.ckpt_stopped++)
+            log_warn("spare: checkpoints stop after a replica failed (the writer's communicator "
+                     "still holds the failed ranks; writing on the survivors comes with "
+                     "restart-from-checkpoint)");
+        if (tr->on_step && !failed) { /* checkpoint hook */
             timers_begin(&tr->regions, FT_REGION_CHECKPOINT);
             tr->on_step(tr->on_step_ctx, tr, &st, last);
             timers_end(&tr->regions, FT_REGION_CHECKPOINT);
