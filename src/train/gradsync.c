@@ -13,7 +13,8 @@
  *  - Sums of one double (norm, loss) are gathered and added in rank order, so every rank gets
  *    the same bits; every wait is the executor's.
  *  - The shard-keyed variant (SPARe) banks each computed shard's gradient whole (n floats per
- *    local shard, at most spare.r), and reduces at gradsync_finish: contributions all-gathered
+ *    shard computed here in one step, allocated on first use: one bank with no failure, at most
+ *    spare.r), and reduces at gradsync_finish: contributions all-gathered
  *    and counted, slices sent point to point from holders to owners, summed in shard order,
  *    all-gathered in equal (padded) slices. No bucket overlap with the backward yet: a shard's
  *    gradient is complete only after its last micro-batch, and the step's reduction needs every
@@ -155,8 +156,6 @@ FtGradSync *gradsync_create_shards(FtModel *m, const FtGradSyncComms *c, int mic
     g->holder = calloc((size_t)nshards, sizeof(int));
     g->reqs = calloc((size_t)max_local * P + nshards, sizeof *g->reqs);
     FT_ASSERT(g->bank && g->bank_shard && g->contrib && g->all && g->holder && g->reqs);
-    for (int k = 0; k < max_local; k++)
-        g->bank[k] = backend_alloc(be, sizeof(float) * (n ? n : 1), "a shard gradient bank");
     g->rbuf = backend_alloc(be, sizeof(float) * g->L * (size_t)nshards + 1, "shard slices");
     g->mine = backend_alloc(be, sizeof(float) * g->L + 1, "a summed slice");
     g->gath = backend_alloc(be, sizeof(float) * g->L * (size_t)P + 1, "gathered slices");
@@ -168,7 +167,8 @@ void gradsync_free(FtGradSync *g)
     if (!g) return;
     const FtBackend *be = g->m->be;
     if (g->nshards) {
-        for (int k = 0; k < g->max_local; k++) be->release(be->ctx, g->bank[k]);
+        for (int k = 0; k < g->max_local; k++)
+            if (g->bank[k]) be->release(be->ctx, g->bank[k]);
         be->release(be->ctx, g->rbuf), be->release(be->ctx, g->mine);
         be->release(be->ctx, g->gath);
         free(g->bank), free(g->bank_shard), free(g->contrib), free(g->all), free(g->holder);
@@ -251,7 +251,10 @@ void gradsync_shard_end(FtGradSync *g, FtExec *ex)
                "%d (spare.r) fit", g->cur, g->nlocal + 1, g->max_local);
     emb_sum(g, ex);
     const FtBackend *be = g->m->be;
-    be->copy(be->ctx, g->bank[g->nlocal], g->m->grads, sizeof(float) * g->m->nparams);
+    size_t bytes = sizeof(float) * g->m->nparams;
+    if (!g->bank[g->nlocal]) /* on first use: with no failure one bank is all a step needs */
+        g->bank[g->nlocal] = backend_alloc(be, bytes ? bytes : 4, "a shard gradient bank");
+    be->copy(be->ctx, g->bank[g->nlocal], g->m->grads, bytes);
     g->bank_shard[g->nlocal++] = g->cur;
     g->contrib[g->cur]++;
 }
