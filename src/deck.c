@@ -669,6 +669,22 @@ int deck_check(const FtConfig *cfg, int nranks, char *err, size_t errlen)
                           "of-experts model (model.experts = %lld) is saved by checkpoints",
                           m->experts);
     /* ---- end of mixture of experts ---- */
+    /* ---- SPARe ---- */
+    const struct ft_cfg_spare *sp = &cfg->spare;
+    if (sp->r == FT_AUTO)
+        return cross_fail(cfg, KID(spare, r), KID(parallel, dp), err, errlen,
+                          "spare.r = auto is not supported yet (HINT: give an integer from 1 to "
+                          "parallel.dp = %lld; `ftllm optimize` recommends one)", p->dp);
+    if (sp->r > p->dp)
+        return cross_fail(cfg, KID(spare, r), KID(parallel, dp), err, errlen,
+                          "spare.r = %lld exceeds parallel.dp = %lld (a replica stacks at most "
+                          "one shard of each replica)", sp->r, p->dp);
+    if (sp->r > 0 && p->ep > 1)
+        return cross_fail(cfg, KID(spare, r), KID(parallel, ep), err, errlen,
+                          "spare.r = %lld with parallel.ep = %lld: SPARe's shard-keyed reduction "
+                          "does not handle expert parallelism yet (HINT: spare.r = 0, or "
+                          "parallel.ep = 1)", sp->r, p->ep);
+    /* ---- end of SPARe ---- */
     /* ---- end of training engine ---- */
     /* ---- cluster: `optimize` / `simulate` (analytic, sim) ---- */
     const struct ft_cfg_cluster *cl = &cfg->cluster;

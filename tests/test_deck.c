@@ -200,8 +200,7 @@ static void test_reserved_and_auto(void **state)
     (void)state;
     expect_error("[dmr]\nmode = naive\n", "t.ini:2: dmr.mode = naive: not implemented yet (only the default 'off' is accepted)");
     assert_int_equal(parse("[dmr]\nmode = OFF\n"), 0);
-    expect_error("[spare]\nr = auto\n", "spare.r = auto: not implemented yet");
-    expect_error("[spare]\nr = 0\n", "spare.r = 0 is out of range: expected an integer in [1..1024] or auto");
+    expect_error("[spare]\nr = -2\n", "spare.r = -2 is out of range: expected an integer in [0..1024] or auto");
     assert_int_equal(parse("[checkpoint]\ninterval = auto\n"), 0); /* built: the train loop resolves it */
     expect_error("[faults]\nschedule = f.txt\n", "faults.schedule = f.txt: not implemented yet");
 }
@@ -225,6 +224,13 @@ static void test_cross_world(void **state)
     assert_int_equal(deck_check(&g_cfg, 4, g_err, sizeof g_err), 0);
     expect_check_error("[train]\nsteps = 10\nwarmup = 20\n", 1, "t.ini:3: train.warmup = 20 is longer than the run");
     expect_check_error("[cluster]\ngpus = 4\ngpus_per_replica = 8\n", 1, "t.ini:3: cluster.gpus_per_replica = 8 exceeds cluster.gpus = 4");
+    /* SPARe: r within 1..dp, auto not yet, no expert parallelism */
+    assert_int_equal(parse("[parallel]\ndp = 4\n[spare]\nr = 4\n"), 0);
+    assert_int_equal(deck_check(&g_cfg, 4, g_err, sizeof g_err), 0);
+    expect_check_error("[parallel]\ndp = 2\n[spare]\nr = 3\n", 2, "t.ini:4: spare.r = 3 exceeds parallel.dp = 2");
+    expect_check_error("[parallel]\ndp = 2\n[spare]\nr = auto\n", 2, "t.ini:4: spare.r = auto is not supported yet");
+    expect_check_error("[model]\nexperts = 2\n[parallel]\nep = 2\n[spare]\nr = 1\n", 2,
+                       "t.ini:6: spare.r = 1 with parallel.ep = 2: SPARe's shard-keyed reduction does not handle expert parallelism yet");
 }
 
 static void test_overrides(void **state)

@@ -127,8 +127,10 @@
       "how operators are executed twice and compared")
 
 #define FT_KEYS_spare(K)                                                                         \
-    K(spare, r, INT, "1", 1, 1024, "", FT_KEY_AUTO | FT_KEY_RESERVED,                            \
-      "redundancy: data shards each replica stacks; auto = the optimizer's choice")
+    K(spare, r, INT, "0", 0, 1024, "", FT_KEY_AUTO,                                              \
+      "redundancy: shards of the global batch each data-parallel replica stacks (at most "       \
+      "parallel.dp), reduced in a fixed shard order with exactly-once counts; 0 = off (bucketed " \
+      "all-reduce); auto (the optimizer's choice) is not supported yet")
 
 #define FT_KEYS_checkpoint(K)                                                                    \
     K(checkpoint, dir, STR, "checkpoint", 0, 0, "", 0, "folder of the checkpoint files")         \

@@ -53,6 +53,35 @@ void gradsync_layer_ready(void *g, int layer);
  * is in m->grads on every rank. Collective over the data-parallel and embedding comms. */
 void gradsync_finish(FtGradSync *g, FtExec *ex);
 
+/* ---- SPARe: the shard-keyed reduction (spare.h) ------------------------------------------
+ * The global batch is cut into nshards shard types (one replica's share of plain data
+ * parallelism each: its micro micro-batches); a replica computes the shards its plan names, one
+ * after the other (gradsync_shard_begin, micro-batches through gradsync_backward as above,
+ * gradsync_shard_end banks the shard's gradient). gradsync_finish then sums the shards in shard
+ * order 0, 1, ..., nshards-1, whichever replica computed each: every rank of `dense` owns a
+ * slice of the gradient; each shard's holder sends the shard's slices to their owners; an owner
+ * adds shard 0's slice, then shard 1's, ... and the slices are all-gathered. So a step's
+ * gradient is bitwise the same whichever live replica computed each shard. Before any data
+ * moves the ranks all-gather which shards each contributes: every shard must enter exactly
+ * once (gradsync_shard_violation says which did not; the data exchange is skipped then). With
+ * no failure it moves the bytes of a ring reduce-scatter + all-gather. */
+
+/* The shard-keyed variant: nshards shard types, at most max_local of them computed here per step
+ * (spare.r); c->dense: the live replicas' ranks at this (tp, pp) place (NULL: one replica); no
+ * expert parallelism (c->expert must be NULL). Not collective. */
+FtGradSync *gradsync_create_shards(FtModel *m, const FtGradSyncComms *c, int micro, int nshards,
+                                   int max_local);
+/* Before the first micro-batch of shard `shard` (0 .. nshards-1). */
+void gradsync_shard_begin(FtGradSync *g, int shard);
+/* After the shard's last backward: the tied embedding's copies summed (c->emb), the gradient
+ * (m->grads) banked and counted as this replica's contribution of the shard. Collective over
+ * c->emb. */
+void gradsync_shard_end(FtGradSync *g, FtExec *ex);
+/* After gradsync_finish of the shard-keyed variant: -1 when every shard entered exactly once,
+ * else the first shard that did not, with the number of times it entered in *count (the same
+ * on every rank of c->dense). */
+int gradsync_shard_violation(const FtGradSync *g, int *count);
+
 /* The global gradient norm from this rank's sum of squares (of the tensors it counts, see
  * optim.h): summed over the replica in rank order, so every rank gets the same bits. */
 double gradsync_norm(FtGradSync *g, FtExec *ex, double local_sumsq);

@@ -30,7 +30,20 @@
  * gradients (split over ep) only over dp, as a second part of the same buckets. The grad norm
  * counts dense tensors on ep rank 0 and expert tensors on every ep rank. The load-balance loss
  * enters the objective through the routing op's backward (scaled like the cross-entropy); the
- * reported loss is the language-model loss alone. */
+ * reported loss is the language-model loss alone.
+ *
+ * SPARe (spare.r = r > 0; spare.h, gradsync.h's shard-keyed variant): the N = dp replicas of
+ * the first grid cut the global batch into N shard types, shard s being replica s's share of
+ * plain data parallelism (its M micro-batches from cursor + s M B), and replica i stacks shards
+ * i, i+1, ..., i+r-1 (mod N). Each step every live replica computes the shards the controller's
+ * plan counts for it, level by level (with no failure: level 0 only, its own shard, so it reads
+ * exactly what plain data parallelism gives it and r > 1 costs nothing); the step's gradient is
+ * the sum of the N shard gradients in shard order, and every step checks that each shard entered
+ * exactly once (a violation is fatal, naming the step and the shard). The loss scale stays
+ * 1 / (M N) and the cursor moves by M N B whatever fails. A failed replica (train_fail_replica)
+ * leaves the training communicators; the survivors regrid and compute their plan's deeper
+ * levels, so a masked failure changes no bit of the parameters. Expert parallelism is refused
+ * (deck_check). */
 #ifndef FTLLM_TRAIN_H
 #define FTLLM_TRAIN_H
 
@@ -44,6 +57,7 @@
 #include "ftllm/grid.h"
 #include "ftllm/model.h"
 #include "ftllm/optim.h"
+#include "ftllm/spare.h"
 #include "ftllm/tape.h"
 #include "ftllm/timeline.h"
 #include "ftllm/timers.h"
@@ -59,6 +73,7 @@ typedef struct ft_step_info {
     double loss;    /* mean over the step's micro-batches */
     double lr, grad_norm, seconds;
     int redos;      /* times the step was computed again before its commit */
+    int live, depth; /* SPARe: live replicas and the stack depth the step used (0: SPARe off) */
 } FtStepInfo;
 
 typedef enum ft_step_status {
@@ -69,12 +84,34 @@ typedef enum ft_step_status {
 
 #define FT_TRAIN_MAX_REDOS 8
 
+/* Process exit code of a run stopped by a SPARe wipe-out (some shard type lost every holder):
+ * distinct from 0-4 (ftllm.h) so a job script can restart from the last checkpoint. */
+#define FT_TRAIN_EXIT_WIPEOUT 5
+
 typedef struct ft_train_summary {
     long long steps;
     double first_loss, last_loss, val_loss; /* val_loss NAN when there is no validation */
     double mean_ms, tokens_per_s, gflops;   /* over the steps after train.rate_skip */
     bool ok;                                /* every loss finite */
+    bool left;    /* SPARe: this rank's replica failed and left the run (not an error) */
+    bool wipeout; /* SPARe: a failure left some shard with no live holder: the run stopped */
 } FtTrainSummary;
+
+/* SPARe's counters: the same on every live rank (the plan is), times on this rank. */
+typedef struct ft_spare_stats {
+    long long steps;          /* steps computed under SPARe */
+    long long masked, wipeouts; /* failures masked; failures that wiped a shard out */
+    long long computed;       /* shard computations that entered the reduction, all replicas */
+    long long needed;         /* N per step */
+    long long skipped;        /* stack slots within the depth left out: their shard was counted
+                                 on another replica (the plan's uncounted computations) */
+    long long levels;         /* sum over steps of the depth (the step's critical path, in
+                                 shards) */
+    long long mine, mine_deep; /* shards this replica computed; those at levels >= 1 */
+    double deep_s;            /* this rank's time computing levels >= 1 (lost to failures) */
+    double regrid_s;          /* this rank's time in train_fail_replica (regrid included) */
+    long long ckpt_stopped;   /* steps whose checkpoint hook was skipped after a failure */
+} FtSpareStats;
 
 
 typedef struct ft_trainer {
@@ -111,6 +148,19 @@ typedef struct ft_trainer {
     int data_rank, data_width; /* this rank's data shard of data_width = dp x ep */
     int schedule;              /* FtPipeSchedule */
     FtGradSync *gs;
+    /* SPARe (spare.r > 0; NULL sp: off) */
+    FtSpare *sp;       /* the controller: every rank runs its own copy, fed the same failures */
+    FtSparePlan plan;  /* this step's plan */
+    int replica;       /* this rank's replica in the first grid: the shard type it holds first */
+    FtGrid *own_grid;  /* the grid after the last failure (owned; NULL: the caller's grid) */
+    bool left;         /* this rank's replica failed: it computes nothing more */
+    double *shard_loss; /* [N] the step's loss per shard (last stage, tp rank 0) */
+    FtSpareStats spare;
+    /* faults hook: called by train_run before each step (step: the 1-based step about to run);
+     * the fault schedule (`fail step=S replica=I` lines) calls train_fail_replica from here.
+     * NULL = none. */
+    void (*before_step)(void *ctx, struct ft_trainer *tr, long long step);
+    void *before_step_ctx;
     FtExec ex;
     FtTimeline tl;
     FtTimers regions; /* named regions (timers.h), steps after train.rate_skip */
@@ -135,6 +185,23 @@ void train_free(FtTrainer *tr);
  * of data ranks), the statistics and the hooks. Collective over the new grid; the old grid
  * may be destroyed after. */
 void train_regrid(FtTrainer *tr, const FtGrid *grid);
+
+/* SPARe: replica `replica` (an index of the first grid's dp replicas) fails by injection (a
+ * fail-stop on MPICH, which has no working ULFM): the controller masks it (spare_fail, RECTLR);
+ * the replica's ranks leave the training communicators (MPI_Comm_split with MPI_UNDEFINED,
+ * grid_shrink_dp) and stop (tr->left; train_step must not be called again there); the
+ * survivors regrid (train_regrid: model, cursor, hooks kept) and compute their plan's deeper
+ * levels from the next step on. Call between steps, collectively over the current grid, with
+ * the same replica on every rank. Returns the outcome (enum ft_spare_outcome): on
+ * SPARE_WIPEOUT nothing changes and the run cannot go on (restart from a checkpoint); -1 when
+ * SPARe is off, the replica is out of range or already failed (nothing changes). */
+int train_fail_replica(FtTrainer *tr, int replica);
+
+/* SPARe: rank 0 of the current grid prints one line to out (NULL: nothing): "spare: r R, N
+ * replicas, live L, depth D; failures masked K, wipe-outs W; shards computed C vs needed X
+ * (...); time lost: deeper levels A s, regrid B s". Collective over the current grid (call on
+ * the ranks that did not leave). Nothing when SPARe is off. */
+void train_report_spare(const FtTrainer *tr, FILE *out);
 
 /* One optimizer step over parallel.microbatches micro-batches of train.batch sequences (on
  * every data rank): computed, offered to before_commit (which may ask for it again: the step

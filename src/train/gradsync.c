@@ -11,7 +11,14 @@
  *    were summed. Each bucket has two parts: dense gradients (replicated over dp x ep, summed
  *    over dense_dp) and MoE expert gradients (split over ep, summed over dp only).
  *  - Sums of one double (norm, loss) are gathered and added in rank order, so every rank gets
- *    the same bits; every wait is the executor's. */
+ *    the same bits; every wait is the executor's.
+ *  - The shard-keyed variant (SPARe) banks each computed shard's gradient whole (n floats per
+ *    shard computed here in one step, allocated on first use: one bank with no failure, at most
+ *    spare.r), and reduces at gradsync_finish: contributions all-gathered
+ *    and counted, slices sent point to point from holders to owners, summed in shard order,
+ *    all-gathered in equal (padded) slices. No bucket overlap with the backward yet: a shard's
+ *    gradient is complete only after its last micro-batch, and the step's reduction needs every
+ *    shard. */
 #include "ftllm/gradsync.h"
 
 #include <stdlib.h>
@@ -50,6 +57,19 @@ struct ft_gradsync {
     int nb;
     int *item_bucket; /* item -> bucket; items: [head (last stage)], layers l1-1 .. l0, embed */
     int nitems, embed_item, nhead;
+    /* shard-keyed variant (nshards > 0) */
+    int nshards, max_local, nlocal, cur;
+    float **bank;    /* [max_local] gradients of the shards computed here this step, n each */
+    int *bank_shard; /* [max_local] their shard types */
+    int *contrib;    /* [nshards] times this rank contributed each shard this step */
+    int *all;        /* [P * nshards] every rank's contrib */
+    int *holder;     /* [nshards] the dense rank contributing each shard */
+    int bad_shard, bad_count;
+    size_t L;        /* slice length: ceil(n / P) */
+    float *rbuf;     /* [nshards * L] slices received from other holders */
+    float *mine;     /* [L] this rank's summed slice */
+    float *gath;     /* [P * L] the all-gathered slices */
+    FtReq *reqs;     /* [max_local * P + nshards] */
 };
 
 static void bucket_add(Bucket *b, int part, float *p, size_t n)
@@ -116,10 +136,44 @@ FtGradSync *gradsync_create(FtModel *m, const FtGradSyncComms *c, int micro, dou
     return g;
 }
 
+FtGradSync *gradsync_create_shards(FtModel *m, const FtGradSyncComms *c, int micro, int nshards,
+                                   int max_local)
+{
+    FT_ASSERT(nshards >= 1 && max_local >= 1 && max_local <= nshards && !c->expert);
+    FtGradSyncComms cc = *c;
+    cc.dense = NULL; /* no buckets */
+    FtGradSync *g = gradsync_create(m, &cc, micro, 1.0);
+    g->c.dense = c->dense;
+    g->nshards = nshards, g->max_local = max_local, g->bad_shard = -1;
+    int P = c->dense ? comm_size(c->dense) : 1;
+    size_t n = m->nparams;
+    g->L = (n + (size_t)P - 1) / (size_t)P;
+    const FtBackend *be = m->be;
+    g->bank = calloc((size_t)max_local, sizeof *g->bank);
+    g->bank_shard = calloc((size_t)max_local, sizeof(int));
+    g->contrib = calloc((size_t)nshards, sizeof(int));
+    g->all = calloc((size_t)nshards * P, sizeof(int));
+    g->holder = calloc((size_t)nshards, sizeof(int));
+    g->reqs = calloc((size_t)max_local * P + nshards, sizeof *g->reqs);
+    FT_ASSERT(g->bank && g->bank_shard && g->contrib && g->all && g->holder && g->reqs);
+    g->rbuf = backend_alloc(be, sizeof(float) * g->L * (size_t)nshards + 1, "shard slices");
+    g->mine = backend_alloc(be, sizeof(float) * g->L + 1, "a summed slice");
+    g->gath = backend_alloc(be, sizeof(float) * g->L * (size_t)P + 1, "gathered slices");
+    return g;
+}
+
 void gradsync_free(FtGradSync *g)
 {
     if (!g) return;
     const FtBackend *be = g->m->be;
+    if (g->nshards) {
+        for (int k = 0; k < g->max_local; k++)
+            if (g->bank[k]) be->release(be->ctx, g->bank[k]);
+        be->release(be->ctx, g->rbuf), be->release(be->ctx, g->mine);
+        be->release(be->ctx, g->gath);
+        free(g->bank), free(g->bank_shard), free(g->contrib), free(g->all), free(g->holder);
+        free(g->reqs);
+    }
     for (int i = 0; i < g->nb; i++)
         for (int k = 0; k < 2; k++) {
             free(g->b[i].part[k].sl);
@@ -172,16 +226,131 @@ void gradsync_layer_ready(void *arg, int layer)
     if (b->last_item == item) bucket_start(g, b);
 }
 
+void gradsync_shard_begin(FtGradSync *g, int shard)
+{
+    FT_ASSERT(g->nshards && shard >= 0 && shard < g->nshards);
+    g->cur = shard;
+}
+
+/* The tied embedding's two pipeline copies (first and last stage) summed in m->grads. */
+static void emb_sum(FtGradSync *g, FtExec *ex)
+{
+    FtModel *m = g->m;
+    if (!g->c.emb || !m->p[FT_P_WTE].size) return;
+    FtReq r;
+    comm_iallreduce_sum(g->c.emb, FT_IN_PLACE, m->grads + m->p[FT_P_WTE].offset,
+                        m->p[FT_P_WTE].size, FT_F32, &r);
+    exec_wait(ex, &r, 1, FT_TL_EMB);
+}
+
+void gradsync_shard_end(FtGradSync *g, FtExec *ex)
+{
+    FT_ASSERT(g->nshards);
+    if (g->nlocal >= g->max_local)
+        FT_DIE("gradsync: shard %d is the %d-th shard computed on this rank in one step; at most "
+               "%d (spare.r) fit", g->cur, g->nlocal + 1, g->max_local);
+    emb_sum(g, ex);
+    const FtBackend *be = g->m->be;
+    size_t bytes = sizeof(float) * g->m->nparams;
+    if (!g->bank[g->nlocal]) /* on first use: with no failure one bank is all a step needs */
+        g->bank[g->nlocal] = backend_alloc(be, bytes ? bytes : 4, "a shard gradient bank");
+    be->copy(be->ctx, g->bank[g->nlocal], g->m->grads, bytes);
+    g->bank_shard[g->nlocal++] = g->cur;
+    g->contrib[g->cur]++;
+}
+
+int gradsync_shard_violation(const FtGradSync *g, int *count)
+{
+    if (count) *count = g->bad_count;
+    return g->bad_shard;
+}
+
+/* Slice j of n elements in slices of L: its length. */
+static size_t slice_len(size_t n, size_t L, int j)
+{
+    size_t a = (size_t)j * L;
+    return a >= n ? 0 : (n - a < L ? n - a : L);
+}
+
+/* The shard-keyed reduction (see gradsync.h). */
+static void finish_shards(FtGradSync *g, FtExec *ex)
+{
+    FtModel *m = g->m;
+    const FtBackend *be = m->be;
+    int N = g->nshards, P = g->c.dense ? comm_size(g->c.dense) : 1;
+    int me = g->c.dense ? comm_rank(g->c.dense) : 0;
+    size_t n = m->nparams, L = g->L;
+    /* exactly once: every rank's contributions, counted per shard */
+    if (g->c.dense) {
+        FtReq r;
+        comm_iallgather(g->c.dense, g->contrib, g->all, (size_t)N, FT_I32, &r);
+        exec_wait(ex, &r, 1, FT_TL_DP);
+    } else {
+        memcpy(g->all, g->contrib, sizeof(int) * (size_t)N);
+    }
+    g->bad_shard = -1, g->bad_count = 0;
+    for (int s = 0; s < N; s++) {
+        int cnt = 0;
+        g->holder[s] = -1;
+        for (int p = 0; p < P; p++)
+            if (g->all[(size_t)p * N + s]) {
+                cnt += g->all[(size_t)p * N + s];
+                g->holder[s] = p;
+            }
+        if (cnt != 1 && g->bad_shard < 0) g->bad_shard = s, g->bad_count = cnt;
+    }
+    int nlocal = g->nlocal;
+    g->nlocal = 0;
+    memset(g->contrib, 0, sizeof(int) * (size_t)N);
+    if (g->bad_shard >= 0) return; /* the caller stops the job; no data moves */
+    /* holders send each shard's slices to their owners; this rank receives its slice */
+    int nr = 0;
+    size_t myl = slice_len(n, L, me);
+    const float **src = calloc((size_t)N, sizeof *src);
+    FT_ASSERT(src);
+    for (int s = 0; s < N; s++) {
+        src[s] = g->rbuf + (size_t)s * L;
+        if (g->holder[s] != me && myl)
+            comm_irecv(g->c.dense, g->rbuf + (size_t)s * L, myl, FT_F32, g->holder[s], s,
+                       &g->reqs[nr++]);
+    }
+    for (int k = 0; k < nlocal; k++) {
+        int s = g->bank_shard[k];
+        src[s] = g->bank[k] + (size_t)me * L;
+        for (int j = 0; j < P; j++)
+            if (j != me && slice_len(n, L, j))
+                comm_isend(g->c.dense, g->bank[k] + (size_t)j * L, slice_len(n, L, j), FT_F32,
+                           j, s, &g->reqs[nr++]);
+    }
+    if (nr) exec_wait(ex, g->reqs, nr, FT_TL_DP);
+    /* the owner's sum, in shard order */
+    float *acc = g->mine;
+    if (myl) memcpy(acc, src[0], sizeof(float) * myl);
+    for (int s = 1; s < N; s++) {
+        const float *x = src[s];
+        for (size_t i = 0; i < myl; i++) acc[i] += x[i];
+    }
+    for (size_t i = myl; i < L; i++) acc[i] = 0;
+    free(src);
+    if (!g->c.dense) {
+        be->copy(be->ctx, m->grads, acc, sizeof(float) * n);
+        return;
+    }
+    FtReq r;
+    comm_iallgather(g->c.dense, acc, g->gath, L, FT_F32, &r);
+    exec_wait(ex, &r, 1, FT_TL_DP);
+    be->copy(be->ctx, m->grads, g->gath, sizeof(float) * n);
+}
+
 void gradsync_finish(FtGradSync *g, FtExec *ex)
 {
     FtModel *m = g->m;
     g->armed = false;
-    if (g->c.emb && m->p[FT_P_WTE].size) {
-        FtReq r;
-        comm_iallreduce_sum(g->c.emb, FT_IN_PLACE, m->grads + m->p[FT_P_WTE].offset,
-                            m->p[FT_P_WTE].size, FT_F32, &r);
-        exec_wait(ex, &r, 1, FT_TL_EMB);
+    if (g->nshards) {
+        finish_shards(g, ex);
+        return;
     }
+    emb_sum(g, ex);
     if (!g->b) return;
     bucket_start(g, &g->b[g->item_bucket[g->embed_item]]);
     for (int i = 0; i < g->nb; i++) {

@@ -13,7 +13,11 @@
  *    from the same state (the before-commit hook asks for it) and ends bitwise the same.
  *  - Validation reuses the training tape's forward range (same shapes, no second arena).
  *  - Rates leave out the first train.rate_skip steps; the model FLOP count is the tape's
- *    forward + backward FLOPs without AC recomputation (so AC shows up as a lower rate). */
+ *    forward + backward FLOPs without AC recomputation (so AC shows up as a lower rate).
+ *  - SPARe only orchestrates here: the controller's plan (spare.h) says which shards this
+ *    replica computes, each is one pass of the pipeline schedule over its micro-batches, and
+ *    gradient sync's shard-keyed variant reduces them. The controller and its counters live in
+ *    the trainer and survive train_regrid; the first grid's dp is the number of shard types. */
 #include "ftllm/train.h"
 
 #include <math.h>
@@ -39,8 +43,33 @@ void train_init(FtTrainer *tr, const FtConfig *cfg, FtModel *model, const FtBatc
 
 static FtTape *slot(FtTrainer *tr, int k) { return k == 0 ? &tr->tape : &tr->more[k - 1]; }
 
-void train_init_grid(FtTrainer *tr, const FtConfig *cfg, FtModel *model, const FtGrid *grid,
-                     const FtBatchSource *train, const FtBatchSource *val)
+/* SPARe's state: a fresh controller for the first grid, or the one kept across a regrid. */
+static void spare_setup(FtTrainer *tr, const FtConfig *cfg, const FtGrid *grid,
+                        const FtTrainer *keep)
+{
+    if (keep && keep->sp) {
+        tr->sp = keep->sp, tr->plan = keep->plan, tr->replica = keep->replica;
+        tr->own_grid = keep->own_grid, tr->left = keep->left;
+        tr->shard_loss = keep->shard_loss, tr->spare = keep->spare;
+    } else if (cfg->spare.r > 0) {
+        int N = grid ? grid->dp : 1;
+        if (cfg->spare.r > N || (grid && grid->ep > 1))
+            FT_DIE("train: spare.r = %lld needs 1 <= r <= dp = %d and ep = 1 (deck_check)",
+                   cfg->spare.r, N);
+        tr->sp = spare_create(N, (int)cfg->spare.r);
+        FT_ASSERT(tr->sp && spare_plan_init(&tr->plan, N, (int)cfg->spare.r) == 0);
+        tr->replica = grid ? grid->dp_rank : 0;
+        tr->shard_loss = calloc((size_t)N, sizeof(double));
+        FT_ASSERT(tr->shard_loss);
+    }
+    if (tr->sp) { /* data shards are the first grid's replicas, whatever failed since */
+        tr->data_rank = tr->replica;
+        tr->data_width = tr->sp->N;
+    }
+}
+
+static void init_grid(FtTrainer *tr, const FtConfig *cfg, FtModel *model, const FtGrid *grid,
+                      const FtBatchSource *train, const FtBatchSource *val, const FtTrainer *keep)
 {
     memset(tr, 0, sizeof *tr);
     tr->cfg = cfg;
@@ -81,9 +110,15 @@ void train_init_grid(FtTrainer *tr, const FtConfig *cfg, FtModel *model, const F
         if (grid->dp > 1 && model->cfg.E) tr->c_edp = comm_create_mpi(grid->dp_comm, "dp.experts");
         if (grid->dp * grid->ep > 1) tr->c_dp = comm_create_mpi(grid->dense_dp_comm, "dp");
     }
+    spare_setup(tr, cfg, grid, keep);
     FtGradSyncComms gc = {.dense = tr->c_dp, .expert = tr->c_edp, .emb = tr->c_emb,
                           .replica = tr->c_replica, .world = tr->c_world};
-    tr->gs = gradsync_create(model, &gc, tr->micro, cfg->parallel.bucket_mb);
+    if (tr->sp) {
+        gc.expert = NULL; /* ep = 1: expert gradients are summed over dp with the rest */
+        tr->gs = gradsync_create_shards(model, &gc, tr->micro, tr->sp->N, tr->sp->r);
+    } else {
+        tr->gs = gradsync_create(model, &gc, tr->micro, cfg->parallel.bucket_mb);
+    }
     int pp = model->sh.pp, stage = model->sh.pp_rank;
     tr->nslots = pipeline_slots(tr->schedule, pp, stage, tr->micro);
     optim_cfg_from_deck(cfg, &tr->opt);
@@ -108,8 +143,28 @@ void train_init_grid(FtTrainer *tr, const FtConfig *cfg, FtModel *model, const F
     FT_ASSERT(tr->h_tokens && tr->h_targets);
 }
 
+void train_init_grid(FtTrainer *tr, const FtConfig *cfg, FtModel *model, const FtGrid *grid,
+                     const FtBatchSource *train, const FtBatchSource *val)
+{
+    init_grid(tr, cfg, model, grid, train, val, NULL);
+}
+
+/* The grid the trainer made after a failure, if any. */
+static void free_own_grid(FtGrid *g)
+{
+    if (!g) return;
+    grid_destroy(g);
+    free(g);
+}
+
 void train_free(FtTrainer *tr)
 {
+    if (tr->sp) {
+        spare_destroy(tr->sp);
+        spare_plan_free(&tr->plan);
+        free(tr->shard_loss);
+    }
+    FtGrid *own = tr->own_grid;
     for (int k = 0; k < tr->nslots; k++) tape_free(slot(tr, k));
     tape_free(&tr->opt_tape);
     free(tr->more);
@@ -121,6 +176,7 @@ void train_free(FtTrainer *tr)
     if (tr->emb_comm != MPI_COMM_NULL) MPI_Comm_free(&tr->emb_comm);
     timeline_free(&tr->tl);
     memset(tr, 0, sizeof *tr);
+    free_own_grid(own); /* after the communicators built on it */
 }
 
 void train_regrid(FtTrainer *tr, const FtGrid *grid)
@@ -130,8 +186,10 @@ void train_regrid(FtTrainer *tr, const FtGrid *grid)
               grid->pp_rank == tr->grid->pp_rank && grid->ep_rank == tr->grid->ep_rank);
     FtTrainer keep = *tr; /* what outlives the grid: the job's state and the hooks */
     keep.tl = (FtTimeline){0}; /* freed with the rest */
+    tr->sp = NULL, tr->own_grid = NULL; /* SPARe's state is kept, not freed */
     train_free(tr);
-    train_init_grid(tr, keep.cfg, keep.model, grid, &keep.train, keep.has_val ? &keep.val : NULL);
+    init_grid(tr, keep.cfg, keep.model, grid, &keep.train, keep.has_val ? &keep.val : NULL,
+              &keep);
     tr->cursor = keep.cursor;
     tr->stats = keep.stats;
     tr->regions = keep.regions;
@@ -140,6 +198,7 @@ void train_regrid(FtTrainer *tr, const FtGrid *grid)
     tr->ex.hooks = keep.ex.hooks;
     tr->ex.poll = keep.ex.poll;
     tr->ex.no_progress = keep.ex.no_progress;
+    tr->before_step = keep.before_step, tr->before_step_ctx = keep.before_step_ctx;
 }
 
 /* ---- the step ------------------------------------------------------------------------------ */
@@ -162,10 +221,10 @@ static double read_loss(const FtTrainer *tr, const FtTape *tp)
     return v;
 }
 
-/* One attempt at the step: every micro-batch's forward and backward, the step's gradient
- * synchronized, its norm, and the optimizer's outputs in the model's *_new buffers. Reads the
- * current parameters, moments and cursor and changes none of them. Returns the mean loss. */
-static double step_compute(FtTrainer *tr, double *norm, double *lr)
+/* The pipeline schedule over the M micro-batches of sequences first, first + B, ...: forwards
+ * and backwards (banks from gradient sync). Returns the sum of the micro-batch losses (last
+ * stage). */
+static double run_microbatches(FtTrainer *tr, uint64_t first0)
 {
     FtModel *m = tr->model;
     int M = tr->micro;
@@ -176,7 +235,7 @@ static double step_compute(FtTrainer *tr, double *norm, double *lr)
     for (int i = 0; i < 2 * M; i++) {
         FtTape *tp = slot(tr, ops[i].mb % tr->nslots);
         if (ops[i].fwd) {
-            uint64_t first = tr->cursor + ((uint64_t)tr->data_rank * M + ops[i].mb) * tr->B;
+            uint64_t first = first0 + (uint64_t)ops[i].mb * tr->B;
             model_tape_bind(m, tp, m->grads, NULL);
             timers_begin(&tr->regions, FT_REGION_DATA);
             fetch(tr, &tr->train, tp, first);
@@ -199,10 +258,90 @@ static double step_compute(FtTrainer *tr, double *norm, double *lr)
         }
     }
     free(ops);
+    return loss;
+}
+
+/* SPARe: this replica's counted shards of the plan, level by level, each banked by gradient
+ * sync; then the shard-keyed reduction and its exactly-once check. Returns the step's loss
+ * summed over the shards in shard order (the same bits whoever computed them). */
+static double spare_compute(FtTrainer *tr, long long step)
+{
+    FtSparePlan *p = &tr->plan;
+    if (spare_plan(tr->sp, p))
+        FT_DIE("spare: step %lld: no plan covers every shard (a wipe-out must stop the run)", step);
+    int d = p->depth, N = tr->sp->N;
+    uint64_t per_shard = (uint64_t)tr->micro * tr->B;
+    bool count_loss = tr->model->last && tr->model->sh.tp_rank == 0;
+    memset(tr->shard_loss, 0, sizeof(double) * (size_t)N);
+    for (int l = 0; l < d; l++) {
+        size_t k = (size_t)tr->replica * d + l;
+        if (!p->counted[k]) continue; /* computed by a replica at a lower place of the plan */
+        int s = p->shard[k];
+        double t0 = MPI_Wtime();
+        gradsync_shard_begin(tr->gs, s);
+        double loss = run_microbatches(tr, tr->cursor + (uint64_t)s * per_shard);
+        gradsync_shard_end(tr->gs, &tr->ex);
+        if (count_loss) tr->shard_loss[s] = loss;
+        tr->spare.mine++;
+        if (l > 0) {
+            tr->spare.mine_deep++;
+            tr->spare.deep_s += MPI_Wtime() - t0;
+        }
+    }
     timers_begin(&tr->regions, FT_REGION_GRADSYNC);
     exec_finish(&tr->ex);
     gradsync_finish(tr->gs, &tr->ex);
+    int count, bad = gradsync_shard_violation(tr->gs, &count);
+    if (bad >= 0)
+        FT_DIE("spare: step %lld: shard %d entered the gradient reduction %d times (exactly once "
+               "required)", step, bad, count);
     timers_end(&tr->regions, FT_REGION_GRADSYNC);
+    /* one nonzero per shard: the sum over ranks is exact, then added in shard order */
+    if (tr->c_world) {
+        FtReq r;
+        comm_iallreduce_sum(tr->c_world, FT_IN_PLACE, tr->shard_loss, (size_t)N, FT_F64, &r);
+        exec_wait(&tr->ex, &r, 1, FT_TL_OTHER);
+    }
+    double loss = 0;
+    for (int s = 0; s < N; s++) loss += tr->shard_loss[s];
+    return loss;
+}
+
+/* SPARe's counters for a committed step (the same on every live rank). */
+static void spare_count_step(FtTrainer *tr)
+{
+    const FtSparePlan *p = &tr->plan;
+    size_t slots = (size_t)p->N * p->depth;
+    long long live = 0, counted = 0;
+    for (size_t k = 0; k < slots; k++) {
+        live += p->shard[k] >= 0;
+        counted += p->counted[k];
+    }
+    tr->spare.steps++;
+    tr->spare.computed += counted;
+    tr->spare.needed += p->N;
+    tr->spare.skipped += live - counted;
+    tr->spare.levels += p->depth;
+}
+
+/* One attempt at the step: every micro-batch's forward and backward, the step's gradient
+ * synchronized, its norm, and the optimizer's outputs in the model's *_new buffers. Reads the
+ * current parameters, moments and cursor and changes none of them. Returns the mean loss. */
+static double step_compute(FtTrainer *tr, double *norm, double *lr)
+{
+    FtModel *m = tr->model;
+    int M = tr->micro;
+    double loss;
+    if (tr->sp) {
+        loss = spare_compute(tr, m->step + 1);
+    } else {
+        loss = run_microbatches(tr, tr->cursor + (uint64_t)tr->data_rank * M * tr->B);
+        timers_begin(&tr->regions, FT_REGION_GRADSYNC);
+        exec_finish(&tr->ex);
+        gradsync_finish(tr->gs, &tr->ex);
+        timers_end(&tr->regions, FT_REGION_GRADSYNC);
+        loss = gradsync_sum_last_stage(tr->gs, &tr->ex, loss, true);
+    }
     timers_begin(&tr->regions, FT_REGION_OPTIMIZER);
     FtTape *ot = &tr->opt_tape;
     model_tape_bind(m, ot, m->grads, NULL);
@@ -212,7 +351,7 @@ static double step_compute(FtTrainer *tr, double *norm, double *lr)
     optim_tape_set(ot, m, &tr->opt, *lr, *norm);
     exec_run_ctx(&tr->ex, ot, ot->fwd_end, ot->ne);
     timers_end(&tr->regions, FT_REGION_OPTIMIZER);
-    return gradsync_sum_last_stage(tr->gs, &tr->ex, loss, true) / ((double)M * tr->data_width);
+    return loss / ((double)M * tr->data_width);
 }
 
 FtStepStatus train_step(FtTrainer *tr, FtStepInfo *info)
@@ -222,6 +361,7 @@ FtStepStatus train_step(FtTrainer *tr, FtStepInfo *info)
     FtModel *m = tr->model;
     FtStepStatus st = FT_STEP_OK;
     double norm = 0, lr = 0, loss = 0;
+    FT_ASSERT(!tr->left);
     info->redos = 0;
     for (int attempt = 0;; attempt++) {
         loss = step_compute(tr, &norm, &lr);
@@ -238,7 +378,10 @@ FtStepStatus train_step(FtTrainer *tr, FtStepInfo *info)
     if (st != FT_STEP_FAILED) {
         model_commit(m);
         tr->cursor += (uint64_t)tr->B * tr->micro * tr->data_width;
+        if (tr->sp) spare_count_step(tr);
     }
+    info->live = tr->sp ? tr->sp->nlive : 0;
+    info->depth = tr->sp ? tr->plan.depth : 0;
     info->step = m->step;
     info->loss = loss;
     info->lr = lr;
@@ -248,6 +391,77 @@ FtStepStatus train_step(FtTrainer *tr, FtStepInfo *info)
     timeline_add(&tr->tl, FT_TL_STEP, t0, t1);
     timers_end(&tr->regions, FT_REGION_STEP);
     return st;
+}
+
+/* ---- SPARe: failures and the report --------------------------------------------------------- */
+
+int train_fail_replica(FtTrainer *tr, int replica)
+{
+    if (!tr->sp || tr->left) return -1;
+    double t0 = MPI_Wtime();
+    long long step = tr->model->step;
+    FtSpareEvent ev;
+    int rc = spare_fail(tr->sp, replica, &ev);
+    if (rc < 0) return -1;
+    if (rc == SPARE_WIPEOUT) {
+        tr->spare.wipeouts++;
+        log_error("spare: replica %d failed after step %lld: wipe-out (a shard type it held has "
+                  "no live holder left; %d of %d replicas live, r %d): the run cannot go on "
+                  "(HINT: restart from the last checkpoint)", replica, step, tr->sp->nlive,
+                  tr->sp->N, tr->sp->r);
+        return rc;
+    }
+    /* its place in the current grid: the survivors keep their order */
+    int leave = 0;
+    for (int i = 0; i < replica; i++) leave += spare_alive(tr->sp, i);
+    FtGrid *ng = malloc(sizeof *ng);
+    FT_ASSERT(ng);
+    char err[256];
+    int g = grid_shrink_dp(tr->grid, leave, ng, err, sizeof err);
+    if (g < 0) FT_DIE("spare: %s", err);
+    if (g == 1) { /* this rank's replica failed: a fail-stop, it computes nothing more */
+        free(ng);
+        tr->left = true;
+        ft_log_rank(FT_LOG_INFO, "spare: replica %d failed after step %lld (injected fail-stop): "
+                    "this rank left the training communicators and stops", replica, step);
+        if (log_rank() == 0) log_init(-1, log_level()); /* a survivor speaks from now on */
+        return rc;
+    }
+    FtGrid *old = tr->own_grid;
+    tr->own_grid = NULL; /* kept alive until the trainer moved off it */
+    train_regrid(tr, ng);
+    tr->own_grid = ng;
+    free_own_grid(old);
+    if (ng->rank == 0 && log_rank() != 0) log_init(0, log_level());
+    tr->spare.masked++;
+    tr->spare.regrid_s += MPI_Wtime() - t0;
+    log_info("spare: replica %d failed after step %lld: %s (depth %d -> %d, RECTLR phase %d, "
+             "%d stack positions moved); %d of %d replicas live", replica, step,
+             rc == SPARE_MASKED ? "masked" : "masked deeper", ev.depth_before, ev.depth, ev.phase,
+             ev.moved, tr->sp->nlive, tr->sp->N);
+    return rc;
+}
+
+void train_report_spare(const FtTrainer *tr, FILE *out)
+{
+    if (!tr->sp || tr->left) return;
+    const FtSpareStats *c = &tr->spare;
+    double t[2] = {c->deep_s, c->regrid_s};
+    if (tr->c_world) { /* the slowest rank's times */
+        double all[2];
+        for (int k = 0; k < 2; k++) all[k] = comm_max_f64_poll(tr->c_world, t[k], NULL);
+        t[0] = all[0], t[1] = all[1];
+    }
+    if (!out || (tr->grid && tr->grid->rank != 0)) return;
+    fprintf(out, "spare: r %d, %d replicas, live %d, depth %d; failures masked %lld, wipe-outs "
+            "%lld; shards computed %lld vs needed %lld (%lld stack slots within the depth "
+            "skipped: counted on another replica); levels computed %lld over %lld steps "
+            "(+%.1f%%); time lost: deeper levels %.3f s, regrid %.3f s\n",
+            tr->sp->r, tr->sp->N, tr->sp->nlive, tr->sp->depth, c->masked, c->wipeouts,
+            c->computed, c->needed, c->skipped, c->levels, c->steps,
+            c->steps ? 100.0 * (double)(c->levels - c->steps) / (double)c->steps : 0.0, t[0],
+            t[1]);
+    fflush(out);
 }
 
 double train_eval(FtTrainer *tr, int n)
@@ -263,7 +477,8 @@ double train_eval(FtTrainer *tr, int n)
         if (tr->model->last) s += read_loss(tr, tp);
     }
     exec_finish(&tr->ex);
-    double v = gradsync_sum_last_stage(tr->gs, &tr->ex, s, tr->data_rank == 0) / n;
+    bool first = tr->sp ? !tr->grid || tr->grid->dp_rank == 0 : tr->data_rank == 0;
+    double v = gradsync_sum_last_stage(tr->gs, &tr->ex, s, first) / n;
     timers_end(&tr->regions, FT_REGION_EVAL);
     return v;
 }
@@ -310,6 +525,19 @@ void train_run(FtTrainer *tr, FtTrainSummary *s)
             timeline_reset(&tr->tl);
             timers_reset(&tr->regions);
         }
+        if (tr->before_step) { /* faults hook: may fail replicas (train_fail_replica) */
+            long long wipes = tr->spare.wipeouts;
+            tr->before_step(tr->before_step_ctx, tr, i0 + i + 1);
+            if (tr->left) { /* this rank's replica failed: not an error, it just stops */
+                s->left = true;
+                break;
+            }
+            if (tr->spare.wipeouts > wipes) {
+                s->wipeout = true;
+                s->ok = false;
+                break;
+            }
+        }
         FtStepInfo st;
         if (train_step(tr, &st) == FT_STEP_FAILED) {
             log_error("step %lld: still failing after %d attempts: stopping", st.step + 1,
@@ -324,9 +552,11 @@ void train_run(FtTrainer *tr, FtTrainSummary *s)
             timed += st.seconds;
             ntimed++;
         }
-        log_info("step %5lld/%lld | loss %.4f | lr %.3e | norm %.4f | %8.1f ms | %9.0f tok/s",
+        char spare[48] = "";
+        if (tr->sp) snprintf(spare, sizeof spare, " | live %d depth %d", st.live, st.depth);
+        log_info("step %5lld/%lld | loss %.4f | lr %.3e | norm %.4f | %8.1f ms | %9.0f tok/s%s",
                  st.step, steps, st.loss, st.lr, st.grad_norm, 1e3 * st.seconds,
-                 tokens / st.seconds);
+                 tokens / st.seconds, spare);
         if (!isfinite(st.loss) || !isfinite(st.grad_norm)) {
             log_error("step %lld: the loss is %g and the gradient norm %g: stopping", st.step,
                       st.loss, st.grad_norm);
@@ -340,7 +570,12 @@ void train_run(FtTrainer *tr, FtTrainSummary *s)
                      s->val_loss, nval, tr->B);
             if (!isfinite(s->val_loss)) s->ok = false;
         }
-        if (tr->on_step) { /* checkpoint hook */
+        bool failed = tr->sp && tr->sp->nlive < tr->sp->N;
+        if (tr->on_step && failed && !tr->spare.ckpt_stopped++)
+            log_warn("spare: checkpoints stop after a replica failed (the writer's communicator "
+                     "still holds the failed ranks; writing on the survivors comes with "
+                     "restart-from-checkpoint)");
+        if (tr->on_step && !failed) { /* checkpoint hook */
             timers_begin(&tr->regions, FT_REGION_CHECKPOINT);
             tr->on_step(tr->on_step_ctx, tr, &st, last);
             timers_end(&tr->regions, FT_REGION_CHECKPOINT);

@@ -11,7 +11,11 @@
  * run.backend picks where ops run (backend.h). A device model is staged through the host: the
  * model is initialized (or read) in host memory and copied to the device before training, and
  * copied back before run.save_model writes it (model_copy_state); checkpoints are not staged
- * yet, so a CUDA run refuses the checkpoint keys. */
+ * yet, so a CUDA run refuses the checkpoint keys.
+ * With SPARe (spare.r > 0) the run ends with a `spare:` line (failures masked, wipe-outs, shards
+ * computed vs needed, time lost); a replica that failed (train_fail_replica, from the faults hook)
+ * leaves the training communicators: its ranks skip the reports of the grid they left and wait,
+ * yielding, for the others at the end. A wipe-out ends the run with FT_TRAIN_EXIT_WIPEOUT. */
 #include <math.h>
 #include <omp.h>
 #include <stdio.h>
@@ -252,15 +256,28 @@ int verb_train(int argc, char **argv, MPI_Comm comm)
         rc = FT_EXIT_USAGE;
         goto out_train;
     }
+    FtComm *job = comm_create_mpi_dup(comm, "job"); /* the end-of-run agreements */
     FtTrainSummary s;
     train_run(&tr, &s);
     train_ckpt_destroy(tck); /* checkpoint hook: waits for the last write */
-    if (log_level() >= FT_LOG_DEBUG && rank == 0) exec_stats_print(stdout, &tr.stats);
-    log_info("waiting on communication, per rank (steps after the first %lld):",
-             cfg.train.rate_skip);
-    train_report_waiting(&tr, log_level() >= FT_LOG_INFO ? stdout : NULL);
-    log_info("time per region, over the ranks (steps after the first %lld):", cfg.train.rate_skip);
-    train_report_regions(&tr, log_level() >= FT_LOG_INFO ? stdout : NULL);
+    /* SPARe: did a replica leave, did the run end in a wipe-out (a left rank waits here) */
+    bool any_left = comm_max_i64_poll(job, s.left ? 1 : 0, NULL) > 0;
+    bool wipeout = comm_max_i64_poll(job, s.wipeout ? 1 : 0, NULL) > 0;
+    comm_destroy(job);
+    FILE *rep = log_level() >= FT_LOG_INFO && !s.left ? stdout : NULL;
+    if (log_level() >= FT_LOG_DEBUG && log_rank() == 0) exec_stats_print(stdout, &tr.stats);
+    if (!s.left) { /* collective over the grid this rank still trains on */
+        log_info("waiting on communication, per rank (steps after the first %lld):",
+                 cfg.train.rate_skip);
+        train_report_waiting(&tr, rep);
+        log_info("time per region, over the ranks (steps after the first %lld):",
+                 cfg.train.rate_skip);
+        train_report_regions(&tr, rep);
+        train_report_spare(&tr, rep);
+    }
+    if (any_left && (cfg.run.save_model[0] || cfg.train.sample_tokens > 0))
+        log_warn("run.save_model and the end-of-run sample are skipped: a replica left the run "
+                 "(the weights live on its survivors; use checkpoints)");
     char vl[32] = "none";
     if (!isnan(s.val_loss)) snprintf(vl, sizeof vl, "%.4f", s.val_loss);
     log_info("summary: %lld steps, loss %.4f -> %.4f, val loss %s, %.1f ms/step, %.0f tok/s, "
@@ -268,7 +285,9 @@ int verb_train(int argc, char **argv, MPI_Comm comm)
              s.steps, s.first_loss, s.last_loss, vl, s.mean_ms, s.tokens_per_s, s.gflops,
              cfg.train.rate_skip);
     rc = s.ok ? FT_EXIT_OK : FT_EXIT_FAILED;
-    if (sharded && (cfg.run.save_model[0] || cfg.train.sample_tokens > 0))
+    if (wipeout) rc = FT_TRAIN_EXIT_WIPEOUT;
+    if (any_left) sharded = true; /* rank 0 may not hold the trained weights */
+    else if (sharded && (cfg.run.save_model[0] || cfg.train.sample_tokens > 0))
         log_warn("run.save_model and the end-of-run sample need the whole model on rank 0; "
                  "not done for a tp/pp/ep-sharded layout (use checkpoints)");
     if (s.ok && cfg.run.save_model[0] && !sharded) {
@@ -292,6 +311,8 @@ int verb_train(int argc, char **argv, MPI_Comm comm)
         free(out);
     }
     if (rc == FT_EXIT_OK) log_info("verdict: OK (trained %lld steps, final loss %.4f)", s.steps, s.last_loss);
+    else if (wipeout) log_info("verdict: FAILED (SPARe wipe-out after step %lld: restart from a "
+                               "checkpoint)", s.steps);
     else if (!s.ok) log_info("verdict: FAILED (the loss was not finite at step %lld)", s.steps);
     else log_info("verdict: FAILED (the weights could not be written)");
 out_train: /* checkpoint hook */

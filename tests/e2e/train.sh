@@ -68,6 +68,10 @@ run "model.init missing" 2 "nope.bin: cannot open the model file" "$FTLLM" train
 run "sample needs model.init" 2 "ftllm sample: model.init is empty" "$FTLLM" sample $deck
 run "train.seq_len too long" 2 "train.seq_len = 65 exceeds model.seq_len = 64" "$FTLLM" train $deck train.seq_len=65
 run "bad data glob" 2 "nothing/*.bin" "$FTLLM" train $deck 'data.train=nothing/*.bin'
+# SPARe's shard-keyed reduction on one rank (dp 1, r 1): the end-of-run line scripts read
+run "SPARe r 1" 0 "" "$FTLLM" train $deck train.steps=2 spare.r=1 train.sample_tokens=0 train.val_batches=1
+has "per-step SPARe fields" '^step +2/2 \| loss .* tok/s \| live 1 depth 1$'
+has "spare: line" '^spare: r 1, 1 replicas, live 1, depth 1; failures masked 0, wipe-outs 0; shards computed 2 vs needed 2'
 
 if [ -n "${FTLLM_SAN:-}" ] && [ -x "$FTLLM_SAN" ]; then
   run "address sanitizer: train with AC and accumulation" 0 "" "$FTLLM_SAN" train $deck train.steps=2 \
