@@ -15,6 +15,7 @@ enum ft_exit {
     FT_EXIT_USAGE = 2,
     FT_EXIT_NOTIMPL = 3,
     FT_EXIT_FATAL = 4,
+    FT_EXIT_WIPEOUT = 5, /* SPARe: a shard type lost every holder; restart from a checkpoint */
 };
 
 #endif

@@ -84,10 +84,6 @@ typedef enum ft_step_status {
 
 #define FT_TRAIN_MAX_REDOS 8
 
-/* Process exit code of a run stopped by a SPARe wipe-out (some shard type lost every holder):
- * distinct from 0-4 (ftllm.h) so a job script can restart from the last checkpoint. */
-#define FT_TRAIN_EXIT_WIPEOUT 5
-
 typedef struct ft_train_summary {
     long long steps;
     double first_loss, last_loss, val_loss; /* val_loss NAN when there is no validation */

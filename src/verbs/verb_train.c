@@ -15,7 +15,7 @@
  * With SPARe (spare.r > 0) the run ends with a `spare:` line (failures masked, wipe-outs, shards
  * computed vs needed, time lost); a replica that failed (train_fail_replica, from the faults hook)
  * leaves the training communicators: its ranks skip the reports of the grid they left and wait,
- * yielding, for the others at the end. A wipe-out ends the run with FT_TRAIN_EXIT_WIPEOUT. */
+ * yielding, for the others at the end. A wipe-out ends the run with FT_EXIT_WIPEOUT. */
 #include <math.h>
 #include <omp.h>
 #include <stdio.h>
@@ -285,7 +285,7 @@ int verb_train(int argc, char **argv, MPI_Comm comm)
              s.steps, s.first_loss, s.last_loss, vl, s.mean_ms, s.tokens_per_s, s.gflops,
              cfg.train.rate_skip);
     rc = s.ok ? FT_EXIT_OK : FT_EXIT_FAILED;
-    if (wipeout) rc = FT_TRAIN_EXIT_WIPEOUT;
+    if (wipeout) rc = FT_EXIT_WIPEOUT;
     if (any_left) sharded = true; /* rank 0 may not hold the trained weights */
     else if (sharded && (cfg.run.save_model[0] || cfg.train.sample_tokens > 0))
         log_warn("run.save_model and the end-of-run sample need the whole model on rank 0; "
