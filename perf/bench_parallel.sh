@@ -6,7 +6,8 @@
 # mean step time (steps after train.rate_skip), its ratio to the single-rank step, and every
 # rank's fraction of the step spent waiting on messages (the end-of-run timeline lines).
 # A perfect 2-way split would give 0.5; the waiting fractions say where the rest goes (pipeline
-# bubble, tp all-reduces on the critical path). Environment: STEPS (default 12), MICRO
+# bubble, tp all-reduces on the critical path; dp: the gradient buckets' wait, with and without
+# the executor testing them during the backward). Environment: STEPS (default 12), MICRO
 # (micro-batches, default 4), MODEL (deck overrides of the model shape); FT_BENCH_SMOKE=1: a tiny
 # model and 3 steps (checks that the script runs, tests/e2e/bench_smoke.sh).
 set -u
@@ -32,12 +33,16 @@ run single 1
 run pp2-1f1b 2 parallel.pp=2 parallel.schedule=1f1b
 run pp2-gpipe 2 parallel.pp=2 parallel.schedule=gpipe
 run tp2 2 parallel.tp=2
-for l in single pp2-1f1b pp2-gpipe tp2; do
+# dp 2 twice: the executor testing the in-flight gradient buckets between ops (the default) and
+# not (MPICH has no progress thread: then a bucket's all-reduce advances only when waited for)
+run dp2 2 parallel.dp=2 parallel.microbatches=$((MICRO / 2 > 0 ? MICRO / 2 : 1)) parallel.bucket_mb=2
+run dp2-noprog 2 parallel.dp=2 parallel.microbatches=$((MICRO / 2 > 0 ? MICRO / 2 : 1)) parallel.bucket_mb=2 parallel.progress=false
+for l in single pp2-1f1b pp2-gpipe tp2 dp2 dp2-noprog; do
   [ -n "${ms[$l]}" ] || { echo "bench_parallel: no summary line (ms/step) from the $l run"; exit 1; }
 done
 echo "model: $MODEL; $MICRO micro-batches per step, $STEPS steps (first 2 not timed), 1 thread per rank"
 printf '%-10s %6s %10s %12s\n' layout ranks "ms/step" "vs 1 rank"
-for l in single pp2-1f1b pp2-gpipe tp2; do
+for l in single pp2-1f1b pp2-gpipe tp2 dp2 dp2-noprog; do
   np=2; [ "$l" = single ] && np=1
   printf '%-10s %6s %10s %12.3f\n' "$l" "$np" "${ms[$l]}" "$(awk -v a="${ms[$l]}" -v b="${ms[single]}" 'BEGIN{print a/b}')"
   echo "${waits[$l]}"
