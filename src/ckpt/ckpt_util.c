@@ -111,6 +111,12 @@ uint64_t ckpt_checksum_bytes(const void *data, size_t len)
     return ckpt_checksum_slab(data, 1, 1, &n, &off, &n);
 }
 
+uint64_t ckpt_checksum_array(const void *data, size_t esize, size_t n)
+{
+    uint64_t n64 = n, off = 0;
+    return ckpt_checksum_slab(data, esize, 1, &n64, &off, &n64);
+}
+
 hid_t ckpt_h5_file_type(CkptDtype dt)
 {
     switch (dt) {

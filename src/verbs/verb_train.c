@@ -25,6 +25,7 @@
 #include "ftllm/threads.h"
 #include "ftllm/train.h"
 #include "ftllm/train_ckpt.h" /* checkpoint hook */
+#include "ftllm/train_dmr.h"  /* DMR hook */
 
 /* Agrees on a status over comm: the worst (largest) rc of any rank. */
 static int agree(int rc, MPI_Comm comm)
@@ -151,6 +152,13 @@ int verb_train(int argc, char **argv, MPI_Comm comm)
         rc = FT_EXIT_USAGE;
         goto out_train;
     }
+    FtTrainDmr *tdm = NULL; /* DMR hook: checks, injected faults, agreement before commit */
+    if (train_dmr_setup(&tdm, &tr, &cfg, err, sizeof err)) { /* DMR hook */
+        cli_error(comm, err);
+        train_ckpt_destroy(tck);
+        rc = FT_EXIT_USAGE;
+        goto out_train;
+    }
     FtTrainSummary s;
     train_run(&tr, &s);
     train_ckpt_destroy(tck); /* checkpoint hook: waits for the last write */
@@ -160,6 +168,8 @@ int verb_train(int argc, char **argv, MPI_Comm comm)
     train_report_waiting(&tr, log_level() >= FT_LOG_INFO ? stdout : NULL);
     log_info("time per region, over the ranks (steps after the first %lld):", cfg.train.rate_skip);
     train_report_regions(&tr, log_level() >= FT_LOG_INFO ? stdout : NULL);
+    train_dmr_report(tdm, log_level() >= FT_LOG_INFO ? stdout : NULL); /* DMR hook */
+    train_dmr_destroy(tdm);
     char vl[32] = "none";
     if (!isnan(s.val_loss)) snprintf(vl, sizeof vl, "%.4f", s.val_loss);
     log_info("summary: %lld steps, loss %.4f -> %.4f, val loss %s, %.1f ms/step, %.0f tok/s, "
