@@ -127,7 +127,7 @@ static int parse_int(const Parse *p, const char *key, const char *s, long long l
     errno = 0;
     long long v = strtoll(s, NULL, 10);
     if (errno == ERANGE || v < lo || v > hi) {
-        if (hi >= (1ll << 53))
+        if (hi >= (long long)1e15)
             return fail(p, "%s=%s is out of range: expected an integer >= %lld", key, s, lo);
         return fail(p, "%s=%s is out of range: expected an integer in [%lld..%lld]", key, s, lo, hi);
     }
@@ -444,9 +444,11 @@ int fault_parse(FtFaultSchedule *s, const char *path, const char *text, size_t l
         if (!has) continue;
         for (int i = 0; i < s->nev; i++)
             if (same_flip(&s->ev[i], &e)) {
+                int first = s->ev[i].line;
+                event_free(&e);
                 fault_free(s);
                 return fail(&p, "the same flip as line %d (a bit flipped twice is unchanged)",
-                            s->ev[i].line);
+                            first);
             }
         if (s->nev == cap) {
             cap = cap ? 2 * cap : 16;
