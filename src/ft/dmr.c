@@ -506,9 +506,10 @@ void dmr_report(FtDmr *d, const char *schedule, int nfail, FILE *out)
     dmr_stats_job(d, &s);
     if (d->rank != 0 || !out) return;
     fprintf(out, "faults: sdc injected %lld, detected %lld, rolled back %lld, missed %lld "
-                 "(schedule %s; %lld flip%s not applied; fail-stop events %d, not acted on yet)\n",
-            s.injected, s.detected, s.rolled_back, s.missed, schedule && schedule[0] ? schedule : "none",
-            s.not_fired, s.not_fired == 1 ? "" : "s", nfail);
+                 "(schedule %s; %lld flip%s not applied; fail-stop events %d%s)\n",
+            s.injected, s.detected, s.rolled_back, s.missed,
+            schedule && schedule[0] ? schedule : "none", s.not_fired, s.not_fired == 1 ? "" : "s",
+            nfail, nfail ? ", not acted on yet" : "");
     char sus[256] = "none";
     size_t len = 0;
     for (int q = 0; q < d->nranks; q++)
