@@ -181,12 +181,13 @@ static void expect_plan_error(const char *text, const char *want)
     FtFaultJob job = job2();
     FtFlip *f = (FtFlip *)1;
     int n = -1;
-    int rc = fault_plan(&g_s, &job, &f, &n, g_err, sizeof g_err);
+    char warn[64] = "x";
+    int rc = fault_plan(&g_s, &job, &f, &n, g_err, sizeof g_err, warn, sizeof warn);
     if (rc == 0 || strcmp(g_err, want))
         fprintf(stderr, "schedule:\n%s\n  got rc=%d err='%s'\n  want '%s'\n", text, rc, g_err, want);
     assert_int_equal(rc, -1);
     assert_string_equal(g_err, want);
-    assert_true(f == NULL && n == 0);
+    assert_true(f == NULL && n == 0 && warn[0] == '\0');
     fault_free(&g_s);
 }
 
@@ -195,8 +196,6 @@ static void test_against_the_job(void **state)
     (void)state;
     expect_plan_error("\nsdc step=1 rank=2 op=matmul bit=1",
                       "t.faults:2: rank=2 is outside the job (2 ranks: 0..1)");
-    expect_plan_error("sdc step=21 rank=0 op=matmul bit=1",
-                      "t.faults:1: step=21 is after the run's last step (train.steps = 20)");
     expect_plan_error("sdc step=1 rank=0 op=moe_expert bit=1",
                       "t.faults:1: op=moe_expert: rank 0 runs no moe_expert in a training step of "
                       "this model and layout");
@@ -210,8 +209,9 @@ static void test_against_the_job(void **state)
     expect_plan_error("fail step=2 replica=2",
                       "t.faults:1: replica=2 is outside the job (parallel.dp = 2: replicas 0..1)");
     expect_plan_error("fail step=2 rank=5", "t.faults:1: rank=5 is outside the job (2 ranks: 0..1)");
-    expect_plan_error("fail step=22 rank=1",
-                      "t.faults:1: step=22 is after the run's last step (train.steps = 20)");
+    expect_plan_error("fail step=22 rank=2", "t.faults:1: rank=2 is outside the job (2 ranks: 0..1)");
+    expect_plan_error("sdc step=22 rank=0 op=matmul:10 bit=1",
+                      "t.faults:1: op=matmul:10: rank 0 runs matmul 10 times a step (N = 0..9)");
     expect_plan_error("sdc-random count=3 seed=1 steps=1-30",
                       "t.faults:1: steps=1-30: the run's last step is 20 (train.steps)");
     expect_plan_error("sdc-random count=3 seed=1 ranks=0,2",
@@ -227,16 +227,32 @@ static void test_against_the_job(void **state)
     FtFaultJob job = job2();
     FtFlip *f;
     int n;
-    assert_int_equal(fault_plan(&g_s, &job, &f, &n, g_err, sizeof g_err), 0);
+    assert_int_equal(fault_plan(&g_s, &job, &f, &n, g_err, sizeof g_err, NULL, 0), 0);
     assert_int_equal(n, 2);
     assert_true(f[0].line == 1 && f[0].op == FT_OP_GRADNORM && f[0].nth == 2 && f[0].bit == 63 &&
                 f[0].elem == -1 && f[0].target == FT_TARGET_PRIMARY);
     assert_true(f[1].line == 3 && f[1].rank == 1 && f[1].target == FT_TARGET_CHECKER);
     FtFlip *g;
     int m;
-    assert_int_equal(fault_plan(&g_s, &job, &g, &m, g_err, sizeof g_err), 0);
+    assert_int_equal(fault_plan(&g_s, &job, &g, &m, g_err, sizeof g_err, NULL, 0), 0);
     assert_true(m == n && f[0].elem_draw == g[0].elem_draw); /* the element stream is seeded */
     free(f), free(g);
+    fault_free(&g_s);
+    /* events after the run's last step: checked, left out, the first one named */
+    assert_int_equal(parse("sdc step=2 rank=0 op=matmul bit=1\nsdc step=21 rank=0 op=matmul bit=1\n"
+                           "fail step=30 rank=1\nsdc step=25 rank=1 op=gelu bit=2\n"), 0);
+    char warn[256];
+    assert_int_equal(fault_plan(&g_s, &job, &f, &n, g_err, sizeof g_err, warn, sizeof warn), 0);
+    assert_int_equal(n, 1);
+    assert_int_equal(f[0].step, 2);
+    assert_string_equal(warn, "t.faults:2: step=21 is after the run's last step (train.steps = "
+                              "20): left out, and 2 more lines");
+    free(f);
+    fault_free(&g_s);
+    assert_int_equal(parse("sdc step=2 rank=0 op=matmul bit=1\n"), 0);
+    assert_int_equal(fault_plan(&g_s, &job, &f, &n, g_err, sizeof g_err, warn, sizeof warn), 0);
+    assert_string_equal(warn, "");
+    free(f);
     fault_free(&g_s);
 }
 
@@ -249,8 +265,8 @@ static void test_random_campaign(void **state)
                            "sdc-random count=20 seed=1 ranks=0 ops=gradnorm\n"), 0);
     FtFlip *f, *g;
     int n, m;
-    assert_int_equal(fault_plan(&g_s, &job, &f, &n, g_err, sizeof g_err), 0);
-    assert_int_equal(fault_plan(&g_s, &job, &g, &m, g_err, sizeof g_err), 0);
+    assert_int_equal(fault_plan(&g_s, &job, &f, &n, g_err, sizeof g_err, NULL, 0), 0);
+    assert_int_equal(fault_plan(&g_s, &job, &g, &m, g_err, sizeof g_err, NULL, 0), 0);
     assert_int_equal(n, 101);
     assert_int_equal(m, n);
     for (int i = 0; i < n; i++) /* reproducible */

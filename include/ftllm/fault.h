@@ -30,7 +30,8 @@
  * on them yet (the train verb says so in one warning line).
  *
  * Errors are one line, `FILE:LINE: message`: syntax and ranges (fault_parse), then against the
- * job (fault_plan: ranks, replicas, steps, op kinds and executions that exist on each rank). */
+ * job (fault_plan: ranks, replicas, op kinds and executions that exist on each rank, sdc-random
+ * step ranges); an event after the run's last step is left out with a warning. */
 #ifndef FTLLM_FAULT_H
 #define FTLLM_FAULT_H
 
@@ -126,9 +127,11 @@ void fault_ops_of(const FtTape *tape, int micro, const FtTape *opt, FtFaultOps *
 /* Checks the schedule against the job and resolves its sdc and sdc-random lines into flips
  * (every rank's, in line order; sdc-random draws in order). Deterministic: every rank gets the
  * same answer from the same inputs. Returns 0 with *flips (malloc'd, may be NULL when *n is 0),
- * or -1 with "PATH:LINE: message" in err. */
+ * or -1 with "PATH:LINE: message" in err. An sdc or fail line whose step is after the run's
+ * last is checked and left out (a schedule may outlive a shorter run): warn (may be NULL) gets
+ * "PATH:LINE: ..." about the first, "" when there is none. */
 int fault_plan(const FtFaultSchedule *s, const FtFaultJob *job, FtFlip **flips, int *n,
-               char *err, size_t errlen);
+               char *err, size_t errlen, char *warn, size_t warnlen);
 
 /* Fail-stop lines of the schedule (for SPARe). */
 int fault_count(const FtFaultSchedule *s, FtFaultKind kind);

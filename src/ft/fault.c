@@ -624,12 +624,16 @@ static void flips_push(Flips *fl, const FtFlip *f)
     fl->f[fl->n++] = *f;
 }
 
-static int check_step(const Parse *p, const FtFaultJob *job, long long step)
+/* A step after the run's end is not an error (a schedule outlives a shorter run, e.g. the
+ * default deck's with train.steps=2): the event is left out and the first one reported. */
+static bool after_end(const Parse *p, const FtFaultJob *job, long long step, int *nlate,
+                      char *warn, size_t warnlen)
 {
-    if (step > job->steps)
-        return fail(p, "step=%lld is after the run's last step (train.steps = %lld)", step,
-                    job->steps);
-    return 0;
+    if (step <= job->steps) return false;
+    if (!(*nlate)++ && warn)
+        snprintf(warn, warnlen, "%s:%d: step=%lld is after the run's last step (train.steps = "
+                 "%lld): left out", p->path, p->line, step, job->steps);
+    return true;
 }
 
 static int check_rank(const Parse *p, const FtFaultJob *job, const char *key, long long r)
@@ -641,9 +645,9 @@ static int check_rank(const Parse *p, const FtFaultJob *job, const char *key, lo
 }
 
 static int plan_sdc(const Parse *p, const FtFaultEvent *e, const FtFaultJob *job, Taken *tk,
-                    Flips *fl)
+                    Flips *fl, bool late)
 {
-    if (check_step(p, job, e->step) || check_rank(p, job, "rank", e->rank)) return -1;
+    if (check_rank(p, job, "rank", e->rank)) return -1;
     const FtFaultOps *o = &job->ops[e->rank];
     const char *name = ops_desc(e->op)->name;
     if (o->count[e->op] == 0 || o->max_elems[e->op] == 0)
@@ -662,6 +666,7 @@ static int plan_sdc(const Parse *p, const FtFaultEvent *e, const FtFaultJob *job
     uint64_t st = job->seed * 0x2545F4914F6CDD1Dull ^ (uint64_t)e->line;
     FtFlip f = {.line = e->line, .step = e->step, .rank = e->rank, .op = e->op, .nth = e->nth,
                 .bit = e->bit, .elem = e->elem, .elem_draw = fault_rng(&st), .target = e->target};
+    if (late) return 0;
     taken_add(tk, exec_key(f.step, f.rank, f.op, f.nth));
     flips_push(fl, &f);
     return 0;
@@ -727,21 +732,22 @@ static int plan_random(const Parse *p, const FtFaultEvent *e, const FtFaultJob *
 }
 
 int fault_plan(const FtFaultSchedule *s, const FtFaultJob *job, FtFlip **flips, int *n,
-               char *err, size_t errlen)
+               char *err, size_t errlen, char *warn, size_t warnlen)
 {
     Parse p = {.path = s->path, .err = err, .errlen = errlen};
     Flips fl = {0};
     Taken tk = {0};
-    int rc = 0;
+    int rc = 0, nlate = 0;
+    if (warn && warnlen) warn[0] = '\0';
     for (int i = 0; i < s->nev && !rc; i++) {
         const FtFaultEvent *e = &s->ev[i];
         p.line = e->line;
+        bool late = e->kind != FT_FAULT_SDC_RANDOM && after_end(&p, job, e->step, &nlate, warn, warnlen);
         switch (e->kind) {
-        case FT_FAULT_SDC: rc = plan_sdc(&p, e, job, &tk, &fl); break;
+        case FT_FAULT_SDC: rc = plan_sdc(&p, e, job, &tk, &fl, late); break;
         case FT_FAULT_SDC_RANDOM: rc = plan_random(&p, e, job, &tk, &fl); break;
         case FT_FAULT_FAIL:
-            rc = check_step(&p, job, e->step);
-            if (!rc && e->rank >= 0) rc = check_rank(&p, job, "rank", e->rank);
+            if (e->rank >= 0) rc = check_rank(&p, job, "rank", e->rank);
             if (!rc && e->replica >= job->dp)
                 rc = fail(&p, "replica=%d is outside the job (parallel.dp = %d: replicas 0..%d)",
                           e->replica, job->dp, job->dp - 1);
@@ -752,7 +758,12 @@ int fault_plan(const FtFaultSchedule *s, const FtFaultJob *job, FtFlip **flips, 
     if (rc) {
         free(fl.f);
         *flips = NULL, *n = 0;
+        if (warn && warnlen) warn[0] = '\0';
         return -1;
+    }
+    if (nlate > 1 && warn) {
+        size_t l = strlen(warn);
+        snprintf(warn + l, warnlen - l, ", and %d more line%s", nlate - 1, nlate > 2 ? "s" : "");
     }
     *flips = fl.f;
     *n = fl.n;

@@ -102,9 +102,11 @@ int train_dmr_setup(FtTrainDmr **out, FtTrainer *tr, const FtConfig *cfg, char *
         FtFaultOps *ops = gather_ops(tr, nranks);
         FtFaultJob job = {.nranks = nranks, .dp = tr->grid ? tr->grid->dp : 1,
                           .steps = cfg->train.steps, .ops = ops, .seed = (uint64_t)cfg->run.seed};
-        int rc = fault_plan(&td->sched, &job, &flips, &nflips, err, errlen);
+        char warn[512];
+        int rc = fault_plan(&td->sched, &job, &flips, &nflips, err, errlen, warn, sizeof warn);
         free(ops);
         if (rc) goto out_free;
+        if (warn[0]) log_warn("%s", warn);
     }
     FtDmrCfg dc = {.mode = mode, .suspect_after = (int)cfg->dmr.suspect_after,
                    .be = tr->model->be, .world = tr->c_world, .flips = flips, .nflips = nflips};

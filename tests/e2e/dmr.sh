@@ -4,8 +4,9 @@
 # text; "; np:" and "; args:" as for bad decks) and exit code 2; a missing or unreadable file
 # is one line too. The default deck (make run's) catches its one injected flip and rolls it back,
 # ending bitwise where a run without faults and without DMR ends; piggyback DMR on a pp2 pipeline
-# with AC catches a seeded campaign; fail-stop lines warn that they are not acted on yet; with
-# dmr.mode = off a flip is injected and missed. Runs the sanitizer build ($FTLLM_SAN) too.
+# with AC catches a seeded campaign; fail-stop lines warn that they are not acted on yet; a flip
+# after a shorter run's end is left out with a warning; with dmr.mode = off a flip is missed.
+# Runs the sanitizer build ($FTLLM_SAN) too.
 set -u
 source "$(dirname "$0")/lib.bash"
 short="train.steps=4 train.sample_tokens=0 train.val_batches=0"
@@ -49,6 +50,12 @@ has "piggyback checks" '^dmr: mode piggyback, checks naive [0-9]+ piggyback [1-9
 has "campaign verdict" '^verdict: OK'
 grep -q "warning: faults: $E2E_TMP/campaign.faults has 1 fail-stop line (fail step=...): parsed and checked, but not acted on yet" "$E2E_TMP/err" \
   && ok "fail-stop warning" || bad "fail-stop warning" "$(head -c 600 "$E2E_TMP/err")"
+
+# a shorter run than the schedule: the late flip is left out with a warning, not an error
+run "schedule longer than the run" 0 "" 1 "$FTLLM" train inputs/default.ini train.steps=2 train.sample_tokens=0 train.val_batches=0
+grep -q "^warning: inputs/default.faults:[0-9]*: step=3 is after the run's last step (train.steps = 2): left out$" "$E2E_TMP/err" \
+  && ok "late flip warning" || bad "late flip warning" "$(head -c 600 "$E2E_TMP/err")"
+has "late flip not counted" '^faults: sdc injected 0, detected 0, rolled back 0, missed 0 '
 
 # dmr.mode = off: the flip happens and nothing sees it
 # shellcheck disable=SC2086
