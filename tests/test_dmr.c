@@ -9,7 +9,8 @@
  * (train_dmr_setup). Every flip must be detected and its step redone, and the run must end with
  * parameters and both AdamW moments bitwise equal to the fault-free run without DMR. Clean runs
  * (no faults) with each mode check at least 10,000 op executions without one mismatch and end
- * bitwise where DMR off ends. A rank that keeps mismatching is reported suspect on every rank. */
+ * bitwise where DMR off ends. A rank that keeps mismatching is reported suspect on every rank.
+ * A replica that leaves mid-run (train_regrid) leaves DMR working on the survivors. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -94,7 +95,7 @@ static void train_layout(FtConfig *c, const char *schedule, FtModel *m, FtDmrSta
         assert_all(train_step(&tr, &info) != FT_STEP_FAILED);
     }
     memset(st, 0, sizeof *st);
-    if (td) dmr_stats_job(train_dmr_get(td), st);
+    if (td) train_dmr_stats(td, st);
     train_dmr_destroy(td);
     train_free(&tr);
     grid_destroy(&g);
@@ -270,7 +271,7 @@ static void test_suspect_and_off(void **state)
     assert_all(after2 && dmr_is_suspect(d, last));
     for (int r = 0; r < last; r++) assert_all(!dmr_is_suspect(d, r));
     FtDmrStats st;
-    dmr_stats_job(d, &st);
+    train_dmr_stats(td, &st);
     assert_all(st.injected == 3 && st.detected == 3 && st.redone == 3);
     train_dmr_destroy(td);
     train_free(&tr);
@@ -291,5 +292,71 @@ static void test_suspect_and_off(void **state)
     model_free(&a), model_free(&b);
 }
 
+/* ---- a replica leaves mid-run (train_regrid) -------------------------------------------------- */
+
+/* dp2 with naive DMR: a flip on each rank before replica 1 leaves after step 2, one on the
+ * survivor after; the survivor's agreement runs over the new (one-rank) world and it ends
+ * bitwise where the same run without DMR and faults ends. */
+static void regrid_run(bool dmr, FtModel *m, FtDmrStats *st)
+{
+    const Layout *l = &g_layouts[4]; /* dp2 */
+    FtConfig c = cfg_of(l, dmr ? FT_DMR_NAIVE : FT_DMR_OFF, 4);
+    FtGrid g, small;
+    char err[FT_DECK_ERR_MAX];
+    assert_int_equal(grid_create(&g, ft_test_comm(), 1, 1, 2, 1, err, sizeof err), 0);
+    FtGpt2Config mc;
+    model_config_from_deck(&c, &mc);
+    FtShard sh = {.tp = 1, .pp = 1, .ep = 1};
+    model_create_sharded(m, &mc, &sh);
+    model_init_random(m, 7);
+    FtBatchSource src = {ft_synth_fetch, g_dims};
+    FtTrainer tr;
+    train_init_grid(&tr, &c, m, &g, &src, NULL);
+    const char *text = "sdc step=1 rank=1 op=attention bit=22\nsdc step=2 rank=0 op=adamw:3 bit=9 "
+                       "target=checker\nsdc step=4 rank=0 op=matmul:7 bit=30\n";
+    char path[64] = "";
+    if (dmr) {
+        ft_tmpfile(text, strlen(text), path);
+        snprintf(c.faults.schedule, sizeof c.faults.schedule, "%s", path);
+    }
+    FtTrainDmr *td = NULL;
+    assert_all(train_dmr_setup(&td, &tr, &c, err, sizeof err) == 0);
+    if (path[0] && ft_test_rank() == 0) unlink(path);
+    for (int s = 0; s < 2; s++) {
+        FtStepInfo info;
+        assert_all(train_step(&tr, &info) == (dmr ? FT_STEP_REDONE : FT_STEP_OK));
+    }
+    int rc = grid_shrink_dp(&g, 1, &small, err, sizeof err);
+    memset(st, 0, sizeof *st);
+    if (rc == 0) {
+        train_regrid(&tr, &small);
+        for (int s = 2; s < 4; s++) {
+            FtStepInfo info;
+            assert_true(train_step(&tr, &info) == (dmr && s == 3 ? FT_STEP_REDONE : FT_STEP_OK));
+        }
+        if (td) train_dmr_stats(td, st); /* over the survivors: rank 0's flips; steps 1, 2, 4 redone */
+    }
+    train_dmr_destroy(td);
+    train_free(&tr);
+    if (rc == 0) grid_destroy(&small);
+    grid_destroy(&g);
+}
+
+static void test_regrid(void **state)
+{
+    (void)state;
+    if (ft_test_size() != 2) skip();
+    log_init(ft_test_rank(), FT_LOG_ERROR);
+    FtModel a, b;
+    FtDmrStats sa, sb;
+    regrid_run(true, &a, &sa);
+    regrid_run(false, &b, &sb);
+    if (ft_test_rank() == 0) {
+        assert_true(sa.injected == 2 && sa.detected == 2 && sa.redone == 3 && sa.attempts == 7);
+        assert_true(same_state(&a, &b));
+    }
+    model_free(&a), model_free(&b);
+}
+
 FT_TEST_MAIN(cmocka_unit_test(test_flip_campaign), cmocka_unit_test(test_clean_runs_match_off),
-             cmocka_unit_test(test_suspect_and_off))
+             cmocka_unit_test(test_suspect_and_off), cmocka_unit_test(test_regrid))

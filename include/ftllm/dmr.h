@@ -51,7 +51,8 @@ typedef struct ft_dmr_cfg {
     int mode;            /* enum ft_dmr_mode (deck_keys.h): off (injection only), naive, piggyback */
     int suspect_after;   /* steps with a mismatch that make a rank suspect; 0 = never */
     const FtBackend *be; /* where the tapes' tensors live; NULL: the CPU */
-    FtComm *world;       /* every rank of the job (the agreement); NULL: one rank */
+    FtComm *world;       /* every rank of the job now; NULL: one rank. Only read here: this
+                            rank's number picks its flips */
     const FtFlip *flips; /* the schedule's flips (every rank's: this rank keeps its own) */
     int nflips;
 } FtDmrCfg;
@@ -87,23 +88,24 @@ void dmr_step_begin(FtDmr *d, long long step);
 /* A validation pass begins: ops are neither checked nor counted until dmr_step_begin. */
 void dmr_pause(FtDmr *d);
 
-/* Ends the attempt: collective over cfg->world (one all-reduce through ex's wait, and on a
- * mismatch one all-gather of who). Returns 1 on every rank when any rank mismatched (redo the
- * step), else 0. */
-int dmr_agree(FtDmr *d, FtExec *ex);
+/* Ends the attempt: collective over world, every rank of the job (NULL: one rank): one
+ * all-reduce through ex's wait, and on a mismatch one all-gather of who. Returns 1 on every rank
+ * when any rank mismatched (redo the step), else 0. After the world shrank (train_regrid) the
+ * per-rank suspect history starts over: ranks are numbered anew. */
+int dmr_agree(FtDmr *d, FtExec *ex, FtComm *world);
 
 void dmr_stats(const FtDmr *d, FtDmrStats *s);
-/* Collective over cfg->world: the job's sums (times summed over ranks too). */
-void dmr_stats_job(FtDmr *d, FtDmrStats *s);
+/* Collective over world (NULL: one rank): the job's sums (times summed over ranks too). */
+void dmr_stats_job(FtDmr *d, FtComm *world, FtDmrStats *s);
 
 /* Whether rank r of the world is suspect (the same answer on every rank). */
 bool dmr_is_suspect(const FtDmr *d, int r);
 
-/* Collective: rank 0 prints the end-of-run lines to out (NULL: nothing):
+/* Collective over world: rank 0 prints the end-of-run lines to out (NULL: nothing):
  *   faults: sdc injected K, detected K, rolled back K, missed K (...)
  *   dmr: mode M, checks naive N piggyback N, mismatches N (...), overhead X% (...)
  * schedule names the fault file ("" = none), nfail its fail-stop lines. */
-void dmr_report(FtDmr *d, const char *schedule, int nfail, FILE *out);
+void dmr_report(FtDmr *d, FtComm *world, const char *schedule, int nfail, FILE *out);
 
 /* "off", "naive", "piggyback", "planned" */
 const char *dmr_mode_name(int mode);

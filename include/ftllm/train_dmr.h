@@ -32,6 +32,9 @@ int train_dmr_setup(FtTrainDmr **out, FtTrainer *tr, const FtConfig *cfg, char *
 /* Rank 0 prints the `faults:` and `dmr:` lines to out (NULL: nothing). td may be NULL. */
 void train_dmr_report(FtTrainDmr *td, FILE *out);
 
+/* The job's DMR counters (dmr_stats_job over the trainer's world). Collective. */
+void train_dmr_stats(FtTrainDmr *td, FtDmrStats *s);
+
 /* The DMR context and the schedule (fail-stop events for SPARe). */
 FtDmr *train_dmr_get(FtTrainDmr *td);
 const FtFaultSchedule *train_dmr_schedule(const FtTrainDmr *td);

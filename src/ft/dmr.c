@@ -54,8 +54,7 @@ typedef struct deferred { /* a checker flip waiting for its recompute twin */
 struct ft_dmr {
     int mode, suspect_after;
     const FtBackend *be;
-    FtComm *world;
-    int rank, nranks;
+    int rank, nranks; /* in the world of the last agreement */
     FtFlip *flips;
     bool *fired;
     int nflips;
@@ -99,9 +98,8 @@ FtDmr *dmr_create(const FtDmrCfg *cfg)
     FT_ASSERT(d->mode == FT_DMR_OFF || d->mode == FT_DMR_NAIVE || d->mode == FT_DMR_PIGGYBACK);
     d->suspect_after = cfg->suspect_after;
     d->be = cfg->be ? cfg->be : backend_cpu();
-    d->world = cfg->world;
-    d->rank = d->world ? comm_rank(d->world) : 0;
-    d->nranks = d->world ? comm_size(d->world) : 1;
+    d->rank = cfg->world ? comm_rank(cfg->world) : 0;
+    d->nranks = cfg->world ? comm_size(cfg->world) : 1;
     for (int i = 0; i < cfg->nflips; i++) d->nflips += cfg->flips[i].rank == d->rank;
     d->flips = calloc((size_t)d->nflips + 1, sizeof *d->flips);
     d->fired = calloc((size_t)d->nflips + 1, sizeof *d->fired);
@@ -387,6 +385,21 @@ static void after_op(void *arg, const FtTape *tp, int i, const FtOpCall *c)
 
 FtExecHooks dmr_hooks(FtDmr *d) { return (FtExecHooks){.after_op = after_op, .arg = d}; }
 
+/* The job's world changed size (a replica left: train_regrid): per-rank history starts over,
+ * since the ranks are numbered anew. */
+static void resize_world(FtDmr *d, FtComm *world)
+{
+    int n = world ? comm_size(world) : 1;
+    d->rank = world ? comm_rank(world) : 0;
+    if (n == d->nranks) return;
+    d->nranks = n;
+    free(d->bad_steps), free(d->who), free(d->suspect);
+    d->bad_steps = calloc((size_t)n, sizeof *d->bad_steps);
+    d->who = calloc((size_t)n, sizeof *d->who);
+    d->suspect = calloc((size_t)n, sizeof *d->suspect);
+    FT_ASSERT(d->bad_steps && d->who && d->suspect);
+}
+
 /* ---- attempts ------------------------------------------------------------------------------ */
 
 void dmr_step_begin(FtDmr *d, long long step)
@@ -410,9 +423,10 @@ void dmr_step_begin(FtDmr *d, long long step)
 
 void dmr_pause(FtDmr *d) { d->active = false; }
 
-int dmr_agree(FtDmr *d, FtExec *ex)
+int dmr_agree(FtDmr *d, FtExec *ex, FtComm *world)
 {
     double t0 = omp_get_wtime();
+    resize_world(d, world);
     for (int i = 0; i < d->nst; i++) { /* forward fingerprints whose twin never ran */
         FpStore *st = &d->st[i];
         for (int j = 0; j < st->ne && st->npending; j++)
@@ -422,15 +436,15 @@ int dmr_agree(FtDmr *d, FtExec *ex)
     d->ndef = 0;
     long long mine = d->mism > 0, all = mine;
     FtReq r;
-    if (d->world && d->nranks > 1) {
-        comm_iallreduce_sum(d->world, &mine, &all, 1, FT_I64, &r);
+    if (world && d->nranks > 1) {
+        comm_iallreduce_sum(world, &mine, &all, 1, FT_I64, &r);
         exec_wait(ex, &r, 1, FT_TL_OTHER);
     }
     int redo = all > 0;
     if (redo) {
         int me = mine > 0;
-        if (d->world && d->nranks > 1) {
-            comm_iallgather(d->world, &me, d->who, 1, FT_I32, &r);
+        if (world && d->nranks > 1) {
+            comm_iallgather(world, &me, d->who, 1, FT_I32, &r);
             exec_wait(ex, &r, 1, FT_TL_OTHER);
         } else {
             d->who[0] = me;
@@ -483,15 +497,15 @@ void dmr_stats(const FtDmr *d, FtDmrStats *s)
 /* The counters as one array of long longs (and the times apart). */
 #define NCOUNT ((int)(offsetof(FtDmrStats, check_s) / sizeof(long long)))
 
-void dmr_stats_job(FtDmr *d, FtDmrStats *s)
+void dmr_stats_job(FtDmr *d, FtComm *world, FtDmrStats *s)
 {
     dmr_stats(d, s);
-    if (!d->world || d->nranks == 1) return;
+    if (!world || comm_size(world) == 1) return;
     long long c[NCOUNT];
     memcpy(c, s, sizeof c);
-    comm_allreduce_sum(d->world, FT_IN_PLACE, c, NCOUNT, FT_I64);
+    comm_allreduce_sum(world, FT_IN_PLACE, c, NCOUNT, FT_I64);
     double t[3] = {s->check_s, s->compute_s, s->redo_s};
-    comm_allreduce_sum(d->world, FT_IN_PLACE, t, 3, FT_F64);
+    comm_allreduce_sum(world, FT_IN_PLACE, t, 3, FT_F64);
     memcpy(s, c, sizeof c);
     s->check_s = t[0], s->compute_s = t[1], s->redo_s = t[2];
     s->attempts = d->s.attempts; /* job-wide already: every rank takes part in each */
@@ -500,10 +514,11 @@ void dmr_stats_job(FtDmr *d, FtDmrStats *s)
 
 bool dmr_is_suspect(const FtDmr *d, int r) { return r >= 0 && r < d->nranks && d->suspect[r]; }
 
-void dmr_report(FtDmr *d, const char *schedule, int nfail, FILE *out)
+void dmr_report(FtDmr *d, FtComm *world, const char *schedule, int nfail, FILE *out)
 {
     FtDmrStats s;
-    dmr_stats_job(d, &s);
+    resize_world(d, world);
+    dmr_stats_job(d, world, &s);
     if (d->rank != 0 || !out) return;
     fprintf(out, "faults: sdc injected %lld, detected %lld, rolled back %lld, missed %lld "
                  "(schedule %s; %lld flip%s not applied; fail-stop events %d%s)\n",

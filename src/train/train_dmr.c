@@ -44,7 +44,7 @@ static void fetch_val(void *ctx, uint64_t first, int B, int *inputs, int *target
 static int before_commit(void *ctx, FtTrainer *tr, int attempt)
 {
     FtTrainDmr *td = ctx;
-    if (dmr_agree(td->dmr, &tr->ex)) return 1;
+    if (dmr_agree(td->dmr, &tr->ex, tr->c_world)) return 1; /* the world after any regrid */
     return td->prev_commit ? td->prev_commit(td->prev_ctx, tr, attempt) : 0;
 }
 
@@ -156,8 +156,13 @@ out_free:
 void train_dmr_report(FtTrainDmr *td, FILE *out)
 {
     if (!td) return;
-    dmr_report(td->dmr, td->has_sched ? td->sched.path : "",
+    dmr_report(td->dmr, td->tr->c_world, td->has_sched ? td->sched.path : "",
                td->has_sched ? fault_count(&td->sched, FT_FAULT_FAIL) : 0, out);
+}
+
+void train_dmr_stats(FtTrainDmr *td, FtDmrStats *s)
+{
+    dmr_stats_job(td->dmr, td->tr->c_world, s);
 }
 
 FtDmr *train_dmr_get(FtTrainDmr *td) { return td ? td->dmr : NULL; }
