@@ -29,7 +29,8 @@
  * Fault injection (fault.h): each flip fires once, on its rank, during its step, at the N-th
  * execution of its op kind (forward, backward, recomputation and optimizer counted alike), on
  * the primary's outputs right after the op wrote them or on the checker's outputs (the naive
- * re-execution, or with piggyback the recomputation twin). An injected flip counts as detected
+ * re-execution, or with piggyback the recomputation twin; a piggybacked recomputation is itself
+ * the checker, so both targets flip its output). An injected flip counts as detected
  * when a check of that very execution mismatched, as rolled back when its attempt was redone.
  *
  * The checks read outputs through host pointers (the CPU backend); flips go through the

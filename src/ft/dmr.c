@@ -98,6 +98,9 @@ FtDmr *dmr_create(const FtDmrCfg *cfg)
     FT_ASSERT(d->mode == FT_DMR_OFF || d->mode == FT_DMR_NAIVE || d->mode == FT_DMR_PIGGYBACK);
     d->suspect_after = cfg->suspect_after;
     d->be = cfg->be ? cfg->be : backend_cpu();
+    if (strcmp(d->be->name, "cpu"))
+        FT_DIE("dmr: the checks compare outputs through host pointers; the %s backend needs a "
+               "device-side compare first", d->be->name);
     d->rank = cfg->world ? comm_rank(cfg->world) : 0;
     d->nranks = cfg->world ? comm_size(cfg->world) : 1;
     for (int i = 0; i < cfg->nflips; i++) d->nflips += cfg->flips[i].rank == d->rank;
