@@ -18,7 +18,7 @@ STEPS=${STEPS:-12}
 MICRO=${MICRO:-4}
 MODEL=${MODEL:-"model.layers=4 model.channels=256 model.heads=8 model.seq_len=128 train.batch=4 model.experts=8 model.top_k=2 model.capacity_factor=1.25"}
 export OMP_NUM_THREADS=1
-common="train.steps=$STEPS train.rate_skip=2 train.sample_tokens=0 train.val_batches=0 checkpoint.interval=0 run.threads=1"
+common="train.steps=$STEPS dmr.mode=off faults.schedule= train.rate_skip=2 train.sample_tokens=0 train.val_batches=0 checkpoint.interval=0 run.threads=1"
 declare -A ms waits
 run() { # run NAME NP OVERRIDES...
   local name=$1 np=$2; shift 2

@@ -19,7 +19,7 @@ STEPS=${STEPS:-12}
 MICRO=${MICRO:-4}
 MODEL=${MODEL:-"model.layers=8 model.channels=256 model.heads=8 model.seq_len=128 train.batch=4"}
 export OMP_NUM_THREADS=1
-common="train.steps=$STEPS train.rate_skip=2 train.sample_tokens=0 train.val_batches=0 checkpoint.interval=0 run.threads=1 parallel.microbatches=$MICRO"
+common="train.steps=$STEPS dmr.mode=off faults.schedule= train.rate_skip=2 train.sample_tokens=0 train.val_batches=0 checkpoint.interval=0 run.threads=1 parallel.microbatches=$MICRO"
 declare -A ms waits
 run() { # run NAME NP OVERRIDES...
   local name=$1 np=$2; shift 2

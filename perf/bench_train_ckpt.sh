@@ -17,7 +17,7 @@ STEPS=${STEPS:-10}
 MODEL=${MODEL:-"model.layers=4 model.channels=512 model.heads=8"}
 d=$(mktemp -d "${TMPDIR:-/tmp}/ft_bench_train_ckpt_XXXXXX")
 trap 'rm -rf "$d"' EXIT
-common="train.steps=$STEPS train.sample_tokens=0 train.val_batches=0 checkpoint.interval=2 checkpoint.keep=1 checkpoint.dir=$d run.name=bench"
+common="train.steps=$STEPS dmr.mode=off faults.schedule= train.sample_tokens=0 train.val_batches=0 checkpoint.interval=2 checkpoint.keep=1 checkpoint.dir=$d run.name=bench"
 declare -A stall step nck mb
 for mode in sync async; do
   async=false; [ "$mode" = async ] && async=true

@@ -162,6 +162,13 @@ int ckpt_read_f64(FtCkptFile *f, const char *name, double *v, char *err, size_t 
 /* *text is malloc'ed (NUL-terminated); the caller frees it. */
 int ckpt_read_text(FtCkptFile *f, const char *name, char **text, char *err, size_t errlen);
 
+/* ---- the checksum as a fingerprint ---- */
+
+/* The checksum a 1-D dataset of n elements of esize bytes (1, 4 or 8) at data gets (sum32x2):
+ * changing any single element always changes it, the result does not depend on the thread
+ * count. DMR fingerprints op outputs with it. Not collective; host memory. */
+uint64_t ckpt_checksum_array(const void *data, size_t esize, size_t n);
+
 /* ---- finding ---- */
 
 /* The file name of run's checkpoint of step `step` in dir. */

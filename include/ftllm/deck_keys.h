@@ -123,8 +123,17 @@
       "back from training; 0 = no validation")
 
 #define FT_KEYS_dmr(K)                                                                           \
-    K(dmr, mode, ENUM, "off", 0, 0, "off|naive|piggyback|planned", FT_KEY_RESERVED,              \
-      "how operators are executed twice and compared")
+    K(dmr, mode, ENUM, "off", 0, 0, "off|naive|piggyback|planned", 0,                            \
+      "how every op of a training step is executed twice and compared: naive = run again at "   \
+      "once; piggyback = compare forward ops with their AC recomputation, the rest naive; "      \
+      "planned is not implemented yet")                                                          \
+    K(dmr, phases, ENUM, "1,2,3", 0, 0, "1|1,2|1,2,3", FT_KEY_RESERVED,                          \
+      "planner phases used by mode = planned (ablations)")                                       \
+    K(dmr, deferred_mb, REAL, "1024", 0, 1e9, "", FT_KEY_RESERVED,                               \
+      "memory budget for the tensors deferred checkers keep, MiB per rank (mode = planned)")     \
+    K(dmr, suspect_after, INT, "3", 0, 1000000000, "", 0,                                        \
+      "a rank whose checks mismatch in this many steps is reported as suspect (for SPARe to "    \
+      "retire); 0 = never")
 
 #define FT_KEYS_spare(K)                                                                         \
     K(spare, r, INT, "0", 0, 1024, "", FT_KEY_AUTO,                                              \
@@ -149,8 +158,10 @@
       "testing aid: pause this long before writing each dataset (widens a crash test's window)")
 
 #define FT_KEYS_faults(K)                                                                        \
-    K(faults, schedule, STR, "", 0, 0, "", FT_KEY_RESERVED,                                      \
-      "fault schedule file (SDC bit flips, fail-stop events); empty = no faults")
+    K(faults, schedule, STR, "", 0, 0, "", 0,                                                    \
+      "fault schedule file, one event per line: sdc (a bit flip), sdc-random (a seeded "       \
+      "campaign), fail (fail-stop, not acted on yet); format: inputs/default.faults; empty = "   \
+      "no faults")
 
 #define FT_KEYS_cluster(K)                                                                       \
     K(cluster, gpus, INT, "16384", 1, 1e9, "", 0, "GPUs in the cluster")                         \

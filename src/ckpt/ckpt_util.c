@@ -78,7 +78,7 @@ uint64_t ckpt_checksum_slab(const void *data, size_t esize, int ndim, const uint
     if (rows == 0 || inner == 0) return 0;
     uint64_t chunks = (inner + CKPT_CHUNK - 1) / CKPT_CHUNK, tasks = rows * chunks;
     uint32_t lo = 0, hi = 0;
-#pragma omp parallel for reduction(+ : lo, hi) schedule(static)
+#pragma omp parallel for reduction(+ : lo, hi) schedule(static) if (tasks > 1)
     for (uint64_t t = 0; t < tasks; t++) {
         uint64_t r = t / chunks, c = t % chunks;
         /* global index of (row r of the slab, column 0 of the slab) */
@@ -109,6 +109,12 @@ uint64_t ckpt_checksum_bytes(const void *data, size_t len)
 {
     uint64_t n = len, off = 0;
     return ckpt_checksum_slab(data, 1, 1, &n, &off, &n);
+}
+
+uint64_t ckpt_checksum_array(const void *data, size_t esize, size_t n)
+{
+    uint64_t n64 = n, off = 0;
+    return ckpt_checksum_slab(data, esize, 1, &n64, &off, &n64);
 }
 
 hid_t ckpt_h5_file_type(CkptDtype dt)

@@ -33,6 +33,7 @@
 #include "ftllm/threads.h"
 #include "ftllm/train.h"
 #include "ftllm/train_ckpt.h" /* checkpoint hook */
+#include "ftllm/train_dmr.h"  /* DMR hook */
 
 /* Agrees on a status over comm: the worst (largest) rc of any rank. */
 static int agree(int rc, MPI_Comm comm)
@@ -256,6 +257,13 @@ int verb_train(int argc, char **argv, MPI_Comm comm)
         rc = FT_EXIT_USAGE;
         goto out_train;
     }
+    FtTrainDmr *tdm = NULL; /* DMR hook: checks, injected faults, agreement before commit */
+    if (train_dmr_setup(&tdm, &tr, &cfg, err, sizeof err)) { /* DMR hook */
+        cli_error(comm, err);
+        train_ckpt_destroy(tck);
+        rc = FT_EXIT_USAGE;
+        goto out_train;
+    }
     FtComm *job = comm_create_mpi_dup(comm, "job"); /* the end-of-run agreements */
     FtTrainSummary s;
     train_run(&tr, &s);
@@ -274,7 +282,9 @@ int verb_train(int argc, char **argv, MPI_Comm comm)
                  cfg.train.rate_skip);
         train_report_regions(&tr, rep);
         train_report_spare(&tr, rep);
+        train_dmr_report(tdm, rep); /* DMR hook */
     }
+    train_dmr_destroy(tdm);
     if (any_left && (cfg.run.save_model[0] || cfg.train.sample_tokens > 0))
         log_warn("run.save_model and the end-of-run sample are skipped: a replica left the run "
                  "(the weights live on its survivors; use checkpoints)");

@@ -1,0 +1,114 @@
+/* dmr.h: dual modular redundancy against silent data corruption (after SpareTrain), and the
+ * bit-flip injection that proves it works.
+ *
+ * DMR plugs into the executor's after-op hook (exec.h) and never into the model: every op the
+ * executor runs during a training step is checked by one of two strategies (dmr.mode):
+ *   naive      run the op again right after the primary, from the same inputs, into scratch
+ *              outputs, and compare bytes (ops are bitwise deterministic, ops.h); the primary's
+ *              bytes go on. On a mismatch the op runs a third time into its own outputs, so
+ *              what later ops read is a clean execution's (a corrupted MoE index would otherwise
+ *              send them out of bounds before the rollback).
+ *   piggyback  with activation checkpointing the backward recomputes each checkpointed
+ *              segment's forward ops (tape.h: a forward entry and its recompute twin): the
+ *              forward fingerprints its outputs (the checkpoint checksum, ckpt.h: any single
+ *              changed element changes it) and the twin compares its own outputs' fingerprints
+ *              with them, so the recomputation is the checker and costs nothing extra. Entries
+ *              without a twin (the backward, the optimizer, the last segment, everything when
+ *              nothing is recomputed) and entries that write integers (MoE routing indices and
+ *              counts, which later ops use as addresses before the twin could compare them) are
+ *              checked naively.
+ * Validation passes are not checked (they change no state) and not counted.
+ *
+ * A step is one or more attempts (train.h before_commit): dmr_agree ends one. Every check of the
+ * attempt has run by then (piggyback twins run inside the step's backward); one small
+ * all-reduce over the job says whether any rank mismatched, and if so every rank redoes the
+ * step from the same state (rank, op, step and strategy of each rank's first mismatch are
+ * logged). A rank whose checks mismatched in dmr.suspect_after steps is reported as suspect,
+ * for SPARe to retire; the list is the same on every rank.
+ *
+ * Fault injection (fault.h): each flip fires once, on its rank, during its step, at the N-th
+ * execution of its op kind (forward, backward, recomputation and optimizer counted alike), on
+ * the primary's outputs right after the op wrote them or on the checker's outputs (the naive
+ * re-execution, or with piggyback the recomputation twin; a piggybacked recomputation is itself
+ * the checker, so both targets flip its output). An injected flip counts as detected
+ * when a check of that very execution mismatched, as rolled back when its attempt was redone.
+ *
+ * The checks read outputs through host pointers (the CPU backend); flips go through the
+ * backend's copies. */
+#ifndef FTLLM_DMR_H
+#define FTLLM_DMR_H
+
+#include <stdbool.h>
+#include <stdio.h>
+
+#include "ftllm/backend.h"
+#include "ftllm/comm.h"
+#include "ftllm/exec.h"
+#include "ftllm/fault.h"
+
+typedef enum ft_dmr_strategy { FT_DMR_S_NAIVE, FT_DMR_S_PIGGYBACK, FT_DMR_NSTRAT } FtDmrStrategy;
+
+typedef struct ft_dmr_cfg {
+    int mode;            /* enum ft_dmr_mode (deck_keys.h): off (injection only), naive, piggyback */
+    int suspect_after;   /* steps with a mismatch that make a rank suspect; 0 = never */
+    const FtBackend *be; /* where the tapes' tensors live; NULL: the CPU */
+    FtComm *world;       /* every rank of the job now; NULL: one rank. Only read here: this
+                            rank's number picks its flips */
+    const FtFlip *flips; /* the schedule's flips (every rank's: this rank keeps its own) */
+    int nflips;
+} FtDmrCfg;
+
+/* Counters of one rank (dmr_stats) or summed over the job (dmr_stats_job). */
+typedef struct ft_dmr_stats {
+    long long checks[FT_DMR_NSTRAT]; /* executions checked, per strategy */
+    long long mismatches;            /* checks whose outputs differed */
+    long long attempts, redone;      /* step attempts, and those rolled back (job-wide) */
+    long long unchecked;             /* piggyback fingerprints whose twin never ran */
+    long long injected, detected, rolled_back, missed, not_fired;
+    long long injected_at[FT_OP_NKINDS][3]; /* by op kind and phase (FtPhase; optimizer = fwd) */
+    long long injected_by[FT_DMR_NSTRAT + 1][2]; /* by the strategy checking it (last: none) and
+                                                    target (primary, checker) */
+    double check_s;   /* inside the checks, the injections and the agreement */
+    double compute_s; /* step attempts, from the first micro-batch to the agreement */
+    double redo_s;    /* attempts that were rolled back */
+} FtDmrStats;
+
+typedef struct ft_dmr FtDmr;
+
+/* Not collective. cfg->flips is copied (this rank's). */
+FtDmr *dmr_create(const FtDmrCfg *cfg);
+void dmr_free(FtDmr *d);
+
+/* The executor hooks to install (FtExec.hooks). */
+FtExecHooks dmr_hooks(FtDmr *d);
+
+/* A training micro-batch of step `step` (1-based: the step being computed) begins; the first
+ * call after dmr_agree opens a new attempt (execution counts start from 0). */
+void dmr_step_begin(FtDmr *d, long long step);
+
+/* A validation pass begins: ops are neither checked nor counted until dmr_step_begin. */
+void dmr_pause(FtDmr *d);
+
+/* Ends the attempt: collective over world, every rank of the job (NULL: one rank): one
+ * all-reduce through ex's wait, and on a mismatch one all-gather of who. Returns 1 on every rank
+ * when any rank mismatched (redo the step), else 0. After the world shrank (train_regrid) the
+ * per-rank suspect history starts over: ranks are numbered anew. */
+int dmr_agree(FtDmr *d, FtExec *ex, FtComm *world);
+
+void dmr_stats(const FtDmr *d, FtDmrStats *s);
+/* Collective over world (NULL: one rank): the job's sums (times summed over ranks too). */
+void dmr_stats_job(FtDmr *d, FtComm *world, FtDmrStats *s);
+
+/* Whether rank r of the world is suspect (the same answer on every rank). */
+bool dmr_is_suspect(const FtDmr *d, int r);
+
+/* Collective over world: rank 0 prints the end-of-run lines to out (NULL: nothing):
+ *   faults: sdc injected K, detected K, rolled back K, missed K (...)
+ *   dmr: mode M, checks naive N piggyback N, mismatches N (...), overhead X% (...)
+ * schedule names the fault file ("" = none), nfail its fail-stop lines. */
+void dmr_report(FtDmr *d, FtComm *world, const char *schedule, int nfail, FILE *out);
+
+/* "off", "naive", "piggyback", "planned" */
+const char *dmr_mode_name(int mode);
+
+#endif

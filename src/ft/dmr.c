@@ -1,0 +1,550 @@
+/* dmr.c: dual modular redundancy and fault injection on the executor's after-op hook (dmr.h).
+ *
+ * Key decisions:
+ *  - The naive checker runs the op's own call with its outputs pointed at scratch memory (ops
+ *    write every output byte from their inputs alone, ops.h), so the primary's bytes are never
+ *    touched by a clean check and the comparison is exact (memcmp), not a hash.
+ *  - Piggyback keeps one fingerprint per output of each forward entry that has a recompute
+ *    twin (per tape: the pipeline slots are separate tapes), not a copy: the checkpoint
+ *    checksum, whose per-element terms are bijections, so a single corrupted element can never
+ *    collide.
+ *  - An attempt starts at the first training micro-batch after the last agreement and ends at
+ *    dmr_agree; everything per attempt (execution counts, injections, mismatches) lives in the
+ *    context and is reset there. The agreement is one all-reduce of one integer; who mismatched
+ *    is asked (an all-gather) only when someone did, so suspects are counted the same on every
+ *    rank.
+ *  - Time is wall time of this thread (omp_get_wtime): no MPI outside comm/. */
+#include "ftllm/dmr.h"
+
+#include <omp.h>
+#include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ftllm/ckpt.h"
+#include "ftllm/deck_keys.h"
+#include "ftllm/log.h"
+
+enum strat { S_NONE, S_NAIVE, S_PB_SAVE, S_PB_CHECK };
+
+/* Piggyback fingerprints of one tape. */
+typedef struct fp_store {
+    const FtTape *tp;
+    int ne;
+    uint64_t *fp;           /* ne x FT_OP_MAX_OUT */
+    unsigned char *pending; /* ne: fingerprinted, twin not run yet */
+    int npending;
+} FpStore;
+
+typedef struct inj { /* a flip applied in this attempt */
+    int flip;
+    const FtTape *tp;
+    int key; /* the entry whose check covers it */
+    bool detected;
+} Inj;
+
+typedef struct deferred { /* a checker flip waiting for its recompute twin */
+    int flip;
+    const FtTape *tp;
+    int entry, key;
+} Deferred;
+
+#define MAX_STORES (FT_EXEC_MAX_TAPES + 2)
+
+struct ft_dmr {
+    int mode, suspect_after;
+    const FtBackend *be;
+    int rank, nranks; /* in the world of the last agreement */
+    FtFlip *flips;
+    bool *fired;
+    int nflips;
+    FpStore st[MAX_STORES];
+    int nst;
+    void *scratch;
+    size_t scratch_bytes;
+    /* the attempt */
+    bool in_attempt, active;
+    long long step;
+    long long count[FT_OP_NKINDS];
+    int *armed, narmed; /* this step's flips not fired yet (-1: fired) */
+    Inj *inj;
+    int ninj, capinj;
+    Deferred *def;
+    int ndef, capdef;
+    long long mism;
+    char first[256];
+    double t_attempt;
+    /* the run */
+    FtDmrStats s;
+    int *bad_steps, *who; /* per world rank */
+    bool *suspect;
+};
+
+const char *dmr_mode_name(int mode)
+{
+    static const char *const names[] = {"off", "naive", "piggyback", "planned"};
+    return mode >= 0 && mode < 4 ? names[mode] : "?";
+}
+
+static const char *const g_strat_name[] = {"none", "naive", "piggyback", "piggyback"};
+
+/* ---- set-up -------------------------------------------------------------------------------- */
+
+FtDmr *dmr_create(const FtDmrCfg *cfg)
+{
+    FtDmr *d = calloc(1, sizeof *d);
+    FT_ASSERT(d);
+    d->mode = cfg->mode;
+    FT_ASSERT(d->mode == FT_DMR_OFF || d->mode == FT_DMR_NAIVE || d->mode == FT_DMR_PIGGYBACK);
+    d->suspect_after = cfg->suspect_after;
+    d->be = cfg->be ? cfg->be : backend_cpu();
+    if (strcmp(d->be->name, "cpu"))
+        FT_DIE("dmr: the checks compare outputs through host pointers; the %s backend needs a "
+               "device-side compare first", d->be->name);
+    d->rank = cfg->world ? comm_rank(cfg->world) : 0;
+    d->nranks = cfg->world ? comm_size(cfg->world) : 1;
+    for (int i = 0; i < cfg->nflips; i++) d->nflips += cfg->flips[i].rank == d->rank;
+    d->flips = calloc((size_t)d->nflips + 1, sizeof *d->flips);
+    d->fired = calloc((size_t)d->nflips + 1, sizeof *d->fired);
+    d->armed = calloc((size_t)d->nflips + 1, sizeof *d->armed);
+    d->bad_steps = calloc((size_t)d->nranks, sizeof *d->bad_steps);
+    d->who = calloc((size_t)d->nranks, sizeof *d->who);
+    d->suspect = calloc((size_t)d->nranks, sizeof *d->suspect);
+    FT_ASSERT(d->flips && d->fired && d->armed && d->bad_steps && d->who && d->suspect);
+    int n = 0;
+    for (int i = 0; i < cfg->nflips; i++)
+        if (cfg->flips[i].rank == d->rank) d->flips[n++] = cfg->flips[i];
+    return d;
+}
+
+void dmr_free(FtDmr *d)
+{
+    if (!d) return;
+    for (int i = 0; i < d->nst; i++) free(d->st[i].fp), free(d->st[i].pending);
+    if (d->scratch) d->be->release(d->be->ctx, d->scratch);
+    free(d->flips), free(d->fired), free(d->armed), free(d->inj), free(d->def);
+    free(d->bad_steps), free(d->who), free(d->suspect);
+    free(d);
+}
+
+/* ---- helpers ------------------------------------------------------------------------------- */
+
+static bool writes_ints(const FtTape *tp, const FtTapeEntry *e)
+{
+    for (int k = 0; k < FT_OP_MAX_OUT; k++)
+        if (e->out[k] >= 0 && (tp->t[e->out[k]].dtype == FT_I32 || tp->t[e->out[k]].dtype == FT_I64))
+            return true;
+    return false;
+}
+
+static enum strat strategy(const FtDmr *d, const FtTape *tp, const FtTapeEntry *e)
+{
+    if (d->mode == FT_DMR_OFF) return S_NONE;
+    if (d->mode == FT_DMR_PIGGYBACK && e->twin >= 0 && !writes_ints(tp, e))
+        return e->phase == FT_PH_RECOMPUTE ? S_PB_CHECK : S_PB_SAVE;
+    return S_NAIVE;
+}
+
+static FpStore *store(FtDmr *d, const FtTape *tp)
+{
+    FpStore *s = NULL;
+    for (int i = 0; i < d->nst && !s; i++)
+        if (d->st[i].tp == tp) s = &d->st[i];
+    if (!s) {
+        if (d->nst == MAX_STORES) FT_DIE("dmr: more than %d tapes", MAX_STORES);
+        s = &d->st[d->nst++];
+        *s = (FpStore){.tp = tp};
+    }
+    if (s->ne != tp->ne) { /* new, or a tape rebuilt at the same address (regrid) */
+        free(s->fp), free(s->pending);
+        s->ne = tp->ne;
+        s->fp = calloc((size_t)tp->ne * FT_OP_MAX_OUT, sizeof *s->fp);
+        s->pending = calloc((size_t)tp->ne, 1);
+        s->npending = 0;
+        FT_ASSERT(s->fp && s->pending);
+    }
+    return s;
+}
+
+static void run_op(const FtDmr *d, const FtTapeEntry *e, const FtOpCall *c)
+{
+    const FtOpDesc *od = &d->be->ops[e->kind];
+    (e->dir == FT_FWD ? od->fwd : od->bwd)(c);
+}
+
+static void entry_name(const FtTape *tp, int i, char *buf, size_t len)
+{
+    const FtTapeEntry *e = &tp->e[i];
+    static const char *const ph[] = {"forward", "backward", "recompute"};
+    bool opt = e->kind == FT_OP_ADAMW || e->kind == FT_OP_GRADNORM;
+    char layer[24] = "";
+    if (e->layer >= 0) snprintf(layer, sizeof layer, " layer %d", e->layer);
+    snprintf(buf, len, "%s.%s '%s'%s (entry %d, %s)", ops_desc(e->kind)->name,
+             e->dir == FT_FWD ? "fwd" : "bwd", e->label ? e->label : "", layer, i,
+             opt ? "optimizer" : ph[e->phase]);
+}
+
+/* Flips f's bit in outs (the outputs of entry i, the primary's or a checker's). Returns false
+ * when the element is past them (nothing flipped). */
+static bool flip_bit(FtDmr *d, const FtTape *tp, int i, void *const *outs, const FtFlip *f,
+                     long long *elem_out, int *out_k)
+{
+    const FtTapeEntry *e = &tp->e[i];
+    long long total = 0;
+    for (int k = 0; k < FT_OP_MAX_OUT; k++)
+        if (e->out[k] >= 0 && outs[k]) total += (long long)tp->t[e->out[k]].n;
+    if (total == 0) return false;
+    long long el = f->elem >= 0 ? f->elem : (long long)(f->elem_draw % (uint64_t)total);
+    if (el >= total) return false;
+    *elem_out = el;
+    for (int k = 0; k < FT_OP_MAX_OUT; k++) {
+        if (e->out[k] < 0 || !outs[k]) continue;
+        const FtTensor *t = &tp->t[e->out[k]];
+        if (el >= (long long)t->n) {
+            el -= (long long)t->n;
+            continue;
+        }
+        size_t es = ft_dtype_size(t->dtype);
+        if ((size_t)f->bit >= 8 * es) return false;
+        unsigned char b[8];
+        char *p = (char *)outs[k] + (size_t)el * es;
+        d->be->to_host(d->be->ctx, b, p, es);
+        b[f->bit / 8] ^= (unsigned char)(1u << (f->bit % 8));
+        d->be->to_device(d->be->ctx, p, b, es);
+        *out_k = k;
+        return true;
+    }
+    return false;
+}
+
+static int strat_index(enum strat s) { return s == S_NAIVE ? 0 : s == S_NONE ? 2 : 1; }
+
+/* Applies flip fi to outs of entry i; its check covers `key`. */
+static void inject(FtDmr *d, int fi, const FtTape *tp, int i, void *const *outs, int key,
+                   enum strat s)
+{
+    const FtFlip *f = &d->flips[fi];
+    const FtTapeEntry *e = &tp->e[i];
+    long long el = 0;
+    int k = 0;
+    char nm[160];
+    entry_name(tp, i, nm, sizeof nm);
+    if (!flip_bit(d, tp, i, outs, f, &el, &k)) {
+        d->s.not_fired++;
+        ft_log_rank(FT_LOG_WARN, "faults: line %d: step %lld: %s has no element %lld with a bit "
+                    "%d: flip not applied", f->line, d->step, nm, f->elem, f->bit);
+        return;
+    }
+    if (d->ninj == d->capinj) {
+        d->capinj = d->capinj ? 2 * d->capinj : 16;
+        Inj *ni = realloc(d->inj, sizeof *ni * (size_t)d->capinj);
+        FT_ASSERT(ni);
+        d->inj = ni;
+    }
+    d->inj[d->ninj++] = (Inj){.flip = fi, .tp = tp, .key = key};
+    d->s.injected++;
+    d->s.injected_at[e->kind][e->phase]++;
+    d->s.injected_by[strat_index(s)][f->target == FT_TARGET_CHECKER]++;
+    ft_log_rank(FT_LOG_INFO, "faults: step %lld: flipped bit %d of %s[%lld] written by %s, "
+                "execution %lld of %s (%s; schedule line %d)", d->step, f->bit,
+                tp->t[e->out[k]].name, el, nm, f->nth, ops_desc(e->kind)->name,
+                f->target == FT_TARGET_CHECKER ? "its checker's output" : "the primary's output",
+                f->line);
+}
+
+static void defer(FtDmr *d, int fi, const FtTape *tp, int twin, int key)
+{
+    if (d->ndef == d->capdef) {
+        d->capdef = d->capdef ? 2 * d->capdef : 8;
+        Deferred *nd = realloc(d->def, sizeof *nd * (size_t)d->capdef);
+        FT_ASSERT(nd);
+        d->def = nd;
+    }
+    d->def[d->ndef++] = (Deferred){.flip = fi, .tp = tp, .entry = twin, .key = key};
+}
+
+static void mismatch(FtDmr *d, const FtTape *tp, int i, int key, enum strat s)
+{
+    d->mism++;
+    d->s.mismatches++;
+    for (int j = 0; j < d->ninj; j++)
+        if (d->inj[j].tp == tp && d->inj[j].key == key) d->inj[j].detected = true;
+    if (!d->first[0]) {
+        char nm[160];
+        entry_name(tp, i, nm, sizeof nm);
+        snprintf(d->first, sizeof d->first, "%s, %s check", nm, g_strat_name[s]);
+    }
+}
+
+/* ---- the checks ---------------------------------------------------------------------------- */
+
+static void scratch_reserve(FtDmr *d, size_t bytes)
+{
+    if (bytes <= d->scratch_bytes) return;
+    if (d->scratch) d->be->release(d->be->ctx, d->scratch);
+    d->scratch_bytes = bytes + bytes / 4;
+    d->scratch = backend_alloc(d->be, d->scratch_bytes, "DMR checker outputs");
+}
+
+/* Runs entry i again into scratch outputs (flipping the checker flips chk[0..nchk) there) and
+ * compares with the primary's outputs c->out. */
+static void check_naive(FtDmr *d, const FtTape *tp, int i, const FtOpCall *c, const int *chk,
+                        int nchk)
+{
+    const FtTapeEntry *e = &tp->e[i];
+    size_t nb[FT_OP_MAX_OUT], off[FT_OP_MAX_OUT], total = 0;
+    for (int k = 0; k < FT_OP_MAX_OUT; k++) {
+        nb[k] = e->out[k] >= 0 && c->out[k] ? tape_tensor_bytes(tp, e->out[k]) : 0;
+        off[k] = total;
+        total += (nb[k] + 63) & ~(size_t)63;
+    }
+    if (total == 0) return;
+    scratch_reserve(d, total);
+    FtOpCall cc = *c;
+    for (int k = 0; k < FT_OP_MAX_OUT; k++)
+        if (nb[k]) cc.out[k] = (char *)d->scratch + off[k];
+    run_op(d, e, &cc);
+    for (int j = 0; j < nchk; j++) inject(d, chk[j], tp, i, cc.out, i, S_NAIVE);
+    bool same = true;
+    for (int k = 0; k < FT_OP_MAX_OUT && same; k++)
+        if (nb[k] && memcmp(c->out[k], cc.out[k], nb[k])) same = false;
+    d->s.checks[FT_DMR_S_NAIVE]++;
+    if (same) return;
+    mismatch(d, tp, i, i, S_NAIVE);
+    run_op(d, e, c); /* a third run into the primary's outputs: clean bytes go on */
+}
+
+static void fingerprint(const FtTape *tp, const FtTapeEntry *e, const FtOpCall *c, uint64_t *fp)
+{
+    for (int k = 0; k < FT_OP_MAX_OUT; k++) {
+        fp[k] = 0;
+        if (e->out[k] < 0 || !c->out[k]) continue;
+        const FtTensor *t = &tp->t[e->out[k]];
+        fp[k] = ckpt_checksum_array(c->out[k], ft_dtype_size(t->dtype), t->n);
+    }
+}
+
+static void after_op(void *arg, const FtTape *tp, int i, const FtOpCall *c)
+{
+    FtDmr *d = arg;
+    if (!d->active) return;
+    double t0 = omp_get_wtime();
+    const FtTapeEntry *e = &tp->e[i];
+    long long nth = d->count[e->kind]++;
+    enum strat s = strategy(d, tp, e);
+    int key = s == S_PB_CHECK ? e->twin : i;
+    int chk[16], nchk = 0;
+    for (int a = 0; a < d->narmed; a++) {
+        int fi = d->armed[a];
+        if (fi < 0 || d->flips[fi].op != e->kind || d->flips[fi].nth != nth) continue;
+        d->armed[a] = -1;
+        d->fired[fi] = true;
+        const FtFlip *f = &d->flips[fi];
+        if (f->target == FT_TARGET_PRIMARY || s == S_PB_CHECK) {
+            inject(d, fi, tp, i, c->out, key, s);
+        } else if (s == S_NAIVE && nchk < 16) {
+            chk[nchk++] = fi;
+        } else if (s == S_PB_SAVE) {
+            defer(d, fi, tp, e->twin, i);
+        } else {
+            d->s.not_fired++;
+            ft_log_rank(FT_LOG_DEBUG, "faults: line %d: no checker runs (dmr.mode = %s): flip "
+                        "not applied", f->line, dmr_mode_name(d->mode));
+        }
+    }
+    if (s == S_PB_CHECK)
+        for (int j = 0; j < d->ndef; j++)
+            if (d->def[j].tp == tp && d->def[j].entry == i) {
+                inject(d, d->def[j].flip, tp, i, c->out, d->def[j].key, s);
+                d->def[j--] = d->def[--d->ndef];
+            }
+    switch (s) {
+    case S_NONE: break;
+    case S_NAIVE: check_naive(d, tp, i, c, chk, nchk); break;
+    case S_PB_SAVE: {
+        FpStore *st = store(d, tp);
+        fingerprint(tp, e, c, st->fp + (size_t)i * FT_OP_MAX_OUT);
+        if (!st->pending[i]) st->pending[i] = 1, st->npending++;
+        break;
+    }
+    case S_PB_CHECK: {
+        FpStore *st = store(d, tp);
+        int f = e->twin;
+        if (!st->pending[f]) {
+            d->s.unchecked++;
+            break;
+        }
+        uint64_t fp[FT_OP_MAX_OUT];
+        fingerprint(tp, e, c, fp);
+        st->pending[f] = 0;
+        st->npending--;
+        d->s.checks[FT_DMR_S_PIGGYBACK]++;
+        if (memcmp(fp, st->fp + (size_t)f * FT_OP_MAX_OUT, sizeof fp)) mismatch(d, tp, i, f, s);
+        break;
+    }
+    }
+    d->s.check_s += omp_get_wtime() - t0;
+}
+
+FtExecHooks dmr_hooks(FtDmr *d) { return (FtExecHooks){.after_op = after_op, .arg = d}; }
+
+/* The job's world changed size (a replica left: train_regrid): per-rank history starts over,
+ * since the ranks are numbered anew. */
+static void resize_world(FtDmr *d, FtComm *world)
+{
+    int n = world ? comm_size(world) : 1;
+    d->rank = world ? comm_rank(world) : 0;
+    if (n == d->nranks) return;
+    d->nranks = n;
+    free(d->bad_steps), free(d->who), free(d->suspect);
+    d->bad_steps = calloc((size_t)n, sizeof *d->bad_steps);
+    d->who = calloc((size_t)n, sizeof *d->who);
+    d->suspect = calloc((size_t)n, sizeof *d->suspect);
+    FT_ASSERT(d->bad_steps && d->who && d->suspect);
+}
+
+/* ---- attempts ------------------------------------------------------------------------------ */
+
+void dmr_step_begin(FtDmr *d, long long step)
+{
+    if (!d->in_attempt) {
+        d->in_attempt = true;
+        d->step = step;
+        memset(d->count, 0, sizeof d->count);
+        d->mism = 0;
+        d->first[0] = '\0';
+        d->ninj = d->ndef = 0;
+        d->narmed = 0;
+        for (int i = 0; i < d->nflips; i++)
+            if (!d->fired[i] && d->flips[i].step == step) d->armed[d->narmed++] = i;
+        d->t_attempt = omp_get_wtime();
+        d->s.attempts++;
+    }
+    FT_ASSERT(d->step == step);
+    d->active = true;
+}
+
+void dmr_pause(FtDmr *d) { d->active = false; }
+
+int dmr_agree(FtDmr *d, FtExec *ex, FtComm *world)
+{
+    double t0 = omp_get_wtime();
+    resize_world(d, world);
+    for (int i = 0; i < d->nst; i++) { /* forward fingerprints whose twin never ran */
+        FpStore *st = &d->st[i];
+        for (int j = 0; j < st->ne && st->npending; j++)
+            if (st->pending[j]) st->pending[j] = 0, st->npending--, d->s.unchecked++;
+    }
+    d->s.not_fired += d->ndef; /* checker flips whose twin never ran */
+    d->ndef = 0;
+    long long mine = d->mism > 0, all = mine;
+    FtReq r;
+    if (world && d->nranks > 1) {
+        comm_iallreduce_sum(world, &mine, &all, 1, FT_I64, &r);
+        exec_wait(ex, &r, 1, FT_TL_OTHER);
+    }
+    int redo = all > 0;
+    if (redo) {
+        int me = mine > 0;
+        if (world && d->nranks > 1) {
+            comm_iallgather(world, &me, d->who, 1, FT_I32, &r);
+            exec_wait(ex, &r, 1, FT_TL_OTHER);
+        } else {
+            d->who[0] = me;
+        }
+        if (d->mism)
+            ft_log_rank(FT_LOG_INFO, "dmr: step %lld: %lld check%s mismatched, the first: %s",
+                        d->step, d->mism, d->mism == 1 ? "" : "s", d->first);
+        char list[256] = "";
+        size_t len = 0;
+        int nbad = 0;
+        for (int q = 0; q < d->nranks; q++) {
+            if (!d->who[q]) continue;
+            nbad++;
+            if (len + 16 < sizeof list) len += (size_t)snprintf(list + len, sizeof list - len, "%sr%d", nbad > 1 ? " " : "", q);
+            d->bad_steps[q]++;
+            if (d->suspect_after > 0 && d->bad_steps[q] >= d->suspect_after && !d->suspect[q]) {
+                d->suspect[q] = true;
+                log_warn("dmr: rank %d is suspect: its checks mismatched in %d steps "
+                         "(dmr.suspect_after = %d); SPARe is to retire it", q, d->bad_steps[q],
+                         d->suspect_after);
+            }
+        }
+        log_info("dmr: step %lld: mismatch on %d of %d rank%s (%s): rolled back, computing the "
+                 "step again from the same state", d->step, nbad, d->nranks,
+                 d->nranks == 1 ? "" : "s", list);
+        d->s.redone++;
+    }
+    for (int j = 0; j < d->ninj; j++) {
+        if (d->inj[j].detected) d->s.detected++;
+        else d->s.missed++;
+        if (redo) d->s.rolled_back++;
+    }
+    d->ninj = 0;
+    double now = omp_get_wtime();
+    d->s.compute_s += now - d->t_attempt;
+    if (redo) d->s.redo_s += now - d->t_attempt;
+    d->s.check_s += now - t0;
+    d->in_attempt = d->active = false;
+    return redo;
+}
+
+/* ---- counters and report ------------------------------------------------------------------- */
+
+void dmr_stats(const FtDmr *d, FtDmrStats *s)
+{
+    *s = d->s;
+    for (int i = 0; i < d->nflips; i++) s->not_fired += !d->fired[i];
+}
+
+/* The counters as one array of long longs (and the times apart). */
+#define NCOUNT ((int)(offsetof(FtDmrStats, check_s) / sizeof(long long)))
+
+void dmr_stats_job(FtDmr *d, FtComm *world, FtDmrStats *s)
+{
+    dmr_stats(d, s);
+    if (!world || comm_size(world) == 1) return;
+    long long c[NCOUNT];
+    memcpy(c, s, sizeof c);
+    comm_allreduce_sum(world, FT_IN_PLACE, c, NCOUNT, FT_I64);
+    double t[3] = {s->check_s, s->compute_s, s->redo_s};
+    comm_allreduce_sum(world, FT_IN_PLACE, t, 3, FT_F64);
+    memcpy(s, c, sizeof c);
+    s->check_s = t[0], s->compute_s = t[1], s->redo_s = t[2];
+    s->attempts = d->s.attempts; /* job-wide already: every rank takes part in each */
+    s->redone = d->s.redone;
+}
+
+bool dmr_is_suspect(const FtDmr *d, int r) { return r >= 0 && r < d->nranks && d->suspect[r]; }
+
+void dmr_report(FtDmr *d, FtComm *world, const char *schedule, int nfail, FILE *out)
+{
+    FtDmrStats s;
+    resize_world(d, world);
+    dmr_stats_job(d, world, &s);
+    if (d->rank != 0 || !out) return;
+    fprintf(out, "faults: sdc injected %lld, detected %lld, rolled back %lld, missed %lld "
+                 "(schedule %s; %lld flip%s not applied; fail-stop events %d%s)\n",
+            s.injected, s.detected, s.rolled_back, s.missed,
+            schedule && schedule[0] ? schedule : "none", s.not_fired, s.not_fired == 1 ? "" : "s",
+            nfail, nfail ? ", not acted on yet" : "");
+    char sus[256] = "none";
+    size_t len = 0;
+    for (int q = 0; q < d->nranks; q++)
+        if (d->suspect[q] && len + 16 < sizeof sus)
+            len += (size_t)snprintf(sus + len, sizeof sus - len, "%sr%d", len ? " " : "", q);
+    double rest = s.compute_s - s.check_s;
+    if (d->mode == FT_DMR_OFF) {
+        fprintf(out, "dmr: mode off (no checks), steps redone %lld of %lld attempts\n", s.redone,
+                s.attempts);
+    } else {
+        fprintf(out, "dmr: mode %s, checks naive %lld piggyback %lld, mismatches %lld, steps "
+                     "redone %lld of %lld attempts, unchecked %lld, suspects %s, overhead %.1f%% "
+                     "(checks %.3f s vs the rest of the steps %.3f s, summed over ranks; "
+                     "rolled-back attempts %.3f s)\n",
+                dmr_mode_name(d->mode), s.checks[FT_DMR_S_NAIVE], s.checks[FT_DMR_S_PIGGYBACK],
+                s.mismatches, s.redone, s.attempts, s.unchecked, sus,
+                rest > 0 ? 100.0 * s.check_s / rest : 0.0, s.check_s, rest, s.redo_s);
+    }
+    fflush(out);
+}

@@ -1,0 +1,186 @@
+/* train_dmr.c: DMR and fault injection wired into the trainer (train_dmr.h).
+ *
+ * Key decisions:
+ *  - The DMR module (ft/) never sees FtTrainer; this file is the glue that does, as
+ *    train_ckpt.c is for checkpoints. It learns where a step attempt begins, and that a
+ *    validation pass runs in between, from the trainer's own batch sources (wrapped): every
+ *    rank fetches each micro-batch it runs, training and validation alike, so no change to the
+ *    train loop is needed.
+ *  - The schedule is checked against what every rank runs: each rank counts its op kinds from
+ *    its tapes (fault_ops_of) and one all-gather gives every rank all tables, so every rank
+ *    resolves the same flips and reaches the same verdict on a bad line. */
+#include "ftllm/train_dmr.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "ftllm/log.h"
+
+struct ft_train_dmr {
+    FtTrainer *tr;
+    FtDmr *dmr;
+    FtFaultSchedule sched;
+    bool has_sched;
+    FtBatchSource train, val; /* the trainer's own sources */
+    FtExecHooks hooks;        /* and hooks, put back by train_dmr_destroy */
+    int (*prev_commit)(void *ctx, FtTrainer *tr, int attempt);
+    void *prev_ctx;
+};
+
+static void fetch_train(void *ctx, uint64_t first, int B, int *inputs, int *targets)
+{
+    FtTrainDmr *td = ctx;
+    dmr_step_begin(td->dmr, td->tr->model->step + 1);
+    td->train.fetch(td->train.ctx, first, B, inputs, targets);
+}
+
+static void fetch_val(void *ctx, uint64_t first, int B, int *inputs, int *targets)
+{
+    FtTrainDmr *td = ctx;
+    dmr_pause(td->dmr);
+    td->val.fetch(td->val.ctx, first, B, inputs, targets);
+}
+
+static int before_commit(void *ctx, FtTrainer *tr, int attempt)
+{
+    FtTrainDmr *td = ctx;
+    if (dmr_agree(td->dmr, &tr->ex, tr->c_world)) return 1; /* the world after any regrid */
+    return td->prev_commit ? td->prev_commit(td->prev_ctx, tr, attempt) : 0;
+}
+
+/* Every rank's op table (world order). */
+static FtFaultOps *gather_ops(FtTrainer *tr, int nranks)
+{
+    FtFaultOps mine, *all = calloc((size_t)nranks, sizeof *all);
+    FT_ASSERT(all);
+    fault_ops_of(&tr->tape, tr->micro, &tr->opt_tape, &mine);
+    if (nranks == 1) all[0] = mine;
+    else comm_allgather(tr->c_world, &mine, all, sizeof mine, FT_U8);
+    return all;
+}
+
+/* How many forward entries of a micro-batch the recomputation checks (piggyback). */
+static int piggybacked(const FtTape *tp)
+{
+    int n = 0;
+    for (int i = 0; i < tp->fwd_end; i++) {
+        const FtTapeEntry *e = &tp->e[i];
+        if (e->kind == FT_OP_MARK || e->twin < 0) continue;
+        bool ints = false;
+        for (int k = 0; k < FT_OP_MAX_OUT; k++)
+            if (e->out[k] >= 0 && (tp->t[e->out[k]].dtype == FT_I32 || tp->t[e->out[k]].dtype == FT_I64))
+                ints = true;
+        n += !ints;
+    }
+    return n;
+}
+
+static int ops_on(const FtTape *tp)
+{
+    int n = 0;
+    for (int i = 0; i < tp->ne; i++) n += tp->e[i].kind != FT_OP_MARK;
+    return n;
+}
+
+int train_dmr_setup(FtTrainDmr **out, FtTrainer *tr, const FtConfig *cfg, char *err,
+                    size_t errlen)
+{
+    *out = NULL;
+    int mode = cfg->dmr.mode;
+    const char *path = cfg->faults.schedule;
+    if (mode == FT_DMR_OFF && !path[0]) return 0;
+    FT_ASSERT(mode != FT_DMR_PLANNED); /* deck_check refuses it */
+    FtTrainDmr *td = calloc(1, sizeof *td);
+    FT_ASSERT(td);
+    td->tr = tr;
+    int nranks = tr->c_world ? comm_size(tr->c_world) : 1;
+    FtFlip *flips = NULL;
+    int nflips = 0;
+    if (path[0]) {
+        if (fault_load(&td->sched, path, tr->c_world, err, errlen)) goto out_free;
+        td->has_sched = true;
+        FtFaultOps *ops = gather_ops(tr, nranks);
+        FtFaultJob job = {.nranks = nranks, .dp = tr->grid ? tr->grid->dp : 1,
+                          .steps = cfg->train.steps, .ops = ops, .seed = (uint64_t)cfg->run.seed};
+        char warn[512];
+        int rc = fault_plan(&td->sched, &job, &flips, &nflips, err, errlen, warn, sizeof warn);
+        free(ops);
+        if (rc) goto out_free;
+        if (warn[0]) log_warn("%s", warn);
+    }
+    FtDmrCfg dc = {.mode = mode, .suspect_after = (int)cfg->dmr.suspect_after,
+                   .be = tr->model->be, .world = tr->c_world, .flips = flips, .nflips = nflips};
+    td->dmr = dmr_create(&dc);
+    free(flips);
+    td->train = tr->train, td->val = tr->val;
+    td->hooks = tr->ex.hooks;
+    td->prev_commit = tr->before_commit, td->prev_ctx = tr->before_commit_ctx;
+    tr->train = (FtBatchSource){fetch_train, td};
+    if (tr->has_val) tr->val = (FtBatchSource){fetch_val, td};
+    tr->ex.hooks = dmr_hooks(td->dmr);
+    tr->before_commit = before_commit, tr->before_commit_ctx = td;
+
+    int nops = ops_on(&tr->tape), npb = piggybacked(&tr->tape);
+    if (mode == FT_DMR_NAIVE)
+        log_info("dmr: mode naive: every op of a step (forward, backward, recomputation, "
+                 "optimizer) is run again at once and compared; a mismatch anywhere redoes the "
+                 "step on every rank");
+    else if (mode == FT_DMR_PIGGYBACK)
+        log_info("dmr: mode piggyback: %d of the %d op entries of a micro-batch (rank 0) are "
+                 "checked by their AC recomputation, the rest (and the optimizer) are run again "
+                 "at once; a mismatch anywhere redoes the step on every rank", npb, nops);
+    if (mode == FT_DMR_PIGGYBACK && cfg->train.ac == FT_AC_CHOICE_NONE)
+        log_warn("dmr.mode = piggyback with train.ac = none: nothing is recomputed, so every op "
+                 "is checked by running it again (as naive)");
+    if (td->has_sched) {
+        int nfail = fault_count(&td->sched, FT_FAULT_FAIL);
+        log_info("faults: %s: %d bit flip%s (%d sdc, %d sdc-random line%s), %d fail-stop event%s%s",
+                 path, nflips, nflips == 1 ? "" : "s", fault_count(&td->sched, FT_FAULT_SDC),
+                 fault_count(&td->sched, FT_FAULT_SDC_RANDOM),
+                 fault_count(&td->sched, FT_FAULT_SDC_RANDOM) == 1 ? "" : "s", nfail,
+                 nfail == 1 ? "" : "s", mode == FT_DMR_OFF ? "; dmr.mode = off: nothing checks "
+                                                             "the flips" : "");
+        if (nfail)
+            log_warn("faults: %s has %d fail-stop line%s (fail step=...): parsed and checked, "
+                     "but not acted on yet (SPARe will stop those ranks)", path, nfail,
+                     nfail == 1 ? "" : "s");
+    }
+    *out = td;
+    return 0;
+out_free:
+    if (td->has_sched) fault_free(&td->sched);
+    free(td);
+    return -1;
+}
+
+void train_dmr_report(FtTrainDmr *td, FILE *out)
+{
+    if (!td) return;
+    dmr_report(td->dmr, td->tr->c_world, td->has_sched ? td->sched.path : "",
+               td->has_sched ? fault_count(&td->sched, FT_FAULT_FAIL) : 0, out);
+}
+
+void train_dmr_stats(FtTrainDmr *td, FtDmrStats *s)
+{
+    dmr_stats_job(td->dmr, td->tr->c_world, s);
+}
+
+FtDmr *train_dmr_get(FtTrainDmr *td) { return td ? td->dmr : NULL; }
+
+const FtFaultSchedule *train_dmr_schedule(const FtTrainDmr *td)
+{
+    return td && td->has_sched ? &td->sched : NULL;
+}
+
+void train_dmr_destroy(FtTrainDmr *td)
+{
+    if (!td) return;
+    FtTrainer *tr = td->tr;
+    tr->train = td->train;
+    if (tr->has_val) tr->val = td->val;
+    tr->ex.hooks = td->hooks;
+    tr->before_commit = td->prev_commit, tr->before_commit_ctx = td->prev_ctx;
+    dmr_free(td->dmr);
+    if (td->has_sched) fault_free(&td->sched);
+    free(td);
+}

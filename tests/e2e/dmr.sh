@@ -1,0 +1,66 @@
+#!/bin/bash
+# e2e/dmr.sh: DMR and the fault schedule as a user meets them. Every bad fault file in
+# tests/e2e/bad_faults/ gives exactly one "FILE:LINE: message" line on stderr (its "; expect:"
+# text; "; np:" and "; args:" as for bad decks) and exit code 2; a missing or unreadable file
+# is one line too. The default deck (make run's) catches its one injected flip and rolls it back,
+# ending bitwise where a run without faults and without DMR ends; piggyback DMR on a pp2 pipeline
+# with AC catches a seeded campaign; fail-stop lines warn that they are not acted on yet; a flip
+# after a shorter run's end is left out with a warning; with dmr.mode = off a flip is missed.
+# Runs the sanitizer build ($FTLLM_SAN) too.
+set -u
+source "$(dirname "$0")/lib.bash"
+short="train.steps=4 train.sample_tokens=0 train.val_batches=0"
+for bin in "${e2e_bins[@]}"; do
+  tag=$(e2e_tag "$bin")
+  for f in tests/e2e/bad_faults/*.faults; do
+    want=$(sed -n 's/^; expect: //p' "$f" | head -1)
+    args=$(sed -n 's/^; args: //p' "$f" | head -1)
+    np=$(sed -n 's/^; np: //p' "$f" | head -1)
+    # shellcheck disable=SC2086
+    run "$tag bad fault file $(basename "$f")" 2 "$f:$want" "${np:-1}" "$bin" train inputs/default.ini $short faults.schedule="$f" $args
+  done
+  # shellcheck disable=SC2086
+  run "$tag missing fault file" 2 "nope.faults: cannot open the fault schedule: No such file or directory (faults.schedule)" 1 "$bin" train inputs/default.ini $short faults.schedule=nope.faults
+  # shellcheck disable=SC2086
+  run "$tag fault file is a directory" 2 "inputs: cannot read the fault schedule (is it a directory?)" 2 "$bin" train inputs/default.ini $short parallel.dp=2 faults.schedule=inputs
+done
+
+# the default deck: one flip at step 3, caught, rolled back, and the weights end where a clean run ends
+# shellcheck disable=SC2086
+run "default deck with its flip" 0 "" 1 "$FTLLM" train inputs/default.ini $short run.save_model="$E2E_TMP/dmr.bin"
+has "flip injected" '^\[r0\] faults: step 3: flipped bit 30 of .* written by matmul.fwd'
+has "mismatch logged" '^\[r0\] dmr: step 3: 1 check mismatched, the first: matmul.fwd .* naive check'
+has "step redone" '^dmr: step 3: mismatch on 1 of 1 rank \(r0\): rolled back'
+has "faults line" '^faults: sdc injected 1, detected 1, rolled back 1, missed 0 '
+has "dmr line" '^dmr: mode naive, checks naive [0-9]+ piggyback 0, mismatches 1, steps redone 1 of 5 attempts, unchecked 0, suspects none, overhead [0-9.]+%'
+# shellcheck disable=SC2086
+run "default deck without DMR and faults" 0 "" 1 "$FTLLM" train inputs/default.ini $short dmr.mode=off faults.schedule= run.save_model="$E2E_TMP/plain.bin"
+if grep -q '^faults:\|^dmr:' "$E2E_TMP/out"; then bad "no report lines when off" "$(grep '^faults:\|^dmr:' "$E2E_TMP/out")"; else ok "no report lines when off"; fi
+cmp -s "$E2E_TMP/dmr.bin" "$E2E_TMP/plain.bin" && ok "rolled-back run bitwise equal to the clean run" || bad "rolled-back run bitwise equal to the clean run" "weights differ"
+
+# piggyback on a pipeline with AC: a seeded campaign, every flip caught
+cat > "$E2E_TMP/campaign.faults" <<EOF
+sdc-random count=12 seed=5 steps=1-4 target=both
+fail step=3 replica=0   ; parsed, not acted on yet
+EOF
+# shellcheck disable=SC2086
+run "piggyback pp2 campaign" 0 "" 2 "$FTLLM" train inputs/default.ini $short parallel.pp=2 parallel.microbatches=2 train.ac=full dmr.mode=piggyback faults.schedule="$E2E_TMP/campaign.faults"
+has "campaign all caught" '^faults: sdc injected 12, detected 12, rolled back 12, missed 0 .*fail-stop events 1, not acted on yet'
+has "piggyback checks" '^dmr: mode piggyback, checks naive [0-9]+ piggyback [1-9][0-9]*, '
+has "campaign verdict" '^verdict: OK'
+grep -q "warning: faults: $E2E_TMP/campaign.faults has 1 fail-stop line (fail step=...): parsed and checked, but not acted on yet" "$E2E_TMP/err" \
+  && ok "fail-stop warning" || bad "fail-stop warning" "$(head -c 600 "$E2E_TMP/err")"
+
+# a shorter run than the schedule: the late flip is left out with a warning, not an error
+run "schedule longer than the run" 0 "" 1 "$FTLLM" train inputs/default.ini train.steps=2 train.sample_tokens=0 train.val_batches=0
+grep -q "^warning: inputs/default.faults:[0-9]*: step=3 is after the run's last step (train.steps = 2): left out$" "$E2E_TMP/err" \
+  && ok "late flip warning" || bad "late flip warning" "$(head -c 600 "$E2E_TMP/err")"
+has "late flip not counted" '^faults: sdc injected 0, detected 0, rolled back 0, missed 0 '
+
+# dmr.mode = off: the flip happens and nothing sees it
+# shellcheck disable=SC2086
+run "flip without DMR" 0 "" 1 "$FTLLM" train inputs/default.ini $short dmr.mode=off
+has "flip missed" '^faults: sdc injected 1, detected 0, rolled back 0, missed 1 '
+has "off line" '^dmr: mode off \(no checks\)'
+
+e2e_finish

@@ -1,0 +1,362 @@
+/* test_dmr.c: DMR catches every injected bit flip and a rolled-back step leaves no trace.
+ *
+ * ft-test: ranks 1 2
+ *
+ * A flip campaign: seeded sdc-random schedules (half the flips on the primary's output, half on
+ * the checker's) over every op kind, in the forward, backward, AC recomputation and optimizer,
+ * with naive and piggyback DMR, on one rank (dense with AC every 2 blocks, MoE with AC full) and
+ * on two (tp2, pp2 1F1B, dp2, MoE ep2), through the same set-up `ftllm train` uses
+ * (train_dmr_setup). Every flip must be detected and its step redone, and the run must end with
+ * parameters and both AdamW moments bitwise equal to the fault-free run without DMR. Clean runs
+ * (no faults) with each mode check at least 10,000 op executions without one mismatch and end
+ * bitwise where DMR off ends. A rank that keeps mismatching is reported suspect on every rank.
+ * A replica that leaves mid-run (train_regrid) leaves DMR working on the survivors. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "ft_test.h"
+#include "ftllm/deck.h"
+#include "ftllm/grid.h"
+#include "ftllm/log.h"
+#include "ftllm/model.h"
+#include "ftllm/train.h"
+#include "ftllm/train_dmr.h"
+
+static int g_dims[2];
+
+typedef struct layout {
+    const char *name;
+    int tp, pp, dp, ep, experts, ac;
+} Layout;
+
+static const Layout g_layouts[] = {
+    {"dense", 1, 1, 1, 1, 0, FT_AC_CHOICE_EVERY},
+    {"moe", 1, 1, 1, 1, 4, FT_AC_CHOICE_FULL},
+    {"tp2", 2, 1, 1, 1, 0, FT_AC_CHOICE_EVERY},
+    {"pp2", 1, 2, 1, 1, 0, FT_AC_CHOICE_FULL},
+    {"dp2", 1, 1, 2, 1, 0, FT_AC_CHOICE_EVERY},
+    {"ep2", 1, 1, 1, 2, 4, FT_AC_CHOICE_FULL},
+};
+#define NLAYOUTS ((int)(sizeof g_layouts / sizeof g_layouts[0]))
+
+static FtConfig cfg_of(const Layout *l, int mode, long long steps)
+{
+    FtConfig c;
+    char err[FT_DECK_ERR_MAX];
+    assert_int_equal(deck_defaults(&c, err, sizeof err), 0);
+    c.model.layers = 4, c.model.heads = 4, c.model.channels = 32, c.model.vocab = 64;
+    c.model.vocab_pad = 16, c.model.seq_len = 8;
+    c.train.batch = 2, c.train.steps = steps, c.train.lr = 1e-2, c.train.warmup = 1;
+    c.train.val_batches = 0, c.train.ac = l->ac, c.train.ac_every = 2;
+    c.parallel.tp = l->tp, c.parallel.pp = l->pp, c.parallel.dp = l->dp, c.parallel.ep = l->ep;
+    c.parallel.microbatches = 2, c.parallel.bucket_mb = 0.01;
+    c.model.experts = l->experts, c.model.top_k = 2, c.model.capacity_factor = 1.0;
+    c.model.aux_loss_coef = 0.01;
+    c.dmr.mode = mode;
+    c.dmr.suspect_after = 0;
+    g_dims[0] = (int)c.model.seq_len, g_dims[1] = (int)c.model.vocab;
+    return c;
+}
+
+/* Trains c's steps (DMR and faults from c; schedule: the fault file's text or NULL), leaves
+ * the model in *m (caller frees) and the job's DMR counters in *st (zero without DMR). */
+static void train_layout(FtConfig *c, const char *schedule, FtModel *m, FtDmrStats *st)
+{
+    int np = (int)(c->parallel.tp * c->parallel.pp * c->parallel.dp * c->parallel.ep);
+    FtGrid g;
+    char err[FT_DECK_ERR_MAX];
+    assert_int_equal(deck_check(c, np, err, sizeof err), 0);
+    assert_int_equal(grid_create(&g, ft_test_comm(), (int)c->parallel.tp, (int)c->parallel.pp,
+                                 (int)c->parallel.dp, (int)c->parallel.ep, err, sizeof err), 0);
+    FtGpt2Config mc;
+    model_config_from_deck(c, &mc);
+    FtShard sh = {.tp = g.tp, .tp_rank = g.tp_rank, .pp = g.pp, .pp_rank = g.pp_rank,
+                  .ep = g.ep, .ep_rank = g.ep_rank};
+    model_create_sharded(m, &mc, &sh);
+    model_init_random(m, 7);
+    FtBatchSource src = {ft_synth_fetch, g_dims};
+    FtTrainer tr;
+    train_init_grid(&tr, c, m, &g, &src, NULL);
+    char path[64] = "";
+    if (schedule) {
+        ft_tmpfile(schedule, strlen(schedule), path);
+        snprintf(c->faults.schedule, sizeof c->faults.schedule, "%s", path);
+    }
+    FtTrainDmr *td = NULL;
+    int rc = train_dmr_setup(&td, &tr, c, err, sizeof err);
+    if (rc && ft_test_rank() == 0) fprintf(stderr, "train_dmr_setup: %s\n", err);
+    assert_all(rc == 0);
+    if (path[0] && ft_test_rank() == 0) unlink(path);
+    c->faults.schedule[0] = '\0';
+    for (long long s = 0; s < c->train.steps; s++) {
+        FtStepInfo info;
+        assert_all(train_step(&tr, &info) != FT_STEP_FAILED);
+    }
+    memset(st, 0, sizeof *st);
+    if (td) train_dmr_stats(td, st);
+    train_dmr_destroy(td);
+    train_free(&tr);
+    grid_destroy(&g);
+}
+
+/* Parameters and both moments equal, bitwise, on every rank. */
+static int same_state(const FtModel *a, const FtModel *b)
+{
+    return a->step == b->step && a->nparams == b->nparams &&
+           !memcmp(a->params, b->params, sizeof(float) * a->nparams) &&
+           !memcmp(a->m, b->m, sizeof(float) * a->nparams) &&
+           !memcmp(a->v, b->v, sizeof(float) * a->nparams);
+}
+
+static bool runs_here(const Layout *l)
+{
+    return l->tp * l->pp * l->dp * l->ep == ft_test_size();
+}
+
+/* ---- the campaign -------------------------------------------------------------------------- */
+
+enum { CAMPAIGN_STEPS = 200 }; /* about one flip a step: some steps none, some several */
+
+static void test_flip_campaign(void **state)
+{
+    (void)state;
+    log_init(ft_test_rank(), FT_LOG_WARN);
+    FtDmrStats tot = {0};
+    long long configs = 0;
+    bool moe = false;
+    for (int li = 0; li < NLAYOUTS; li++) {
+        const Layout *l = &g_layouts[li];
+        if (!runs_here(l)) continue;
+        FtConfig c0 = cfg_of(l, FT_DMR_OFF, CAMPAIGN_STEPS);
+        FtModel ref;
+        FtDmrStats none;
+        train_layout(&c0, NULL, &ref, &none);
+        for (int mode = FT_DMR_NAIVE; mode <= FT_DMR_PIGGYBACK; mode++) {
+            /* one rank: 2 layouts x 2 modes x 260 flips; two ranks: 4 x 2 x 130 */
+            int count = ft_test_size() == 1 ? 260 : 130;
+            char text[256];
+            snprintf(text, sizeof text,
+                     "; campaign: %s, %s\nsdc-random count=%d seed=%d steps=1-%d target=both\n",
+                     l->name, dmr_mode_name(mode), count, 1000 + 10 * li + mode, CAMPAIGN_STEPS);
+            FtConfig c = cfg_of(l, mode, CAMPAIGN_STEPS);
+            FtModel m;
+            FtDmrStats s;
+            train_layout(&c, text, &m, &s);
+            if (ft_test_rank() == 0)
+                printf("  %-5s %-9s: %lld flips injected, %lld detected, %lld missed, %lld of "
+                       "%lld attempts redone, %lld checks (naive %lld, piggyback %lld)\n",
+                       l->name, dmr_mode_name(mode), s.injected, s.detected, s.missed, s.redone,
+                       s.attempts, s.checks[0] + s.checks[1], s.checks[0], s.checks[1]);
+            assert_all(s.injected == count && s.not_fired == 0);
+            assert_all(s.detected == s.injected && s.missed == 0 && s.rolled_back == s.injected);
+            assert_all(s.redone > 0 && s.attempts == CAMPAIGN_STEPS + s.redone);
+            assert_all(s.unchecked == 0);
+            if (mode == FT_DMR_PIGGYBACK) assert_all(s.checks[FT_DMR_S_PIGGYBACK] > 0);
+            assert_all(same_state(&m, &ref));
+            model_free(&m);
+            for (int k = 0; k < FT_OP_NKINDS; k++)
+                for (int p = 0; p < 3; p++) tot.injected_at[k][p] += s.injected_at[k][p];
+            for (int a = 0; a <= FT_DMR_NSTRAT; a++)
+                for (int t = 0; t < 2; t++) tot.injected_by[a][t] += s.injected_by[a][t];
+            tot.injected += s.injected;
+            configs++;
+        }
+        moe |= l->experts > 0;
+        model_free(&ref);
+    }
+    if (!configs) skip();
+    if (ft_test_rank() == 0) printf("  campaign: %lld flips, all detected and rolled back\n", tot.injected);
+    assert_all(tot.injected >= 1000);
+    /* every op kind (the MoE kinds where a MoE layout ran), every phase, strategy and target */
+    long long ph[3] = {0};
+    for (int k = 0; k < FT_OP_NKINDS; k++) {
+        if (k == FT_OP_MARK) continue;
+        bool is_moe = k >= FT_OP_MOE_ROUTE && k <= FT_OP_MOE_COMBINE;
+        long long n = 0;
+        for (int p = 0; p < 3; p++) n += tot.injected_at[k][p], ph[p] += tot.injected_at[k][p];
+        if (!is_moe || moe) {
+            if (n == 0 && ft_test_rank() == 0) fprintf(stderr, "no flip in %s\n", ops_desc(k)->name);
+            assert_all(n > 0);
+        }
+    }
+    assert_all(ph[FT_PH_FWD] > 0 && ph[FT_PH_BWD] > 0 && ph[FT_PH_RECOMPUTE] > 0);
+    assert_all(tot.injected_at[FT_OP_ADAMW][FT_PH_FWD] > 0 &&
+               tot.injected_at[FT_OP_GRADNORM][FT_PH_FWD] > 0);
+    for (int a = 0; a < FT_DMR_NSTRAT; a++)
+        for (int t = 0; t < 2; t++) assert_all(tot.injected_by[a][t] > 0);
+}
+
+/* ---- clean runs ---------------------------------------------------------------------------- */
+
+static void test_clean_runs_match_off(void **state)
+{
+    (void)state;
+    log_init(ft_test_rank(), FT_LOG_WARN);
+    long long checks = 0;
+    int runs = 0;
+    for (int li = 0; li < NLAYOUTS; li++) {
+        const Layout *l = &g_layouts[li];
+        if (!runs_here(l)) continue;
+        FtConfig c0 = cfg_of(l, FT_DMR_OFF, 12);
+        FtModel ref;
+        FtDmrStats s0;
+        train_layout(&c0, NULL, &ref, &s0);
+        for (int mode = FT_DMR_NAIVE; mode <= FT_DMR_PIGGYBACK; mode++) {
+            FtConfig c = cfg_of(l, mode, 12);
+            FtModel m;
+            FtDmrStats s;
+            train_layout(&c, NULL, &m, &s);
+            assert_all(s.mismatches == 0 && s.redone == 0 && s.unchecked == 0);
+            assert_all(s.attempts == 12);
+            assert_all(same_state(&m, &ref));
+            checks += s.checks[0] + s.checks[1];
+            model_free(&m);
+            runs++;
+        }
+        model_free(&ref);
+    }
+    if (!runs) skip();
+    if (ft_test_rank() == 0) printf("  %lld clean checked executions, no mismatch\n", checks);
+    assert_all(checks >= 10000);
+}
+
+/* ---- suspects and the faults-only mode ------------------------------------------------------ */
+
+/* Flips on the last rank in 3 steps with dmr.suspect_after = 3: that rank (and only it) is
+ * suspect on every rank. With dmr.mode = off the same flips go unnoticed: injected, missed. */
+static void test_suspect_and_off(void **state)
+{
+    (void)state;
+    log_init(ft_test_rank(), FT_LOG_ERROR);
+    const Layout *l = NULL;
+    for (int li = 0; li < NLAYOUTS && !l; li++)
+        if (runs_here(&g_layouts[li]) && !g_layouts[li].experts) l = &g_layouts[li];
+    if (!l) skip();
+    int last = ft_test_size() - 1;
+    char text[256];
+    snprintf(text, sizeof text,
+             "sdc step=1 rank=%d op=gelu bit=31\nsdc step=2 rank=%d op=adamw:1 bit=7 "
+             "target=checker\n# a comment\nsdc step=4 rank=%d op=layernorm:3 bit=0 elem=2\n",
+             last, last, last);
+    FtConfig c = cfg_of(l, FT_DMR_NAIVE, 5);
+    c.dmr.suspect_after = 3;
+    FtGrid g;
+    char err[FT_DECK_ERR_MAX];
+    assert_int_equal(grid_create(&g, ft_test_comm(), l->tp, l->pp, l->dp, l->ep, err, sizeof err), 0);
+    FtGpt2Config mc;
+    model_config_from_deck(&c, &mc);
+    FtShard sh = {.tp = g.tp, .tp_rank = g.tp_rank, .pp = g.pp, .pp_rank = g.pp_rank,
+                  .ep = g.ep, .ep_rank = g.ep_rank};
+    FtModel m;
+    model_create_sharded(&m, &mc, &sh);
+    model_init_random(&m, 7);
+    FtBatchSource src = {ft_synth_fetch, g_dims};
+    FtTrainer tr;
+    train_init_grid(&tr, &c, &m, &g, &src, NULL);
+    char path[64];
+    ft_tmpfile(text, strlen(text), path);
+    snprintf(c.faults.schedule, sizeof c.faults.schedule, "%s", path);
+    FtTrainDmr *td;
+    assert_all(train_dmr_setup(&td, &tr, &c, err, sizeof err) == 0);
+    FtDmr *d = train_dmr_get(td);
+    bool after2 = true;
+    for (int s = 0; s < 5; s++) {
+        FtStepInfo info;
+        FtStepStatus st = train_step(&tr, &info);
+        assert_all(st == (s == 0 || s == 1 || s == 3 ? FT_STEP_REDONE : FT_STEP_OK));
+        if (s == 1) after2 = !dmr_is_suspect(d, last);
+    }
+    assert_all(after2 && dmr_is_suspect(d, last));
+    for (int r = 0; r < last; r++) assert_all(!dmr_is_suspect(d, r));
+    FtDmrStats st;
+    train_dmr_stats(td, &st);
+    assert_all(st.injected == 3 && st.detected == 3 && st.redone == 3);
+    train_dmr_destroy(td);
+    train_free(&tr);
+    model_free(&m);
+    grid_destroy(&g);
+
+    /* DMR off: the flips on primaries happen, nothing sees them, and the run ends elsewhere */
+    FtConfig off = cfg_of(l, FT_DMR_OFF, 5), plain = off;
+    FtModel a, b;
+    FtDmrStats so, sp;
+    train_layout(&off, text, &a, &so);
+    train_layout(&plain, NULL, &b, &sp);
+    if (ft_test_rank() == 0) unlink(path);
+    /* the checker flip has no checker to land on */
+    assert_all(so.injected == 2 && so.not_fired == 1 && so.detected == 0 && so.missed == 2 &&
+               so.redone == 0);
+    assert_all(ft_all(same_state(&a, &b)) == 0);
+    model_free(&a), model_free(&b);
+}
+
+/* ---- a replica leaves mid-run (train_regrid) -------------------------------------------------- */
+
+/* dp2 with naive DMR: a flip on each rank before replica 1 leaves after step 2, one on the
+ * survivor after; the survivor's agreement runs over the new (one-rank) world and it ends
+ * bitwise where the same run without DMR and faults ends. */
+static void regrid_run(bool dmr, FtModel *m, FtDmrStats *st)
+{
+    const Layout *l = &g_layouts[4]; /* dp2 */
+    FtConfig c = cfg_of(l, dmr ? FT_DMR_NAIVE : FT_DMR_OFF, 4);
+    FtGrid g, small;
+    char err[FT_DECK_ERR_MAX];
+    assert_int_equal(grid_create(&g, ft_test_comm(), 1, 1, 2, 1, err, sizeof err), 0);
+    FtGpt2Config mc;
+    model_config_from_deck(&c, &mc);
+    FtShard sh = {.tp = 1, .pp = 1, .ep = 1};
+    model_create_sharded(m, &mc, &sh);
+    model_init_random(m, 7);
+    FtBatchSource src = {ft_synth_fetch, g_dims};
+    FtTrainer tr;
+    train_init_grid(&tr, &c, m, &g, &src, NULL);
+    const char *text = "sdc step=1 rank=1 op=attention bit=22\nsdc step=2 rank=0 op=adamw:3 bit=9 "
+                       "target=checker\nsdc step=4 rank=0 op=matmul:7 bit=30\n";
+    char path[64] = "";
+    if (dmr) {
+        ft_tmpfile(text, strlen(text), path);
+        snprintf(c.faults.schedule, sizeof c.faults.schedule, "%s", path);
+    }
+    FtTrainDmr *td = NULL;
+    assert_all(train_dmr_setup(&td, &tr, &c, err, sizeof err) == 0);
+    if (path[0] && ft_test_rank() == 0) unlink(path);
+    for (int s = 0; s < 2; s++) {
+        FtStepInfo info;
+        assert_all(train_step(&tr, &info) == (dmr ? FT_STEP_REDONE : FT_STEP_OK));
+    }
+    int rc = grid_shrink_dp(&g, 1, &small, err, sizeof err);
+    memset(st, 0, sizeof *st);
+    if (rc == 0) {
+        train_regrid(&tr, &small);
+        for (int s = 2; s < 4; s++) {
+            FtStepInfo info;
+            assert_true(train_step(&tr, &info) == (dmr && s == 3 ? FT_STEP_REDONE : FT_STEP_OK));
+        }
+        if (td) train_dmr_stats(td, st); /* over the survivors: rank 0's flips; steps 1, 2, 4 redone */
+    }
+    train_dmr_destroy(td);
+    train_free(&tr);
+    if (rc == 0) grid_destroy(&small);
+    grid_destroy(&g);
+}
+
+static void test_regrid(void **state)
+{
+    (void)state;
+    if (ft_test_size() != 2) skip();
+    log_init(ft_test_rank(), FT_LOG_ERROR);
+    FtModel a, b;
+    FtDmrStats sa, sb;
+    regrid_run(true, &a, &sa);
+    regrid_run(false, &b, &sb);
+    if (ft_test_rank() == 0) {
+        assert_true(sa.injected == 2 && sa.detected == 2 && sa.redone == 3 && sa.attempts == 7);
+        assert_true(same_state(&a, &b));
+    }
+    model_free(&a), model_free(&b);
+}
+
+FT_TEST_MAIN(cmocka_unit_test(test_flip_campaign), cmocka_unit_test(test_clean_runs_match_off),
+             cmocka_unit_test(test_suspect_and_off), cmocka_unit_test(test_regrid))
