@@ -160,7 +160,7 @@
 #define FT_KEYS_faults(K)                                                                        \
     K(faults, schedule, STR, "", 0, 0, "", 0,                                                    \
       "fault schedule file, one event per line: sdc (a bit flip), sdc-random (a seeded "       \
-      "campaign), fail (fail-stop, not acted on yet); format: inputs/default.faults; empty = "   \
+      "campaign), fail (fail-stop of a replica, masked by SPARe: needs spare.r); format: inputs/default.faults; empty = "   \
       "no faults")
 
 #define FT_KEYS_cluster(K)                                                                       \

@@ -7,8 +7,10 @@
  * hook (checks and injections), the before-commit hook (the agreement: a mismatch anywhere
  * redoes the step on every rank; an earlier before-commit hook is still called after it when
  * the step commits) and a wrap of its batch sources (a training micro-batch opens a step
- * attempt, a validation one pauses the checks). Fail-stop lines are exposed (for SPARe) and
- * announced with one warning: they are not acted on yet.
+ * attempt, a validation one pauses the checks). Fail-stop lines (`fail step=S replica=I`, or
+ * rank=R: that rank's replica) become SPARe's injected fail-stops: the trainer's before-step
+ * hook calls train_fail_replica before step S; they need spare.r >= 1 (a setup error
+ * otherwise: plain data parallelism cannot mask a failure).
  *
  * Every function is collective over the trainer's grid. */
 #ifndef FTLLM_TRAIN_DMR_H

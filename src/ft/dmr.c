@@ -527,7 +527,7 @@ void dmr_report(FtDmr *d, FtComm *world, const char *schedule, int nfail, FILE *
                  "(schedule %s; %lld flip%s not applied; fail-stop events %d%s)\n",
             s.injected, s.detected, s.rolled_back, s.missed,
             schedule && schedule[0] ? schedule : "none", s.not_fired, s.not_fired == 1 ? "" : "s",
-            nfail, nfail ? ", not acted on yet" : "");
+            nfail, nfail ? ", acted on by SPARe" : "");
     char sus[256] = "none";
     size_t len = 0;
     for (int q = 0; q < d->nranks; q++)

@@ -25,7 +25,35 @@ struct ft_train_dmr {
     FtExecHooks hooks;        /* and hooks, put back by train_dmr_destroy */
     int (*prev_commit)(void *ctx, FtTrainer *tr, int attempt);
     void *prev_ctx;
+    void (*prev_step)(void *ctx, FtTrainer *tr, long long step);
+    void *prev_step_ctx;
+    int replica_width; /* ranks per data-parallel replica in the first grid (tp x pp x ep) */
 };
+
+/* The fault schedule's fail-stop lines, before step `step` runs: `fail step=S replica=I` (or
+ * rank=R: its whole replica, since a replica cannot compute without any of its ranks) fails
+ * that replica by SPARe's injected fail-stop, collectively and in line order on every rank. */
+static void before_step(void *ctx, FtTrainer *tr, long long step)
+{
+    FtTrainDmr *td = ctx;
+    if (td->prev_step) td->prev_step(td->prev_step_ctx, tr, step);
+    for (int i = 0; i < td->sched.nev && !tr->left; i++) {
+        const FtFaultEvent *e = &td->sched.ev[i];
+        if (e->kind != FT_FAULT_FAIL || e->step != step) continue;
+        int replica = e->replica >= 0 ? e->replica : e->rank / td->replica_width;
+        long long wipes = tr->spare.wipeouts;
+        int rc = train_fail_replica(tr, replica);
+        if (rc < 0)
+            log_warn("faults: %s:%d: replica %d has already failed: nothing more to stop",
+                     td->sched.path, e->line, replica);
+        else
+            log_info("faults: %s:%d: replica %d fails before step %lld (%s)", td->sched.path,
+                     e->line, replica, step,
+                     tr->spare.wipeouts > wipes ? "a wipe-out: a shard type lost every holder"
+                                                : "masked by SPARe");
+        if (tr->spare.wipeouts > wipes) break;
+    }
+}
 
 static void fetch_train(void *ctx, uint64_t first, int B, int *inputs, int *targets)
 {
@@ -132,6 +160,22 @@ int train_dmr_setup(FtTrainDmr **out, FtTrainer *tr, const FtConfig *cfg, char *
     if (mode == FT_DMR_PIGGYBACK && cfg->train.ac == FT_AC_CHOICE_NONE)
         log_warn("dmr.mode = piggyback with train.ac = none: nothing is recomputed, so every op "
                  "is checked by running it again (as naive)");
+    if (td->has_sched && fault_count(&td->sched, FT_FAULT_FAIL)) {
+        if (cfg->spare.r <= 0) {
+            const FtFaultEvent *e = NULL;
+            for (int i = 0; i < td->sched.nev && !e; i++)
+                if (td->sched.ev[i].kind == FT_FAULT_FAIL) e = &td->sched.ev[i];
+            snprintf(err, errlen, "%s:%d: a fail-stop line needs SPARe (spare.r >= 1): plain "
+                     "data parallelism cannot mask a failed replica", path, e->line);
+            dmr_free(td->dmr);
+            tr->train = td->train, tr->val = td->val, tr->ex.hooks = td->hooks;
+            tr->before_commit = td->prev_commit, tr->before_commit_ctx = td->prev_ctx;
+            goto out_free;
+        }
+        td->replica_width = tr->grid ? tr->grid->tp * tr->grid->pp * tr->grid->ep : 1;
+        td->prev_step = tr->before_step, td->prev_step_ctx = tr->before_step_ctx;
+        tr->before_step = before_step, tr->before_step_ctx = td;
+    }
     if (td->has_sched) {
         int nfail = fault_count(&td->sched, FT_FAULT_FAIL);
         log_info("faults: %s: %d bit flip%s (%d sdc, %d sdc-random line%s), %d fail-stop event%s%s",
@@ -141,9 +185,9 @@ int train_dmr_setup(FtTrainDmr **out, FtTrainer *tr, const FtConfig *cfg, char *
                  nfail == 1 ? "" : "s", mode == FT_DMR_OFF ? "; dmr.mode = off: nothing checks "
                                                              "the flips" : "");
         if (nfail)
-            log_warn("faults: %s has %d fail-stop line%s (fail step=...): parsed and checked, "
-                     "but not acted on yet (SPARe will stop those ranks)", path, nfail,
-                     nfail == 1 ? "" : "s");
+            log_info("faults: %s: %d fail-stop line%s: SPARe (r %lld) stops those replicas "
+                     "before their steps and the survivors go on", path, nfail,
+                     nfail == 1 ? "" : "s", cfg->spare.r);
     }
     *out = td;
     return 0;
@@ -180,6 +224,8 @@ void train_dmr_destroy(FtTrainDmr *td)
     if (tr->has_val) tr->val = td->val;
     tr->ex.hooks = td->hooks;
     tr->before_commit = td->prev_commit, tr->before_commit_ctx = td->prev_ctx;
+    if (tr->before_step == before_step)
+        tr->before_step = td->prev_step, tr->before_step_ctx = td->prev_step_ctx;
     dmr_free(td->dmr);
     if (td->has_sched) fault_free(&td->sched);
     free(td);
