@@ -78,6 +78,8 @@ void cuda_encoder_bwd(const FtOpCall *c)
     FT_ASSERT(Vp >= 1 && maxT >= T && N < 2147483647LL);
     cuda_init_from(cx, dwte, (const float *)c->in[2], (size_t)(Vp * C));
     cuda_init_from(cx, dwpe, (const float *)c->in[3], (size_t)(maxT * C));
+    if (c->in[4]) /* the tied LM head's part of dwte (ops.h): dlogits^T lnf */
+        cuda_gemm_dytx(cx, (const float *)c->in[4], (const float *)c->in[5], dwte, N, C, Vp, 1.0f);
     if (N == 0 || C == 0) return;
     /* scratch: sorted keys, positions in, positions sorted, CUB's temporaries */
     size_t cub_bytes = 0;

@@ -22,8 +22,9 @@ void cuda_matmul_bwd(const FtOpCall *c)
                 *db_prev = (const float *)c->in[4];
     float *dx = (float *)c->out[0], *dw = (float *)c->out[1], *db = (float *)c->out[2];
     long long N = c->d[0], C = c->d[1], OC = c->d[2];
-    FT_ASSERT(dw != dw_prev && (!db || db != db_prev));
+    FT_ASSERT(!dw || (dw != dw_prev && (!db || db != db_prev)));
     if (dx) cuda_gemm_dyw(cx, dy, w, dx, N, C, OC);
+    if (!dw) return; /* dx only (a tied LM head: its dW is the encoder backward's) */
     if (dw_prev) cuda_init_from(cx, dw, dw_prev, (size_t)(OC * C));
     cuda_gemm_dytx(cx, dy, x, dw, N, C, OC, dw_prev ? 1.0f : 0.0f);
     if (db) cuda_colsum(cx, db, db_prev, dy, N, OC);

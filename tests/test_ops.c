@@ -166,6 +166,21 @@ static void test_encoder(void **state)
     expect_deterministic(op->fwd, &f, ob, 1);
     size_t bb[] = {sizeof(float) * EVp * EC, sizeof(float) * EmaxT * EC};
     expect_deterministic(op->bwd, &b, bb, 2);
+    /* the tied LM head folded in: bitwise what its own matmul dW followed by the encoder's
+     * rows on top of it gives (the same sums in the same order, one pass fewer) */
+    float *dlg = frand(EN * EVp, 1), *lnf = frand(EN * EC, 1), *head = fzeros(EVp * EC);
+    float *fused = fzeros(EVp * EC), *chain = fzeros(EVp * EC), *dwpe2 = fzeros(EmaxT * EC);
+    FtOpCall mm = {.in = {dlg, lnf, wte}, .out = {fzeros(EN * EC), head, NULL}, .d = {EN, EC, EVp}};
+    ops_desc(FT_OP_MATMUL)->bwd(&mm);
+    FtOpCall bc = {.in = {G, e_tok, head, NULL}, .out = {chain, dwpe2}, .d = {EB, ET, EC},
+                   .x = {EVp, EmaxT}};
+    op->bwd(&bc);
+    FtOpCall bf = {.in = {G, e_tok, NULL, NULL, dlg, lnf}, .out = {fused, dwpe2}, .d = {EB, ET, EC},
+                   .x = {EVp, EmaxT}};
+    op->bwd(&bf);
+    assert_memory_equal(fused, chain, sizeof(float) * EVp * EC);
+    assert_true(op->flops(&bf, FT_BWD) > op->flops(&b, FT_BWD));
+    free(dlg), free(lnf), free(head), free(fused), free(chain), free(dwpe2), free(mm.out[0]);
     free(wte), free(wpe), free(x), free(G), free(dwte), free(dwpe);
     free(e_wte), free(e_wpe), free(e_G);
 }

@@ -109,7 +109,9 @@ typedef struct ft_model {
     FtParamInfo p[FT_NPARAM_TENSORS];
     size_t nparams;
     const FtBackend *be; /* where the buffers live */
-    float *mem; /* one allocation of FT_MODEL_BUFFERS x nparams floats, the buffers below */
+    float *mem; /* one allocation of FT_MODEL_BUFFERS buffers of `stride` floats (nparams
+                   rounded up to 64 bytes), the buffers below */
+    size_t stride;
     float *params, *grads, *m, *v; /* parameters, the last step's gradients, AdamW moments */
     float *params_new, *m_new, *v_new; /* the optimizer's outputs (current after model_commit) */
     float *grads_alt; /* the second gradient bank: micro-batches alternate between the two */

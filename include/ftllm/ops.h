@@ -24,8 +24,11 @@
  *
  *   ENCODER     fwd  in: tokens (N int), wte (Vp,C), wpe (maxT,C)     out: x (B,T,C)
  *                    d: B T C
- *               bwd  in: dx (B,T,C), tokens (N int), dwte prev, dwpe prev   out: dwte (Vp,C),
- *                    dwpe (maxT,C)   d: B T C   x: Vp, maxT
+ *               bwd  in: dx (B,T,C), tokens (N int), dwte prev, dwpe prev, [dlogits (N,Vp),
+ *                    lnf (N,C)]   out: dwte (Vp,C) = prev [+ dlogits^T lnf] + dx rows by token,
+ *                    dwpe (maxT,C)   d: B T C   x: Vp, maxT   (the optional pair is the tied
+ *                    LM head's weight gradient, folded in on a one-stage model so the whole
+ *                    wte gradient is written by one call: no second pass over the table)
  *   LAYERNORM   fwd  in: x (N,C), w (C), b (C)                        out: y (N,C), mean (N), rstd (N)
  *                    d: N C
  *               bwd  in: dy (N,C), x, w, mean, rstd, dres (N,C) or NULL, dw prev, db prev
@@ -35,7 +38,7 @@
  *   MATMUL      fwd  in: x (N,C), w (OC,C), b (OC) or NULL            out: y (N,OC) = x w^T + b
  *                    d: N C OC
  *               bwd  in: dy (N,OC), x (N,C), w (OC,C), dw prev, db prev   out: dx (N,C) or NULL,
- *                    dw (OC,C), db (OC) or NULL                       d: N C OC
+ *                    dw (OC,C) or NULL (then db NULL: dx only), db (OC) or NULL   d: N C OC
  *   ATTENTION   fwd  in: qkv (B,T,3C)                                 out: y (B,T,C), att (B,NH,T,T)
  *                    d: B T C NH   (causal; att holds the softmax probabilities, zeros above the
  *                    diagonal)

@@ -129,10 +129,14 @@ void model_create_on(FtModel *m, const FtGpt2Config *mc, const FtShard *sh, cons
     char what[96];
     snprintf(what, sizeof what, "%zu parameters (x%d: gradients, AdamW moments, the optimizer's "
              "outputs)", off, FT_MODEL_BUFFERS);
-    m->mem = backend_alloc(be, sizeof(float) * FT_MODEL_BUFFERS * (off ? off : 1), what);
+    /* each buffer starts on a 64-byte boundary, so a tensor has the same alignment in all of
+     * them (AdamW's streaming stores need its three outputs aligned alike) */
+    m->stride = (off + 15) & ~(size_t)15;
+    m->mem = backend_alloc(be, sizeof(float) * FT_MODEL_BUFFERS * (m->stride ? m->stride : 16),
+                           what);
     float **bufs[FT_MODEL_BUFFERS] = {&m->params, &m->grads, &m->m, &m->v, &m->params_new,
                                       &m->m_new, &m->v_new, &m->grads_alt};
-    for (int i = 0; i < FT_MODEL_BUFFERS; i++) *bufs[i] = m->mem + (size_t)i * off;
+    for (int i = 0; i < FT_MODEL_BUFFERS; i++) *bufs[i] = m->mem + (size_t)i * m->stride;
 }
 
 void model_free(FtModel *m)
@@ -267,7 +271,7 @@ double model_rng_normal(uint64_t *s) /* Box-Muller, one value per call */
 void model_init_random(FtModel *m, uint64_t seed)
 {
     const FtGpt2Config *c = &m->cfg;
-    memset(m->mem, 0, sizeof(float) * FT_MODEL_BUFFERS * m->nparams);
+    memset(m->mem, 0, sizeof(float) * FT_MODEL_BUFFERS * m->stride);
     m->step = 0;
     bool whole = m->sh.tp == 1 && m->sh.pp == 1 && m->sh.ep == 1;
     float *buf = NULL; /* a whole tensor, when this rank holds only part of it */
@@ -783,21 +787,24 @@ void model_build_tape(const FtModel *m, const FtTapeOpts *o, FtTape *tp)
         b.datty = tape_tensor(tp, "d.atty", FT_F32, FT_TR_ACT_GRAD, N * Ct, NULL, -1);
         b.dqkv = tape_tensor(tp, "d.qkv", FT_F32, FT_TR_ACT_GRAD, N * 3 * Ct, NULL, -1);
         b.dln1 = tape_tensor(tp, "d.ln1", FT_F32, FT_TR_ACT_GRAD, N * C, NULL, -1);
-        /* the tied wte's gradient has two uses on a one-stage model: the LM head's sum goes
-         * to scratch, and the encoder's backward adds its rows onto it */
-        int dwte_head = first && last ? tape_tensor(tp, "d.wte.head", FT_F32, FT_TR_SCRATCH,
-                                                    Vp * C, NULL, -1)
-                                      : gt(&b, FT_P_WTE, -1);
+        /* the tied wte's gradient has two uses on a one-stage model: the LM head's dW is then
+         * folded into the encoder's backward (ops.h), so one call writes the whole table */
+        bool tied_here = first && last;
+        int dlogits = -1;
         b.ph = FT_PH_BWD, b.l = -1;
         if (last) {
-            int dlogits = tape_tensor(tp, "d.logits", FT_F32, FT_TR_ACT_GRAD, N * Vp, NULL, -1);
+            dlogits = tape_tensor(tp, "d.logits", FT_F32, FT_TR_ACT_GRAD, N * Vp, NULL, -1);
             int dlnf = tape_tensor(tp, "d.lnf", FT_F32, FT_TR_ACT_GRAD, N * C, NULL, -1);
             emit(&b, FT_OP_CROSSENT, FT_BWD, "loss", IN(tp->probs, tp->targets), OUT(dlogits),
                  D(N, c->V, Vp));
             tp->e[tp->ne - 1].x[0] = o->loss_scale / (double)N; /* d(objective)/d(each loss) */
-            emit(&b, FT_OP_MATMUL, FT_BWD, "lmhead",
-                 IN(dlogits, lnf, pt(&b, FT_P_WTE, -1), gp(&b, FT_P_WTE, -1), -1),
-                 OUT(dlnf, dwte_head, -1), D(N, C, Vp));
+            if (tied_here)
+                emit(&b, FT_OP_MATMUL, FT_BWD, "lmhead", IN(dlogits, lnf, pt(&b, FT_P_WTE, -1)),
+                     OUT(dlnf, -1, -1), D(N, C, Vp));
+            else
+                emit(&b, FT_OP_MATMUL, FT_BWD, "lmhead",
+                     IN(dlogits, lnf, pt(&b, FT_P_WTE, -1), gp(&b, FT_P_WTE, -1), -1),
+                     OUT(dlnf, gt(&b, FT_P_WTE, -1), -1), D(N, C, Vp));
             emit(&b, FT_OP_LAYERNORM, FT_BWD, "lnf",
                  IN(dlnf, b.res[L], pt(&b, FT_P_LNFW, -1), lnfm, lnfr, -1,
                     gp(&b, FT_P_LNFW, -1), gp(&b, FT_P_LNFB, -1)),
@@ -819,8 +826,8 @@ void model_build_tape(const FtModel *m, const FtTapeOpts *o, FtTape *tp)
         b.ph = FT_PH_BWD, b.l = -1;
         if (first) {
             emit(&b, FT_OP_ENCODER, FT_BWD, "encoder",
-                 IN(b.dres[l0], tp->tokens, last ? dwte_head : gp(&b, FT_P_WTE, -1),
-                    gp(&b, FT_P_WPE, -1)),
+                 IN(b.dres[l0], tp->tokens, gp(&b, FT_P_WTE, -1), gp(&b, FT_P_WPE, -1),
+                    tied_here ? dlogits : -1, tied_here ? lnf : -1),
                  OUT(gt(&b, FT_P_WTE, -1), gt(&b, FT_P_WPE, -1)), D(o->B, o->T, C));
             set_x(&b, (double)Vp, (double)c->maxT);
         } else {

@@ -29,6 +29,7 @@
 #endif
 #include <math.h>
 #include <omp.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -119,6 +120,9 @@ static void encoder_bwd(const FtOpCall *c)
     FT_ASSERT(Vp >= 1 && maxT >= T);
     init_from(dwte, c->in[2], (size_t)(Vp * C));
     init_from(dwpe, c->in[3], (size_t)(maxT * C));
+    if (c->in[4]) /* the tied LM head's part: dwte += dlogits^T lnf (as matmul_bwd's dw) */
+        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)Vp, (int)C, (int)(B * T), 1.0f,
+                    c->in[4], (int)Vp, c->in[5], (int)C, 1.0f, dwte, (int)C);
 #pragma omp parallel if (PAR(B * T * C))
     {
         long long lo, hi;
@@ -245,11 +249,17 @@ static void matmul_bwd_into(const float *dy, const float *x, const float *w, flo
     }
 }
 
-/* dx = dy w; dw = dw_prev + dy^T x; db = db_prev + sum_n dy. */
+/* dx = dy w; dw = dw_prev + dy^T x; db = db_prev + sum_n dy (dw NULL: dx only). */
 static void matmul_bwd(const FtOpCall *c)
 {
     float *dw = c->out[1], *db = c->out[2];
     int N = (int)c->d[0], C = (int)c->d[1], OC = (int)c->d[2];
+    if (!dw) {
+        FT_ASSERT(!db && c->out[0]);
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, N, C, OC, 1.0f, c->in[0], OC,
+                    c->in[2], C, 0.0f, c->out[0], C);
+        return;
+    }
     init_from(dw, c->in[3], (size_t)OC * C);
     if (db) init_from(db, c->in[4], (size_t)OC);
     matmul_bwd_into(c->in[0], c->in[1], c->in[2], c->out[0], dw, db, N, C, OC);
@@ -275,7 +285,7 @@ static void matmul_bwd_ref(const FtOpCall *c)
     const float *dy = c->in[0], *x = c->in[1], *w = c->in[2];
     float *dx = c->out[0], *dw = c->out[1], *db = c->out[2];
     long long N = c->d[0], C = c->d[1], OC = c->d[2];
-    init_from(dw, c->in[3], (size_t)(OC * C));
+    if (dw) init_from(dw, c->in[3], (size_t)(OC * C));
     if (db) init_from(db, c->in[4], (size_t)OC);
     if (dx) {
 #pragma omp parallel for schedule(static)
@@ -286,6 +296,7 @@ static void matmul_bwd_ref(const FtOpCall *c)
                 dx[n * C + i] = s;
             }
     }
+    if (!dw) return;
 #pragma omp parallel for schedule(static)
     for (long long o = 0; o < OC; o++) {
         for (long long i = 0; i < C; i++) {
@@ -646,6 +657,34 @@ static void adamw_fwd(const FtOpCall *c)
                      v1b2 = _mm256_set1_ps(1.0f - b2), vbc1 = _mm256_set1_ps(bc1),
                      vbc2 = _mm256_set1_ps(bc2), veps = _mm256_set1_ps(eps),
                      vlr = _mm256_set1_ps(lr), vwd = _mm256_set1_ps(wd);
+        /* the outputs are written once and not read again this step (the next one reads them
+         * from memory anyway): streaming stores skip reading their cache lines first, which
+         * out-of-place AdamW would otherwise pay for. Aligned alike in the model's buffers, so
+         * a scalar head (the same bits as the vector body) brings all three to 32 bytes. */
+        for (; i < hi && ((uintptr_t)(p + i) & 31); i++) {
+            float gi = g[i] * gs;
+            float mi = b1 * m0[i] + (1.0f - b1) * gi;
+            float vi = b2 * v0[i] + ((1.0f - b2) * gi) * gi;
+            m[i] = mi;
+            v[i] = vi;
+            p[i] = p0[i] - lr * (mi / bc1 / (sqrtf(vi / bc2) + eps) + wd * p0[i]);
+        }
+        bool stream = !(((uintptr_t)(p + i) | (uintptr_t)(m + i) | (uintptr_t)(v + i)) & 31);
+        for (; stream && i + 8 <= hi; i += 8) {
+            __m256 gi = _mm256_mul_ps(_mm256_loadu_ps(g + i), vgs);
+            __m256 mi = _mm256_add_ps(_mm256_mul_ps(vb1, _mm256_loadu_ps(m0 + i)),
+                                      _mm256_mul_ps(v1b1, gi));
+            __m256 vi = _mm256_add_ps(_mm256_mul_ps(vb2, _mm256_loadu_ps(v0 + i)),
+                                      _mm256_mul_ps(_mm256_mul_ps(v1b2, gi), gi));
+            _mm256_stream_ps(m + i, mi);
+            _mm256_stream_ps(v + i, vi);
+            __m256 den = _mm256_add_ps(_mm256_sqrt_ps(_mm256_div_ps(vi, vbc2)), veps);
+            __m256 pi = _mm256_loadu_ps(p0 + i);
+            __m256 upd = _mm256_add_ps(_mm256_div_ps(_mm256_div_ps(mi, vbc1), den),
+                                       _mm256_mul_ps(vwd, pi));
+            _mm256_stream_ps(p + i, _mm256_sub_ps(pi, _mm256_mul_ps(vlr, upd)));
+        }
+        if (stream) _mm_sfence();
         for (; i + 8 <= hi; i += 8) {
             __m256 gi = _mm256_mul_ps(_mm256_loadu_ps(g + i), vgs);
             __m256 mi = _mm256_add_ps(_mm256_mul_ps(vb1, _mm256_loadu_ps(m0 + i)),
@@ -898,7 +937,9 @@ static void moe_combine_bwd(const FtOpCall *c)
 
 static double encoder_flops(const FtOpCall *c, FtOpDir dir)
 {
-    return (dir == FT_FWD ? 1.0 : 2.0) * c->d[0] * c->d[1] * c->d[2];
+    double n = (double)c->d[0] * c->d[1] * c->d[2];
+    if (dir == FT_BWD && c->in[4]) n += n * c->x[0]; /* the tied LM head's dW: 2 N C Vp */
+    return (dir == FT_FWD ? 1.0 : 2.0) * n;
 }
 static double encoder_bytes(const FtOpCall *c, FtOpDir dir)
 {
@@ -918,7 +959,7 @@ static double matmul_flops(const FtOpCall *c, FtOpDir dir)
 {
     double mnk = 2.0 * c->d[0] * c->d[1] * c->d[2];
     if (dir == FT_FWD) return mnk;
-    return (c->out[0] ? 2.0 : 1.0) * mnk;
+    return ((c->out[0] ? 1.0 : 0.0) + (c->out[1] || !c->out[0] ? 1.0 : 0.0)) * mnk; /* dx, dw */
 }
 static double matmul_bytes(const FtOpCall *c, FtOpDir dir)
 {
