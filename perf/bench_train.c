@@ -55,13 +55,18 @@ static double sgemm_rate(int M, int N, int K, int reps)
     return 2.0 * M * N * K * reps / dt / 1e9;
 }
 
-/* Model FLOPs of one step: matmul and attention entries, no recomputation. */
+/* Model FLOPs of one step: matmul and attention entries, no recomputation; plus the tied LM
+ * head's weight gradient where the encoder backward computes it (a one-stage model: ops.h). */
 static double model_flops(const FtTape *tp, int micro)
 {
     double f = 0;
     for (int i = 0; i < tp->ne; i++) {
         const FtTapeEntry *e = &tp->e[i];
         if (e->phase == FT_PH_RECOMPUTE) continue;
+        if (e->kind == FT_OP_ENCODER && e->dir == FT_BWD && e->in[4] >= 0) {
+            f += 2.0 * e->d[0] * e->d[1] * e->d[2] * e->x[0]; /* 2 N C Vp */
+            continue;
+        }
         if (e->kind != FT_OP_MATMUL && e->kind != FT_OP_ATTENTION) continue;
         f += tape_flops(tp, i, i + 1, false);
     }
