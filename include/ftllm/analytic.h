@@ -29,8 +29,33 @@
  *    Poisson failures, expected waste, and the interval when detection has latency.
  * 3. Sparing (Meta, PAPERS.md section 3): CETT of B zones x L blocks x K trays with R spare
  *    blocks per zone and I spare trays per block (equations in analytic_sparing.c).
- * 4. The joint optimizer: minimizes the expected time-to-train over the policy, r and the
- *    checkpoint interval for a cluster (struct FtCluster), and over the spare counts. */
+ * 4. The failure process over a run: every GPU starts new, a failed GPU is replaced by a new one
+ *    (the simulator's process), so one GPU slot is a renewal process and its renewal density
+ *    m(t) (exponential: 1/MTBF; Weibull: computed numerically, analytic_renewal.c) times the
+ *    GPUs of a group is the group's failure rate lam_g(t) at wall time t of the run.
+ * 5. The joint optimizer: minimizes the expected time-to-train over the policy, r and the
+ *    checkpoint interval (fixed, or growing with the run) for a cluster (struct FtCluster), and
+ *    over the spare counts.
+ *
+ * Assumptions of the time-to-train model (4 + 5; analytic_opt.c has the equations):
+ *  - Poisson: within an epoch groups fail one at a time in a uniformly random order, each group
+ *    in use at the same rate lam_g (so the ring / replication counts of 1 apply), and wipe-outs
+ *    form a Poisson process of rate lam_g / up_units during compute (exact for checkpoint-only
+ *    with exponential failures; for r > 1 the epoch's hazard grows with its age, a second-order
+ *    effect when an epoch holds many checkpoint intervals). A wipe-out loses the piece in
+ *    progress; the restart (plus detection latency) is not interrupted.
+ *  - Law: lam_g(t) = gpus_per_replica * m(t), the mean over slots. This ignores (a) that the GPUs
+ *    of a group waiting for the restart do not count, and that a failed GPU is replaced at the
+ *    end of the next restart rather than at once (delays of an epoch, hours, against GPU
+ *    lifetimes of years); (b) the differences between groups: a group with a new GPU fails more
+ *    often than the mean when shape < 1, and the groups of a wipe-out are all new together
+ *    after the restart, so they are likelier than random groups to wipe out again. With many
+ *    GPUs per group one new GPU barely changes its group's rate (600 per group in the SPARe
+ *    setting); with one or a few GPUs per group (b) makes wipe-outs more frequent than the model
+ *    says (measured in perf/README.md).
+ *  - Quasi-static: each checkpoint piece runs at the rate averaged over its own span, the
+ *    steady state of that rate; true when the rate changes little over an epoch and a restart
+ *    (the first minutes of a run of new GPUs are the exception, a few pieces of thousands). */
 #ifndef FTLLM_ANALYTIC_H
 #define FTLLM_ANALYTIC_H
 
@@ -174,6 +199,14 @@ typedef struct ft_cluster {
     double latency;        /* seconds between a failure and its detection (0 for fail-stop) */
 } FtCluster;
 
+/* A checkpoint interval over the run: pieces that start at wall time t >= t[i] (and < t[i+1])
+ * get tau[i] seconds of work before their checkpoint; t[0] = 0. A fixed interval is n = 1. */
+#define FT_SCHED_MAX 24
+typedef struct ft_sched {
+    int n;
+    double t[FT_SCHED_MAX], tau[FT_SCHED_MAX];
+} FtSched;
+
 /* One evaluated alternative. */
 typedef struct ft_plan {
     int policy, r;
@@ -185,19 +218,68 @@ typedef struct ft_plan {
     double goodput;        /* failure-free time / ttt */
     double avail;          /* fraction of wall time not spent in restarts */
     int exact;             /* S from the exact count (1) or Monte Carlo (0) */
+    double wipeouts;       /* expected wipe-outs (restarts) over the run */
+    FtSched sched;         /* the interval over the run (n = 1: fixed, = interval) */
+    double sched_scale;    /* growing schedules: the factor on the local optimum */
 } FtPlan;
+
+/* ---- the failure process (analytic_renewal.c) ------------------------------------------------- */
+
+/* The renewal function M(t) = E[failures of one GPU slot in [0, t]] (lifetimes iid, the slot's
+ * GPU replaced by a new one at each failure). Weibull: tabulated by product integration on a
+ * fine table over [0, tfine] and a coarse one over 40 mean lifetimes (when tfine is shorter),
+ * beyond it the long-run slope 1/mean; exponential: t / mean. err bounds |M - exact| on the
+ * tables (from the same solve on half the cells). */
+struct ft_renewal_tab {
+    int n;          /* cells */
+    double h;       /* cell width, seconds */
+    double *R;      /* R[i] = M(i h) - F(i h): renewals after the first (interpolated linearly) */
+    double M_end;   /* M(n h) */
+};
+typedef struct ft_renewal {
+    int law;
+    double shape, mean, scale; /* Weibull scale = mean / Gamma(1 + 1/shape) */
+    int ntab;
+    struct ft_renewal_tab tab[2];
+    double err;
+} FtRenewal;
+
+int renewal_init(FtRenewal *rn, int law, double shape, double mean, double tfine, int n);
+void renewal_free(FtRenewal *rn);
+double renewal_M(const FtRenewal *rn, double t);
+/* (M(t1) - M(t0)) / (t1 - t0): the mean renewal density over [t0, t1] (t1 <= t0: at t0). */
+double renewal_rate(const FtRenewal *rn, double t0, double t1);
+
+/* A cluster's failure process, built once and shared by the plans. */
+typedef struct ft_fail_model {
+    FtCluster c;
+    int N;
+    FtRenewal gpu; /* one GPU slot */
+} FtFailModel;
+
+int analytic_fail_init(FtFailModel *m, const FtCluster *c); /* 0 or -1 */
+void analytic_fail_free(FtFailModel *m);
+/* lam_g averaged over wall time [t0, t1] of the run: one group's failure rate. */
+double analytic_group_rate(const FtFailModel *m, double t0, double t1);
 
 /* N = gpus / gpus_per_replica. */
 int cluster_groups(const FtCluster *c);
 
-/* Evaluates one policy at one r (interval <= 0: its optimum). Wipe-outs are treated as a
- * Poisson process at rate 1/epoch (exact for r = 1, exponential); the simulator measures the
- * rest. Returns 0 or -1. */
+/* Evaluates one policy at one r with a fixed interval (interval <= 0: the one minimizing the
+ * expected time-to-train) under the model above. Returns 0 or -1. analytic_plan builds the
+ * failure model for the one call. */
+int analytic_fail_plan(const FtFailModel *m, int policy, int r, double interval, FtPlan *out);
 int analytic_plan(const FtCluster *c, int policy, int r, double interval, FtPlan *out);
+
+/* The growing interval for the policy and r of `fixed`: on FT_SCHED_MAX wall-time segments of
+ * doubling width up to fixed->ttt, scale x the interval that is optimal at the segment's mean
+ * wipe-out rate, the scale minimizing the time-to-train. Returns 0 or -1. */
+int analytic_plan_sched(const FtFailModel *m, const FtPlan *fixed, FtPlan *out);
 
 /* For each policy, the best r in [1, r_max] (ckpt: r = 1), plus every r of SPARe and
  * replication into `all` (size FT_POL_NPOL * r_max, may be NULL). best[FT_POL_NPOL]. */
 int analytic_optimize(const FtCluster *c, int r_max, FtPlan *best, FtPlan *all);
+int analytic_fail_optimize(const FtFailModel *m, int r_max, FtPlan *best, FtPlan *all);
 
 /* Estimates the ring epoch by Monte Carlo when the exact count is too costly (deterministic
  * given seed). Defined in sim_ring.c. */

@@ -78,6 +78,7 @@ typedef struct ft_sim_spec {
     FtCluster c;
     int policy, r;
     double interval;   /* seconds of work between checkpoints */
+    const FtSched *sched; /* or, when not NULL, the interval of each piece by its start time */
     uint64_t seed;
     FILE *log;         /* CSV event log of trial 0, or NULL */
 } FtSimSpec;
