@@ -123,6 +123,20 @@ int analytic_spare_epoch(int N, int r, double max_ops, FtSpareEpoch *out);
 /* Replication epoch (exact; depth r, throughput floor(N/r)/N). */
 int analytic_rep_epoch(int N, int r, FtSpareEpoch *out);
 
+/* An epoch stage by stage, for the epoch's distribution in time (analytic_epoch.c): M groups in
+ * use; alive[k] = P(T > k) and inv_depth[k] = E[1/d_k | T > k] (throughput in state k) for
+ * k = 0..K (alive[k] negligible beyond K). */
+typedef struct ft_epoch_stages {
+    int M, K;
+    double *alive, *inv_depth; /* M + 1 entries each */
+} FtEpochStages;
+
+int epoch_stages_alloc(FtEpochStages *st, int M); /* zeroed arrays; 0 or -1 */
+void epoch_stages_free(FtEpochStages *st);
+/* analytic_spare_epoch / analytic_rep_epoch plus the stages (allocated here). 0 or -1. */
+int analytic_spare_stages(int N, int r, double max_ops, FtSpareEpoch *out, FtEpochStages *st);
+int analytic_rep_stages(int N, int r, FtSpareEpoch *out, FtEpochStages *st);
+
 /* ---- checkpointing ---------------------------------------------------------------------------- */
 
 /* Young: sqrt(2 C M). Daly's higher-order: sqrt(2CM)[1 + sqrt(C/2M)/3 + (C/2M)/9] - C for
@@ -250,6 +264,28 @@ double renewal_M(const FtRenewal *rn, double t);
 /* (M(t1) - M(t0)) / (t1 - t0): the mean renewal density over [t0, t1] (t1 <= t0: at t0). */
 double renewal_rate(const FtRenewal *rn, double t0, double t1);
 
+/* An epoch's distribution in operational time (every group in use failing at rate 1), exact
+ * from the stages by uniformization, tabulated (analytic_epoch.c). */
+typedef struct ft_epoch_curve {
+    int M;            /* groups in use */
+    int n;            /* grid points */
+    double dth;       /* grid step of theta */
+    double *S, *A;    /* P(epoch > theta), E[1/d(theta); epoch > theta] */
+    double up_units;  /* int S: the mean epoch x the group rate */
+    double thr;       /* int A / int S: the time-averaged throughput */
+} FtEpochCurve;
+
+int epoch_curve_init(FtEpochCurve *c, const FtEpochStages *st);
+void epoch_curve_free(FtEpochCurve *c);
+double epoch_curve_S(const FtEpochCurve *c, double theta);
+double epoch_curve_A(const FtEpochCurve *c, double theta);
+/* The epoch in wall time at group rate lam_g, with the simulator's replacement rule (the GPUs
+ * that failed in a cycle start new together after its restart, `restart` seconds): *up = the
+ * mean up-time, *work = the mean of int 1/d over it. Exponential: up_units / lam_g and thr x
+ * that. 0 or -1. */
+int epoch_real(const FtEpochCurve *c, const FtRenewal *gpu, double lam_g, double restart, double *up,
+               double *work);
+
 /* A cluster's failure process, built once and shared by the plans. */
 typedef struct ft_fail_model {
     FtCluster c;
@@ -282,7 +318,8 @@ int analytic_optimize(const FtCluster *c, int r_max, FtPlan *best, FtPlan *all);
 int analytic_fail_optimize(const FtFailModel *m, int r_max, FtPlan *best, FtPlan *all);
 
 /* Estimates the ring epoch by Monte Carlo when the exact count is too costly (deterministic
- * given seed). Defined in sim_ring.c. */
+ * given seed). Defined in sim_ring.c. The _stages variant also fills st (allocated there). */
 int sim_spare_epoch_mc(int N, int r, int trials, uint64_t seed, FtSpareEpoch *out);
+int sim_spare_stages_mc(int N, int r, int trials, uint64_t seed, FtSpareEpoch *out, FtEpochStages *st);
 
 #endif

@@ -63,38 +63,98 @@ double analytic_group_rate(const FtFailModel *m, double t0, double t1)
 
 /* ---- one policy at one r: the rate-free part -------------------------------------------------- */
 
+#define NCORR 20
+
 struct pol {
     int policy, r;
     double thr;      /* work per second of compute */
     double up_units; /* mean epoch up-time x lam_g */
     double mu, depth;
     int exact;
+    FtEpochCurve curve;
+    /* the epoch in wall time against the rate-free one, at times t[i] of the run (log-spaced;
+     * Weibull only): up = up_units / lam_g x rho[i], throughput thr_t[i] */
+    int nc;
+    double lt[NCORR], rho[NCORR], thr_t[NCORR];
 };
 
 static int pol_init(const FtFailModel *m, int policy, int r, struct pol *p)
 {
     int N = m->N;
+    memset(p, 0, sizeof *p);
     if (r < 1 || r > N) return -1;
     if (policy == FT_POL_CKPT) r = 1;
     FtSpareEpoch ep;
+    FtEpochStages st;
     if (r == 1) {
         ep = (FtSpareEpoch){.N = N, .r = 1, .mu = 1, .S = 1, .S_time = 1, .thr_time = 1,
                             .up_units = 1.0 / N, .exact = 1};
+        if (epoch_stages_alloc(&st, N)) return -1;
+        st.M = N, st.K = 0, st.alive[0] = 1, st.inv_depth[0] = 1;
     } else if (policy == FT_POL_REP) {
-        if (analytic_rep_epoch(N, r, &ep)) return -1;
+        if (analytic_rep_stages(N, r, &ep, &st)) return -1;
     } else {
-        if (analytic_spare_epoch(N, r, EXACT_MAX_OPS, &ep) &&
-            sim_spare_epoch_mc(N, r, MC_TRIALS, 0x5eedULL + (uint64_t)r, &ep))
+        if (analytic_spare_stages(N, r, EXACT_MAX_OPS, &ep, &st) &&
+            sim_spare_stages_mc(N, r, MC_TRIALS, 0x5eedULL + (uint64_t)r, &ep, &st))
             return -1;
     }
-    *p = (struct pol){.policy = policy, .r = r, .thr = ep.thr_time, .up_units = ep.up_units,
-                      .mu = ep.mu, .depth = ep.S, .exact = ep.exact};
+    int rc = epoch_curve_init(&p->curve, &st);
+    epoch_stages_free(&st);
+    if (rc) return -1;
+    p->policy = policy, p->r = r, p->thr = ep.thr_time, p->up_units = ep.up_units;
+    p->mu = ep.mu, p->depth = ep.S, p->exact = ep.exact;
     return 0;
+}
+
+static void pol_free(struct pol *p) { epoch_curve_free(&p->curve); }
+
+/* The aligned-replacement correction at NCORR times up to t_end (analytic_epoch.c). */
+static void pol_correct(const FtFailModel *m, struct pol *p, double t_end)
+{
+    p->nc = 0;
+    if (m->gpu.law != FT_LAW_WEIBULL || !(t_end > 0) || !isfinite(t_end)) return;
+    const double D = m->c.restart + m->c.latency;
+    for (int i = 0; i < NCORR; i++) {
+        double t = t_end * ldexp(1.0, i - NCORR + 1);
+        double lam = analytic_group_rate(m, t, t * 1.05);
+        double up, work;
+        if (epoch_real(&p->curve, &m->gpu, lam, D, &up, &work)) {
+            p->nc = 0;
+            return;
+        }
+        p->lt[i] = log(t);
+        p->rho[i] = up / (p->up_units / lam);
+        p->thr_t[i] = work / up;
+    }
+    p->nc = NCORR;
+}
+
+/* rho and the throughput at wall time t */
+static void pol_at(const struct pol *p, double t, double *rho, double *thr)
+{
+    *rho = 1, *thr = p->thr;
+    if (p->nc == 0) return;
+    double x = t > 0 ? log(t) : -INFINITY;
+    if (x <= p->lt[0]) {
+        *rho = p->rho[0], *thr = p->thr_t[0];
+        return;
+    }
+    if (x >= p->lt[p->nc - 1]) {
+        *rho = p->rho[p->nc - 1], *thr = p->thr_t[p->nc - 1];
+        return;
+    }
+    int i = 0;
+    while (x > p->lt[i + 1]) i++;
+    double f = (x - p->lt[i]) / (p->lt[i + 1] - p->lt[i]);
+    *rho = (1 - f) * p->rho[i] + f * p->rho[i + 1];
+    *thr = (1 - f) * p->thr_t[i] + f * p->thr_t[i + 1];
 }
 
 static double wipe_rate(const FtFailModel *m, const struct pol *p, double t0, double t1)
 {
-    return analytic_group_rate(m, t0, t1) / p->up_units;
+    double rho, thr;
+    pol_at(p, t0, &rho, &thr);
+    return analytic_group_rate(m, t0, t1) / (p->up_units * rho);
 }
 
 /* ---- the run, piece by piece ------------------------------------------------------------------ */
@@ -115,10 +175,12 @@ static double piece_at(const FtFailModel *m, const struct pol *p, double t, doub
                        double *lw)
 {
     const double D = m->c.restart + m->c.latency;
-    double span = (x / p->thr + c) * nb, P = 0;
+    double rho, thr;
+    pol_at(p, t, &rho, &thr);
+    double span = (x / thr + c) * nb, P = 0;
     for (int it = 0; it < 3; it++) {
         *lw = wipe_rate(m, p, t, t + span);
-        P = analytic_segment_time(x / p->thr + c, *lw, D);
+        P = analytic_segment_time(x / thr + c, *lw, D);
         if (!isfinite(P)) return INFINITY;
         span = P * nb;
     }
@@ -135,8 +197,9 @@ static int run_model(const FtFailModel *m, const struct pol *p, const FtSched *s
         double tau = sched_tau(s, t, &si), rem = W - w;
         if (!(tau > 0)) return -1;
         if (rem <= tau * (1 + 1e-12)) { /* the last piece: no checkpoint after it */
-            double P = piece_at(m, p, t, rem, 0, 1, &lw);
-            t += P, nw += expm1(lw * rem / p->thr), npieces++;
+            double P = piece_at(m, p, t, rem, 0, 1, &lw), rho, thr;
+            pol_at(p, t, &rho, &thr);
+            t += P, nw += expm1(lw * rem / thr), npieces++;
             break;
         }
         double nfull = ceil(rem / tau - 1e-12) - 1; /* full pieces before the last */
@@ -146,8 +209,10 @@ static int run_model(const FtFailModel *m, const struct pol *p, const FtSched *s
         if (si + 1 < s->n) nb = fmin(nb, fmax(1, ceil((s->t[si + 1] - t) / P1)));
         if (nb > 1) P1 = piece_at(m, p, t, tau, C, (int)fmin(nb, 1e9), &lw);
         if (!isfinite(P1) || t > 1e300) return -1;
+        double rho, thr;
+        pol_at(p, t, &rho, &thr);
         t += nb * P1, w += nb * tau, npieces += nb;
-        nw += nb * expm1(lw * (tau / p->thr + C));
+        nw += nb * expm1(lw * (tau / thr + C));
     }
     o->ttt = t, o->wipeouts = nw, o->pieces = npieces;
     return isfinite(t) ? 0 : -1;
@@ -211,14 +276,18 @@ static double f_fixed(const FtFailModel *m, const struct pol *p, double tau, con
 /* the locally optimal interval (work seconds) for the wipe-out rate around wall time t */
 static double tau_local(const FtFailModel *m, const struct pol *p, double t0, double t1)
 {
-    double lw = wipe_rate(m, p, t0, t1);
-    return p->thr * analytic_ckpt_opt(m->c.ckpt, lw);
+    double lw = wipe_rate(m, p, t0, t1), rho, thr;
+    pol_at(p, t0, &rho, &thr);
+    return thr * analytic_ckpt_opt(m->c.ckpt, lw);
 }
 
-static int plan_fixed(const FtFailModel *m, const struct pol *p, double interval, FtPlan *out)
+static int plan_fixed(const FtFailModel *m, struct pol *p, double interval, FtPlan *out)
 {
     const double W = m->c.steps * m->c.step;
     double tau = interval;
+    /* the replacement correction over a generous span of the run */
+    double t_guess = ttt_fixed(m, p, tau > 0 ? tau : fmin(W, tau_local(m, p, 0, W)));
+    pol_correct(m, p, 2 * (isfinite(t_guess) ? t_guess : W));
     if (!(tau > 0)) {
         /* bracket around the interval that is optimal at the run's mean rate */
         double t_est = ttt_fixed(m, p, fmin(W, tau_local(m, p, 0, W)));
@@ -243,7 +312,9 @@ int analytic_fail_plan(const FtFailModel *m, int policy, int r, double interval,
     memset(out, 0, sizeof *out);
     struct pol p;
     if (pol_init(m, policy, r, &p)) return -1;
-    return plan_fixed(m, &p, interval, out) || !isfinite(out->ttt) ? -1 : 0;
+    int rc = plan_fixed(m, &p, interval, out) || !isfinite(out->ttt) ? -1 : 0;
+    pol_free(&p);
+    return rc;
 }
 
 int analytic_plan(const FtCluster *c, int policy, int r, double interval, FtPlan *out)
@@ -294,13 +365,16 @@ int analytic_plan_sched(const FtFailModel *m, const FtPlan *fixed, FtPlan *out)
     struct pol p;
     memset(out, 0, sizeof *out);
     if (pol_init(m, fixed->policy, fixed->r, &p)) return -1;
+    pol_correct(m, &p, 2 * fixed->ttt);
     struct sched_ctx x = {.t_end = fixed->ttt};
     double scale = golden(f_sched, m, &p, &x, 0.5, 2.0);
     FtSched s;
     sched_build(m, &p, x.t_end, scale, &s);
     struct run_out o;
-    if (run_model(m, &p, &s, &o)) return -1;
-    plan_fill(m, &p, &o, out);
+    int rc = run_model(m, &p, &s, &o);
+    if (!rc) plan_fill(m, &p, &o, out);
+    pol_free(&p);
+    if (rc) return -1;
     out->sched = s;
     out->interval = s.tau[s.n - 1];
     out->sched_scale = scale;
