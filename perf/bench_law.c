@@ -71,8 +71,13 @@ static void grid(int rank, double target)
         {"F", 1000, 4, FT_LAW_WEIBULL, 0.8, 15, 45, 60, 10, 100000},
         {"G", 200, 1, FT_LAW_EXP, 1.0, 60, 10, 60, 10, 100000},
         {"H", 1000, 8, FT_LAW_WEIBULL, 0.7, 60, 60, 60, 10, 200000},
+        {"I", 200, 1, FT_LAW_WEIBULL, 0.7, 60, 30, 60, 10, 100000},
+        {"J", 1000, 1, FT_LAW_WEIBULL, 0.7, 5, 60, 60, 10, 30000},
+        {"K", 200, 1, FT_LAW_WEIBULL, 0.8, 5, 10, 60, 10, 30000},
     };
+    int only = getenv("FT_ONLY") ? getenv("FT_ONLY")[0] : 0;
     for (int i = 0; i < (int)(sizeof g / sizeof g[0]); i++) {
+        if (only && g[i].name[0] != only) continue;
         FtCluster c = {.gpus = (long long)g[i].N * g[i].G, .gpus_per_replica = g[i].G,
                        .gpu_mtbf = g[i].sys_mtbf_min * 60.0 * g[i].N * g[i].G, .law = g[i].law,
                        .weibull_shape = g[i].k, .restart = g[i].restart_min * 60, .ckpt = g[i].ckpt_s,

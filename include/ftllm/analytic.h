@@ -273,6 +273,7 @@ typedef struct ft_epoch_curve {
     double *S, *A;    /* P(epoch > theta), E[1/d(theta); epoch > theta] */
     double up_units;  /* int S: the mean epoch x the group rate */
     double thr;       /* int A / int S: the time-averaged throughput */
+    int single;       /* one stage (checkpoint-only): S = e^(-M theta) exactly */
 } FtEpochCurve;
 
 int epoch_curve_init(FtEpochCurve *c, const FtEpochStages *st);
@@ -285,6 +286,20 @@ double epoch_curve_A(const FtEpochCurve *c, double theta);
  * that. 0 or -1. */
 int epoch_real(const FtEpochCurve *c, const FtRenewal *gpu, double lam_g, double restart, double *up,
                double *work);
+
+/* The same epoch against wall time u since its restart ended, tabulated (u[0] = 0, then
+ * log-spaced): S = P(up-time > u), IS = int_0^u S, IA = int_0^u A (expected work by u),
+ * W = int_0^u A/S (the work an epoch still up at u has done, on average). */
+typedef struct ft_epoch_wall {
+    int n;
+    double *u, *S, *IS, *IA, *W;
+    double lam, L, up; /* group rate, cycle length, E[up-time] */
+} FtEpochWall;
+
+int epoch_wall_init(FtEpochWall *w, const FtEpochCurve *c, const FtRenewal *gpu, double lam_g, double restart);
+void epoch_wall_free(FtEpochWall *w);
+double epoch_wall_at(const FtEpochWall *w, const double *y, double u); /* y one of w's arrays */
+double epoch_wall_inv(const FtEpochWall *w, const double *y, double v); /* u: y(u) = v, y rising */
 
 /* A cluster's failure process, built once and shared by the plans. */
 typedef struct ft_fail_model {

@@ -35,15 +35,29 @@
 
 #define CURVE_POINTS 2048
 #define U_POINTS 800 /* Simpson on log u, an even count of intervals */
+#define WALL_POINTS 1601
 
-static double pois_sum(const double *x, int n, double mu)
+/* sum_j Pois(j; mu) x[j] and the same for y, j < n: weights by recurrence from the mode */
+static void pois_sum2(const double *x, const double *y, int n, double mu, double *sx, double *sy)
 {
-    if (mu <= 0) return x[0];
+    if (mu <= 0) {
+        *sx = x[0], *sy = y[0];
+        return;
+    }
     double sd = sqrt(mu);
     int lo = (int)fmax(0, floor(mu - 12 * sd - 20)), hi = (int)fmin(n - 1, ceil(mu + 12 * sd + 20));
-    double s = 0, lmu = log(mu);
-    for (int j = lo; j <= hi; j++) s += x[j] * exp(j * lmu - mu - lgamma(j + 1.0));
-    return s;
+    int md = (int)fmin(fmax(floor(mu), lo), hi);
+    double w0 = exp(md * log(mu) - mu - lgamma(md + 1.0)), ax = 0, ay = 0, w = w0;
+    for (int j = md; j <= hi; j++) {
+        ax += w * x[j], ay += w * y[j];
+        w *= mu / (j + 1);
+    }
+    w = w0;
+    for (int j = md - 1; j >= lo; j--) {
+        w *= (j + 1) / mu;
+        ax += w * x[j], ay += w * y[j];
+    }
+    *sx = ax, *sy = ay;
 }
 
 int epoch_curve_init(FtEpochCurve *c, const FtEpochStages *st)
@@ -52,6 +66,7 @@ int epoch_curve_init(FtEpochCurve *c, const FtEpochStages *st)
     int M = st->M, K = st->K;
     if (M < 1 || K < 0 || K >= M + 1 || !(st->alive[0] > 0)) return -1;
     c->M = M;
+    c->single = K == 0;
     /* uniformized steps until the alive mass is negligible */
     int cap = 1024;
     double *s = malloc((size_t)cap * sizeof *s), *a = malloc((size_t)cap * sizeof *a);
@@ -92,9 +107,7 @@ int epoch_curve_init(FtEpochCurve *c, const FtEpochStages *st)
     c->up_units = (double)(us / M);
     c->thr = (double)(ua / us);
     for (int i = 0; i < CURVE_POINTS; i++) {
-        double mu = M * i * c->dth;
-        c->S[i] = pois_sum(s, n, mu);
-        c->A[i] = pois_sum(a, n, mu);
+        pois_sum2(s, a, n, M * i * c->dth, &c->S[i], &c->A[i]);
     }
     free(s), free(a);
     return 0;
@@ -112,6 +125,7 @@ void epoch_curve_free(FtEpochCurve *c)
 
 static double curve_at(const FtEpochCurve *c, const double *y, double theta)
 {
+    if (c->single) return y[0] * exp(-c->M * fmax(theta, 0)); /* checkpoint-only: exact */
     double x = theta / c->dth;
     if (x <= 0) return y[0];
     if (x >= c->n - 1) return 0;
@@ -177,9 +191,18 @@ static double wb_IF(const FtRenewal *g, double x)
     return x - g->scale / k * tgamma(1 / k) * gamma_p(1 / k, z);
 }
 
+static double wb_f(const FtRenewal *g, double x)
+{
+    if (x <= 0) return 0;
+    double z = pow(x / g->scale, g->shape);
+    return g->shape / x * z * exp(-z);
+}
+
 static double theta_of(const FtRenewal *g, double lam_g, double L, double u)
 {
-    return lam_g * (u + L * wb_F(g, u) - (wb_IF(g, L + u) - wb_IF(g, L)));
+    double j0 = L * wb_F(g, u) - (wb_IF(g, L + u) - wb_IF(g, L));
+    double j1 = L / 2 * (wb_F(g, L + u) - wb_F(g, L)) - L * L / 12 * (wb_f(g, L + u) - wb_f(g, L));
+    return lam_g * (u + j0 + j1);
 }
 
 /* int_0^inf of S(theta(u)) and A(theta(u)) du by Simpson on log u */
@@ -201,21 +224,107 @@ static void integrate(const FtEpochCurve *c, const FtRenewal *g, double lam_g, d
     *work = (double)(sw * hx / 3) + u_lo * c->A[0];
 }
 
+static int memoryless(const FtRenewal *gpu) { return gpu->law != FT_LAW_WEIBULL || gpu->shape == 1.0; }
+
+/* the cycle length L = E[up] + restart, by iteration */
+static double cycle_length(const FtEpochCurve *c, const FtRenewal *gpu, double lam_g, double restart)
+{
+    double up = c->up_units / lam_g, work, L = up + restart;
+    if (memoryless(gpu)) return L;
+    for (int it = 0; it < 4; it++) {
+        integrate(c, gpu, lam_g, L, &up, &work);
+        double L2 = up + restart;
+        if (fabs(L2 - L) < 1e-9 * L) break;
+        L = L2;
+    }
+    return L;
+}
+
 int epoch_real(const FtEpochCurve *c, const FtRenewal *gpu, double lam_g, double restart, double *up,
                double *work)
 {
     if (!(lam_g > 0)) return -1;
-    double up0 = c->up_units / lam_g;
-    if (gpu->law != FT_LAW_WEIBULL) {
-        *up = up0, *work = c->thr * up0;
+    if (memoryless(gpu)) { /* no correction */
+        *up = c->up_units / lam_g, *work = c->thr * *up;
         return 0;
     }
-    double L = up0 + restart;
-    for (int it = 0; it < 4; it++) {
-        integrate(c, gpu, lam_g, L, up, work);
-        double L2 = *up + restart;
-        if (fabs(L2 - L) < 1e-9 * L) break;
-        L = L2;
-    }
+    double L = cycle_length(c, gpu, lam_g, restart);
+    integrate(c, gpu, lam_g, L, up, work);
     return isfinite(*up) && *up > 0 ? 0 : -1;
+}
+
+int epoch_wall_init(FtEpochWall *w, const FtEpochCurve *c, const FtRenewal *gpu, double lam_g, double restart)
+{
+    memset(w, 0, sizeof *w);
+    if (!(lam_g > 0)) return -1;
+    int n = WALL_POINTS;
+    w->n = n;
+    w->lam = lam_g;
+    w->L = cycle_length(c, gpu, lam_g, restart);
+    w->u = malloc((size_t)n * sizeof *w->u), w->S = malloc((size_t)n * sizeof *w->S);
+    w->IS = malloc((size_t)n * sizeof *w->IS), w->IA = malloc((size_t)n * sizeof *w->IA);
+    w->W = malloc((size_t)n * sizeof *w->W);
+    if (!w->u || !w->S || !w->IS || !w->IA || !w->W) {
+        epoch_wall_free(w);
+        return -1;
+    }
+    double th_end = (c->single ? 60.0 / c->M : (c->n - 1) * c->dth);
+    double u_hi = 4 * th_end / lam_g, u_lo = 1e-10 * th_end / lam_g;
+    double x0 = log(u_lo), hx = (log(u_hi) - x0) / (n - 2);
+    int ml = memoryless(gpu);
+    double a_prev = c->single ? c->A[0] : c->A[0], s_prev = 1, r_prev = a_prev;
+    w->u[0] = 0, w->S[0] = 1, w->IS[0] = w->IA[0] = w->W[0] = 0;
+    for (int i = 1; i < n; i++) {
+        double u = exp(x0 + (i - 1) * hx);
+        double th = ml ? lam_g * u : theta_of(gpu, lam_g, w->L, u);
+        double S = epoch_curve_S(c, th), A = epoch_curve_A(c, th);
+        double rr = S > 1e-250 ? A / S : r_prev; /* work rate of an epoch alive at u */
+        double du = u - w->u[i - 1];
+        w->u[i] = u, w->S[i] = S;
+        w->IS[i] = w->IS[i - 1] + 0.5 * (S + s_prev) * du;
+        w->IA[i] = w->IA[i - 1] + 0.5 * (A + a_prev) * du;
+        w->W[i] = w->W[i - 1] + 0.5 * (rr + r_prev) * du;
+        s_prev = S, a_prev = A, r_prev = rr;
+    }
+    w->up = w->IS[n - 1];
+    return isfinite(w->up) && w->up > 0 ? 0 : -1;
+}
+
+void epoch_wall_free(FtEpochWall *w)
+{
+    free(w->u), free(w->S), free(w->IS), free(w->IA), free(w->W);
+    memset(w, 0, sizeof *w);
+}
+
+/* index i with u[i] <= x < u[i+1] (clamped) */
+static int wall_find(const double *y, int n, double x)
+{
+    int lo = 0, hi = n - 1;
+    if (x <= y[0]) return 0;
+    if (x >= y[n - 1]) return n - 2;
+    while (hi - lo > 1) {
+        int mid = (lo + hi) / 2;
+        if (y[mid] <= x) lo = mid;
+        else hi = mid;
+    }
+    return lo;
+}
+
+double epoch_wall_at(const FtEpochWall *w, const double *y, double u)
+{
+    if (u >= w->u[w->n - 1]) return y == w->S ? 0 : y[w->n - 1];
+    int i = wall_find(w->u, w->n, u);
+    double f = (u - w->u[i]) / (w->u[i + 1] - w->u[i]);
+    return (1 - f) * y[i] + f * y[i + 1];
+}
+
+double epoch_wall_inv(const FtEpochWall *w, const double *y, double v)
+{
+    if (v >= y[w->n - 1]) { /* beyond the table: continue at the last slope */
+        double sl = (y[w->n - 1] - y[w->n - 2]) / (w->u[w->n - 1] - w->u[w->n - 2]);
+        return w->u[w->n - 1] + (sl > 0 ? (v - y[w->n - 1]) / sl : INFINITY);
+    }
+    int i = wall_find(y, w->n, v);
+    double d = y[i + 1] - y[i];
+    return w->u[i] + (d > 0 ? (v - y[i]) / d : 0) * (w->u[i + 1] - w->u[i]);
 }

@@ -1,26 +1,37 @@
 /* analytic_opt.c: the joint optimizer: expected time-to-train of a cluster under each policy,
  * minimized over the redundancy r and the checkpoint interval (fixed, or growing over the run).
  *
- * Model (assumptions listed in analytic.h). A policy at r has, from the ring / replication
- * counts, a mean epoch up-time of up_units / lam_g (lam_g = the failure rate of one group in
- * use, up_units = sum_k P(T > k) / (M - k)) and a time-averaged throughput thr (1/depth for
- * SPARe, floor(N/r)/N for replication, 1 for checkpoint-only). Wipe-outs are a Poisson process of
- * rate lam_w = lam_g / up_units during compute; the run is W/thr seconds of compute cut into
- * pieces of tau/thr, each followed by a checkpoint C (not the last), and a piece of x seconds
- * of compute costs (e^(lam_w (x + C)) - 1)(1/lam_w + D) (analytic_segment_time).
+ * Model (assumptions listed in analytic.h). A policy at r gives, from the ring / replication
+ * counts, the distribution of an epoch (restart to wipe-out) against the time since its start
+ * and the mean throughput of an epoch still up at that time (analytic_epoch.c: uniformized
+ * stages, the failure law's rate and the simulator's replacement rule). Work is checkpointed
+ * after every tau seconds of it (C seconds per checkpoint, none after the last piece), and a
+ * wipe-out loses the piece in progress and costs D = restart + detection latency.
  *
- * The failure law enters through lam_g(t) = gpus_per_replica * m(t), m the renewal density of
- * one GPU slot (analytic_renewal.c): every GPU starts new at t = 0 and a failed GPU is replaced
- * by a new one. With the exponential law m = 1/gpu_mtbf and the sum over pieces is exact for
- * that model. With Weibull the rate changes over the run (shape < 1: high at the start, falling
- * towards 1/gpu_mtbf as the slots' ages spread), and the run is integrated piece by piece in wall
- * time: a piece starting at t costs the segment time at the rate averaged over the piece's own
- * expected span [t, t + P] (a fixed point, two iterations), and runs of identical pieces are
- * taken in batches whose span is at most BATCH_FRAC of the elapsed time (the rate changes by a
- * fraction ~BATCH_FRAC over a batch, so the error of the batching is second order in it).
- * Quasi-static: each piece sees the steady state of its own rate, which holds when the rate
- * changes little over an epoch plus a restart; the first minutes of a run of new GPUs break it,
- * at a cost of a few pieces out of thousands. */
+ * The piece chain. Let u_0 = 0 and u_{j+1} = the time since the restart at which a piece started
+ * at u_j is done (its work at the epoch's throughput, then C). A piece starts at u_j ("state
+ * j") or, after a wipe-out, at u_0; the next piece starts in state j + 1 when this one needed no
+ * retry, else in state 1. With S(u) = P(epoch up-time > u), IS = int S:
+ *   p_j = S(u_{j+1}) / S(u_j)                       (no wipe-out during the piece)
+ *   E_0' = (IS(u_1) + (1 - p_0) D) / p_0            (a piece from the start of an epoch)
+ *   E_j = (IS(u_{j+1}) - IS(u_j)) / S(u_j) + (1 - p_j)(D + E_0')
+ * States j >= 1 recur with weights S(u_j) (a renewal at each state 1), so a piece takes
+ * T = sum_{j>=1} S(u_j) E_j / sum_{j>=1} S(u_j) on average, and the run's expected time is the
+ * sum over its pieces (linearity), T each, the last one without its checkpoint, plus the start's
+ * bias (the first pieces begin fresh epochs: sum_i (q_i . E - T) over the chain from state 0).
+ * With a constant hazard (checkpoint-only, exponential) S = e^(-lam u), p_j = e^(-lam (tau + C))
+ * and T = (e^(lam (tau + C)) - 1)(1/lam + D): the exact model of analytic_ckpt.c. With r > 1 the
+ * epoch's hazard grows with its age (no wipe-out before r failures) and T uses it, rather than a
+ * Poisson process of wipe-outs.
+ *
+ * Over the run. The law enters through lam_g(t) = gpus_per_replica * m(t), m the renewal density
+ * of one GPU slot (analytic_renewal.c). With the exponential law it is constant and the sum above
+ * is the whole run. With Weibull the epoch is tabulated at NCORR wall times t_i (log-spaced up to
+ * twice the run's length) and the run is integrated in wall time: pieces are taken in batches
+ * whose span is at most BATCH_FRAC of the elapsed time, each at T interpolated in log t at the
+ * batch's midpoint (predictor-corrector). Quasi-static: each piece sees the steady state of its
+ * own rate, which holds when the rate changes little over an epoch plus a restart; the first
+ * minutes of a run of new GPUs break it, at a cost of a few pieces out of thousands. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -31,6 +42,8 @@
 #define MC_TRIALS 600
 #define BATCH_FRAC 0.004
 #define RENEWAL_CELLS 4096
+#define NCORR 20
+#define JMAX 200000 /* states of the piece chain */
 
 int cluster_groups(const FtCluster *c)
 {
@@ -63,19 +76,16 @@ double analytic_group_rate(const FtFailModel *m, double t0, double t1)
 
 /* ---- one policy at one r: the rate-free part -------------------------------------------------- */
 
-#define NCORR 20
-
 struct pol {
     int policy, r;
-    double thr;      /* work per second of compute */
-    double up_units; /* mean epoch up-time x lam_g */
+    double thr;      /* time-averaged throughput of an epoch (rate-free) */
+    double up_units; /* mean epoch up-time x lam_g (rate-free) */
     double mu, depth;
     int exact;
     FtEpochCurve curve;
-    /* the epoch in wall time against the rate-free one, at times t[i] of the run (log-spaced;
-     * Weibull only): up = up_units / lam_g x rho[i], throughput thr_t[i] */
-    int nc;
-    double lt[NCORR], rho[NCORR], thr_t[NCORR];
+    int nw;           /* epochs in wall time: one (memoryless law) or NCORR at times e^lt[i] */
+    double lt[NCORR];
+    FtEpochWall wall[NCORR];
 };
 
 static int pol_init(const FtFailModel *m, int policy, int r, struct pol *p)
@@ -106,58 +116,148 @@ static int pol_init(const FtFailModel *m, int policy, int r, struct pol *p)
     return 0;
 }
 
-static void pol_free(struct pol *p) { epoch_curve_free(&p->curve); }
-
-/* The aligned-replacement correction at NCORR times up to t_end (analytic_epoch.c). */
-static void pol_correct(const FtFailModel *m, struct pol *p, double t_end)
+static void pol_walls_free(struct pol *p)
 {
-    p->nc = 0;
-    if (m->gpu.law != FT_LAW_WEIBULL || !(t_end > 0) || !isfinite(t_end)) return;
+    for (int i = 0; i < p->nw; i++) epoch_wall_free(&p->wall[i]);
+    p->nw = 0;
+}
+
+static void pol_free(struct pol *p)
+{
+    pol_walls_free(p);
+    epoch_curve_free(&p->curve);
+}
+
+static int law_memoryless(const FtFailModel *m)
+{
+    return m->gpu.law != FT_LAW_WEIBULL || m->gpu.shape == 1.0;
+}
+
+/* The epochs in wall time over a run of about t_end (one when the rate is constant). */
+static int pol_walls(const FtFailModel *m, struct pol *p, double t_end)
+{
+    pol_walls_free(p);
     const double D = m->c.restart + m->c.latency;
-    for (int i = 0; i < NCORR; i++) {
-        double t = t_end * ldexp(1.0, i - NCORR + 1);
-        double lam = analytic_group_rate(m, t, t * 1.05);
-        double up, work;
-        if (epoch_real(&p->curve, &m->gpu, lam, D, &up, &work)) {
-            p->nc = 0;
-            return;
+    int n = law_memoryless(m) ? 1 : NCORR;
+    if (!(t_end > 0) || !isfinite(t_end)) t_end = m->c.steps * m->c.step;
+    for (int i = 0; i < n; i++) {
+        double t = t_end * ldexp(1.0, i - n + 1);
+        double lam = n == 1 ? analytic_group_rate(m, 0, 1) : analytic_group_rate(m, t, t * 1.05);
+        if (epoch_wall_init(&p->wall[i], &p->curve, &m->gpu, lam, D)) {
+            pol_walls_free(p);
+            return -1;
         }
         p->lt[i] = log(t);
-        p->rho[i] = up / (p->up_units / lam);
-        p->thr_t[i] = work / up;
+        p->nw = i + 1;
     }
-    p->nc = NCORR;
+    return 0;
 }
 
-/* rho and the throughput at wall time t */
-static void pol_at(const struct pol *p, double t, double *rho, double *thr)
+/* ---- the piece chain on one epoch ------------------------------------------------------------- */
+
+struct chain {
+    double T;      /* stationary expected time of a piece (tau of work + C) */
+    double T_last; /* the same for the last piece (x_last of work, no checkpoint) */
+    double fails;  /* expected wipe-outs per piece */
+    double bias;   /* sum over the pieces of a run started fresh of (expected time - T) */
+};
+
+/* the time since the restart at which a piece started at u is done */
+static double piece_end(const FtEpochWall *w, double u, double x, double c)
 {
-    *rho = 1, *thr = p->thr;
-    if (p->nc == 0) return;
-    double x = t > 0 ? log(t) : -INFINITY;
-    if (x <= p->lt[0]) {
-        *rho = p->rho[0], *thr = p->thr_t[0];
+    return epoch_wall_inv(w, w->W, epoch_wall_at(w, w->W, u) + x) + c;
+}
+
+/* One piece from state u: no-retry probability, expected time of the attempt. */
+static void attempt(const FtEpochWall *w, double u, double x, double c, double *p, double *att, double *S0)
+{
+    double S = epoch_wall_at(w, w->S, u), v = piece_end(w, u, x, c);
+    *S0 = S;
+    if (!(S > 0)) {
+        *p = 0, *att = 0;
         return;
     }
-    if (x >= p->lt[p->nc - 1]) {
-        *rho = p->rho[p->nc - 1], *thr = p->thr_t[p->nc - 1];
-        return;
-    }
-    int i = 0;
-    while (x > p->lt[i + 1]) i++;
-    double f = (x - p->lt[i]) / (p->lt[i + 1] - p->lt[i]);
-    *rho = (1 - f) * p->rho[i] + f * p->rho[i + 1];
-    *thr = (1 - f) * p->thr_t[i] + f * p->thr_t[i + 1];
+    *p = epoch_wall_at(w, w->S, v) / S;
+    *att = (epoch_wall_at(w, w->IS, v) - epoch_wall_at(w, w->IS, u)) / S;
 }
 
-static double wipe_rate(const FtFailModel *m, const struct pol *p, double t0, double t1)
+static int chain_eval(const FtEpochWall *w, double x, double c, double D, double x_last, int want_bias,
+                      struct chain *o)
 {
-    double rho, thr;
-    pol_at(p, t0, &rho, &thr);
-    return analytic_group_rate(m, t0, t1) / (p->up_units * rho);
+    memset(o, 0, sizeof *o);
+    double p0, a0, s0, pl0, al0;
+    attempt(w, 0, x, c, &p0, &a0, &s0);
+    attempt(w, 0, x_last, 0, &pl0, &al0, &s0);
+    if (!(p0 > 0) || !(pl0 > 0)) {
+        o->T = o->T_last = INFINITY;
+        return -1;
+    }
+    double E0 = (a0 + (1 - p0) * D) / p0, El0 = (al0 + (1 - pl0) * D) / pl0;
+    long double sw = 0, sT = 0, sL = 0, sF = 0;
+    double u = piece_end(w, 0, x, c), *pj = NULL, *Ej = NULL;
+    int cap = 0, J = 0;
+    if (want_bias) {
+        cap = 1024;
+        pj = malloc((size_t)cap * sizeof *pj), Ej = malloc((size_t)cap * sizeof *Ej);
+        if (!pj || !Ej) want_bias = 0;
+        else pj[0] = p0, Ej[0] = a0 + (1 - p0) * (D + E0), J = 1;
+    }
+    for (int j = 1; j < JMAX; j++) {
+        double p, a, S, pl, al;
+        attempt(w, u, x, c, &p, &a, &S);
+        if (!(S > 1e-16)) break;
+        attempt(w, u, x_last, 0, &pl, &al, &S);
+        double E = a + (1 - p) * (D + E0);
+        sw += S, sT += S * E, sF += S * (1 - p) / p0;
+        sL += S * (al + (1 - pl) * (D + El0));
+        if (want_bias) {
+            if (J == cap) {
+                cap *= 2;
+                double *a2 = realloc(pj, (size_t)cap * sizeof *pj), *b2 = realloc(Ej, (size_t)cap * sizeof *Ej);
+                if (a2) pj = a2;
+                if (b2) Ej = b2;
+                if (!a2 || !b2) want_bias = 0;
+            }
+            if (want_bias) pj[J] = p, Ej[J] = E, J++;
+        }
+        u = piece_end(w, u, x, c);
+        if (!isfinite(u)) break;
+    }
+    if (!(sw > 0)) { /* no piece survives a full state: a piece never completes after the first */
+        free(pj), free(Ej);
+        o->T = o->T_last = INFINITY;
+        return -1;
+    }
+    o->T = (double)(sT / sw), o->T_last = (double)(sL / sw), o->fails = (double)(sF / sw);
+    if (want_bias) { /* the chain from state 0: q_{i+1}(j+1) = q_i(j) p_j, the rest to state 1 */
+        double *q = calloc((size_t)J + 1, sizeof *q), *q2 = calloc((size_t)J + 1, sizeof *q2);
+        if (q && q2) {
+            q[0] = 1;
+            long double b = 0;
+            for (int i = 0; i < 50 * J + 1000; i++) {
+                long double cost = 0, reset = 0;
+                for (int j = 0; j < J; j++) cost += q[j] * Ej[j];
+                b += cost - o->T;
+                if (fabsl(cost - o->T) < 1e-13 * o->T && i > J) break;
+                memset(q2, 0, ((size_t)J + 1) * sizeof *q2);
+                for (int j = 0; j < J; j++) {
+                    double stay = j == 0 ? 0 : q[j] * pj[j];
+                    if (j + 1 < J) q2[j + 1] += stay;
+                    reset += q[j] - stay;
+                }
+                q2[1] += (double)reset;
+                double *t = q;
+                q = q2, q2 = t;
+            }
+            o->bias = (double)b;
+        }
+        free(q), free(q2);
+    }
+    free(pj), free(Ej);
+    return 0;
 }
 
-/* ---- the run, piece by piece ------------------------------------------------------------------ */
+/* ---- the run ---------------------------------------------------------------------------------- */
 
 struct run_out {
     double ttt, wipeouts, pieces;
@@ -169,53 +269,103 @@ static double sched_tau(const FtSched *s, double t, int *i)
     return s->tau[*i];
 }
 
-/* Expected wall time of `x` work plus a checkpoint c starting at t, at the rate averaged over
- * the span of nb such pieces; *lw gets that wipe-out rate. */
-static double piece_at(const FtFailModel *m, const struct pol *p, double t, double x, double c, int nb,
-                       double *lw)
+/* chains of every wall at one interval (a small cache: schedules use few intervals) */
+struct tau_cache {
+    int n;
+    double tau[FT_SCHED_MAX];
+    struct chain ch[FT_SCHED_MAX][NCORR];
+};
+
+static const struct chain *chains_for(const FtFailModel *m, const struct pol *p, struct tau_cache *tc,
+                                      double tau)
 {
+    for (int k = 0; k < tc->n; k++)
+        if (tc->tau[k] == tau) return tc->ch[k];
+    if (tc->n == FT_SCHED_MAX) tc->n = 0;
+    int k = tc->n++;
+    tc->tau[k] = tau;
     const double D = m->c.restart + m->c.latency;
-    double rho, thr;
-    pol_at(p, t, &rho, &thr);
-    double span = (x / thr + c) * nb, P = 0;
-    for (int it = 0; it < 3; it++) {
-        *lw = wipe_rate(m, p, t, t + span);
-        P = analytic_segment_time(x / thr + c, *lw, D);
-        if (!isfinite(P)) return INFINITY;
-        span = P * nb;
-    }
-    return P;
+    for (int i = 0; i < p->nw; i++)
+        if (chain_eval(&p->wall[i], tau, m->c.ckpt, D, tau, 0, &tc->ch[k][i])) {
+            tc->n--;
+            return NULL;
+        }
+    return tc->ch[k];
 }
 
-static int run_model(const FtFailModel *m, const struct pol *p, const FtSched *s, struct run_out *o)
+/* a chain quantity at wall time t: interpolated in log t between the walls */
+static void chain_at(const struct pol *p, const struct chain *ch, double t, struct chain *o)
 {
-    const double W = m->c.steps * m->c.step, C = m->c.ckpt;
-    double t = 0, w = 0, nw = 0, npieces = 0, lw;
+    if (p->nw == 1) {
+        *o = ch[0];
+        return;
+    }
+    double x = t > 0 ? log(t) : -INFINITY;
+    int i = 0;
+    if (x <= p->lt[0]) {
+        *o = ch[0];
+        return;
+    }
+    if (x >= p->lt[p->nw - 1]) {
+        *o = ch[p->nw - 1];
+        return;
+    }
+    while (x > p->lt[i + 1]) i++;
+    double f = (x - p->lt[i]) / (p->lt[i + 1] - p->lt[i]);
+    o->T = (1 - f) * ch[i].T + f * ch[i + 1].T;
+    o->T_last = (1 - f) * ch[i].T_last + f * ch[i + 1].T_last;
+    o->fails = (1 - f) * ch[i].fails + f * ch[i + 1].fails;
+}
+
+/* the wall nearest to wall time t */
+static const FtEpochWall *wall_near(const struct pol *p, double t)
+{
+    int i = 0;
+    double x = t > 0 ? log(t) : -INFINITY;
+    while (i + 1 < p->nw && fabs(p->lt[i + 1] - x) < fabs(p->lt[i] - x)) i++;
+    return &p->wall[i];
+}
+
+static int run_model(const FtFailModel *m, const struct pol *p, const FtSched *s, double bias,
+                     struct run_out *o)
+{
+    const double W = m->c.steps * m->c.step;
+    double t = 0, w = 0, nw = 0, npieces = 0;
     int si = 0;
+    struct tau_cache *tc = malloc(sizeof *tc);
+    if (!tc) return -1;
+    tc->n = 0;
     memset(o, 0, sizeof *o);
+    int rc = -1;
     for (;;) {
         double tau = sched_tau(s, t, &si), rem = W - w;
-        if (!(tau > 0)) return -1;
-        if (rem <= tau * (1 + 1e-12)) { /* the last piece: no checkpoint after it */
-            double P = piece_at(m, p, t, rem, 0, 1, &lw), rho, thr;
-            pol_at(p, t, &rho, &thr);
-            t += P, nw += expm1(lw * rem / thr), npieces++;
+        if (!(tau > 0)) goto out;
+        double nfull = ceil(rem / tau - 1e-12) - 1; /* full pieces before the last */
+        double x_last = rem - nfull * tau;
+        if (nfull < 1) { /* the last piece: no checkpoint after it */
+            struct chain cl;
+            if (chain_eval(wall_near(p, t), tau, m->c.ckpt, m->c.restart + m->c.latency, x_last, 0, &cl))
+                goto out;
+            t += cl.T_last, npieces++;
+            nw += cl.fails * x_last / tau; /* about */
             break;
         }
-        double nfull = ceil(rem / tau - 1e-12) - 1; /* full pieces before the last */
-        double P1 = piece_at(m, p, t, tau, C, 1, &lw);
-        if (!isfinite(P1)) return -1;
-        double nb = fmin(nfull, fmax(1, floor(BATCH_FRAC * t / P1)));
-        if (si + 1 < s->n) nb = fmin(nb, fmax(1, ceil((s->t[si + 1] - t) / P1)));
-        if (nb > 1) P1 = piece_at(m, p, t, tau, C, (int)fmin(nb, 1e9), &lw);
-        if (!isfinite(P1) || t > 1e300) return -1;
-        double rho, thr;
-        pol_at(p, t, &rho, &thr);
-        t += nb * P1, w += nb * tau, npieces += nb;
-        nw += nb * expm1(lw * (tau / thr + C));
+        const struct chain *ch = chains_for(m, p, tc, tau);
+        if (!ch) goto out;
+        struct chain c1, c2;
+        chain_at(p, ch, t, &c1);
+        double nb = p->nw == 1 ? nfull : fmin(nfull, fmax(1, floor(BATCH_FRAC * t / c1.T)));
+        if (si + 1 < s->n) nb = fmin(nb, fmax(1, ceil((s->t[si + 1] - t) / c1.T)));
+        chain_at(p, ch, t + 0.5 * nb * c1.T, &c2);
+        if (!isfinite(c2.T) || t > 1e300) goto out;
+        t += nb * c2.T, w += nb * tau, npieces += nb;
+        nw += nb * c2.fails;
     }
-    o->ttt = t, o->wipeouts = nw, o->pieces = npieces;
-    return isfinite(t) ? 0 : -1;
+    o->ttt = t + bias, o->wipeouts = nw, o->pieces = npieces;
+    rc = isfinite(o->ttt) ? 0 : -1;
+out:
+    free(tc);
+    return rc;
 }
 
 static void plan_fill(const FtFailModel *m, const struct pol *p, const struct run_out *o, FtPlan *out)
@@ -242,10 +392,10 @@ static double ttt_fixed(const FtFailModel *m, const struct pol *p, double tau)
 {
     FtSched s = {.n = 1, .t = {0}, .tau = {round_steps(m, tau)}};
     struct run_out o;
-    return run_model(m, p, &s, &o) ? INFINITY : o.ttt;
+    return run_model(m, p, &s, 0, &o) ? INFINITY : o.ttt;
 }
 
-/* golden section on log(tau) of f over [lo, hi] */
+/* golden section on log(x) of f over [lo, hi] */
 static double golden(double (*f)(const FtFailModel *, const struct pol *, double, const void *),
                      const FtFailModel *m, const struct pol *p, const void *ctx, double lo, double hi)
 {
@@ -273,26 +423,35 @@ static double f_fixed(const FtFailModel *m, const struct pol *p, double tau, con
     return ttt_fixed(m, p, tau);
 }
 
-/* the locally optimal interval (work seconds) for the wipe-out rate around wall time t */
-static double tau_local(const FtFailModel *m, const struct pol *p, double t0, double t1)
+/* the interval (work seconds) that is optimal for the wipe-outs around wall time t, taken as
+ * Poisson at the epoch's mean rate (a starting point and the schedule's shape) */
+static double tau_local(const FtFailModel *m, const struct pol *p, double t)
 {
-    double lw = wipe_rate(m, p, t0, t1), rho, thr;
-    pol_at(p, t0, &rho, &thr);
-    return thr * analytic_ckpt_opt(m->c.ckpt, lw);
+    const FtEpochWall *w = wall_near(p, t);
+    double thr = w->IA[w->n - 1] / w->up;
+    return thr * analytic_ckpt_opt(m->c.ckpt, 1.0 / w->up);
+}
+
+/* the start's bias at the interval tau, from the wall of the first cycles */
+static double start_bias(const FtFailModel *m, const struct pol *p, double tau)
+{
+    const double D = m->c.restart + m->c.latency;
+    const FtEpochWall *w = wall_near(p, 3 * (p->wall[0].up + D));
+    struct chain ch;
+    if (chain_eval(w, tau, m->c.ckpt, D, tau, 1, &ch)) return 0;
+    return ch.bias;
 }
 
 static int plan_fixed(const FtFailModel *m, struct pol *p, double interval, FtPlan *out)
 {
     const double W = m->c.steps * m->c.step;
     double tau = interval;
-    /* the replacement correction over a generous span of the run */
-    double t_guess = ttt_fixed(m, p, tau > 0 ? tau : fmin(W, tau_local(m, p, 0, W)));
-    pol_correct(m, p, 2 * (isfinite(t_guess) ? t_guess : W));
+    /* the epochs over a generous span of the run: twice a first estimate of its length */
+    if (pol_walls(m, p, 4 * W)) return -1;
+    double t_guess = ttt_fixed(m, p, tau > 0 ? tau : fmin(W, tau_local(m, p, W)));
+    if (pol_walls(m, p, 2 * (isfinite(t_guess) ? t_guess : W))) return -1;
     if (!(tau > 0)) {
-        /* bracket around the interval that is optimal at the run's mean rate */
-        double t_est = ttt_fixed(m, p, fmin(W, tau_local(m, p, 0, W)));
-        if (!isfinite(t_est)) t_est = W;
-        double t0 = fmin(W, tau_local(m, p, 0, t_est));
+        double t0 = fmin(W, tau_local(m, p, t_guess));
         if (!isfinite(t0) || !(t0 > 0)) t0 = W;
         double lo = fmax(m->c.step, t0 / 8), hi = fmin(W, t0 * 8);
         tau = lo < hi ? golden(f_fixed, m, p, NULL, lo, hi) : fmin(W, lo);
@@ -300,7 +459,7 @@ static int plan_fixed(const FtFailModel *m, struct pol *p, double interval, FtPl
     tau = fmin(round_steps(m, tau), round_steps(m, W));
     FtSched s = {.n = 1, .t = {0}, .tau = {tau}};
     struct run_out o;
-    if (run_model(m, p, &s, &o)) return -1;
+    if (run_model(m, p, &s, start_bias(m, p, tau), &o)) return -1;
     plan_fill(m, p, &o, out);
     out->interval = tau;
     out->sched = s;
@@ -331,16 +490,15 @@ int analytic_plan(const FtCluster *c, int policy, int r, double interval, FtPlan
 
 /* The schedule scale x tau_local on FT_SCHED_MAX wall-time segments of geometric widths up to
  * t_end: segment i covers [t_end 2^(i - n + 1), t_end 2^(i - n + 2)) (the first from 0), its
- * interval is the local optimum at the segment's rate. */
+ * interval is the local optimum at the segment's geometric middle. */
 static void sched_build(const FtFailModel *m, const struct pol *p, double t_end, double scale, FtSched *s)
 {
     const double W = m->c.steps * m->c.step;
     int n = FT_SCHED_MAX;
     s->n = n;
     for (int i = 0; i < n; i++) {
-        double a = i == 0 ? 0 : t_end * ldexp(1.0, i - n + 1), b = t_end * ldexp(1.0, i - n + 2);
-        if (i == n - 1) b = 4 * t_end;
-        double tau = scale * tau_local(m, p, a, b);
+        double a = i == 0 ? 0 : t_end * ldexp(1.0, i - n + 1);
+        double tau = scale * tau_local(m, p, t_end * ldexp(1.0, i - n + 1) * M_SQRT2);
         if (!isfinite(tau) || !(tau > 0)) tau = W;
         s->t[i] = a;
         s->tau[i] = fmin(round_steps(m, tau), round_steps(m, W));
@@ -348,7 +506,7 @@ static void sched_build(const FtFailModel *m, const struct pol *p, double t_end,
 }
 
 struct sched_ctx {
-    double t_end;
+    double t_end, bias;
 };
 
 static double f_sched(const FtFailModel *m, const struct pol *p, double scale, const void *ctx)
@@ -357,7 +515,7 @@ static double f_sched(const FtFailModel *m, const struct pol *p, double scale, c
     FtSched s;
     sched_build(m, p, x->t_end, scale, &s);
     struct run_out o;
-    return run_model(m, p, &s, &o) ? INFINITY : o.ttt;
+    return run_model(m, p, &s, x->bias, &o) ? INFINITY : o.ttt;
 }
 
 int analytic_plan_sched(const FtFailModel *m, const FtPlan *fixed, FtPlan *out)
@@ -365,20 +523,23 @@ int analytic_plan_sched(const FtFailModel *m, const FtPlan *fixed, FtPlan *out)
     struct pol p;
     memset(out, 0, sizeof *out);
     if (pol_init(m, fixed->policy, fixed->r, &p)) return -1;
-    pol_correct(m, &p, 2 * fixed->ttt);
+    int rc = -1;
+    if (pol_walls(m, &p, 2 * fixed->ttt)) goto out;
     struct sched_ctx x = {.t_end = fixed->ttt};
     double scale = golden(f_sched, m, &p, &x, 0.5, 2.0);
     FtSched s;
     sched_build(m, &p, x.t_end, scale, &s);
+    x.bias = start_bias(m, &p, s.tau[0]);
     struct run_out o;
-    int rc = run_model(m, &p, &s, &o);
-    if (!rc) plan_fill(m, &p, &o, out);
-    pol_free(&p);
-    if (rc) return -1;
+    if (run_model(m, &p, &s, x.bias, &o)) goto out;
+    plan_fill(m, &p, &o, out);
     out->sched = s;
     out->interval = s.tau[s.n - 1];
     out->sched_scale = scale;
-    return 0;
+    rc = 0;
+out:
+    pol_free(&p);
+    return rc;
 }
 
 int analytic_optimize(const FtCluster *c, int r_max, FtPlan *best, FtPlan *all)

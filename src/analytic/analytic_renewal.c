@@ -110,7 +110,7 @@ int renewal_init(FtRenewal *rn, int law, double shape, double mean, double tfine
 {
     memset(rn, 0, sizeof *rn);
     if (!(mean > 0) || !(tfine > 0) || n < 2) return -1;
-    rn->law = law == FT_LAW_WEIBULL && shape != 1.0 ? FT_LAW_WEIBULL : FT_LAW_EXP;
+    rn->law = law == FT_LAW_WEIBULL ? FT_LAW_WEIBULL : FT_LAW_EXP;
     rn->shape = rn->law == FT_LAW_WEIBULL ? shape : 1.0;
     rn->mean = mean;
     if (rn->law == FT_LAW_EXP) return 0; /* M(t) = t / mean, nothing to tabulate */
