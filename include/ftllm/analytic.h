@@ -305,7 +305,8 @@ double epoch_wall_inv(const FtEpochWall *w, const double *y, double v); /* u: y(
 typedef struct ft_fail_model {
     FtCluster c;
     int N;
-    FtRenewal gpu; /* one GPU slot */
+    FtRenewal gpu;  /* one GPU slot */
+    double t_span;  /* wall time up to which the plans tabulate their epochs */
 } FtFailModel;
 
 int analytic_fail_init(FtFailModel *m, const FtCluster *c); /* 0 or -1 */

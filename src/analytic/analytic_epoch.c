@@ -35,7 +35,7 @@
 
 #define CURVE_POINTS 2048
 #define U_POINTS 800 /* Simpson on log u, an even count of intervals */
-#define WALL_POINTS 1601
+#define WALL_POINTS 1201
 
 /* sum_j Pois(j; mu) x[j] and the same for y, j < n: weights by recurrence from the mode */
 static void pois_sum2(const double *x, const double *y, int n, double mu, double *sx, double *sy)

@@ -33,6 +33,7 @@
  * own rate, which holds when the rate changes little over an epoch plus a restart; the first
  * minutes of a run of new GPUs break it, at a cost of a few pieces out of thousands. */
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -42,7 +43,7 @@
 #define MC_TRIALS 600
 #define BATCH_FRAC 0.004
 #define RENEWAL_CELLS 4096
-#define NCORR 20
+#define NCORR 24
 #define JMAX 200000 /* states of the piece chain */
 
 int cluster_groups(const FtCluster *c)
@@ -64,6 +65,7 @@ int analytic_fail_init(FtFailModel *m, const FtCluster *c)
     double tau = analytic_ckpt_opt(c->ckpt, lam);
     double est = analytic_ckpt_time(W, isfinite(tau) && tau > 0 ? tau : W, c->ckpt, lam, c->restart + c->latency);
     if (!isfinite(est) || est > 1e30) est = 1e30;
+    m->t_span = fmin(2 * fmax(est, W), 1e3 * W); /* the plans' epochs are tabulated up to here */
     return renewal_init(&m->gpu, c->law, c->weibull_shape, c->gpu_mtbf, fmax(3 * est, W), RENEWAL_CELLS);
 }
 
@@ -133,13 +135,14 @@ static int law_memoryless(const FtFailModel *m)
     return m->gpu.law != FT_LAW_WEIBULL || m->gpu.shape == 1.0;
 }
 
-/* The epochs in wall time over a run of about t_end (one when the rate is constant). */
-static int pol_walls(const FtFailModel *m, struct pol *p, double t_end)
+/* The epochs in wall time at NCORR times up to t_span (log-spaced by 2: from a fraction of a
+ * cycle to beyond the longest plan's run; one when the rate is constant). */
+static int pol_walls(const FtFailModel *m, struct pol *p)
 {
     pol_walls_free(p);
     const double D = m->c.restart + m->c.latency;
     int n = law_memoryless(m) ? 1 : NCORR;
-    if (!(t_end > 0) || !isfinite(t_end)) t_end = m->c.steps * m->c.step;
+    double t_end = m->t_span;
     for (int i = 0; i < n; i++) {
         double t = t_end * ldexp(1.0, i - n + 1);
         double lam = n == 1 ? analytic_group_rate(m, 0, 1) : analytic_group_rate(m, t, t * 1.05);
@@ -155,12 +158,21 @@ static int pol_walls(const FtFailModel *m, struct pol *p, double t_end)
 
 /* ---- the piece chain on one epoch ------------------------------------------------------------- */
 
+/* The chain of one wall at one interval: states j = 0..J-1 (a piece starting at u_j since the
+ * restart), no-retry probabilities p_j, expected times E_j (retries included), stationary weights
+ * S(u_j) of the states j >= 1, and the stationary mean time and wipe-outs per piece. */
 struct chain {
-    double T;      /* stationary expected time of a piece (tau of work + C) */
-    double T_last; /* the same for the last piece (x_last of work, no checkpoint) */
-    double fails;  /* expected wipe-outs per piece */
-    double bias;   /* sum over the pieces of a run started fresh of (expected time - T) */
+    int J;
+    double *u, *p, *E, *S;
+    double E0;  /* E_0': a piece from the start of an epoch, retries included */
+    double T, fails;
 };
+
+static void chain_free(struct chain *c)
+{
+    free(c->u), free(c->p), free(c->E), free(c->S);
+    memset(c, 0, sizeof *c);
+}
 
 /* the time since the restart at which a piece started at u is done */
 static double piece_end(const FtEpochWall *w, double u, double x, double c)
@@ -168,7 +180,7 @@ static double piece_end(const FtEpochWall *w, double u, double x, double c)
     return epoch_wall_inv(w, w->W, epoch_wall_at(w, w->W, u) + x) + c;
 }
 
-/* One piece from state u: no-retry probability, expected time of the attempt. */
+/* One piece from state u: no-retry probability, expected time of the attempt; S(u) in *S0. */
 static void attempt(const FtEpochWall *w, double u, double x, double c, double *p, double *att, double *S0)
 {
     double S = epoch_wall_at(w, w->S, u), v = piece_end(w, u, x, c);
@@ -181,79 +193,70 @@ static void attempt(const FtEpochWall *w, double u, double x, double c, double *
     *att = (epoch_wall_at(w, w->IS, v) - epoch_wall_at(w, w->IS, u)) / S;
 }
 
-static int chain_eval(const FtEpochWall *w, double x, double c, double D, double x_last, int want_bias,
-                      struct chain *o)
+static int chain_push(struct chain *c, int *cap, double u, double p, double E, double S)
+{
+    if (c->J == *cap) {
+        int nc = *cap ? 2 * *cap : 256;
+        double *a = realloc(c->u, (size_t)nc * sizeof *a);
+        if (a) c->u = a;
+        double *b = realloc(c->p, (size_t)nc * sizeof *b);
+        if (b) c->p = b;
+        double *d = realloc(c->E, (size_t)nc * sizeof *d);
+        if (d) c->E = d;
+        double *e = realloc(c->S, (size_t)nc * sizeof *e);
+        if (e) c->S = e;
+        if (!a || !b || !d || !e) return -1;
+        *cap = nc;
+    }
+    c->u[c->J] = u, c->p[c->J] = p, c->E[c->J] = E, c->S[c->J] = S, c->J++;
+    return 0;
+}
+
+static int chain_build(const FtEpochWall *w, double x, double c, double D, struct chain *o)
 {
     memset(o, 0, sizeof *o);
-    double p0, a0, s0, pl0, al0;
+    int cap = 0;
+    double p0, a0, s0;
     attempt(w, 0, x, c, &p0, &a0, &s0);
-    attempt(w, 0, x_last, 0, &pl0, &al0, &s0);
-    if (!(p0 > 0) || !(pl0 > 0)) {
-        o->T = o->T_last = INFINITY;
-        return -1;
+    if (!(p0 > 0)) { /* a piece never completes at this wall's rate: infinite time */
+        if (chain_push(o, &cap, 0, 0, INFINITY, 1) || chain_push(o, &cap, 0, 0, INFINITY, 1)) goto fail;
+        o->E0 = o->T = INFINITY, o->fails = INFINITY;
+        return 0;
     }
-    double E0 = (a0 + (1 - p0) * D) / p0, El0 = (al0 + (1 - pl0) * D) / pl0;
-    long double sw = 0, sT = 0, sL = 0, sF = 0;
-    double u = piece_end(w, 0, x, c), *pj = NULL, *Ej = NULL;
-    int cap = 0, J = 0;
-    if (want_bias) {
-        cap = 1024;
-        pj = malloc((size_t)cap * sizeof *pj), Ej = malloc((size_t)cap * sizeof *Ej);
-        if (!pj || !Ej) want_bias = 0;
-        else pj[0] = p0, Ej[0] = a0 + (1 - p0) * (D + E0), J = 1;
-    }
-    for (int j = 1; j < JMAX; j++) {
-        double p, a, S, pl, al;
+    o->E0 = (a0 + (1 - p0) * D) / p0;
+    if (chain_push(o, &cap, 0, p0, a0 + (1 - p0) * (D + o->E0), 1)) goto fail;
+    long double sw = 0, sT = 0, sF = 0;
+    double u = piece_end(w, 0, x, c);
+    for (int j = 1; j < JMAX && isfinite(u); j++) {
+        double p, a, S;
         attempt(w, u, x, c, &p, &a, &S);
-        if (!(S > 1e-16)) break;
-        attempt(w, u, x_last, 0, &pl, &al, &S);
-        double E = a + (1 - p) * (D + E0);
+        if (!(S > 1e-16) && j > 1) break;
+        if (!(S > 1e-300)) S = 1e-300, p = 0, a = 0; /* state 1 is always there: a retry leads to it */
+        double E = a + (1 - p) * (D + o->E0);
+        if (chain_push(o, &cap, u, p, E, S)) goto fail;
         sw += S, sT += S * E, sF += S * (1 - p) / p0;
-        sL += S * (al + (1 - pl) * (D + El0));
-        if (want_bias) {
-            if (J == cap) {
-                cap *= 2;
-                double *a2 = realloc(pj, (size_t)cap * sizeof *pj), *b2 = realloc(Ej, (size_t)cap * sizeof *Ej);
-                if (a2) pj = a2;
-                if (b2) Ej = b2;
-                if (!a2 || !b2) want_bias = 0;
-            }
-            if (want_bias) pj[J] = p, Ej[J] = E, J++;
-        }
         u = piece_end(w, u, x, c);
-        if (!isfinite(u)) break;
     }
-    if (!(sw > 0)) { /* no piece survives a full state: a piece never completes after the first */
-        free(pj), free(Ej);
-        o->T = o->T_last = INFINITY;
-        return -1;
+    if (!(sw > 0)) goto fail; /* no piece gets past the first state: the interval is too long */
+    o->T = (double)(sT / sw), o->fails = (double)(sF / sw);
+    return 0;
+fail:
+    chain_free(o);
+    return -1;
+}
+
+/* The last piece (x of work, no checkpoint) from each state of c: expected time into El[j]. */
+static int chain_last(const FtEpochWall *w, const struct chain *c, double x, double D, double *El)
+{
+    double p0, a0, s0;
+    attempt(w, 0, x, 0, &p0, &a0, &s0);
+    if (!(p0 > 0)) return -1;
+    double E0 = (a0 + (1 - p0) * D) / p0;
+    for (int j = 0; j < c->J; j++) {
+        double p, a, S;
+        attempt(w, c->u[j], x, 0, &p, &a, &S);
+        El[j] = S > 0 ? a + (1 - p) * (D + E0) : E0;
     }
-    o->T = (double)(sT / sw), o->T_last = (double)(sL / sw), o->fails = (double)(sF / sw);
-    if (want_bias) { /* the chain from state 0: q_{i+1}(j+1) = q_i(j) p_j, the rest to state 1 */
-        double *q = calloc((size_t)J + 1, sizeof *q), *q2 = calloc((size_t)J + 1, sizeof *q2);
-        if (q && q2) {
-            q[0] = 1;
-            long double b = 0;
-            for (int i = 0; i < 50 * J + 1000; i++) {
-                long double cost = 0, reset = 0;
-                for (int j = 0; j < J; j++) cost += q[j] * Ej[j];
-                b += cost - o->T;
-                if (fabsl(cost - o->T) < 1e-13 * o->T && i > J) break;
-                memset(q2, 0, ((size_t)J + 1) * sizeof *q2);
-                for (int j = 0; j < J; j++) {
-                    double stay = j == 0 ? 0 : q[j] * pj[j];
-                    if (j + 1 < J) q2[j + 1] += stay;
-                    reset += q[j] - stay;
-                }
-                q2[1] += (double)reset;
-                double *t = q;
-                q = q2, q2 = t;
-            }
-            o->bias = (double)b;
-        }
-        free(q), free(q2);
-    }
-    free(pj), free(Ej);
     return 0;
 }
 
@@ -269,102 +272,226 @@ static double sched_tau(const FtSched *s, double t, int *i)
     return s->tau[*i];
 }
 
-/* chains of every wall at one interval (a small cache: schedules use few intervals) */
+/* the chains of every wall at the intervals a run uses (a schedule uses few) */
 struct tau_cache {
-    int n;
+    int n, nw;
     double tau[FT_SCHED_MAX];
     struct chain ch[FT_SCHED_MAX][NCORR];
 };
+
+static void cache_free(struct tau_cache *tc)
+{
+    for (int k = 0; k < tc->n; k++)
+        for (int i = 0; i < tc->nw; i++) chain_free(&tc->ch[k][i]);
+    tc->n = 0;
+}
 
 static const struct chain *chains_for(const FtFailModel *m, const struct pol *p, struct tau_cache *tc,
                                       double tau)
 {
     for (int k = 0; k < tc->n; k++)
         if (tc->tau[k] == tau) return tc->ch[k];
-    if (tc->n == FT_SCHED_MAX) tc->n = 0;
-    int k = tc->n++;
-    tc->tau[k] = tau;
+    if (tc->n == FT_SCHED_MAX) return NULL;
+    int k = tc->n;
     const double D = m->c.restart + m->c.latency;
     for (int i = 0; i < p->nw; i++)
-        if (chain_eval(&p->wall[i], tau, m->c.ckpt, D, tau, 0, &tc->ch[k][i])) {
-            tc->n--;
+        if (chain_build(&p->wall[i], tau, m->c.ckpt, D, &tc->ch[k][i])) {
+            for (int j = 0; j < i; j++) chain_free(&tc->ch[k][j]);
             return NULL;
         }
+    tc->tau[k] = tau, tc->n++;
     return tc->ch[k];
 }
 
-/* a chain quantity at wall time t: interpolated in log t between the walls */
-static void chain_at(const struct pol *p, const struct chain *ch, double t, struct chain *o)
+/* the bracketing walls of wall time t and the weight of the upper one */
+static int wall_pair(const struct pol *p, double t, double *f)
 {
-    if (p->nw == 1) {
-        *o = ch[0];
-        return;
-    }
+    *f = 0;
+    if (p->nw == 1) return 0;
     double x = t > 0 ? log(t) : -INFINITY;
-    int i = 0;
-    if (x <= p->lt[0]) {
-        *o = ch[0];
-        return;
-    }
+    if (x <= p->lt[0]) return 0;
     if (x >= p->lt[p->nw - 1]) {
-        *o = ch[p->nw - 1];
-        return;
+        *f = 1;
+        return p->nw - 2;
     }
+    int i = 0;
     while (x > p->lt[i + 1]) i++;
-    double f = (x - p->lt[i]) / (p->lt[i + 1] - p->lt[i]);
-    o->T = (1 - f) * ch[i].T + f * ch[i + 1].T;
-    o->T_last = (1 - f) * ch[i].T_last + f * ch[i + 1].T_last;
-    o->fails = (1 - f) * ch[i].fails + f * ch[i + 1].fails;
+    *f = (x - p->lt[i]) / (p->lt[i + 1] - p->lt[i]);
+    return i;
 }
 
 /* the wall nearest to wall time t */
 static const FtEpochWall *wall_near(const struct pol *p, double t)
 {
-    int i = 0;
-    double x = t > 0 ? log(t) : -INFINITY;
-    while (i + 1 < p->nw && fabs(p->lt[i + 1] - x) < fabs(p->lt[i] - x)) i++;
-    return &p->wall[i];
+    double f;
+    int i = wall_pair(p, t, &f);
+    return &p->wall[p->nw == 1 ? 0 : (f < 0.5 ? i : i + 1)];
 }
 
-static int run_model(const FtFailModel *m, const struct pol *p, const FtSched *s, double bias,
-                     struct run_out *o)
+/* a state's value between two walls; past a chain's last state (mass below 1e-16 of it) its
+ * last value, or `beyond` for the stationary weights */
+static double lerp_state(const struct chain *a, const struct chain *b, const double *ya, const double *yb,
+                         double f, int j, double beyond)
 {
-    const double W = m->c.steps * m->c.step;
+    double va = j < a->J ? ya[j] : isnan(beyond) ? ya[a->J - 1] : beyond;
+    double vb = j < b->J ? yb[j] : isnan(beyond) ? yb[b->J - 1] : beyond;
+    if (f == 0) return va;
+    if (f == 1) return vb;
+    return (1 - f) * va + f * vb;
+}
+
+/* sum_j q_j E_j at wall time t (walls interpolated) */
+static double q_cost(const struct pol *p, const struct chain *ch, const double *q, int J, double t)
+{
+    double f;
+    int i = wall_pair(p, t, &f);
+    const struct chain *a = &ch[i], *b = &ch[p->nw == 1 ? 0 : i + 1];
+    long double e = 0;
+    for (int j = 0; j < J; j++)
+        if (q[j] > 0) e += q[j] * lerp_state(a, b, a->E, b->E, f, j, NAN);
+    return (double)e;
+}
+
+/* The time at which a piece starting at t from the states q is evaluated: its span's middle,
+ * E = cost(t + E/2) solved for E (by bisection where the rate changes within the piece, as at
+ * the start of a run of new GPUs); returns t + E/2. */
+static double piece_time(const struct pol *p, const struct chain *ch, const double *q, int J, double t)
+{
+    if (p->nw == 1) return t;
+    double E = q_cost(p, ch, q, J, t), E2 = E;
+    for (int it = 0; it < 4 && isfinite(E); it++) {
+        E2 = q_cost(p, ch, q, J, t + 0.5 * E);
+        if (fabs(E2 - E) < 1e-3 * E) return t + 0.5 * E2;
+        E = E2;
+    }
+    double lo = 0, hi = isfinite(E2) && E2 > 0 ? E2 : 1;
+    for (int k = 0; k < 200 && !(hi - q_cost(p, ch, q, J, t + 0.5 * hi) > 0); k++) hi *= 2;
+    for (int k = 0; k < 60; k++) {
+        double mid = 0.5 * (lo + hi);
+        if (mid - q_cost(p, ch, q, J, t + 0.5 * mid) > 0) hi = mid;
+        else lo = mid;
+    }
+    return t + 0.5 * hi;
+}
+
+/* The run from its start, piece by piece while the state distribution q (over the chain's
+ * states, interpolated between the two walls around the current time) settles, then in batches
+ * at the stationary time per piece. */
+static int run_model(const FtFailModel *m, const struct pol *p, const FtSched *s, struct run_out *o)
+{
+    const double W = m->c.steps * m->c.step, D = m->c.restart + m->c.latency;
     double t = 0, w = 0, nw = 0, npieces = 0;
-    int si = 0;
-    struct tau_cache *tc = malloc(sizeof *tc);
+    int si = 0, rc = -1, transient = 1, J = 0, jq = 1, ntr = 0;
+    double e_prev = INFINITY; /* q[j] = 0 for j >= jq */
+    struct tau_cache *tc = calloc(1, sizeof *tc);
+    double *q = NULL, *q2 = NULL, *El = NULL, *El2 = NULL, *Pi = NULL, *Ei = NULL, *Si = NULL;
+    double cf = -1, zs = 0;
+    int ci = -1, cJ = 0;
+    const struct chain *cch = NULL;
     if (!tc) return -1;
-    tc->n = 0;
+    tc->nw = p->nw;
     memset(o, 0, sizeof *o);
-    int rc = -1;
     for (;;) {
         double tau = sched_tau(s, t, &si), rem = W - w;
         if (!(tau > 0)) goto out;
-        double nfull = ceil(rem / tau - 1e-12) - 1; /* full pieces before the last */
-        double x_last = rem - nfull * tau;
-        if (nfull < 1) { /* the last piece: no checkpoint after it */
-            struct chain cl;
-            if (chain_eval(wall_near(p, t), tau, m->c.ckpt, m->c.restart + m->c.latency, x_last, 0, &cl))
-                goto out;
-            t += cl.T_last, npieces++;
-            nw += cl.fails * x_last / tau; /* about */
-            break;
-        }
         const struct chain *ch = chains_for(m, p, tc, tau);
         if (!ch) goto out;
-        struct chain c1, c2;
-        chain_at(p, ch, t, &c1);
-        double nb = p->nw == 1 ? nfull : fmin(nfull, fmax(1, floor(BATCH_FRAC * t / c1.T)));
-        if (si + 1 < s->n) nb = fmin(nb, fmax(1, ceil((s->t[si + 1] - t) / c1.T)));
-        chain_at(p, ch, t + 0.5 * nb * c1.T, &c2);
-        if (!isfinite(c2.T) || t > 1e300) goto out;
-        t += nb * c2.T, w += nb * tau, npieces += nb;
-        nw += nb * c2.fails;
+        double f;
+        int i = wall_pair(p, t, &f), i2 = p->nw == 1 ? 0 : i + 1;
+        const struct chain *a = &ch[i], *b = &ch[i2];
+        int Jn = a->J > b->J ? a->J : b->J;
+        if (Jn > J) { /* state vectors grow with the chains */
+            double *nq = realloc(q, (size_t)(Jn + 1) * sizeof *q), *nq2 = realloc(q2, (size_t)(Jn + 1) * sizeof *q2);
+            if (nq) q = nq;
+            if (nq2) q2 = nq2;
+            if (!nq || !nq2) goto out;
+            for (int j = J; j <= Jn; j++) q[j] = (j == 0 && J == 0) ? 1 : 0;
+            J = Jn;
+        }
+        int last = rem <= tau * (1 + 1e-12);
+        if (last) { /* no checkpoint after it: from the current state distribution */
+            double *ne = realloc(El, (size_t)J * sizeof *El), *ne2 = realloc(El2, (size_t)J * sizeof *El2);
+            if (ne) El = ne;
+            if (ne2) El2 = ne2;
+            if (!ne || !ne2 || chain_last(&p->wall[i], a, rem, D, El) || chain_last(&p->wall[i2], b, rem, D, El2))
+                goto out;
+            long double e = 0, z = 0;
+            if (transient) {
+                for (int j = 0; j < J && j < jq; j++) e += q[j] * lerp_state(a, b, El, El2, f, j, NAN), z += q[j];
+            } else {
+                for (int j = 1; j < J; j++) {
+                    double wj = lerp_state(a, b, a->S, b->S, f, j, 0);
+                    e += wj * lerp_state(a, b, El, El2, f, j, NAN), z += wj;
+                }
+            }
+            if (!(z > 0)) goto out;
+            t += (double)(e / z), npieces++;
+            break;
+        }
+        if (transient) { /* one piece from q, at the rate of its own span */
+            /* the time the piece is evaluated at: its middle (solved only while the rate
+             * changes within a piece, early in the run) */
+            double tm = t > 200 * e_prev ? t + 0.5 * e_prev : piece_time(p, ch, q, jq < J ? jq : J, t);
+            if (!isfinite(tm)) goto out;
+            i = wall_pair(p, tm, &f), i2 = p->nw == 1 ? 0 : i + 1;
+            a = &ch[i], b = &ch[i2];
+            /* the states between the two walls (refreshed when the time has moved on) */
+            if (i != ci || fabs(f - cf) > 0.02 || J != cJ || ch != cch) {
+                double *n1 = realloc(Pi, (size_t)J * sizeof *Pi), *n2 = realloc(Ei, (size_t)J * sizeof *Ei),
+                       *n3 = realloc(Si, (size_t)J * sizeof *Si);
+                if (n1) Pi = n1;
+                if (n2) Ei = n2;
+                if (n3) Si = n3;
+                if (!n1 || !n2 || !n3) goto out;
+                zs = 0;
+                for (int j = 0; j < J; j++) {
+                    Pi[j] = lerp_state(a, b, a->p, b->p, f, j, NAN);
+                    Ei[j] = lerp_state(a, b, a->E, b->E, f, j, NAN);
+                    Si[j] = lerp_state(a, b, a->S, b->S, f, j, 0);
+                    if (j > 0) zs += Si[j];
+                }
+                ci = i, cf = f, cJ = J, cch = ch;
+            }
+            long double e = 0, fl = 0, dist = 1, reset = 0;
+            int jn = jq < J ? jq : J;
+            for (int j = 0; j < jn; j++)
+                if (q[j] > 0) e += q[j] * Ei[j], fl += q[j] * (1 - Pi[j]) / Pi[0];
+            /* the next piece's state: j + 1 without a retry, else 1 */
+            memset(q2, 0, (size_t)(J + 1) * sizeof *q2);
+            for (int j = 0; j < jn; j++) {
+                double stay = j == 0 ? 0 : q[j] * Pi[j];
+                if (j + 1 < J) q2[j + 1] = stay;
+                else reset += stay; /* beyond the chain: negligible mass */
+                reset += q[j] - stay;
+            }
+            q2[1] += (double)reset;
+            jq = jn + 1;
+            if (ntr % 8 == 7) {
+                dist = 0;
+                for (int j = 1; j < J; j++) dist += fabsl(q2[j] - Si[j] / zs);
+            }
+            double *tq = q;
+            q = q2, q2 = tq;
+            if (!isfinite((double)e)) goto out;
+            t += (double)e, w += tau, npieces++, nw += (double)fl, ntr++, e_prev = (double)e;
+            if (dist < 1e-3) transient = 0; /* settled: batches from here */
+            continue;
+        }
+        double nfull = ceil(rem / tau - 1e-12) - 1; /* full pieces before the last */
+        double T1 = (1 - f) * a->T + f * b->T;
+        double nb = p->nw == 1 ? nfull : fmin(nfull, fmax(1, floor(BATCH_FRAC * t / T1)));
+        if (si + 1 < s->n) nb = fmin(nb, fmax(1, ceil((s->t[si + 1] - t) / T1)));
+        int j2 = wall_pair(p, t + 0.5 * nb * T1, &f);
+        const struct chain *a2 = &ch[j2], *b2 = &ch[p->nw == 1 ? 0 : j2 + 1];
+        double T2 = (1 - f) * a2->T + f * b2->T, F2 = (1 - f) * a2->fails + f * b2->fails;
+        if (!isfinite(T2) || t > 1e300) goto out;
+        t += nb * T2, w += nb * tau, npieces += nb, nw += nb * F2;
     }
-    o->ttt = t + bias, o->wipeouts = nw, o->pieces = npieces;
+    o->ttt = t, o->wipeouts = nw, o->pieces = npieces;
     rc = isfinite(o->ttt) ? 0 : -1;
 out:
-    free(tc);
+    cache_free(tc);
+    free(tc), free(q), free(q2), free(El), free(El2), free(Pi), free(Ei), free(Si);
     return rc;
 }
 
@@ -392,7 +519,7 @@ static double ttt_fixed(const FtFailModel *m, const struct pol *p, double tau)
 {
     FtSched s = {.n = 1, .t = {0}, .tau = {round_steps(m, tau)}};
     struct run_out o;
-    return run_model(m, p, &s, 0, &o) ? INFINITY : o.ttt;
+    return run_model(m, p, &s, &o) ? INFINITY : o.ttt;
 }
 
 /* golden section on log(x) of f over [lo, hi] */
@@ -403,7 +530,7 @@ static double golden(double (*f)(const FtFailModel *, const struct pol *, double
     lo = log(lo), hi = log(hi);
     double a = hi - g * (hi - lo), b = lo + g * (hi - lo);
     double fa = f(m, p, exp(a), ctx), fb = f(m, p, exp(b), ctx);
-    for (int it = 0; it < 60 && hi - lo > 1e-4; it++) {
+    for (int it = 0; it < 60 && hi - lo > 5e-3; it++) {
         if (fa < fb) {
             hi = b, b = a, fb = fa;
             a = hi - g * (hi - lo);
@@ -432,24 +559,13 @@ static double tau_local(const FtFailModel *m, const struct pol *p, double t)
     return thr * analytic_ckpt_opt(m->c.ckpt, 1.0 / w->up);
 }
 
-/* the start's bias at the interval tau, from the wall of the first cycles */
-static double start_bias(const FtFailModel *m, const struct pol *p, double tau)
-{
-    const double D = m->c.restart + m->c.latency;
-    const FtEpochWall *w = wall_near(p, 3 * (p->wall[0].up + D));
-    struct chain ch;
-    if (chain_eval(w, tau, m->c.ckpt, D, tau, 1, &ch)) return 0;
-    return ch.bias;
-}
-
 static int plan_fixed(const FtFailModel *m, struct pol *p, double interval, FtPlan *out)
 {
     const double W = m->c.steps * m->c.step;
     double tau = interval;
-    /* the epochs over a generous span of the run: twice a first estimate of its length */
-    if (pol_walls(m, p, 4 * W)) return -1;
+    if (pol_walls(m, p)) return -1;
     double t_guess = ttt_fixed(m, p, tau > 0 ? tau : fmin(W, tau_local(m, p, W)));
-    if (pol_walls(m, p, 2 * (isfinite(t_guess) ? t_guess : W))) return -1;
+    if (!isfinite(t_guess)) t_guess = W;
     if (!(tau > 0)) {
         double t0 = fmin(W, tau_local(m, p, t_guess));
         if (!isfinite(t0) || !(t0 > 0)) t0 = W;
@@ -459,7 +575,7 @@ static int plan_fixed(const FtFailModel *m, struct pol *p, double interval, FtPl
     tau = fmin(round_steps(m, tau), round_steps(m, W));
     FtSched s = {.n = 1, .t = {0}, .tau = {tau}};
     struct run_out o;
-    if (run_model(m, p, &s, start_bias(m, p, tau), &o)) return -1;
+    if (run_model(m, p, &s, &o)) return -1;
     plan_fill(m, p, &o, out);
     out->interval = tau;
     out->sched = s;
@@ -506,7 +622,7 @@ static void sched_build(const FtFailModel *m, const struct pol *p, double t_end,
 }
 
 struct sched_ctx {
-    double t_end, bias;
+    double t_end;
 };
 
 static double f_sched(const FtFailModel *m, const struct pol *p, double scale, const void *ctx)
@@ -515,7 +631,7 @@ static double f_sched(const FtFailModel *m, const struct pol *p, double scale, c
     FtSched s;
     sched_build(m, p, x->t_end, scale, &s);
     struct run_out o;
-    return run_model(m, p, &s, x->bias, &o) ? INFINITY : o.ttt;
+    return run_model(m, p, &s, &o) ? INFINITY : o.ttt;
 }
 
 int analytic_plan_sched(const FtFailModel *m, const FtPlan *fixed, FtPlan *out)
@@ -524,14 +640,13 @@ int analytic_plan_sched(const FtFailModel *m, const FtPlan *fixed, FtPlan *out)
     memset(out, 0, sizeof *out);
     if (pol_init(m, fixed->policy, fixed->r, &p)) return -1;
     int rc = -1;
-    if (pol_walls(m, &p, 2 * fixed->ttt)) goto out;
+    if (pol_walls(m, &p)) goto out;
     struct sched_ctx x = {.t_end = fixed->ttt};
     double scale = golden(f_sched, m, &p, &x, 0.5, 2.0);
     FtSched s;
     sched_build(m, &p, x.t_end, scale, &s);
-    x.bias = start_bias(m, &p, s.tau[0]);
     struct run_out o;
-    if (run_model(m, &p, &s, x.bias, &o)) goto out;
+    if (run_model(m, &p, &s, &o)) goto out;
     plan_fill(m, &p, &o, out);
     out->sched = s;
     out->interval = s.tau[s.n - 1];
