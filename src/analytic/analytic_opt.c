@@ -44,7 +44,7 @@
 #define BATCH_FRAC 0.004
 #define RENEWAL_CELLS 4096
 #define NCORR 24
-#define JMAX 200000 /* states of the piece chain */
+#define JMAX 20000 /* states of the piece chain */
 
 int cluster_groups(const FtCluster *c)
 {
@@ -162,7 +162,7 @@ static int pol_walls(const FtFailModel *m, struct pol *p)
  * restart), no-retry probabilities p_j, expected times E_j (retries included), stationary weights
  * S(u_j) of the states j >= 1, and the stationary mean time and wipe-outs per piece. */
 struct chain {
-    int J;
+    int J, cut;
     double *u, *p, *E, *S;
     double E0;  /* E_0': a piece from the start of an epoch, retries included */
     double T, fails;
@@ -212,7 +212,9 @@ static int chain_push(struct chain *c, int *cap, double u, double p, double E, d
     return 0;
 }
 
-static int chain_build(const FtEpochWall *w, double x, double c, double D, struct chain *o)
+/* jcap: the run's pieces + 1; states past it are never visited, and a chain cut there (cut = 1)
+ * has no stationary regime for the run to reach. */
+static int chain_build(const FtEpochWall *w, double x, double c, double D, int jcap, struct chain *o)
 {
     memset(o, 0, sizeof *o);
     int cap = 0;
@@ -227,7 +229,12 @@ static int chain_build(const FtEpochWall *w, double x, double c, double D, struc
     if (chain_push(o, &cap, 0, p0, a0 + (1 - p0) * (D + o->E0), 1)) goto fail;
     long double sw = 0, sT = 0, sF = 0;
     double u = piece_end(w, 0, x, c);
-    for (int j = 1; j < JMAX && isfinite(u); j++) {
+    if (jcap > JMAX) jcap = JMAX;
+    for (int j = 1; isfinite(u); j++) {
+        if (j >= jcap) {
+            o->cut = 1;
+            break;
+        }
         double p, a, S;
         attempt(w, u, x, c, &p, &a, &S);
         if (!(S > 1e-16) && j > 1) break;
@@ -274,7 +281,7 @@ static double sched_tau(const FtSched *s, double t, int *i)
 
 /* the chains of every wall at the intervals a run uses (a schedule uses few) */
 struct tau_cache {
-    int n, nw;
+    int n, nw, jcap;
     double tau[FT_SCHED_MAX];
     struct chain ch[FT_SCHED_MAX][NCORR];
 };
@@ -295,7 +302,7 @@ static const struct chain *chains_for(const FtFailModel *m, const struct pol *p,
     int k = tc->n;
     const double D = m->c.restart + m->c.latency;
     for (int i = 0; i < p->nw; i++)
-        if (chain_build(&p->wall[i], tau, m->c.ckpt, D, &tc->ch[k][i])) {
+        if (chain_build(&p->wall[i], tau, m->c.ckpt, D, tc->jcap, &tc->ch[k][i])) {
             for (int j = 0; j < i; j++) chain_free(&tc->ch[k][j]);
             return NULL;
         }
@@ -390,6 +397,10 @@ static int run_model(const FtFailModel *m, const struct pol *p, const FtSched *s
     const struct chain *cch = NULL;
     if (!tc) return -1;
     tc->nw = p->nw;
+    /* the most pieces the run can have (the smallest interval it uses) */
+    double tmin = INFINITY;
+    for (int k = 0; k < s->n; k++) tmin = fmin(tmin, s->tau[k]);
+    tc->jcap = (int)fmin(JMAX, ceil(W / tmin) + 2);
     memset(o, 0, sizeof *o);
     for (;;) {
         double tau = sched_tau(s, t, &si), rem = W - w;
@@ -474,7 +485,7 @@ static int run_model(const FtFailModel *m, const struct pol *p, const FtSched *s
             q = q2, q2 = tq;
             if (!isfinite((double)e)) goto out;
             t += (double)e, w += tau, npieces++, nw += (double)fl, ntr++, e_prev = (double)e;
-            if (dist < 1e-3) transient = 0; /* settled: batches from here */
+            if (dist < 1e-3 && !a->cut && !b->cut) transient = 0; /* settled: batches from here */
             continue;
         }
         double nfull = ceil(rem / tau - 1e-12) - 1; /* full pieces before the last */
