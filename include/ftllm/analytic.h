@@ -32,30 +32,39 @@
  * 4. The failure process over a run: every GPU starts new, a failed GPU is replaced by a new one
  *    (the simulator's process), so one GPU slot is a renewal process and its renewal density
  *    m(t) (exponential: 1/MTBF; Weibull: computed numerically, analytic_renewal.c) times the
- *    GPUs of a group is the group's failure rate lam_g(t) at wall time t of the run.
+ *    GPUs of a group is the group's failure rate lam_g(t) at wall time t of the run. An epoch
+ *    (restart to wipe-out) is then a distribution in wall time (analytic_epoch.c), and the run
+ *    a chain of checkpoint pieces over it (analytic_opt.c).
  * 5. The joint optimizer: minimizes the expected time-to-train over the policy, r and the
- *    checkpoint interval (fixed, or growing with the run) for a cluster (struct FtCluster), and
- *    over the spare counts.
+ *    checkpoint interval for a cluster (struct FtCluster), reports what an interval growing with
+ *    the run would buy, and the spare counts.
  *
- * Assumptions of the time-to-train model (4 + 5; analytic_opt.c has the equations):
- *  - Poisson: within an epoch groups fail one at a time in a uniformly random order, each group
- *    in use at the same rate lam_g (so the ring / replication counts of 1 apply), and wipe-outs
- *    form a Poisson process of rate lam_g / up_units during compute (exact for checkpoint-only
- *    with exponential failures; for r > 1 the epoch's hazard grows with its age, a second-order
- *    effect when an epoch holds many checkpoint intervals). A wipe-out loses the piece in
- *    progress; the restart (plus detection latency) is not interrupted.
- *  - Law: lam_g(t) = gpus_per_replica * m(t), the mean over slots. This ignores (a) that the GPUs
- *    of a group waiting for the restart do not count, and that a failed GPU is replaced at the
- *    end of the next restart rather than at once (delays of an epoch, hours, against GPU
- *    lifetimes of years); (b) the differences between groups: a group with a new GPU fails more
- *    often than the mean when shape < 1, and the groups of a wipe-out are all new together
- *    after the restart, so they are likelier than random groups to wipe out again. With many
- *    GPUs per group one new GPU barely changes its group's rate (600 per group in the SPARe
- *    setting); with one or a few GPUs per group (b) makes wipe-outs more frequent than the model
- *    says (measured in perf/README.md).
- *  - Quasi-static: each checkpoint piece runs at the rate averaged over its own span, the
- *    steady state of that rate; true when the rate changes little over an epoch and a restart
- *    (the first minutes of a run of new GPUs are the exception, a few pieces of thousands). */
+ * Assumptions of the time-to-train model (4 + 5), next to the ring model's:
+ *  - Order and rates: within an epoch groups fail one at a time in a uniformly random order, each
+ *    group in use at the same rate lam_g, so the ring / replication counts of 1 give the epoch
+ *    stage by stage (exactly, in operational time). Checkpoint-only with exponential failures
+ *    is then the exact Poisson model of 2 (the Young/Daly setting); for r > 1 the epoch's
+ *    wipe-out hazard grows with its age, and the model uses that distribution, not a Poisson
+ *    process of wipe-outs. A wipe-out loses the piece in progress (and a checkpoint being
+ *    written); the restart (plus detection latency) is not interrupted and absorbs failures.
+ *    The mean throughput of an epoch still up at time u is used for the work (not its spread).
+ *  - Law: lam_g(t) = gpus_per_replica * m(t), the mean over slots, plus one correction for the
+ *    simulator's replacement rule: the GPUs that failed during a cycle (epoch + restart) all
+ *    start new together when the restart ends, so with shape < 1 an epoch's first minutes see
+ *    more failures than the mean rate and its end fewer (a first-order time change of the epoch,
+ *    analytic_epoch.c). Left out: (a) that a replaced GPU's delay (up to an epoch) shortens its
+ *    slot's life by that much against years; (b) differences between groups beyond that mean
+ *    correction: a group whose GPUs are new fails more often when shape < 1, the groups of a
+ *    wipe-out are new together (likelier than random groups to wipe out again), and the groups
+ *    still up late in an epoch are the ones with old, slow-failing GPUs. With many GPUs per group
+ *    one new GPU barely changes its group's rate (600 per group in the SPARe setting); with one
+ *    GPU per group and many failures per epoch these move the time-to-train by up to about 1.5%
+ *    (measured in perf/README.md).
+ *  - Quasi-static: the epoch at wall time t is the steady state of the rate at t (tabulated at
+ *    times a factor of 2 apart, interpolated in log t); a piece is evaluated at the middle of its
+ *    own span, which follows the fast fall of the rate in the first minutes of new GPUs. The
+ *    state distribution of the pieces is followed exactly from the start (a run shorter than an
+ *    epoch is all start) until it has settled. */
 #ifndef FTLLM_ANALYTIC_H
 #define FTLLM_ANALYTIC_H
 

@@ -15,25 +15,26 @@
  *   p_j = S(u_{j+1}) / S(u_j)                       (no wipe-out during the piece)
  *   E_0' = (IS(u_1) + (1 - p_0) D) / p_0            (a piece from the start of an epoch)
  *   E_j = (IS(u_{j+1}) - IS(u_j)) / S(u_j) + (1 - p_j)(D + E_0')
- * States j >= 1 recur with weights S(u_j) (a renewal at each state 1), so a piece takes
- * T = sum_{j>=1} S(u_j) E_j / sum_{j>=1} S(u_j) on average, and the run's expected time is the
- * sum over its pieces (linearity), T each, the last one without its checkpoint, plus the start's
- * bias (the first pieces begin fresh epochs: sum_i (q_i . E - T) over the chain from state 0).
+ * States j >= 1 recur with weights S(u_j) (a renewal at each state 1), so in the long run a
+ * piece takes T = sum_{j>=1} S(u_j) E_j / sum_{j>=1} S(u_j) on average. The run's expected time
+ * is the sum over its pieces (linearity): from the start, the distribution q_i of piece i's state
+ * is followed exactly (q_1 = state 0; piece i costs q_i . E) until it is within 1e-3 (total
+ * variation) of the stationary weights, then every piece costs T; the last piece has no
+ * checkpoint (its own E from the states).
  * With a constant hazard (checkpoint-only, exponential) S = e^(-lam u), p_j = e^(-lam (tau + C))
  * and T = (e^(lam (tau + C)) - 1)(1/lam + D): the exact model of analytic_ckpt.c. With r > 1 the
  * epoch's hazard grows with its age (no wipe-out before r failures) and T uses it, rather than a
  * Poisson process of wipe-outs.
  *
  * Over the run. The law enters through lam_g(t) = gpus_per_replica * m(t), m the renewal density
- * of one GPU slot (analytic_renewal.c). With the exponential law it is constant and the sum above
- * is the whole run. With Weibull the epoch is tabulated at NCORR wall times t_i (log-spaced up to
- * twice the run's length) and the run is integrated in wall time: pieces are taken in batches
- * whose span is at most BATCH_FRAC of the elapsed time, each at T interpolated in log t at the
- * batch's midpoint (predictor-corrector). Quasi-static: each piece sees the steady state of its
- * own rate, which holds when the rate changes little over an epoch plus a restart; the first
- * minutes of a run of new GPUs break it, at a cost of a few pieces out of thousands. */
+ * of one GPU slot (analytic_renewal.c). With the exponential law it is constant and the chain
+ * above is the whole run. With Weibull the epoch is tabulated at NCORR wall times t_i a factor
+ * of 2 apart (up to the model's t_span) and the chain's quantities are interpolated in log t: a
+ * piece of the start is evaluated at the middle of its own span (E = cost(t + E/2), solved by
+ * bisection while the rate changes within a piece, as in the first minutes of new GPUs), later
+ * pieces go in batches whose span is at most BATCH_FRAC of the elapsed time, at T interpolated
+ * at the batch's middle. Quasi-static: each piece sees the steady state of its own rate. */
 #include <math.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 

@@ -13,12 +13,14 @@
  * a series for the first cell (F ~ (s/lambda)^k there) and 8-point Gauss-Legendre elsewhere.
  * Between grid points M = F + R with R = M - F (the second and later renewals, smooth:
  * ~ t^(2k) at 0) interpolated linearly and F exact, so a coarse grid stays accurate near 0.
- * Beyond the grid M grows at the long-run rate 1/mean (the renewal theorem; the grid covers
- * tmax, up to RENEWAL_MAX_MEANS lifetimes, by which time the density has settled for shapes in
- * the deck's range of interest). The error is measured, not assumed: the same solve on the
- * half grid (2h) gives err = max |M_h - M_2h| over the common points, an upper bound of the
- * fine grid's error for any convergence order >= 1 (tests check the order and the value against
- * a Monte Carlo count). */
+ * Two tables: a fine one over [0, tfine] (the runs the optimizer looks at) and, when tfine is
+ * shorter, a coarse one over RENEWAL_MAX_MEANS lifetimes; beyond that M grows at the long-run
+ * rate 1/mean (the renewal theorem: the density has settled by then for the shapes of interest).
+ * The error is measured, not assumed: the same solve on the half grid (2h) gives err = max
+ * |M_h - M_2h| over the common points, an upper bound of the fine grid's error for any
+ * convergence order >= 1 (test_analytic checks it against a 4x finer solve and the values
+ * against a Monte Carlo count; the relative error of M is below 1e-4 from 1% of a lifetime on,
+ * 4096 cells, shapes 0.7-2). */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
