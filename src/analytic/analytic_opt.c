@@ -164,14 +164,14 @@ static int pol_walls(const FtFailModel *m, struct pol *p)
  * S(u_j) of the states j >= 1, and the stationary mean time and wipe-outs per piece. */
 struct chain {
     int J, cut;
-    double *u, *p, *E, *S;
+    double *u, *p, *E, *S, *A; /* A: the attempt's expected time, E = A + (1 - p)(D + E0) */
     double E0;  /* E_0': a piece from the start of an epoch, retries included */
     double T, fails;
 };
 
 static void chain_free(struct chain *c)
 {
-    free(c->u), free(c->p), free(c->E), free(c->S);
+    free(c->u), free(c->p), free(c->E), free(c->S), free(c->A);
     memset(c, 0, sizeof *c);
 }
 
@@ -194,22 +194,19 @@ static void attempt(const FtEpochWall *w, double u, double x, double c, double *
     *att = (epoch_wall_at(w, w->IS, v) - epoch_wall_at(w, w->IS, u)) / S;
 }
 
-static int chain_push(struct chain *c, int *cap, double u, double p, double E, double S)
+static int chain_push(struct chain *c, int *cap, double u, double p, double E, double S, double att)
 {
     if (c->J == *cap) {
         int nc = *cap ? 2 * *cap : 256;
-        double *a = realloc(c->u, (size_t)nc * sizeof *a);
-        if (a) c->u = a;
-        double *b = realloc(c->p, (size_t)nc * sizeof *b);
-        if (b) c->p = b;
-        double *d = realloc(c->E, (size_t)nc * sizeof *d);
-        if (d) c->E = d;
-        double *e = realloc(c->S, (size_t)nc * sizeof *e);
-        if (e) c->S = e;
-        if (!a || !b || !d || !e) return -1;
+        double **arr[5] = {&c->u, &c->p, &c->E, &c->A, &c->S};
+        for (int k = 0; k < 5; k++) {
+            double *x = realloc(*arr[k], (size_t)nc * sizeof *x);
+            if (!x) return -1;
+            *arr[k] = x;
+        }
         *cap = nc;
     }
-    c->u[c->J] = u, c->p[c->J] = p, c->E[c->J] = E, c->S[c->J] = S, c->J++;
+    c->u[c->J] = u, c->p[c->J] = p, c->E[c->J] = E, c->S[c->J] = S, c->A[c->J] = att, c->J++;
     return 0;
 }
 
@@ -222,12 +219,12 @@ static int chain_build(const FtEpochWall *w, double x, double c, double D, int j
     double p0, a0, s0;
     attempt(w, 0, x, c, &p0, &a0, &s0);
     if (!(p0 > 0)) { /* a piece never completes at this wall's rate: infinite time */
-        if (chain_push(o, &cap, 0, 0, INFINITY, 1) || chain_push(o, &cap, 0, 0, INFINITY, 1)) goto fail;
+        if (chain_push(o, &cap, 0, 0, INFINITY, 1, 0) || chain_push(o, &cap, 0, 0, INFINITY, 1e-300, 0)) goto fail;
         o->E0 = o->T = INFINITY, o->fails = INFINITY;
         return 0;
     }
     o->E0 = (a0 + (1 - p0) * D) / p0;
-    if (chain_push(o, &cap, 0, p0, a0 + (1 - p0) * (D + o->E0), 1)) goto fail;
+    if (chain_push(o, &cap, 0, p0, a0 + (1 - p0) * (D + o->E0), 1, a0)) goto fail;
     long double sw = 0, sT = 0, sF = 0;
     double u = piece_end(w, 0, x, c);
     if (jcap > JMAX) jcap = JMAX;
@@ -241,7 +238,7 @@ static int chain_build(const FtEpochWall *w, double x, double c, double D, int j
         if (!(S > 1e-16) && j > 1) break;
         if (!(S > 1e-300)) S = 1e-300, p = 0, a = 0; /* state 1 is always there: a retry leads to it */
         double E = a + (1 - p) * (D + o->E0);
-        if (chain_push(o, &cap, u, p, E, S)) goto fail;
+        if (chain_push(o, &cap, u, p, E, S, a)) goto fail;
         sw += S, sT += S * E, sF += S * (1 - p) / p0;
         u = piece_end(w, u, x, c);
     }
@@ -455,12 +452,21 @@ static int run_model(const FtFailModel *m, const struct pol *p, const FtSched *s
                 if (n2) Ei = n2;
                 if (n3) Si = n3;
                 if (!n1 || !n2 || !n3) goto out;
+                /* between two walls: the survival S(u_j) and the attempt times interpolated, the
+                 * no-retry probabilities from S (interpolating them would shorten the epoch) */
                 zs = 0;
+                double E0 = (1 - f) * a->E0 + f * b->E0;
+                if (f == 0) E0 = a->E0;
+                if (f == 1) E0 = b->E0;
                 for (int j = 0; j < J; j++) {
-                    Pi[j] = lerp_state(a, b, a->p, b->p, f, j, NAN);
-                    Ei[j] = lerp_state(a, b, a->E, b->E, f, j, NAN);
                     Si[j] = lerp_state(a, b, a->S, b->S, f, j, 0);
                     if (j > 0) zs += Si[j];
+                }
+                for (int j = 0; j < J; j++) {
+                    double Ai = lerp_state(a, b, a->A, b->A, f, j, NAN);
+                    Pi[j] = j + 1 < J && Si[j] > 0 ? Si[j + 1] / Si[j] : 0;
+                    if (!(Pi[j] <= 1)) Pi[j] = Pi[j] > 1 ? 1 : 0;
+                    Ei[j] = Ai + (1 - Pi[j]) * (D + E0);
                 }
                 ci = i, cf = f, cJ = J, cch = ch;
             }
