@@ -134,11 +134,12 @@ static FtStat verify_sim(MPI_Comm comm, const FtCluster *c, const FtPlan *p, int
     return stat_of(x, trials, Z95);
 }
 
-/* --verify: the recommendation and its neighbours, simulated. Returns 1 when a neighbour is
- * better beyond the confidence intervals (its interval entirely below the recommendation's),
- * else 0. The paired difference (same seeds) is printed too: it resolves differences far below
+/* --verify: the recommendation and its neighbours (r within [1, r_max]), simulated. Returns 1
+ * when a neighbour is better beyond the confidence intervals (its interval entirely below the
+ * recommendation's), else 0. The paired difference (same seeds) is printed too: it resolves differences far below
  * the intervals, which near an optimum are real but too small to matter. */
-static int verify(int rank, MPI_Comm comm, const FtFailModel *m, const FtPlan *rec, int trials, uint64_t seed)
+static int verify(int rank, MPI_Comm comm, const FtFailModel *m, const FtPlan *rec, int r_max, int trials,
+                  uint64_t seed)
 {
     FtPlan cand[5];
     const char *what[5];
@@ -150,7 +151,7 @@ static int verify(int rank, MPI_Comm comm, const FtFailModel *m, const FtPlan *r
             if (d < 0) continue;
             pol = FT_POL_SPARE, r = 2; /* one more replica of each shard */
         }
-        if (r < 1 || r > m->N || analytic_fail_plan(m, pol, r, 0, &cand[n])) continue;
+        if (r < 1 || r > r_max || analytic_fail_plan(m, pol, r, 0, &cand[n])) continue;
         what[n++] = d < 0 ? "r - 1" : "r + 1";
     }
     const double f[2] = {0.8, 1.25};
@@ -296,7 +297,7 @@ int verb_optimize(int argc, char **argv, MPI_Comm comm)
     print_sched(rank, &fm, b);
     int rc = FT_EXIT_OK;
     if (want_verify || cfg.cluster.verify)
-        rc = verify(rank, comm, &fm, b, (int)cfg.cluster.trials, (uint64_t)cfg.run.seed * 31u + 11u)
+        rc = verify(rank, comm, &fm, b, r_max, (int)cfg.cluster.trials, (uint64_t)cfg.run.seed * 31u + 11u)
                  ? FT_EXIT_FAILED : FT_EXIT_OK;
     if (cfg.cluster.zones > 0) sparing_study(rank, &cfg);
     if (rank == 0) fflush(stdout);
