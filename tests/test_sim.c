@@ -7,6 +7,8 @@
  * Tolerances are the papers': 1.13% (failures tolerated), 0.60% (overhead), 1% (sparing CETT).
  * Trials are spread over the ranks and seeded from (seed, trial): the same numbers on any rank
  * count, which test_rank_independent checks directly.
+ * The time-to-train model under both failure laws (test_law_grid, 2 ranks only: ~9 s) is held to
+ * 2% with its whole 99.9% interval, trial counts from a pilot so the half-width is 0.4%.
  * ft-test: ranks 1 2 */
 #include <math.h>
 #include <stdio.h>
@@ -209,6 +211,38 @@ static void test_rank_independent(void **state)
     assert_all(fabs(all[SIM_FAILURES] - all[SIM_MASKED] - all[SIM_RESTARTS]) < 0.5);
 }
 
+/* A checkpoint schedule: one segment is the fixed interval, trial by trial; with no failures the
+ * simulator follows a growing schedule piece by piece (each piece takes the interval of the
+ * segment it starts in). */
+static void test_sim_schedule(void **state)
+{
+    (void)state;
+    FtCluster c = {.gpus = 400, .gpus_per_replica = 2, .gpu_mtbf = 400 * 1800.0, .law = FT_LAW_WEIBULL,
+                   .weibull_shape = 0.7, .restart = 300, .ckpt = 20, .step = 5, .steps = 5000};
+    FtSched one = {.n = 1, .t = {0}, .tau = {300}};
+    FtSimSpec a = {.c = c, .policy = FT_POL_SPARE, .r = 3, .interval = 300, .seed = 3}, b = a;
+    b.sched = &one, b.interval = 0;
+    for (int i = 0; i < 4; i++) {
+        double oa[SIM_NOUT], ob[SIM_NOUT];
+        assert_all(sim_cluster_trial(&a, i, oa) == 0 && sim_cluster_trial(&b, i, ob) == 0);
+        assert_all(memcmp(oa, ob, sizeof oa) == 0);
+    }
+    /* no failures: pieces of 50 s of work until wall time 2000 s, then 400 s */
+    FtSched grow = {.n = 2, .t = {0, 2000}, .tau = {50, 400}};
+    FtSimSpec g = {.c = c, .policy = FT_POL_CKPT, .r = 1, .sched = &grow, .seed = 1};
+    g.c.gpu_mtbf = 1e18;
+    double o[SIM_NOUT];
+    assert_all(sim_cluster_trial(&g, 0, o) == 0);
+    double t = 0, w = 0, W = c.steps * c.step;
+    int ckpts = 0;
+    while (w < W) {
+        double tau = t >= 2000 ? 400 : 50, x = fmin(tau, W - w);
+        t += x, w += x;
+        if (w < W) t += c.ckpt, ckpts++;
+    }
+    assert_all(o[SIM_CKPTS] == ckpts && fabs(o[SIM_TTT] - t) < 1e-6 && o[SIM_FAILURES] == 0);
+}
+
 /* ---- the time-to-train model under both failure laws ------------------------------------------ */
 
 /* The grid: both laws, Weibull shapes 0.7 / 0.8 / 1.0, N = 200 and 1000 groups, system MTBF 5 min
@@ -352,4 +386,5 @@ static void test_law_grid(void **state)
 
 FT_TEST_MAIN(cmocka_unit_test(test_ring_vs_exact), cmocka_unit_test(test_too_few_trials_fail),
              cmocka_unit_test(test_sparing_vs_analytic), cmocka_unit_test(test_young_daly_vs_sim),
-             cmocka_unit_test(test_rank_independent), cmocka_unit_test(test_law_grid))
+             cmocka_unit_test(test_rank_independent), cmocka_unit_test(test_sim_schedule),
+             cmocka_unit_test(test_law_grid))
