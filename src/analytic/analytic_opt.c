@@ -589,11 +589,9 @@ static int plan_fixed(const FtFailModel *m, struct pol *p, double interval, FtPl
         if (!isfinite(t0) || !(t0 > 0)) t0 = W;
         double lo = fmax(m->c.step, t0 / 8), hi = fmin(W, t0 * 8);
         tau = lo < hi ? golden(f_fixed, m, p, NULL, lo, hi) : fmin(W, lo);
-        /* the bracket's ends too (the optimum of a short run is often no checkpoint: tau = W) */
-        double best = ttt_fixed(m, p, tau);
-        const double ends[2] = {lo, hi};
-        for (int k = 0; k < 2; k++)
-            if (ttt_fixed(m, p, ends[k]) < best) best = ttt_fixed(m, p, ends[k]), tau = ends[k];
+        /* the bracket's end at the whole run too (a run shorter than the optimal interval is
+         * best without checkpoints, which the search approaches but does not reach) */
+        if (hi >= W && ttt_fixed(m, p, W) < ttt_fixed(m, p, tau)) tau = W;
     }
     tau = fmin(round_steps(m, tau), round_steps(m, W));
     FtSched s = {.n = 1, .t = {0}, .tau = {tau}};
