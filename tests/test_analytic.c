@@ -224,7 +224,180 @@ static void test_optimizer(void **state)
     assert_true(p->ttt <= lo.ttt && p->ttt <= hi.ttt);
 }
 
+/* ---- the failure process ------------------------------------------------------------------ */
+
+/* Renewals of one slot in [0, t] by Monte Carlo (Weibull lifetimes, replaced at once). */
+static void renewal_mc(double shape, double mean, const double *t, int nt, int n, double *m, double *half)
+{
+    double scale = mean / tgamma(1 + 1 / shape);
+    for (int j = 0; j < nt; j++) {
+        FtRng g;
+        rng_seed(&g, 4242, (uint64_t)j);
+        double s = 0, q = 0;
+        for (int i = 0; i < n; i++) {
+            double x = 0;
+            int c = -1;
+            while (x <= t[j]) x += rng_weibull(&g, shape, scale), c++;
+            s += c, q += (double)c * c;
+        }
+        m[j] = s / n;
+        half[j] = 3.29 * sqrt((q / n - m[j] * m[j]) / n);
+    }
+}
+
+/* The renewal function: exact for the exponential (a linear M), against a Monte Carlo count for
+ * decreasing and increasing hazards, the error bound honest against a 4x finer solve, and the
+ * long-run asymptote t/mean + (cv^2 - 1)/2. */
+static void test_renewal(void **state)
+{
+    (void)state;
+    const double mean = 1000;
+    FtRenewal rn;
+    /* Weibull shape 1 through the solver: M = t / mean at every grid point */
+    assert_int_equal(renewal_init(&rn, FT_LAW_WEIBULL, 1.0, mean, 50 * mean, 2048), 0);
+    for (int i = 0; i <= rn.tab[0].n; i += 97) {
+        double t = i * rn.tab[0].h;
+        assert_true(fabs(renewal_M(&rn, t) - t / mean) <= 1e-9 * (1 + t / mean));
+    }
+    assert_true(rn.err < 1e-9);
+    renewal_free(&rn);
+    const double shapes[] = {0.7, 0.8, 2.0};
+    const double ts[] = {0.02 * mean, 0.3 * mean, 2.5 * mean};
+    for (int a = 0; a < 3; a++) {
+        double k = shapes[a];
+        assert_int_equal(renewal_init(&rn, FT_LAW_WEIBULL, k, mean, 4 * mean, 4096), 0);
+        double mc[3], half[3];
+        renewal_mc(k, mean, ts, 3, 100000, mc, half);
+        for (int j = 0; j < 3; j++) {
+            double M = renewal_M(&rn, ts[j]);
+            printf("renewal shape %.1f t = %.2f mean: M %.6f, Monte Carlo %.6f +- %.6f\n", k, ts[j] / mean, M,
+                   mc[j], half[j]);
+            assert_true(fabs(M - mc[j]) <= half[j]);
+        }
+        /* the error bound against a 4x finer solve, on the coarse grid's points */
+        FtRenewal fine;
+        assert_int_equal(renewal_init(&fine, FT_LAW_WEIBULL, k, mean, 4 * mean, 16384), 0);
+        double worst = 0;
+        for (int i = 0; i <= rn.tab[0].n; i++) {
+            double t = i * rn.tab[0].h;
+            worst = fmax(worst, fabs(renewal_M(&rn, t) - renewal_M(&fine, t)));
+        }
+        printf("renewal shape %.1f: 4096 cells, error bound %.3g, distance to 16384 cells %.3g (bound there %.3g)\n",
+               k, rn.err, worst, fine.err);
+        assert_true(worst <= rn.err && rn.err < 1e-3);
+        renewal_free(&fine);
+        renewal_free(&rn);
+        /* far out: the asymptote, from the coarse table */
+        assert_int_equal(renewal_init(&rn, FT_LAW_WEIBULL, k, mean, 0.1 * mean, 4096), 0);
+        double g1 = tgamma(1 + 1 / k), g2 = tgamma(1 + 2 / k), cv2 = g2 / (g1 * g1) - 1;
+        double t = 30 * mean, lim = t / mean + (cv2 - 1) / 2;
+        assert_true(fabs(renewal_M(&rn, t) - lim) < 2e-3);
+        renewal_free(&rn);
+    }
+}
+
+/* An epoch in operational time: the uniformized curve integrates to the counts' up_units and
+ * throughput, is e^(-M theta) for checkpoint-only, and matches a Monte Carlo of the ring with
+ * exponential waits. */
+static void test_epoch_curve(void **state)
+{
+    (void)state;
+    FtEpochStages st;
+    FtEpochCurve c;
+    FtSpareEpoch e;
+    const int N = 200;
+    assert_int_equal(epoch_stages_alloc(&st, N), 0);
+    st.M = N, st.K = 0, st.alive[0] = 1, st.inv_depth[0] = 1;
+    assert_int_equal(epoch_curve_init(&c, &st), 0);
+    assert_true(fabs(c.up_units * N - 1) < 1e-12);
+    for (double x = 0; x <= 10; x += 0.37) assert_true(fabs(epoch_curve_S(&c, x / N) / exp(-x) - 1) < 1e-3);
+    epoch_curve_free(&c);
+    epoch_stages_free(&st);
+    assert_int_equal(analytic_rep_stages(N, 2, &e, &st), 0);
+    assert_int_equal(epoch_curve_init(&c, &st), 0);
+    assert_true(fabs(c.up_units / e.up_units - 1) < 1e-9 && fabs(c.thr / e.thr_time - 1) < 1e-9);
+    epoch_curve_free(&c);
+    epoch_stages_free(&st);
+    const int r = 3;
+    assert_int_equal(analytic_spare_stages(N, r, 1e12, &e, &st), 0);
+    assert_int_equal(epoch_curve_init(&c, &st), 0);
+    assert_true(fabs(c.up_units / e.up_units - 1) < 1e-9 && fabs(c.thr / e.thr_time - 1) < 1e-9);
+    /* Monte Carlo: random failure order, waits Exp(N - k), until r consecutive are down */
+    FtDepthOracle o;
+    assert_int_equal(depth_oracle_init(&o, N, r), 0);
+    const int n = 20000;
+    const double th[3] = {0.5 * e.up_units, e.up_units, 2 * e.up_units};
+    double cnt[3] = {0}, sum = 0, sq = 0;
+    int perm[200];
+    for (int i = 0; i < n; i++) {
+        FtRng g;
+        rng_seed(&g, 31337, (uint64_t)i);
+        depth_oracle_reset(&o);
+        for (int j = 0; j < N; j++) perm[j] = j;
+        double t = 0;
+        for (int k = 0; k < N; k++) {
+            t += rng_exp(&g, 1.0 / (N - k));
+            int j = k + (int)rng_below(&g, (uint64_t)(N - k)), x = perm[j];
+            perm[j] = perm[k], perm[k] = x;
+            if (depth_oracle_fail(&o, x) > r) break;
+        }
+        for (int j = 0; j < 3; j++) cnt[j] += t > th[j];
+        sum += t, sq += t * t;
+    }
+    double mean = sum / n, hm = 3.29 * sqrt((sq / n - mean * mean) / n);
+    printf("epoch N=%d r=%d: mean %.5f (Monte Carlo %.5f +- %.5f)", N, r, c.up_units, mean, hm);
+    assert_true(fabs(mean - c.up_units) <= hm);
+    for (int j = 0; j < 3; j++) {
+        double p = cnt[j] / n, hp = 3.29 * sqrt(p * (1 - p) / n) + 1e-4, S = epoch_curve_S(&c, th[j]);
+        printf("; P(> %.1f mean) %.4f (%.4f +- %.4f)", th[j] / e.up_units, S, p, hp);
+        assert_true(fabs(S - p) <= hp);
+    }
+    printf("\n");
+    depth_oracle_free(&o);
+    epoch_curve_free(&c);
+    epoch_stages_free(&st);
+}
+
+/* The replacement correction: none for memoryless laws; with shape < 1 the new GPUs of a restart
+ * fail early, so the epoch's throughput falls (fewer minutes at depth 1), and the correction
+ * fades as more GPUs share a group's rate (a new GPU is a smaller part of it). */
+static void test_epoch_real(void **state)
+{
+    (void)state;
+    FtEpochStages st;
+    FtEpochCurve c;
+    FtSpareEpoch e;
+    const int N = 200;
+    assert_int_equal(analytic_spare_stages(N, 2, 1e12, &e, &st), 0);
+    assert_int_equal(epoch_curve_init(&c, &st), 0);
+    FtRenewal ex, w1;
+    const double lam = 1.0 / 3600 / N, mean_gpu = 4 / lam; /* 4 GPUs per group */
+    assert_int_equal(renewal_init(&ex, FT_LAW_EXP, 1, mean_gpu, 1e7, 64), 0);
+    assert_int_equal(renewal_init(&w1, FT_LAW_WEIBULL, 1.0, mean_gpu, 1e7, 64), 0);
+    double up, work, up1, work1;
+    assert_int_equal(epoch_real(&c, &ex, lam, 1800, &up, &work), 0);
+    assert_int_equal(epoch_real(&c, &w1, lam, 1800, &up1, &work1), 0);
+    assert_true(fabs(up * lam / c.up_units - 1) < 1e-12 && fabs(work / up / c.thr - 1) < 1e-12);
+    assert_true(up1 == up && work1 == work);
+    double prev = INFINITY;
+    for (int G = 1; G <= 256; G *= 4) {
+        FtRenewal wb;
+        assert_int_equal(renewal_init(&wb, FT_LAW_WEIBULL, 0.7, G / lam, 1e7, 64), 0);
+        assert_int_equal(epoch_real(&c, &wb, lam, 1800, &up1, &work1), 0);
+        double rho = up1 / up, th = work1 / up1 / c.thr;
+        printf("Weibull 0.7, %3d GPUs per group: epoch x %.4f, throughput x %.4f\n", G, rho, th);
+        assert_true(th < 1 && fabs(rho - 1) + (1 - th) < prev);
+        prev = fabs(rho - 1) + (1 - th);
+        renewal_free(&wb);
+    }
+    assert_true(prev < 0.01);
+    renewal_free(&ex), renewal_free(&w1);
+    epoch_curve_free(&c);
+    epoch_stages_free(&st);
+}
+
 FT_TEST_MAIN(cmocka_unit_test(test_depth_vs_hall), cmocka_unit_test(test_oracle_incremental),
              cmocka_unit_test(test_survival_and_S_enumerated), cmocka_unit_test(test_closed_form_gap),
              cmocka_unit_test(test_young_daly), cmocka_unit_test(test_sparing_model),
-             cmocka_unit_test(test_optimizer))
+             cmocka_unit_test(test_optimizer), cmocka_unit_test(test_renewal),
+             cmocka_unit_test(test_epoch_curve), cmocka_unit_test(test_epoch_real))

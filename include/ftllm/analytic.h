@@ -29,8 +29,42 @@
  *    Poisson failures, expected waste, and the interval when detection has latency.
  * 3. Sparing (Meta, PAPERS.md section 3): CETT of B zones x L blocks x K trays with R spare
  *    blocks per zone and I spare trays per block (equations in analytic_sparing.c).
- * 4. The joint optimizer: minimizes the expected time-to-train over the policy, r and the
- *    checkpoint interval for a cluster (struct FtCluster), and over the spare counts. */
+ * 4. The failure process over a run: every GPU starts new, a failed GPU is replaced by a new one
+ *    (the simulator's process), so one GPU slot is a renewal process and its renewal density
+ *    m(t) (exponential: 1/MTBF; Weibull: computed numerically, analytic_renewal.c) times the
+ *    GPUs of a group is the group's failure rate lam_g(t) at wall time t of the run. An epoch
+ *    (restart to wipe-out) is then a distribution in wall time (analytic_epoch.c), and the run
+ *    a chain of checkpoint pieces over it (analytic_opt.c).
+ * 5. The joint optimizer: minimizes the expected time-to-train over the policy, r and the
+ *    checkpoint interval for a cluster (struct FtCluster), reports what an interval growing with
+ *    the run would buy, and the spare counts.
+ *
+ * Assumptions of the time-to-train model (4 + 5), next to the ring model's:
+ *  - Order and rates: within an epoch groups fail one at a time in a uniformly random order, each
+ *    group in use at the same rate lam_g, so the ring / replication counts of 1 give the epoch
+ *    stage by stage (exactly, in operational time). Checkpoint-only with exponential failures
+ *    is then the exact Poisson model of 2 (the Young/Daly setting); for r > 1 the epoch's
+ *    wipe-out hazard grows with its age, and the model uses that distribution, not a Poisson
+ *    process of wipe-outs. A wipe-out loses the piece in progress (and a checkpoint being
+ *    written); the restart (plus detection latency) is not interrupted and absorbs failures.
+ *    The mean throughput of an epoch still up at time u is used for the work (not its spread).
+ *  - Law: lam_g(t) = gpus_per_replica * m(t), the mean over slots, plus one correction for the
+ *    simulator's replacement rule: the GPUs that failed during a cycle (epoch + restart) all
+ *    start new together when the restart ends, so with shape < 1 an epoch's first minutes see
+ *    more failures than the mean rate and its end fewer (a first-order time change of the epoch,
+ *    analytic_epoch.c). Left out: (a) that a replaced GPU's delay (up to an epoch) shortens its
+ *    slot's life by that much against years; (b) differences between groups beyond that mean
+ *    correction: a group whose GPUs are new fails more often when shape < 1, the groups of a
+ *    wipe-out are new together (likelier than random groups to wipe out again), and the groups
+ *    still up late in an epoch are the ones with old, slow-failing GPUs. With many GPUs per group
+ *    one new GPU barely changes its group's rate (600 per group in the SPARe setting); with one
+ *    GPU per group and many failures per epoch these move the time-to-train by up to about 1.5%
+ *    (measured in perf/README.md).
+ *  - Quasi-static: the epoch at wall time t is the steady state of the rate at t (tabulated at
+ *    times a factor of 2 apart, interpolated in log t); a piece is evaluated at the middle of its
+ *    own span, which follows the fast fall of the rate in the first minutes of new GPUs. The
+ *    state distribution of the pieces is followed exactly from the start (a run shorter than an
+ *    epoch is all start) until it has settled. */
 #ifndef FTLLM_ANALYTIC_H
 #define FTLLM_ANALYTIC_H
 
@@ -97,6 +131,20 @@ int analytic_spare_epoch(int N, int r, double max_ops, FtSpareEpoch *out);
 
 /* Replication epoch (exact; depth r, throughput floor(N/r)/N). */
 int analytic_rep_epoch(int N, int r, FtSpareEpoch *out);
+
+/* An epoch stage by stage, for the epoch's distribution in time (analytic_epoch.c): M groups in
+ * use; alive[k] = P(T > k) and inv_depth[k] = E[1/d_k | T > k] (throughput in state k) for
+ * k = 0..K (alive[k] negligible beyond K). */
+typedef struct ft_epoch_stages {
+    int M, K;
+    double *alive, *inv_depth; /* M + 1 entries each */
+} FtEpochStages;
+
+int epoch_stages_alloc(FtEpochStages *st, int M); /* zeroed arrays; 0 or -1 */
+void epoch_stages_free(FtEpochStages *st);
+/* analytic_spare_epoch / analytic_rep_epoch plus the stages (allocated here). 0 or -1. */
+int analytic_spare_stages(int N, int r, double max_ops, FtSpareEpoch *out, FtEpochStages *st);
+int analytic_rep_stages(int N, int r, FtSpareEpoch *out, FtEpochStages *st);
 
 /* ---- checkpointing ---------------------------------------------------------------------------- */
 
@@ -174,6 +222,14 @@ typedef struct ft_cluster {
     double latency;        /* seconds between a failure and its detection (0 for fail-stop) */
 } FtCluster;
 
+/* A checkpoint interval over the run: pieces that start at wall time t >= t[i] (and < t[i+1])
+ * get tau[i] seconds of work before their checkpoint; t[0] = 0. A fixed interval is n = 1. */
+#define FT_SCHED_MAX 24
+typedef struct ft_sched {
+    int n;
+    double t[FT_SCHED_MAX], tau[FT_SCHED_MAX];
+} FtSched;
+
 /* One evaluated alternative. */
 typedef struct ft_plan {
     int policy, r;
@@ -185,22 +241,110 @@ typedef struct ft_plan {
     double goodput;        /* failure-free time / ttt */
     double avail;          /* fraction of wall time not spent in restarts */
     int exact;             /* S from the exact count (1) or Monte Carlo (0) */
+    double wipeouts;       /* expected wipe-outs (restarts) over the run */
+    FtSched sched;         /* the interval over the run (n = 1: fixed, = interval) */
+    double sched_scale;    /* growing schedules: the factor on the local optimum */
 } FtPlan;
+
+/* ---- the failure process (analytic_renewal.c) ------------------------------------------------- */
+
+/* The renewal function M(t) = E[failures of one GPU slot in [0, t]] (lifetimes iid, the slot's
+ * GPU replaced by a new one at each failure). Weibull: tabulated by product integration on a
+ * fine table over [0, tfine] and a coarse one over 40 mean lifetimes (when tfine is shorter),
+ * beyond it the long-run slope 1/mean; exponential: t / mean. err bounds |M - exact| on the
+ * tables (from the same solve on half the cells). */
+struct ft_renewal_tab {
+    int n;          /* cells */
+    double h;       /* cell width, seconds */
+    double *R;      /* R[i] = M(i h) - F(i h): renewals after the first (interpolated linearly) */
+    double M_end;   /* M(n h) */
+};
+typedef struct ft_renewal {
+    int law;
+    double shape, mean, scale; /* Weibull scale = mean / Gamma(1 + 1/shape) */
+    int ntab;
+    struct ft_renewal_tab tab[2];
+    double err;
+} FtRenewal;
+
+int renewal_init(FtRenewal *rn, int law, double shape, double mean, double tfine, int n);
+void renewal_free(FtRenewal *rn);
+double renewal_M(const FtRenewal *rn, double t);
+/* (M(t1) - M(t0)) / (t1 - t0): the mean renewal density over [t0, t1] (t1 <= t0: at t0). */
+double renewal_rate(const FtRenewal *rn, double t0, double t1);
+
+/* An epoch's distribution in operational time (every group in use failing at rate 1), exact
+ * from the stages by uniformization, tabulated (analytic_epoch.c). */
+typedef struct ft_epoch_curve {
+    int M;            /* groups in use */
+    int n;            /* grid points */
+    double dth;       /* grid step of theta */
+    double *S, *A;    /* P(epoch > theta), E[1/d(theta); epoch > theta] */
+    double up_units;  /* int S: the mean epoch x the group rate */
+    double thr;       /* int A / int S: the time-averaged throughput */
+    int single;       /* one stage (checkpoint-only): S = e^(-M theta) exactly */
+} FtEpochCurve;
+
+int epoch_curve_init(FtEpochCurve *c, const FtEpochStages *st);
+void epoch_curve_free(FtEpochCurve *c);
+double epoch_curve_S(const FtEpochCurve *c, double theta);
+double epoch_curve_A(const FtEpochCurve *c, double theta);
+/* The epoch in wall time at group rate lam_g, with the simulator's replacement rule (the GPUs
+ * that failed in a cycle start new together after its restart, `restart` seconds): *up = the
+ * mean up-time, *work = the mean of int 1/d over it. Exponential: up_units / lam_g and thr x
+ * that. 0 or -1. */
+int epoch_real(const FtEpochCurve *c, const FtRenewal *gpu, double lam_g, double restart, double *up,
+               double *work);
+
+/* The same epoch against wall time u since its restart ended, tabulated (u[0] = 0, then
+ * log-spaced): S = P(up-time > u), IS = int_0^u S, IA = int_0^u A (expected work by u),
+ * W = int_0^u A/S (the work an epoch still up at u has done, on average). */
+typedef struct ft_epoch_wall {
+    int n;
+    double *u, *S, *IS, *IA, *W;
+    double lam, L, up; /* group rate, cycle length, E[up-time] */
+} FtEpochWall;
+
+int epoch_wall_init(FtEpochWall *w, const FtEpochCurve *c, const FtRenewal *gpu, double lam_g, double restart);
+void epoch_wall_free(FtEpochWall *w);
+double epoch_wall_at(const FtEpochWall *w, const double *y, double u); /* y one of w's arrays */
+double epoch_wall_inv(const FtEpochWall *w, const double *y, double v); /* u: y(u) = v, y rising */
+
+/* A cluster's failure process, built once and shared by the plans. */
+typedef struct ft_fail_model {
+    FtCluster c;
+    int N;
+    FtRenewal gpu;  /* one GPU slot */
+    double t_span;  /* wall time up to which the plans tabulate their epochs */
+} FtFailModel;
+
+int analytic_fail_init(FtFailModel *m, const FtCluster *c); /* 0 or -1 */
+void analytic_fail_free(FtFailModel *m);
+/* lam_g averaged over wall time [t0, t1] of the run: one group's failure rate. */
+double analytic_group_rate(const FtFailModel *m, double t0, double t1);
 
 /* N = gpus / gpus_per_replica. */
 int cluster_groups(const FtCluster *c);
 
-/* Evaluates one policy at one r (interval <= 0: its optimum). Wipe-outs are treated as a
- * Poisson process at rate 1/epoch (exact for r = 1, exponential); the simulator measures the
- * rest. Returns 0 or -1. */
+/* Evaluates one policy at one r with a fixed interval (interval <= 0: the one minimizing the
+ * expected time-to-train) under the model above. Returns 0 or -1. analytic_plan builds the
+ * failure model for the one call. */
+int analytic_fail_plan(const FtFailModel *m, int policy, int r, double interval, FtPlan *out);
 int analytic_plan(const FtCluster *c, int policy, int r, double interval, FtPlan *out);
+
+/* The growing interval for the policy and r of `fixed`: on FT_SCHED_MAX wall-time segments of
+ * doubling width up to fixed->ttt, scale x the interval that is optimal at the segment's mean
+ * wipe-out rate, the scale minimizing the time-to-train. Returns 0 or -1. */
+int analytic_plan_sched(const FtFailModel *m, const FtPlan *fixed, FtPlan *out);
 
 /* For each policy, the best r in [1, r_max] (ckpt: r = 1), plus every r of SPARe and
  * replication into `all` (size FT_POL_NPOL * r_max, may be NULL). best[FT_POL_NPOL]. */
 int analytic_optimize(const FtCluster *c, int r_max, FtPlan *best, FtPlan *all);
+int analytic_fail_optimize(const FtFailModel *m, int r_max, FtPlan *best, FtPlan *all);
 
 /* Estimates the ring epoch by Monte Carlo when the exact count is too costly (deterministic
- * given seed). Defined in sim_ring.c. */
+ * given seed). Defined in sim_ring.c. The _stages variant also fills st (allocated there). */
 int sim_spare_epoch_mc(int N, int r, int trials, uint64_t seed, FtSpareEpoch *out);
+int sim_spare_stages_mc(int N, int r, int trials, uint64_t seed, FtSpareEpoch *out, FtEpochStages *st);
 
 #endif

@@ -190,6 +190,9 @@
     K(cluster, r_max, INT, "20", 1, 1024, "", 0, "largest redundancy the optimizer considers")   \
     K(cluster, trials, INT, "100", 1, 1000000, "", 0,                                            \
       "independent simulated runs (spread over MPI ranks)")                                      \
+    K(cluster, verify, BOOL, "false", 0, 0, "", 0,                                               \
+      "`optimize` simulates its recommendation and the neighbours (r -+ 1, interval x0.8 and "   \
+      "x1.25; cluster.trials runs each) and says whether it is the simulated best (= --verify)") \
     K(cluster, event_log, STR, "", 0, 0, "", 0,                                                  \
       "CSV event log of the first simulated run of each alternative (prefix); empty = none")    \
     K(cluster, zones, INT, "0", 0, 1000000, "", 0,                                               \

@@ -11,7 +11,8 @@
  * wipe-out loses the work since the last completed checkpoint (and a checkpoint in progress) and
  * costs a global restart during which every failed group is replaced: groups whose failure falls
  * inside the restart are replaced too (the restart absorbs them). Checkpoints are taken after
- * every `interval` seconds of work (steps x step time), none after the last piece; a checkpoint
+ * every `interval` seconds of work (steps x step time; or, with a schedule, the interval of the
+ * segment in which the piece starts), none after the last piece; a checkpoint
  * continues through masked failures. Policies: checkpoint only (any failure wipes out),
  * replication r (floor(N/r) sets, throughput floor(N/r)/N), SPARe r (depth from the oracle,
  * throughput 1/depth). */
@@ -78,6 +79,7 @@ typedef struct ft_sim_spec {
     FtCluster c;
     int policy, r;
     double interval;   /* seconds of work between checkpoints */
+    const FtSched *sched; /* or, when not NULL, the interval of each piece by its start time */
     uint64_t seed;
     FILE *log;         /* CSV event log of trial 0, or NULL */
 } FtSimSpec;

@@ -338,7 +338,8 @@ static int trace_count(int N, int h, int t, int K, long double *tr)
     return 0;
 }
 
-int analytic_spare_epoch(int N, int r, double max_ops, FtSpareEpoch *out)
+/* The epoch statistics and, when stages is not NULL, the per-stage arrays. */
+static int spare_epoch(int N, int r, double max_ops, FtSpareEpoch *out, FtEpochStages *stages)
 {
     double *p = malloc(((size_t)N + 1) * sizeof *p);
     if (!p || analytic_spare_survival(N, r, p)) {
@@ -396,7 +397,9 @@ int analytic_spare_epoch(int N, int r, double max_ops, FtSpareEpoch *out)
         up += p[k] / (long double)(N - k);
         upd += ed / (N - k);
         upinv += einv / (N - k);
+        if (stages && p[k] > 0) stages->alive[k] = p[k], stages->inv_depth[k] = (double)(einv / p[k]);
     }
+    if (stages) stages->M = N, stages->K = K;
 #undef Q
     out->N = N, out->r = r;
     out->mu = (double)ET;
@@ -410,6 +413,56 @@ int analytic_spare_epoch(int N, int r, double max_ops, FtSpareEpoch *out)
 out_fail:
     free(q), free(tr), free(tr2), free(p);
     return -1;
+}
+
+int analytic_spare_epoch(int N, int r, double max_ops, FtSpareEpoch *out)
+{
+    return spare_epoch(N, r, max_ops, out, NULL);
+}
+
+int epoch_stages_alloc(FtEpochStages *st, int M)
+{
+    memset(st, 0, sizeof *st);
+    st->alive = calloc((size_t)M + 1, sizeof *st->alive);
+    st->inv_depth = calloc((size_t)M + 1, sizeof *st->inv_depth);
+    if (!st->alive || !st->inv_depth) {
+        epoch_stages_free(st);
+        return -1;
+    }
+    return 0;
+}
+
+void epoch_stages_free(FtEpochStages *st)
+{
+    free(st->alive), free(st->inv_depth);
+    st->alive = st->inv_depth = NULL;
+}
+
+int analytic_spare_stages(int N, int r, double max_ops, FtSpareEpoch *out, FtEpochStages *st)
+{
+    if (N < 1 || r < 1 || r > N || epoch_stages_alloc(st, N)) return -1;
+    if (spare_epoch(N, r, max_ops, out, st)) {
+        epoch_stages_free(st);
+        return -1;
+    }
+    return 0;
+}
+
+int analytic_rep_stages(int N, int r, FtSpareEpoch *out, FtEpochStages *st)
+{
+    if (N < 1 || r < 1 || r > N || analytic_rep_epoch(N, r, out) || epoch_stages_alloc(st, N)) return -1;
+    double *p = malloc(((size_t)N + 1) * sizeof *p);
+    if (!p || analytic_rep_survival(N, r, p)) {
+        free(p);
+        epoch_stages_free(st);
+        return -1;
+    }
+    int M = (N / r) * r;
+    st->M = M, st->K = 0;
+    for (int k = 0; k < M; k++)
+        if (p[k] > 1e-18) st->K = k, st->alive[k] = p[k], st->inv_depth[k] = out->thr_time;
+    free(p);
+    return 0;
 }
 
 int analytic_rep_epoch(int N, int r, FtSpareEpoch *out)

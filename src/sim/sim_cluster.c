@@ -34,6 +34,16 @@ static double draw_life(struct trial *t)
     return rng_exp(&t->g, t->mean_life);
 }
 
+/* The work of a piece that starts at `now`: the schedule's segment, or the fixed interval. */
+static double piece_interval(const FtSimSpec *s, double now, int *si, double W)
+{
+    if (s->sched && s->sched->n > 0) {
+        while (*si + 1 < s->sched->n && now >= s->sched->t[*si + 1]) (*si)++;
+        return s->sched->tau[*si] > 0 ? s->sched->tau[*si] : W;
+    }
+    return s->interval > 0 ? s->interval : W;
+}
+
 static void log_ev(FILE *f, double t, const char *what, int g, double depth, double work)
 {
     if (f) fprintf(f, "%.3f,%s,%d,%.4g,%.3f\n", t, what, g, depth, work);
@@ -70,7 +80,8 @@ int sim_cluster_trial(const FtSimSpec *s, int trial, double *out)
 
     for (int i = 0; i < (int)nclk; i++) heap_set(&t.h, i, draw_life(&t));
     const double W = s->c.steps * s->c.step, C = s->c.ckpt, R = s->c.restart + s->c.latency;
-    const double tau = s->interval > 0 ? s->interval : W;
+    int si = 0; /* schedule segment */
+    double tau = piece_interval(s, 0, &si, W);
     double now = 0, committed = 0, pending = 0, ckpt_end = 0;
     double downtime = 0, compute_time = 0, depth_time = 0;
     double nfail = 0, nmasked = 0, nrestart = 0, lost = 0, nckpt = 0, events = 0;
@@ -101,6 +112,7 @@ int sim_cluster_trial(const FtSimSpec *s, int trial, double *out)
                 committed += pending, pending = 0, nckpt++;
                 log_ev(lf, now, "checkpoint", -1, slow, committed);
                 phase = PH_COMPUTE;
+                tau = piece_interval(s, now, &si, W);
                 continue;
             }
             now = tf;
@@ -147,6 +159,7 @@ int sim_cluster_trial(const FtSimSpec *s, int trial, double *out)
         depth = 1;
         if (t.policy == FT_POL_SPARE) slow = 1.0;
         now = back;
+        tau = piece_interval(s, now, &si, W);
         log_ev(lf, now, "restarted", -1, slow, committed);
     }
     out[SIM_TTT] = now;

@@ -8,7 +8,9 @@
 #include "ftllm/analytic.h"
 #include "ftllm/sim.h"
 
-static int ring_epoch(FtDepthOracle *o, int *perm, FtRng *g, double *out)
+/* One epoch into out (SIM_RING_NOUT sums); per stage k, alive[k] += 1 and inv[k] += 1/d_k when
+ * they are not NULL. */
+static int ring_epoch(FtDepthOracle *o, int *perm, FtRng *g, double *out, double *alive, double *inv)
 {
     int N = o->N;
     for (int i = 0; i < N; i++) perm[i] = i;
@@ -19,6 +21,7 @@ static int ring_epoch(FtDepthOracle *o, int *perm, FtRng *g, double *out)
         /* state k (k failed, no wipe-out yet) at depth d lasts one interval */
         double w = 1.0 / (N - k);
         T += 1, sd += d, su += w, sdu += d * w, sinv += w / d;
+        if (alive) alive[k] += 1, inv[k] += 1.0 / d;
         int j = k + (int)rng_below(g, (uint64_t)(N - k));
         int x = perm[j];
         perm[j] = perm[k], perm[k] = x;
@@ -40,13 +43,13 @@ int sim_ring_trial(int N, int r, uint64_t seed, int trial, double *out)
     }
     FtRng g;
     rng_seed(&g, seed, (uint64_t)trial);
-    ring_epoch(&o, perm, &g, out);
+    ring_epoch(&o, perm, &g, out, NULL, NULL);
     free(perm);
     depth_oracle_free(&o);
     return 0;
 }
 
-int sim_spare_epoch_mc(int N, int r, int trials, uint64_t seed, FtSpareEpoch *out)
+static int epoch_mc(int N, int r, int trials, uint64_t seed, FtSpareEpoch *out, FtEpochStages *st)
 {
     FtDepthOracle o;
     if (trials < 1 || depth_oracle_init(&o, N, r)) return -1;
@@ -60,7 +63,7 @@ int sim_spare_epoch_mc(int N, int r, int trials, uint64_t seed, FtSpareEpoch *ou
         FtRng g;
         double x[SIM_RING_NOUT];
         rng_seed(&g, seed, (uint64_t)t);
-        ring_epoch(&o, perm, &g, x);
+        ring_epoch(&o, perm, &g, x, st ? st->alive : NULL, st ? st->inv_depth : NULL);
         T += x[0], sd += x[1], su += x[2], sdu += x[3], sinv += x[4];
     }
     free(perm);
@@ -72,5 +75,29 @@ int sim_spare_epoch_mc(int N, int r, int trials, uint64_t seed, FtSpareEpoch *ou
     out->thr_time = (double)(sinv / su);
     out->up_units = (double)(su / trials);
     out->exact = 0;
+    if (st) { /* sums -> P(T > k) and E[1/d_k | T > k] */
+        st->M = N, st->K = 0;
+        for (int k = 0; k < N; k++)
+            if (st->alive[k] > 0) {
+                st->inv_depth[k] /= st->alive[k];
+                st->alive[k] /= trials;
+                st->K = k;
+            }
+    }
+    return 0;
+}
+
+int sim_spare_epoch_mc(int N, int r, int trials, uint64_t seed, FtSpareEpoch *out)
+{
+    return epoch_mc(N, r, trials, seed, out, NULL);
+}
+
+int sim_spare_stages_mc(int N, int r, int trials, uint64_t seed, FtSpareEpoch *out, FtEpochStages *st)
+{
+    if (N < 1 || epoch_stages_alloc(st, N)) return -1;
+    if (epoch_mc(N, r, trials, seed, out, st)) {
+        epoch_stages_free(st);
+        return -1;
+    }
     return 0;
 }
