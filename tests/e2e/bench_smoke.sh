@@ -20,6 +20,8 @@ result_line() {
     bench_parallel) echo '^tp2 +2 +[0-9.]+ +[0-9.]+$' ;;
     bench_moe) echo '^ep2 +2 +[0-9.]+ +[0-9.]+$' ;;
     bench_train_ckpt) echo '^async stall / sync stall = [0-9.]+' ;;
+    bench_dmr) echo '^RESULT naive vs off: [0-9.]+x' ;;
+    bench_law) echo '\| pred +[0-9.]+ h sim +[0-9.]+ \+- +[0-9.]+ .* err +[-+][0-9.]+%' ;;
     bench_gradsync) echo '^P 2, C +[0-9]+, .* ratio [0-9.]+; results bitwise equal' ;;
     *) echo . ;;
   esac
