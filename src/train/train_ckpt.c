@@ -232,7 +232,7 @@ static void resolve_auto(FtTrainCkpt *tc, double save_s)
     log_info("  from the deck ([cluster]): %lld GPUs, %lld per replica, GPU MTBF %g h (%s) -> a "
              "failure every %.3g s; restart %g s, detection latency %g s; run of train.steps = "
              "%.0f steps", c.gpus, c.gpus_per_replica, cfg->cluster.gpu_mtbf_h,
-             c.law == FT_LAW_WEIBULL ? "Weibull, mean rate used" : "exponential", M, c.restart,
+             c.law == FT_LAW_WEIBULL ? "Weibull: its renewal rate over the run" : "exponential", M, c.restart,
              c.latency, c.steps);
     log_info("  why: Young sqrt(2CM) = %.3g s, Daly %.3g s; rounded to whole steps%s; predicted "
              "goodput %.4f", analytic_young(C, M), analytic_daly(C, M),

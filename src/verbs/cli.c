@@ -23,7 +23,8 @@ static const struct verb g_verbs[] = {
     {"sample", verb_sample, "DECK [section.key=value ...]",
      "print text sampled from the model in model.init (an llm.c model file)"},
     {"plan", NULL, "DECK", "profile, then print the DMR plan and its predicted overhead"},
-    {"optimize", verb_optimize, "DECK", "recommend redundancy r, checkpoint interval and spares"},
+    {"optimize", verb_optimize, "DECK [--verify]",
+     "recommend redundancy r, checkpoint interval and spares (--verify: simulate it and its neighbours)"},
     {"simulate", verb_simulate, "DECK", "simulate a whole training run on a large cluster"},
     {"inspect", verb_inspect, "FILE | DIR [--run NAME]",
      "verify a checkpoint (a folder: its newest that verifies) and summarize it"},
@@ -57,7 +58,7 @@ static void usage(FILE *out)
     }
     fprintf(out, "\n  --help, -h       this text\n  --version        the version\n\n"
                  "Decks are INI files; `ftllm help deck` lists every key. Exit codes: 0 ok, "
-                 "1 run failed its verdict,\n2 bad input, 3 not implemented yet, 4 fatal error.\n");
+                 "1 run failed its verdict,\n2 bad input, 3 not implemented yet, 4 fatal error, 5 SPARe\nwipe-out (restart from the newest checkpoint).\n");
 }
 
 static int is_rank0(MPI_Comm comm)
