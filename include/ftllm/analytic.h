@@ -86,9 +86,8 @@ int analytic_spare_survival(int N, int r, double *p);
 /* mu(N, r) = E[T] exactly (sum of P(T > k)); -1 when N is out of range. */
 double analytic_mu_exact(int N, int r);
 
-/* The same two for plain replication (floor(N/r) sets of r). */
+/* The survival counts for plain replication (floor(N/r) sets of r). */
 int analytic_rep_survival(int N, int r, double *p);
-double analytic_mu_rep_exact(int N, int r);
 
 /* Depth oracle, incremental over one failure epoch: one max-subarray segment tree per threshold
  * t = 2..r over the ring with weights +1 (failed) and -(t-1) (alive), brought up to date
@@ -343,8 +342,8 @@ int analytic_optimize(const FtCluster *c, int r_max, FtPlan *best, FtPlan *all);
 int analytic_fail_optimize(const FtFailModel *m, int r_max, FtPlan *best, FtPlan *all);
 
 /* Estimates the ring epoch by Monte Carlo when the exact count is too costly (deterministic
- * given seed). Defined in sim_ring.c. The _stages variant also fills st (allocated there). */
-int sim_spare_epoch_mc(int N, int r, int trials, uint64_t seed, FtSpareEpoch *out);
-int sim_spare_stages_mc(int N, int r, int trials, uint64_t seed, FtSpareEpoch *out, FtEpochStages *st);
+ * given seed), and fills st (allocated there). Defined in sim_ring.c. */
+int sim_spare_stages_mc(int N, int r, int trials, uint64_t seed, FtSpareEpoch *out,
+                        FtEpochStages *st);
 
 #endif

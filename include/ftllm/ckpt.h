@@ -137,7 +137,6 @@ typedef struct ckpt_ds_info {
 FtCkptFile *ckpt_open(const char *path, MPI_Comm comm, char *err, size_t errlen);
 void ckpt_close(FtCkptFile *f);
 
-const char *ckpt_file_path(const FtCkptFile *f);
 long long ckpt_file_step(const FtCkptFile *f);           /* root attribute `step` */
 const char *ckpt_file_attr(const FtCkptFile *f, const char *key); /* root string attribute or NULL:
                                         "run_name", "ftllm_version", "created_utc" */

@@ -101,11 +101,7 @@ void comm_allreduce_sum(FtComm *c, const void *send, void *recv, size_t count, e
 void comm_reduce_scatter_sum(FtComm *c, const void *send, void *recv, size_t recvcount,
                              enum ft_dtype t);
 void comm_allgather(FtComm *c, const void *send, void *recv, size_t sendcount, enum ft_dtype t);
-void comm_alltoallv(FtComm *c, const void *send, const int *sendcounts, const int *sdispls,
-                    void *recv, const int *recvcounts, const int *rdispls, enum ft_dtype t);
 void comm_bcast(FtComm *c, void *buf, size_t count, enum ft_dtype t, int root);
-void comm_send(FtComm *c, const void *buf, size_t count, enum ft_dtype t, int peer, int tag);
-void comm_recv(FtComm *c, void *buf, size_t count, enum ft_dtype t, int peer, int tag);
 /* Agreements on one value over every rank (the same result, bit for bit, on every rank):
  * logical AND (e.g. "did every rank pass"), max, sum (in rank order). The _poll forms run the
  * poll hook while they wait (poll may be NULL), as comm_wait does; the plain forms wait without

@@ -73,13 +73,9 @@ void train_ckpt_attach(FtTrainCkpt *tc, FtTrainer *tr);
 /* Writes a checkpoint of tr's current state now (asynchronous mode returns after the copy). */
 void train_ckpt_save(FtTrainCkpt *tc, const FtTrainer *tr);
 
-/* Waits for a write in flight (asynchronous mode). */
-void train_ckpt_wait(FtTrainCkpt *tc);
-
 /* Checkpoints written so far, and the seconds the training loop spent inside the checkpoint
  * code (the stall: the whole write when synchronous, the copy and any wait when asynchronous). */
 int train_ckpt_count(const FtTrainCkpt *tc);
-double train_ckpt_stall_s(const FtTrainCkpt *tc);
 /* The interval in steps in use (after auto resolved it; 0 = none yet / time trigger only). */
 long long train_ckpt_interval(const FtTrainCkpt *tc);
 /* interval = auto, once resolved: the inputs the optimizer got, agreed over the ranks (max):

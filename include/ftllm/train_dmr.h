@@ -39,7 +39,6 @@ void train_dmr_stats(FtTrainDmr *td, FtDmrStats *s);
 
 /* The DMR context and the schedule (fail-stop events for SPARe). */
 FtDmr *train_dmr_get(FtTrainDmr *td);
-const FtFaultSchedule *train_dmr_schedule(const FtTrainDmr *td);
 
 /* Puts the trainer's hooks and batch sources back as they were and frees td (NULL is fine).
  * Call it while the trainer is still alive. */

@@ -139,19 +139,6 @@ int analytic_rep_survival(int N, int r, double *p)
     return 0;
 }
 
-double analytic_mu_rep_exact(int N, int r)
-{
-    double *p = malloc(((size_t)N + 1) * sizeof *p);
-    if (!p || analytic_rep_survival(N, r, p)) {
-        free(p);
-        return -1;
-    }
-    long double mu = 0;
-    for (int k = 0; k <= N; k++) mu += p[k];
-    free(p);
-    return (double)mu;
-}
-
 /* ---- depth oracle ------------------------------------------------------------------------- */
 
 #define NODE(o, t, i) ((o)->node + ((size_t)((t) - 2) * 2 * (o)->ntree + (size_t)(i)) * 4)

@@ -359,7 +359,6 @@ void ckpt_close(FtCkptFile *f)
     free(f);
 }
 
-const char *ckpt_file_path(const FtCkptFile *f) { return f->path; }
 long long ckpt_file_step(const FtCkptFile *f) { return f->step; }
 int ckpt_num_datasets(const FtCkptFile *f) { return f->n; }
 const CkptDsInfo *ckpt_dataset(const FtCkptFile *f, int i)

@@ -141,32 +141,10 @@ void comm_allgather(FtComm *c, const void *send, void *recv, size_t sendcount, e
     comm_wait(&r, NULL);
 }
 
-void comm_alltoallv(FtComm *c, const void *send, const int *sendcounts, const int *sdispls,
-                    void *recv, const int *recvcounts, const int *rdispls, enum ft_dtype t)
-{
-    FtReq r;
-    comm_ialltoallv(c, send, sendcounts, sdispls, recv, recvcounts, rdispls, t, &r);
-    comm_wait(&r, NULL);
-}
-
 void comm_bcast(FtComm *c, void *buf, size_t count, enum ft_dtype t, int root)
 {
     FtReq r;
     comm_ibcast(c, buf, count, t, root, &r);
-    comm_wait(&r, NULL);
-}
-
-void comm_send(FtComm *c, const void *buf, size_t count, enum ft_dtype t, int peer, int tag)
-{
-    FtReq r;
-    comm_isend(c, buf, count, t, peer, tag, &r);
-    comm_wait(&r, NULL);
-}
-
-void comm_recv(FtComm *c, void *buf, size_t count, enum ft_dtype t, int peer, int tag)
-{
-    FtReq r;
-    comm_irecv(c, buf, count, t, peer, tag, &r);
     comm_wait(&r, NULL);
 }
 

@@ -87,11 +87,6 @@ static int epoch_mc(int N, int r, int trials, uint64_t seed, FtSpareEpoch *out, 
     return 0;
 }
 
-int sim_spare_epoch_mc(int N, int r, int trials, uint64_t seed, FtSpareEpoch *out)
-{
-    return epoch_mc(N, r, trials, seed, out, NULL);
-}
-
 int sim_spare_stages_mc(int N, int r, int trials, uint64_t seed, FtSpareEpoch *out, FtEpochStages *st)
 {
     if (N < 1 || epoch_stages_alloc(st, N)) return -1;

@@ -185,11 +185,6 @@ void train_ckpt_save(FtTrainCkpt *tc, const FtTrainer *tr)
     tc->last_step = m->step;
 }
 
-void train_ckpt_wait(FtTrainCkpt *tc)
-{
-    if (tc) ckpt_wait(tc->w);
-}
-
 /* interval = auto: the optimizer's interval from what this run measured and the deck's cluster. */
 static void resolve_auto(FtTrainCkpt *tc, double save_s)
 {
@@ -308,7 +303,6 @@ void train_ckpt_destroy(FtTrainCkpt *tc)
 }
 
 int train_ckpt_count(const FtTrainCkpt *tc) { return tc ? tc->count : 0; }
-double train_ckpt_stall_s(const FtTrainCkpt *tc) { return tc ? tc->stall : 0; }
 long long train_ckpt_interval(const FtTrainCkpt *tc) { return tc ? tc->interval : 0; }
 
 void train_ckpt_auto_inputs(const FtTrainCkpt *tc, double *step_s, double *ckpt_s)

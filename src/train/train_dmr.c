@@ -211,11 +211,6 @@ void train_dmr_stats(FtTrainDmr *td, FtDmrStats *s)
 
 FtDmr *train_dmr_get(FtTrainDmr *td) { return td ? td->dmr : NULL; }
 
-const FtFaultSchedule *train_dmr_schedule(const FtTrainDmr *td)
-{
-    return td && td->has_sched ? &td->sched : NULL;
-}
-
 void train_dmr_destroy(FtTrainDmr *td)
 {
     if (!td) return;
