@@ -88,7 +88,9 @@ run "order: shard 1" 0 "" 1 "$FTLLM" tokenize "$tmp/b.txt" "$tmp/sh_1.bin"
 n0=$(tokens "$tmp/sh_0.bin" | wc -l)
 tiny=(inputs/default.ini "data.train=$tmp/sh_*.bin" data.val= data.val_fraction=0.2 model.layers=1
       model.channels=16 model.heads=2 train.seq_len=$T train.batch=2 train.val_batches=1
-      train.sample_tokens=0 run.log_level=debug run.name=order)
+      train.sample_tokens=0 run.log_level=debug run.name=order dmr.mode=off faults.schedule=)
+# (no DMR and no injected flips here: a rolled-back step fetches its sequences again, which the
+# "redo" check below looks at on its own)
 # train_log NAME NP OUT ARGS...: trains, keeps the "batch:" lines (without the rank) in OUT
 train_log() {
   local name=$1 np=$2 out=$3; shift 3
@@ -120,6 +122,12 @@ n=$(nseq)
 check_tokens "order: unshuffled: tokens" "$tmp/plain"
 want=$(for i in $(seq 0 27); do echo "$i $(( (i % n) * T ))"; done)
 [ "$(train_seqs "$tmp/plain")" = "$want" ] && ok "order: unshuffled: sequences 0-27 in order at (i mod $n) T" || bad "order: unshuffled: sequences in order" "$(train_seqs "$tmp/plain" | tr '\n' ' ')"
+# a step redone by DMR (the flip of inputs/default.faults at step 3 caught by naive DMR) trains
+# on the same sequences again: the same list with step 3's two sequences once more
+train_log "dmr redo" 1 "$tmp/redo" data.shuffle=false train.steps=14 train.val_every=7 dmr.mode=naive faults.schedule=inputs/default.faults
+want_redo=$(echo "$want" | awk '{print} NR == 6 {print l5; print $0} {l5 = (NR == 5 ? $0 : l5)}')
+[ "$(train_seqs "$tmp/redo")" = "$want_redo" ] && ok "order: a redone step fetches its own sequences again" \
+  || bad "order: a redone step fetches its own sequences again" "$(train_seqs "$tmp/redo" | head -10 | tr '\n' ' ')"
 awk -v lim=$((n * T + 1)) '$2 == "val" {v++; if ($8 < lim) b++} END {exit !(v > 0 && !b)}' "$tmp/plain" \
   && ok "order: validation past the last training target" || bad "order: validation past the last training target" "$(grep ' val ' "$tmp/plain" | head -2)"
 check_tokens "order: the boundary-crossing sequence checked" <(awk -v n0="$n0" -v T=$T '$8 < n0 && $8 + T >= n0' "$tmp/plain" | head -1)
