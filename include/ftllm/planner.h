@@ -1,0 +1,107 @@
+/* planner.h: SpareTrain's three-phase static DMR planner (PAPERS.md section 1), as a pure
+ * algorithm: plain structs in, one strategy per operator and a predicted overhead out. No MPI,
+ * no training; the profiler that measures the inputs and the wiring into dmr.mode come later.
+ *
+ * Inputs. Operators in execution order (checker time, bytes kept to defer the check, whether AC
+ * recomputes it, its transformer block); idle windows in execution order (opening after operator
+ * `after`, a length, a kind: PP inter-node window after a block's backward, or TP/EP intra-node);
+ * a memory budget for deferred checkers; the enabled phases.
+ *
+ * Phases.
+ *   1  operators AC recomputes -> PLAN_PIGGYBACK (their recomputation is the checker).
+ *   2  per block b, in block order, at most one AGC segment for the first PP window whose
+ *      block is b: a contiguous run [i, j] of block b's operators (indices in the block's own
+ *      order, all <= the window's `after`). The segment keeps only its boundary: the kept tensors
+ *      of its first and its last operator (mem[i] + mem[j], mem[i] once when i == j); replaying
+ *      it re-executes every operator inside, so replay time = sum of their times <= window len.
+ *      gain = time of the not-yet-assigned operators it covers (they become PLAN_AGC)
+ *           - extra = time of the piggyback-protected operators inside (replayed needlessly).
+ *      Candidates over the memory slack (budget - boundary memory of earlier blocks' segments)
+ *      or over the window are dropped; the largest gain > 0 wins; ties: fewer operators, then
+ *      the earliest start. A window holding a segment is used (Phase 3 skips it).
+ *   3  scan windows in order; at each window not used by Phase 2: enqueue the unassigned
+ *      operators with index <= after not yet enqueued; while the queue's memory exceeds the
+ *      Phase-3 budget (budget - all AGC boundary memory), demote the shortest operator to
+ *      PLAN_NAIVE (ties: the earliest index); then give the window the subset of the queue with
+ *      the largest total time <= len (planner_best_fit) as PLAN_DEFERRED; the rest stays
+ *      queued. Leftovers at the end and everything no phase took -> PLAN_NAIVE.
+ * AGC boundary memory is charged against the budget for the whole step (as if every segment
+ * were held at once): conservative, and it makes "AGC memory + deferred queue <= budget" hold
+ * at every point without modelling when each segment's tensors are born and freed.
+ *
+ * Cost model (predicted overhead, seconds per step):
+ *   overhead = sum of checker time of PLAN_NAIVE operators + sum of AGC extra costs.
+ * Piggyback checks and checks hidden in windows (deferred, AGC replays of the covered
+ * operators) cost 0. The extra cost of a segment (the needless replay of piggyback operators
+ * inside) is charged even though it runs in the window: it stands for the costs the paper
+ * names (needless replays, extra communication) that do not hide. Under this model adding a
+ * phase never increases the overhead: Phase 2 only takes a segment of gain > 0 (the overhead
+ * drops by exactly the gain), Phase 3 only turns would-be naive operators into deferred ones.
+ *
+ * Determinism: every choice is made in index order with the tie-breaks above; the same inputs
+ * give the same plan bytes. */
+#ifndef FTLLM_PLANNER_H
+#define FTLLM_PLANNER_H
+
+#include <stddef.h>
+
+enum ft_plan_strategy { PLAN_PIGGYBACK = 0, PLAN_NAIVE = 1, PLAN_DEFERRED = 2, PLAN_AGC = 3 };
+enum ft_plan_window_kind { PLAN_WIN_PP = 0, PLAN_WIN_INTRA = 1 };
+enum ft_plan_phase { PLAN_PHASE1 = 1, PLAN_PHASE2 = 2, PLAN_PHASE3 = 4 };
+
+/* One operator, in execution order. */
+typedef struct ft_plan_op {
+    const char *name; /* for reports; may be NULL */
+    double time;      /* checker run time (s), >= 0 */
+    size_t mem;       /* bytes of the tensors kept to defer its check */
+    int recomputed;   /* 1 when AC recomputes it (P-DMR eligible) */
+    int block;        /* its transformer block, >= 0 */
+} FtPlanOp;
+
+/* One idle window, in execution order (after non-decreasing). */
+typedef struct ft_plan_window {
+    int after;  /* opens after operator `after` (-1: before the first; checks only ops <= after) */
+    double len; /* length (s), >= 0 */
+    int kind;   /* enum ft_plan_window_kind */
+    int block;  /* PLAN_WIN_PP: the block whose backward it follows; ignored otherwise */
+} FtPlanWindow;
+
+typedef struct ft_dmr_plan {
+    int nops, nwin;
+    int *strategy;      /* [nops] enum ft_plan_strategy */
+    int *window;        /* [nops] the window of a deferred / AGC check, else -1 */
+    int *segment;       /* [nops] AGC segment id (0, 1, ... in block order), else -1 */
+    int nseg;           /* AGC segments */
+    int *seg_first;     /* [nseg] operator index of each segment's first and last operator: */
+    int *seg_last;      /* the boundary (a piggyback operator may be one: its tensors can be
+                           smaller; it is replayed, not covered) */
+    int *win_phase;     /* [nwin] 0 unused, 2 (holds an AGC segment) or 3 (deferred checks) */
+    double *win_time;   /* [nwin] checker time assigned to it (replay time for AGC) */
+    size_t agc_mem;     /* boundary memory of all AGC segments */
+    size_t *win_qmem;   /* [nwin] Phase 3: queue memory after demotion at that window */
+    int *qoff;          /* [nwin + 1] Phase 3 trace: window w's queue after demotion is */
+    int *q;             /* q[qoff[w] .. qoff[w+1]) (operator indices, enqueue order) */
+    double overhead;    /* predicted, seconds (cost model above) */
+    double agc_extra;   /* the AGC extra costs inside overhead */
+} FtDmrPlan;
+
+/* Plans nops operators and nwin windows under `budget` bytes with the phases given (a mask of
+ * enum ft_plan_phase). Returns 0, or -1 on invalid input (negative time or length, block < 0,
+ * after out of [-1, nops-1] or decreasing, unknown kind or phase bit) or out of memory; p is
+ * then empty (planner_free is still safe). */
+int planner_run(const FtPlanOp *ops, int nops, const FtPlanWindow *win, int nwin, size_t budget,
+                int phases, FtDmrPlan *p);
+void planner_free(FtDmrPlan *p);
+
+/* The subset of t[0..n) with the largest sum <= len: pick[i] = 1 for the chosen; returns the
+ * sum (added in index order). Exact for n <= PLANNER_EXACT_MAX (depth-first search, include
+ * before exclude, a later subset replaces the best only when strictly larger: so among equal
+ * sums the one taking earlier items wins). Above, a 0/1 knapsack on times rounded up to
+ * len / PLANNER_DP_UNITS: never overfills, may fall short of the optimum by under n units. */
+#define PLANNER_EXACT_MAX 24
+#define PLANNER_DP_UNITS 8192
+double planner_best_fit(const double *t, int n, double len, unsigned char *pick);
+
+const char *planner_strategy_name(int s); /* "piggyback", "naive", "deferred", "agc" */
+
+#endif

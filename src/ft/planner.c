@@ -1,0 +1,280 @@
+/* planner.c: SpareTrain's three-phase static DMR planner (definitions and cost model in
+ * planner.h).
+ *
+ * Phase 2 enumerates every contiguous run of a block's operators (O(m^2) per block with running
+ * sums, m = the block's operators). Phase 3 keeps the queue in enqueue order, which is index
+ * order, so "the earliest index" and "queue order" are the same tie-break. The best fit is an
+ * exact depth-first search up to PLANNER_EXACT_MAX items and a knapsack on rounded-up times
+ * above (queues that long are rare: the budget bounds them). */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ftllm/planner.h"
+
+#define UNASSIGNED (-1)
+
+const char *planner_strategy_name(int s)
+{
+    static const char *const names[] = {"piggyback", "naive", "deferred", "agc"};
+    return s >= 0 && s < 4 ? names[s] : "?";
+}
+
+/* ---- best fit (subset sum) ------------------------------------------------------------------ */
+
+typedef struct fit_search {
+    const double *t, *suf; /* suf[i] = t[i] + ... + t[n-1] */
+    int n;
+    double len, best;
+    unsigned char *cur, *pick;
+} FitSearch;
+
+static void fit_dfs(FitSearch *s, int i, double sum)
+{
+    if (i == s->n || sum + s->suf[i] <= s->len) {
+        /* everything left fits: taking all of it is the best in this subtree */
+        for (int k = i; k < s->n; k++) sum += s->t[k], s->cur[k] = 1;
+        if (sum > s->best) s->best = sum, memcpy(s->pick, s->cur, (size_t)s->n);
+        for (int k = i; k < s->n; k++) s->cur[k] = 0;
+        return;
+    }
+    /* no strictly larger sum below (the margin covers rounding of the bound) */
+    if ((sum + s->suf[i]) * (1 + 1e-12) <= s->best) return;
+    if (sum + s->t[i] <= s->len) {
+        s->cur[i] = 1;
+        fit_dfs(s, i + 1, sum + s->t[i]);
+        s->cur[i] = 0;
+    }
+    fit_dfs(s, i + 1, sum);
+}
+
+static double fit_exact(const double *t, int n, double len, unsigned char *pick)
+{
+    double suf[PLANNER_EXACT_MAX + 1];
+    unsigned char cur[PLANNER_EXACT_MAX];
+    suf[n] = 0;
+    for (int i = n - 1; i >= 0; i--) suf[i] = t[i] + suf[i + 1];
+    memset(cur, 0, sizeof cur);
+    memset(pick, 0, (size_t)n);
+    FitSearch s = {.t = t, .suf = suf, .n = n, .len = len, .best = -1, .cur = cur, .pick = pick};
+    fit_dfs(&s, 0, 0.0);
+    return s.best;
+}
+
+static double fit_knapsack(const double *t, int n, double len, unsigned char *pick)
+{
+    const int C = PLANNER_DP_UNITS;
+    double q = len / C;
+    memset(pick, 0, (size_t)n);
+    if (!(q > 0)) { /* len 0: only zero-time checks fit */
+        for (int i = 0; i < n; i++) pick[i] = t[i] == 0;
+        return 0;
+    }
+    int *w = malloc((size_t)n * sizeof *w);
+    double *best = calloc((size_t)C + 1, sizeof *best);
+    unsigned char *took = calloc((size_t)n * (C + 1), 1);
+    if (!w || !best || !took) {
+        free(w), free(best), free(took);
+        return -1;
+    }
+    for (int i = 0; i < n; i++) {
+        double u = ceil(t[i] / q);
+        w[i] = u > C ? C + 1 : (int)u;
+        for (int c = C; c >= w[i]; c--)
+            if (best[c - w[i]] + t[i] > best[c])
+                best[c] = best[c - w[i]] + t[i], took[(size_t)i * (C + 1) + c] = 1;
+    }
+    for (int i = n - 1, c = C; i >= 0; i--)
+        if (took[(size_t)i * (C + 1) + c]) pick[i] = 1, c -= w[i];
+    double sum = 0;
+    for (int i = 0; i < n; i++) sum += pick[i] ? t[i] : 0;
+    for (int i = n - 1; i >= 0 && sum > len; i--) /* rounding of the units: never overfill */
+        if (pick[i]) {
+            pick[i] = 0, sum = 0;
+            for (int k = 0; k < n; k++) sum += pick[k] ? t[k] : 0;
+        }
+    free(w), free(best), free(took);
+    return sum;
+}
+
+double planner_best_fit(const double *t, int n, double len, unsigned char *pick)
+{
+    if (n <= 0) return 0;
+    return n <= PLANNER_EXACT_MAX ? fit_exact(t, n, len, pick) : fit_knapsack(t, n, len, pick);
+}
+
+/* ---- the plan ------------------------------------------------------------------------------- */
+
+void planner_free(FtDmrPlan *p)
+{
+    if (!p) return;
+    free(p->strategy), free(p->window), free(p->segment), free(p->win_phase), free(p->win_time);
+    free(p->win_qmem), free(p->qoff), free(p->q), free(p->seg_first), free(p->seg_last);
+    memset(p, 0, sizeof *p);
+}
+
+static int check_input(const FtPlanOp *ops, int nops, const FtPlanWindow *win, int nwin,
+                       int phases)
+{
+    if (nops < 0 || nwin < 0 || (nops && !ops) || (nwin && !win)) return -1;
+    if (phases & ~(PLAN_PHASE1 | PLAN_PHASE2 | PLAN_PHASE3)) return -1;
+    for (int i = 0; i < nops; i++)
+        if (!(ops[i].time >= 0) || ops[i].block < 0) return -1;
+    for (int w = 0; w < nwin; w++) {
+        if (!(win[w].len >= 0) || win[w].after < -1 || win[w].after >= nops) return -1;
+        if (win[w].kind != PLAN_WIN_PP && win[w].kind != PLAN_WIN_INTRA) return -1;
+        if (w && win[w].after < win[w - 1].after) return -1;
+    }
+    return 0;
+}
+
+/* Phase 2 for block b: the best segment of its operators idx[0..m) into window w, or none. */
+static void phase2_block(const FtPlanOp *ops, const int *idx, int m, const FtPlanWindow *win,
+                         int w, size_t slack, FtDmrPlan *p)
+{
+    int bi = -1, bj = -1;
+    double bgain = 0, bextra = 0, btime = 0;
+    for (int i = 0; i < m && idx[i] <= win[w].after; i++) {
+        double replay = 0, gain = 0, extra = 0;
+        for (int j = i; j < m && idx[j] <= win[w].after; j++) {
+            const FtPlanOp *o = &ops[idx[j]];
+            replay += o->time;
+            if (p->strategy[idx[j]] == PLAN_PIGGYBACK) extra += o->time;
+            else gain += o->time;
+            if (replay > win[w].len) break; /* times >= 0: longer runs only grow */
+            size_t mem = ops[idx[i]].mem + (j > i ? o->mem : 0);
+            if (mem > slack) continue;
+            double net = gain - extra;
+            /* strictly larger only: ties keep the shorter, then the earlier segment */
+            if (net > bgain || (net == bgain && bi >= 0 && net > 0 && j - i < bj - bi)) {
+                bi = i, bj = j, bgain = net, bextra = extra, btime = replay;
+            }
+        }
+    }
+    if (bi < 0) return;
+    for (int k = bi; k <= bj; k++)
+        if (p->strategy[idx[k]] == UNASSIGNED)
+            p->strategy[idx[k]] = PLAN_AGC, p->window[idx[k]] = w, p->segment[idx[k]] = p->nseg;
+    p->seg_first[p->nseg] = idx[bi], p->seg_last[p->nseg] = idx[bj];
+    p->agc_mem += ops[idx[bi]].mem + (bj > bi ? ops[idx[bj]].mem : 0);
+    p->agc_extra += bextra;
+    p->win_phase[w] = 2, p->win_time[w] = btime;
+    p->nseg++;
+}
+
+static int phase2(const FtPlanOp *ops, int nops, const FtPlanWindow *win, int nwin,
+                  size_t budget, FtDmrPlan *p)
+{
+    int nblk = 0;
+    for (int i = 0; i < nops; i++)
+        if (ops[i].block + 1 > nblk) nblk = ops[i].block + 1;
+    int *idx = malloc((size_t)nops * sizeof *idx + 1);
+    if (!idx) return -1;
+    for (int b = 0; b < nblk; b++) {
+        int w = 0;
+        while (w < nwin && !(win[w].kind == PLAN_WIN_PP && win[w].block == b && !p->win_phase[w]))
+            w++;
+        if (w == nwin) continue;
+        int m = 0;
+        for (int i = 0; i < nops; i++)
+            if (ops[i].block == b) idx[m++] = i;
+        phase2_block(ops, idx, m, win, w, budget - p->agc_mem, p);
+    }
+    free(idx);
+    return 0;
+}
+
+/* Appends the queue (after demotion) at window w to the trace. */
+static int trace_queue(FtDmrPlan *p, int w, const int *queue, int nq, size_t *cap)
+{
+    size_t need = (size_t)p->qoff[w] + nq;
+    if (need > *cap) {
+        size_t c = *cap * 2 > need ? *cap * 2 : need;
+        int *q = realloc(p->q, c * sizeof *q);
+        if (!q) return -1;
+        p->q = q, *cap = c;
+    }
+    if (nq) memcpy(p->q + p->qoff[w], queue, (size_t)nq * sizeof *queue);
+    p->qoff[w + 1] = (int)need;
+    return 0;
+}
+
+static int phase3(const FtPlanOp *ops, int nops, const FtPlanWindow *win, int nwin,
+                  size_t budget, FtDmrPlan *p)
+{
+    int rc = -1, nq = 0, next = 0;
+    size_t qmem = 0, cap = 0;
+    int *queue = malloc((size_t)nops * sizeof *queue + 1);
+    double *t = malloc((size_t)nops * sizeof *t + 1);
+    unsigned char *pick = malloc((size_t)nops + 1);
+    if (!queue || !t || !pick) goto out;
+    for (int w = 0; w < nwin; w++) {
+        p->qoff[w + 1] = p->qoff[w];
+        if (p->win_phase[w]) continue;
+        for (; next <= win[w].after; next++)
+            if (p->strategy[next] == UNASSIGNED) queue[nq++] = next, qmem += ops[next].mem;
+        while (qmem > budget) { /* demote the shortest, the earliest on ties */
+            int s = 0;
+            for (int k = 1; k < nq; k++)
+                if (ops[queue[k]].time < ops[queue[s]].time) s = k;
+            p->strategy[queue[s]] = PLAN_NAIVE, qmem -= ops[queue[s]].mem;
+            memmove(queue + s, queue + s + 1, (size_t)(nq - s - 1) * sizeof *queue), nq--;
+        }
+        p->win_qmem[w] = qmem;
+        if (trace_queue(p, w, queue, nq, &cap)) goto out;
+        for (int k = 0; k < nq; k++) t[k] = ops[queue[k]].time;
+        double used = planner_best_fit(t, nq, win[w].len, pick);
+        if (used < 0) goto out;
+        p->win_phase[w] = 3, p->win_time[w] = used;
+        int keep = 0;
+        for (int k = 0; k < nq; k++) {
+            if (pick[k]) {
+                p->strategy[queue[k]] = PLAN_DEFERRED, p->window[queue[k]] = w;
+                qmem -= ops[queue[k]].mem;
+            } else {
+                queue[keep++] = queue[k];
+            }
+        }
+        nq = keep;
+    }
+    rc = 0; /* what is still queued, or never reached a window, goes naive in planner_run */
+out:
+    free(queue), free(t), free(pick);
+    return rc;
+}
+
+int planner_run(const FtPlanOp *ops, int nops, const FtPlanWindow *win, int nwin, size_t budget,
+                int phases, FtDmrPlan *p)
+{
+    memset(p, 0, sizeof *p);
+    if (check_input(ops, nops, win, nwin, phases)) return -1;
+    p->nops = nops, p->nwin = nwin;
+    p->strategy = malloc((size_t)nops * sizeof *p->strategy + 1);
+    p->window = malloc((size_t)nops * sizeof *p->window + 1);
+    p->segment = malloc((size_t)nops * sizeof *p->segment + 1);
+    p->seg_first = malloc((size_t)nops * sizeof *p->seg_first + 1);
+    p->seg_last = malloc((size_t)nops * sizeof *p->seg_last + 1);
+    p->win_phase = calloc((size_t)nwin + 1, sizeof *p->win_phase);
+    p->win_time = calloc((size_t)nwin + 1, sizeof *p->win_time);
+    p->win_qmem = calloc((size_t)nwin + 1, sizeof *p->win_qmem);
+    p->qoff = calloc((size_t)nwin + 1, sizeof *p->qoff);
+    if (!p->strategy || !p->window || !p->segment || !p->win_phase || !p->win_time ||
+        !p->win_qmem || !p->qoff || !p->seg_first || !p->seg_last)
+        goto fail;
+    for (int i = 0; i < nops; i++) {
+        p->strategy[i] = (phases & PLAN_PHASE1) && ops[i].recomputed ? PLAN_PIGGYBACK : UNASSIGNED;
+        p->window[i] = p->segment[i] = -1;
+    }
+    if ((phases & PLAN_PHASE2) && phase2(ops, nops, win, nwin, budget, p)) goto fail;
+    if ((phases & PLAN_PHASE3) && phase3(ops, nops, win, nwin, budget - p->agc_mem, p)) goto fail;
+    double naive = 0;
+    for (int i = 0; i < nops; i++) {
+        if (p->strategy[i] == UNASSIGNED) p->strategy[i] = PLAN_NAIVE;
+        if (p->strategy[i] == PLAN_NAIVE) naive += ops[i].time;
+    }
+    p->overhead = naive + p->agc_extra;
+    return 0;
+fail:
+    planner_free(p);
+    return -1;
+}

@@ -1,0 +1,394 @@
+/* test_planner.c: SpareTrain's three-phase static DMR planner (planner.h): the paper's Phase-3
+ * worked example with chosen numbers, a hand-made Phase-2 case, the best fit against brute force
+ * (exact search) and against an integer subset sum (knapsack path), and invariants on thousands
+ * of random instances for each phase set (one strategy per operator, disabled phases absent,
+ * windows not overfilled, memory within budget at every window, each Phase-3 subset optimal for
+ * its queue, the Phase-2 segment the best candidate, the overhead recomputed from the strategies,
+ * determinism, and the overhead non-increasing as phases are added). Times are multiples of 1/4,
+ * so every sum is exact in double and the comparisons are exact. Fixed seeds throughout.
+ * ft-test: ranks 1 */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ft_test.h"
+#include "ftllm/planner.h"
+#include "ftllm/sim.h"
+
+static int rnd(FtRng *g, int lo, int hi) { return lo + (int)rng_below(g, (uint64_t)(hi - lo + 1)); }
+
+static const int phase_sets[3] = {PLAN_PHASE1, PLAN_PHASE1 | PLAN_PHASE2,
+                                  PLAN_PHASE1 | PLAN_PHASE2 | PLAN_PHASE3};
+
+/* ---- the worked example ----------------------------------------------------------------------
+ * PAPERS.md section 1: budget 3 tensors, ops A-F (1 tensor each), windows W1 and W2.
+ * Chosen numbers: times A 3, B 4, C 1, D 5, E 2, F 6 (s); W1 opens after B, length 5; W2 after
+ * F, length 8; both intra-node; no op recomputed (Phase 1 takes nothing), no PP window (Phase 2
+ * takes nothing).
+ *   W1: queue {A, B}, 2 <= 3; subsets that fit 5: {A} 3, {B} 4 -> {B}; {A} stays.
+ *   W2: queue {A, C, D, E, F}, 5 > 3: demote C (1), then E (2) -> {A, D, F};
+ *       fits of 8: {A, D} 8 exactly (A+F 9, D+F 11 do not fit) -> {A, D}; {F} left -> naive.
+ * Overhead: naive C + E + F = 9. */
+static void test_worked_example(void **state)
+{
+    (void)state;
+    const FtPlanOp ops[6] = {{"A", 3, 1, 0, 0}, {"B", 4, 1, 0, 0}, {"C", 1, 1, 0, 0},
+                             {"D", 5, 1, 0, 0}, {"E", 2, 1, 0, 0}, {"F", 6, 1, 0, 0}};
+    const FtPlanWindow win[2] = {{1, 5, PLAN_WIN_INTRA, 0}, {5, 8, PLAN_WIN_INTRA, 0}};
+    const int strat[6] = {PLAN_DEFERRED, PLAN_DEFERRED, PLAN_NAIVE,
+                          PLAN_DEFERRED, PLAN_NAIVE,    PLAN_NAIVE};
+    const int where[6] = {1, 0, -1, 1, -1, -1};
+    FtDmrPlan p;
+    assert_int_equal(planner_run(ops, 6, win, 2, 3, phase_sets[2], &p), 0);
+    for (int i = 0; i < 6; i++) {
+        printf("  %s -> %s", ops[i].name, planner_strategy_name(p.strategy[i]));
+        if (p.window[i] >= 0) printf(" (W%d)", p.window[i] + 1);
+        printf("\n");
+        assert_int_equal(p.strategy[i], strat[i]);
+        assert_int_equal(p.window[i], where[i]);
+    }
+    /* the queues the paper names: {A, B} at W1, {A, D, F} at W2 after demotion */
+    assert_int_equal(p.qoff[1] - p.qoff[0], 2);
+    assert_int_equal(p.q[0], 0), assert_int_equal(p.q[1], 1);
+    assert_int_equal(p.qoff[2] - p.qoff[1], 3);
+    assert_int_equal(p.q[2], 0), assert_int_equal(p.q[3], 3), assert_int_equal(p.q[4], 5);
+    assert_true(p.win_time[0] == 4 && p.win_time[1] == 8);
+    assert_true(p.win_qmem[0] == 2 && p.win_qmem[1] == 3);
+    assert_true(p.overhead == 9);
+    planner_free(&p);
+    /* fewer phases on the same instance: all naive (21) */
+    assert_int_equal(planner_run(ops, 6, win, 2, 3, phase_sets[1], &p), 0);
+    assert_true(p.overhead == 21);
+    planner_free(&p);
+}
+
+/* ---- Phase 2 by hand -------------------------------------------------------------------------
+ * One block: x 2, y 1 (recomputed), z 3, u 4; PP window after u, length 7; budget 10, 1 byte per
+ * op. Candidates that fit 7: {x,y,z} replay 6, gain 2 + 3 - 1 = 4; {z,u} replay 7, gain 7 ->
+ * {z,u}; x stays for Phase 3 (no other window: naive). Overhead 2. With budget 1 only single ops
+ * fit the slack (a two-op segment keeps 2 bytes): {u}, gain 4 -> overhead 2 + 3 = 5. */
+static void test_phase2_hand(void **state)
+{
+    (void)state;
+    const FtPlanOp ops[4] = {{"x", 2, 1, 0, 0}, {"y", 1, 1, 1, 0}, {"z", 3, 1, 0, 0},
+                             {"u", 4, 1, 0, 0}};
+    const FtPlanWindow win[1] = {{3, 7, PLAN_WIN_PP, 0}};
+    FtDmrPlan p;
+    assert_int_equal(planner_run(ops, 4, win, 1, 10, phase_sets[2], &p), 0);
+    assert_int_equal(p.strategy[0], PLAN_NAIVE);
+    assert_int_equal(p.strategy[1], PLAN_PIGGYBACK);
+    assert_int_equal(p.strategy[2], PLAN_AGC), assert_int_equal(p.strategy[3], PLAN_AGC);
+    assert_int_equal(p.segment[2], 0), assert_int_equal(p.window[3], 0);
+    assert_true(p.overhead == 2 && p.agc_extra == 0 && p.agc_mem == 2 && p.win_phase[0] == 2);
+    planner_free(&p);
+    assert_int_equal(planner_run(ops, 4, win, 1, 1, phase_sets[2], &p), 0);
+    assert_int_equal(p.strategy[3], PLAN_AGC), assert_int_equal(p.strategy[2], PLAN_NAIVE);
+    assert_true(p.overhead == 5 && p.agc_mem == 1);
+    planner_free(&p);
+    /* a segment over a piggyback op pays its replay: x 5, y 1 (recomputed), z 5, window 11 ->
+     * {x,y,z} gain 9, extra 1 -> overhead 1 */
+    const FtPlanOp ops2[3] = {{"x", 5, 1, 0, 0}, {"y", 1, 1, 1, 0}, {"z", 5, 1, 0, 0}};
+    const FtPlanWindow win2[1] = {{2, 11, PLAN_WIN_PP, 0}};
+    assert_int_equal(planner_run(ops2, 3, win2, 1, 10, phase_sets[1], &p), 0);
+    assert_int_equal(p.strategy[0], PLAN_AGC), assert_int_equal(p.strategy[2], PLAN_AGC);
+    assert_int_equal(p.strategy[1], PLAN_PIGGYBACK);
+    assert_true(p.overhead == 1 && p.agc_extra == 1 && p.win_time[0] == 11);
+    planner_free(&p);
+    /* invalid input */
+    const FtPlanWindow bad[2] = {{2, 1, PLAN_WIN_INTRA, 0}, {1, 1, PLAN_WIN_INTRA, 0}};
+    assert_int_equal(planner_run(ops2, 3, bad, 2, 10, 7, &p), -1);
+    assert_int_equal(planner_run(ops2, 3, win2, 1, 10, 8, &p), -1);
+    planner_free(&p);
+}
+
+/* ---- best fit --------------------------------------------------------------------------------- */
+
+static double fit_brute(const double *t, int n, double len)
+{
+    double best = 0;
+    for (unsigned m = 0; m < 1u << n; m++) {
+        double s = 0;
+        for (int i = 0; i < n; i++) s += m >> i & 1 ? t[i] : 0;
+        if (s <= len && s > best) best = s;
+    }
+    return best;
+}
+
+static void test_best_fit(void **state)
+{
+    (void)state;
+    FtRng g;
+    rng_seed(&g, 2026, 1);
+    double t[64];
+    unsigned char pick[64];
+    for (int it = 0; it < 3000; it++) {
+        int n = rnd(&g, 0, 14);
+        for (int i = 0; i < n; i++) t[i] = 0.25 * rnd(&g, 0, 40);
+        double len = 0.25 * rnd(&g, 0, 120);
+        double s = planner_best_fit(t, n, len, pick), chk = 0;
+        for (int i = 0; i < n; i++) chk += pick[i] ? t[i] : 0;
+        assert_true(s == chk && s <= len);
+        assert_true(s == fit_brute(t, n, len));
+    }
+    /* equal sums: the earlier items win (3 = t0 = t1 + t2) */
+    const double tie[3] = {3, 1, 2};
+    assert_true(planner_best_fit(tie, 3, 3, pick) == 3);
+    assert_true(pick[0] && !pick[1] && !pick[2]);
+    /* knapsack path (n > PLANNER_EXACT_MAX): with len 2048 the unit is 1/4, so on quarter times
+     * it is exact: compare with an integer subset sum */
+    static unsigned char reach[8193];
+    for (int it = 0; it < 20; it++) {
+        int n = rnd(&g, PLANNER_EXACT_MAX + 1, 64);
+        for (int i = 0; i < n; i++) t[i] = 0.25 * rnd(&g, 1, it % 2 ? 400 : 4000);
+        double len = 2048, s = planner_best_fit(t, n, len, pick), chk = 0;
+        for (int i = 0; i < n; i++) chk += pick[i] ? t[i] : 0;
+        memset(reach, 0, sizeof reach), reach[0] = 1;
+        for (int i = 0; i < n; i++) {
+            int w = (int)(t[i] * 4);
+            for (int c = 8192; c >= w; c--) reach[c] |= reach[c - w];
+        }
+        int best = 8192;
+        while (!reach[best]) best--;
+        assert_true(s == chk && s <= len && s == 0.25 * best);
+    }
+}
+
+/* ---- random instances ------------------------------------------------------------------------- */
+
+typedef struct instance {
+    int nops, nwin;
+    size_t budget;
+    FtPlanOp ops[40];
+    FtPlanWindow win[12];
+} Instance;
+
+static void make_instance(FtRng *g, Instance *in)
+{
+    int nblk = rnd(g, 1, 4);
+    in->nops = 0;
+    for (int b = 0; b < nblk; b++)
+        for (int k = rnd(g, 1, 8); k > 0; k--)
+            in->ops[in->nops++] = (FtPlanOp){NULL, 0.25 * rnd(g, 0, 16), (size_t)rnd(g, 1, 4),
+                                             rnd(g, 0, 9) < 4, b};
+    in->nwin = rnd(g, 0, 10);
+    for (int w = 0; w < in->nwin; w++)
+        in->win[w] = (FtPlanWindow){rnd(g, -1, in->nops - 1), 0.5 * rnd(g, 0, 20),
+                                    rnd(g, 0, 1) ? PLAN_WIN_PP : PLAN_WIN_INTRA, rnd(g, 0, nblk)};
+    for (int w = 1; w < in->nwin; w++) /* insertion sort by `after` */
+        for (int k = w; k > 0 && in->win[k].after < in->win[k - 1].after; k--) {
+            FtPlanWindow x = in->win[k];
+            in->win[k] = in->win[k - 1], in->win[k - 1] = x;
+        }
+    in->budget = (size_t)rnd(g, 0, 14);
+}
+
+/* Every invariant of one plan; returns its overhead. */
+static double check_plan(const Instance *in, int phases, const FtDmrPlan *p)
+{
+    const FtPlanOp *ops = in->ops;
+    const FtPlanWindow *win = in->win;
+    int n = in->nops, nw = in->nwin;
+    double naive = 0, extra = 0, wt[12] = {0};
+    size_t agc_mem = 0;
+    for (int i = 0; i < n; i++) {
+        int s = p->strategy[i], w = p->window[i];
+        assert_true(s >= PLAN_PIGGYBACK && s <= PLAN_AGC);
+        /* piggyback exactly for the recomputed ops under Phase 1; disabled phases absent */
+        assert_int_equal(s == PLAN_PIGGYBACK, (phases & PLAN_PHASE1) && ops[i].recomputed);
+        if (!(phases & PLAN_PHASE2)) assert_true(s != PLAN_AGC);
+        if (!(phases & PLAN_PHASE3)) assert_true(s != PLAN_DEFERRED);
+        assert_int_equal(w >= 0, s == PLAN_DEFERRED || s == PLAN_AGC);
+        assert_int_equal(p->segment[i] >= 0, s == PLAN_AGC);
+        if (w >= 0) {
+            assert_true(w < nw && i <= win[w].after);
+            assert_int_equal(p->win_phase[w], s == PLAN_AGC ? 2 : 3);
+        }
+        if (s == PLAN_DEFERRED) wt[w] += ops[i].time;
+        if (s == PLAN_NAIVE) naive += ops[i].time;
+    }
+    /* AGC segments: one per used PP window, of one block, a contiguous run of its operators
+     * from seg_first to seg_last (boundaries AGC or piggyback), covering every AGC op */
+    int covered = 0;
+    for (int sg = 0; sg < p->nseg; sg++) {
+        int lo = p->seg_first[sg], hi = p->seg_last[sg], w = -1, b = ops[lo].block;
+        assert_true(lo >= 0 && lo <= hi && hi < n && ops[hi].block == b);
+        double replay = 0;
+        for (int i = lo; i <= hi; i++) {
+            if (ops[i].block != b) continue;
+            assert_true(p->segment[i] == sg || p->strategy[i] == PLAN_PIGGYBACK);
+            replay += ops[i].time;
+            if (p->strategy[i] == PLAN_PIGGYBACK) extra += ops[i].time;
+            else w = p->window[i], covered++;
+        }
+        assert_true(w >= 0 && win[w].kind == PLAN_WIN_PP && win[w].block == b);
+        for (int i = lo; i <= hi; i++)
+            if (p->segment[i] == sg) assert_int_equal(p->window[i], w);
+        agc_mem += ops[lo].mem + (hi > lo ? ops[hi].mem : 0);
+        assert_true(replay <= win[w].len && replay == p->win_time[w]);
+    }
+    for (int i = 0; i < n; i++) covered -= p->strategy[i] == PLAN_AGC;
+    assert_int_equal(covered, 0);
+    assert_true(agc_mem == p->agc_mem && agc_mem <= in->budget && extra == p->agc_extra);
+    for (int w = 0; w < nw; w++) {
+        if (p->win_phase[w] != 3) continue;
+        assert_true(wt[w] <= win[w].len && wt[w] == p->win_time[w]);
+        /* the queue after demotion: memory within the Phase-3 budget, and this window's subset
+         * is a best fit of it */
+        double qt[40], qbest;
+        size_t qm = 0, held = 0;
+        int nq = p->qoff[w + 1] - p->qoff[w];
+        for (int k = 0; k < nq; k++) {
+            int i = p->q[p->qoff[w] + k];
+            qt[k] = ops[i].time, qm += ops[i].mem;
+            assert_true(i <= win[w].after);
+            assert_true(p->strategy[i] == PLAN_NAIVE ||
+                        (p->strategy[i] == PLAN_DEFERRED && p->window[i] >= w));
+        }
+        assert_true(qm == p->win_qmem[w] && qm + agc_mem <= in->budget);
+        assert_true(nq <= 14);
+        qbest = fit_brute(qt, nq, win[w].len);
+        assert_true(wt[w] == qbest);
+        /* kept tensors at this window: every op deferred to here or later, already run */
+        for (int i = 0; i <= win[w].after; i++)
+            if (p->strategy[i] == PLAN_DEFERRED && p->window[i] >= w) held += ops[i].mem;
+        assert_true(held <= qm); /* the rest of the queue is demoted later */
+    }
+    assert_true(p->overhead == naive + extra);
+    return p->overhead;
+}
+
+/* The best Phase-2 gain for block b into window w over slack, by brute force. */
+static double phase2_brute(const Instance *in, const int *strat1, int b, int w, size_t slack)
+{
+    int idx[40], m = 0;
+    double best = 0;
+    for (int i = 0; i < in->nops; i++)
+        if (in->ops[i].block == b && i <= in->win[w].after) idx[m++] = i;
+    for (int i = 0; i < m; i++)
+        for (int j = i; j < m; j++) {
+            double replay = 0, gain = 0;
+            for (int k = i; k <= j; k++) {
+                replay += in->ops[idx[k]].time;
+                gain += strat1[idx[k]] == PLAN_PIGGYBACK ? -in->ops[idx[k]].time
+                                                         : in->ops[idx[k]].time;
+            }
+            size_t mem = in->ops[idx[i]].mem + (j > i ? in->ops[idx[j]].mem : 0);
+            if (replay <= in->win[w].len && mem <= slack && gain > best) best = gain;
+        }
+    return best;
+}
+
+static void test_random_invariants(void **state)
+{
+    (void)state;
+    FtRng g;
+    rng_seed(&g, 2026, 2);
+    Instance in;
+    int counts[4] = {0}, strict2 = 0, strict3 = 0;
+    for (int it = 0; it < 6000; it++) {
+        make_instance(&g, &in);
+        double ov[3];
+        FtDmrPlan p[3];
+        for (int s = 0; s < 3; s++) {
+            assert_int_equal(planner_run(in.ops, in.nops, in.win, in.nwin, in.budget,
+                                         phase_sets[s], &p[s]),
+                             0);
+            ov[s] = check_plan(&in, phase_sets[s], &p[s]);
+            for (int i = 0; i < in.nops; i++) counts[p[s].strategy[i]]++;
+            /* determinism: the same bytes again */
+            FtDmrPlan q;
+            assert_int_equal(planner_run(in.ops, in.nops, in.win, in.nwin, in.budget,
+                                         phase_sets[s], &q),
+                             0);
+            assert_memory_equal(q.strategy, p[s].strategy, in.nops * sizeof(int));
+            assert_memory_equal(q.window, p[s].window, in.nops * sizeof(int));
+            assert_memory_equal(q.segment, p[s].segment, in.nops * sizeof(int));
+            assert_int_equal(q.qoff[in.nwin], p[s].qoff[in.nwin]);
+            if (q.qoff[in.nwin])
+                assert_memory_equal(q.q, p[s].q, q.qoff[in.nwin] * sizeof(int));
+            assert_true(q.overhead == p[s].overhead);
+            planner_free(&q);
+        }
+        /* Phase 2 picks the best candidate of each block: replay the greedy over blocks with
+         * the brute-force gain; the overhead drops by the sum of the gains */
+        size_t used = 0;
+        double gains = 0;
+        int taken[12] = {0};
+        for (int b = 0; b < 5; b++) {
+            int w = 0;
+            while (w < in.nwin && !(in.win[w].kind == PLAN_WIN_PP && in.win[w].block == b &&
+                                    !taken[w]))
+                w++;
+            if (w == in.nwin) continue;
+            double best = phase2_brute(&in, p[0].strategy, b, w, in.budget - used);
+            if (best <= 0) continue;
+            taken[w] = 1, gains += best;
+            assert_int_equal(p[1].win_phase[w], 2);
+            for (int sg = 0; sg < p[1].nseg; sg++) { /* the segment in window w: its memory */
+                int lo = p[1].seg_first[sg], hi = p[1].seg_last[sg], inw = 0;
+                for (int i = lo; i <= hi; i++) inw |= p[1].segment[i] == sg && p[1].window[i] == w;
+                if (inw) used += in.ops[lo].mem + (hi > lo ? in.ops[hi].mem : 0);
+            }
+        }
+        assert_true(used == p[1].agc_mem);
+        assert_true(ov[0] - gains == ov[1]);
+        /* adding phases never raises the predicted overhead */
+        assert_true(ov[1] <= ov[0] && ov[2] <= ov[1]);
+        strict2 += ov[1] < ov[0], strict3 += ov[2] < ov[1];
+        for (int s = 0; s < 3; s++) planner_free(&p[s]);
+    }
+    printf("  strategies: piggyback %d naive %d deferred %d agc %d; phase 2 lowered the "
+           "overhead in %d of 6000, phase 3 in %d\n",
+           counts[0], counts[1], counts[2], counts[3], strict2, strict3);
+    assert_true(counts[2] > 0 && counts[3] > 0 && strict2 > 100 && strict3 > 100);
+}
+
+/* A model-sized instance: 48 blocks of 12 ops (every third recomputed), a PP window after each
+ * block and two intra-node windows inside it; a budget that lets queues grow past
+ * PLANNER_EXACT_MAX (the knapsack path). Checks the invariants that need no brute force, and
+ * that it plans in well under a second. */
+static void test_large(void **state)
+{
+    (void)state;
+    enum { NB = 48, PER = 12, N = NB * PER, NW = NB * 3 };
+    static FtPlanOp ops[N];
+    static FtPlanWindow win[NW];
+    FtRng g;
+    rng_seed(&g, 2026, 3);
+    for (int i = 0; i < N; i++)
+        ops[i] = (FtPlanOp){NULL, 1e-4 * rnd(&g, 1, 50), (size_t)rnd(&g, 1, 8) << 20, i % 3 == 0,
+                            i / PER};
+    for (int b = 0, w = 0; b < NB; b++) {
+        win[w++] = (FtPlanWindow){b * PER + 3, 1e-4 * rnd(&g, 0, 40), PLAN_WIN_INTRA, 0};
+        win[w++] = (FtPlanWindow){b * PER + 7, 1e-4 * rnd(&g, 0, 40), PLAN_WIN_INTRA, 0};
+        win[w++] = (FtPlanWindow){b * PER + PER - 1, 1e-4 * rnd(&g, 0, 200), PLAN_WIN_PP, b};
+    }
+    size_t budget = (size_t)2 << 30;
+    double prev = 1e300;
+    int maxq = 0;
+    for (int s = 0; s < 3; s++) {
+        FtDmrPlan p;
+        assert_int_equal(planner_run(ops, N, win, NW, budget, phase_sets[s], &p), 0);
+        double wt[NW] = {0}, naive = 0;
+        for (int i = 0; i < N; i++) {
+            if (p.strategy[i] == PLAN_DEFERRED) wt[p.window[i]] += ops[i].time;
+            if (p.strategy[i] == PLAN_NAIVE) naive += ops[i].time;
+        }
+        for (int w = 0; w < NW; w++) {
+            if (p.win_phase[w] == 3) assert_true(wt[w] <= win[w].len);
+            assert_true(p.win_qmem[w] + p.agc_mem <= budget);
+            if (p.qoff[w + 1] - p.qoff[w] > maxq) maxq = p.qoff[w + 1] - p.qoff[w];
+        }
+        assert_true(p.overhead == naive + p.agc_extra && p.overhead <= prev);
+        printf("  phases %d: overhead %.4f s (naive %.4f s), %d AGC segments\n",
+               phase_sets[s], p.overhead, naive, p.nseg);
+        prev = p.overhead;
+        planner_free(&p);
+    }
+    printf("  longest Phase-3 queue: %d\n", maxq);
+    assert_true(maxq > PLANNER_EXACT_MAX);
+}
+
+FT_TEST_MAIN(cmocka_unit_test(test_worked_example), cmocka_unit_test(test_phase2_hand),
+             cmocka_unit_test(test_best_fit), cmocka_unit_test(test_random_invariants),
+             cmocka_unit_test(test_large))
