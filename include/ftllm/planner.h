@@ -94,10 +94,11 @@ int planner_run(const FtPlanOp *ops, int nops, const FtPlanWindow *win, int nwin
 void planner_free(FtDmrPlan *p);
 
 /* The subset of t[0..n) with the largest sum <= len: pick[i] = 1 for the chosen; returns the
- * sum (added in index order), or -1 when out of memory. Exact for n <= PLANNER_EXACT_MAX (depth-first search, include
- * before exclude, a later subset replaces the best only when strictly larger: so among equal
- * sums the one taking earlier items wins). Above, a 0/1 knapsack on times rounded up to
- * len / PLANNER_DP_UNITS: never overfills, may fall short of the optimum by under n units. */
+ * sum (added in index order), or -1 when out of memory. Exact for n <= PLANNER_EXACT_MAX
+ * (depth-first search, include before exclude, a later subset replaces the best only when
+ * strictly larger: so among equal sums the one taking earlier items wins). Above, a 0/1
+ * knapsack on times rounded up to len / PLANNER_DP_UNITS: never overfills, may fall short of
+ * the optimum by under n units. */
 #define PLANNER_EXACT_MAX 24
 #define PLANNER_DP_UNITS 8192
 double planner_best_fit(const double *t, int n, double len, unsigned char *pick);
