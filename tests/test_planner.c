@@ -101,7 +101,7 @@ static void test_phase2_hand(void **state)
     planner_free(&p);
 }
 
-/* ---- best fit --------------------------------------------------------------------------------- */
+/* ---- best fit -------------------------------------------------------------------------------- */
 
 static double fit_brute(const double *t, int n, double len)
 {
@@ -153,7 +153,7 @@ static void test_best_fit(void **state)
     }
 }
 
-/* ---- random instances ------------------------------------------------------------------------- */
+/* ---- random instances ------------------------------------------------------------------------ */
 
 typedef struct instance {
     int nops, nwin;
