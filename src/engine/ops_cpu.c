@@ -633,81 +633,84 @@ static void gradnorm_fwd(const FtOpCall *c)
 
 /* AdamW with decoupled weight decay (Loshchilov & Hutter), bias-corrected moments:
  *   g' = gs * g;  m = b1 m + (1-b1) g';  v = b2 v + (1-b2) g'^2
- *   p -= lr * (m / bc1 / (sqrt(v / bc2) + eps) + wd * p) */
+ *   p -= lr * (m / bc1 / (sqrt(v / bc2) + eps) + wd * p)
+ * One element (adamw_one) and eight at once (adamw_eight): the same operations in the same
+ * order. IEEE mul/add/div/sqrt are correctly rounded and -std=c11 does not contract to FMA, so
+ * both give the same bits (GCC will not vectorize sqrtf without -fno-math-errno, a whole-build
+ * flag, hence the intrinsics). */
+typedef struct adamw_k {
+    float lr, b1, b2, eps, wd, bc1, bc2, gs;
+} AdamwK;
+
+typedef struct adamw_io {
+    const float *g, *p0, *m0, *v0;
+    float *p, *m, *v;
+} AdamwIO;
+
+static inline void adamw_one(const AdamwK *k, const AdamwIO *a, long long i)
+{
+    float gi = a->g[i] * k->gs;
+    float mi = k->b1 * a->m0[i] + (1.0f - k->b1) * gi;
+    float vi = k->b2 * a->v0[i] + ((1.0f - k->b2) * gi) * gi;
+    a->m[i] = mi;
+    a->v[i] = vi;
+    a->p[i] = a->p0[i] - k->lr * (mi / k->bc1 / (sqrtf(vi / k->bc2) + k->eps) + k->wd * a->p0[i]);
+}
+
+#ifdef __AVX__
+/* Elements i .. i+7 into *p, *m, *v (the caller stores them). */
+static inline void adamw_eight(const AdamwK *k, const AdamwIO *a, long long i, __m256 *p,
+                               __m256 *m, __m256 *v)
+{
+    __m256 gi = _mm256_mul_ps(_mm256_loadu_ps(a->g + i), _mm256_set1_ps(k->gs));
+    __m256 mi = _mm256_add_ps(_mm256_mul_ps(_mm256_set1_ps(k->b1), _mm256_loadu_ps(a->m0 + i)),
+                              _mm256_mul_ps(_mm256_set1_ps(1.0f - k->b1), gi));
+    __m256 vi = _mm256_add_ps(_mm256_mul_ps(_mm256_set1_ps(k->b2), _mm256_loadu_ps(a->v0 + i)),
+                              _mm256_mul_ps(_mm256_mul_ps(_mm256_set1_ps(1.0f - k->b2), gi), gi));
+    __m256 den = _mm256_add_ps(_mm256_sqrt_ps(_mm256_div_ps(vi, _mm256_set1_ps(k->bc2))),
+                               _mm256_set1_ps(k->eps));
+    __m256 pi = _mm256_loadu_ps(a->p0 + i);
+    __m256 upd = _mm256_add_ps(_mm256_div_ps(_mm256_div_ps(mi, _mm256_set1_ps(k->bc1)), den),
+                               _mm256_mul_ps(_mm256_set1_ps(k->wd), pi));
+    *p = _mm256_sub_ps(pi, _mm256_mul_ps(_mm256_set1_ps(k->lr), upd));
+    *m = mi;
+    *v = vi;
+}
+#endif
+
 static void adamw_fwd(const FtOpCall *c)
 {
-    const float *g = c->in[0], *p0 = c->in[1], *m0 = c->in[2], *v0 = c->in[3];
-    float *p = c->out[0], *m = c->out[1], *v = c->out[2];
+    const AdamwIO a = {c->in[0], c->in[1], c->in[2], c->in[3], c->out[0], c->out[1], c->out[2]};
     long long n = c->d[0];
-    FT_ASSERT(p != p0 && m != m0 && v != v0);
-    float lr = (float)c->x[0], b1 = (float)c->x[1], b2 = (float)c->x[2], eps = (float)c->x[3],
-          wd = (float)c->x[4], bc1 = (float)c->x[5], bc2 = (float)c->x[6], gs = (float)c->x[7];
+    FT_ASSERT(a.p != a.p0 && a.m != a.m0 && a.v != a.v0);
+    const AdamwK k = {(float)c->x[0], (float)c->x[1], (float)c->x[2], (float)c->x[3],
+                      (float)c->x[4], (float)c->x[5], (float)c->x[6], (float)c->x[7]};
 #pragma omp parallel if (PAR(n))
     {
         long long lo, hi;
         split_range(n, omp_get_thread_num(), omp_get_num_threads(), &lo, &hi);
         long long i = lo;
 #ifdef __AVX__
-        /* GCC will not vectorize sqrtf without -fno-math-errno (a whole-build flag), so the
-         * same operations in the same order as the scalar tail below, 8 at a time. IEEE
-         * mul/add/div/sqrt are correctly rounded and -std=c11 does not contract to FMA, so
-         * both paths give the same bits. */
-        const __m256 vgs = _mm256_set1_ps(gs), vb1 = _mm256_set1_ps(b1),
-                     vb2 = _mm256_set1_ps(b2), v1b1 = _mm256_set1_ps(1.0f - b1),
-                     v1b2 = _mm256_set1_ps(1.0f - b2), vbc1 = _mm256_set1_ps(bc1),
-                     vbc2 = _mm256_set1_ps(bc2), veps = _mm256_set1_ps(eps),
-                     vlr = _mm256_set1_ps(lr), vwd = _mm256_set1_ps(wd);
         /* the outputs are written once and not read again this step (the next one reads them
          * from memory anyway): streaming stores skip reading their cache lines first, which
          * out-of-place AdamW would otherwise pay for. Aligned alike in the model's buffers, so
-         * a scalar head (the same bits as the vector body) brings all three to 32 bytes. */
-        for (; i < hi && ((uintptr_t)(p + i) & 31); i++) {
-            float gi = g[i] * gs;
-            float mi = b1 * m0[i] + (1.0f - b1) * gi;
-            float vi = b2 * v0[i] + ((1.0f - b2) * gi) * gi;
-            m[i] = mi;
-            v[i] = vi;
-            p[i] = p0[i] - lr * (mi / bc1 / (sqrtf(vi / bc2) + eps) + wd * p0[i]);
-        }
-        bool stream = !(((uintptr_t)(p + i) | (uintptr_t)(m + i) | (uintptr_t)(v + i)) & 31);
-        for (; stream && i + 8 <= hi; i += 8) {
-            __m256 gi = _mm256_mul_ps(_mm256_loadu_ps(g + i), vgs);
-            __m256 mi = _mm256_add_ps(_mm256_mul_ps(vb1, _mm256_loadu_ps(m0 + i)),
-                                      _mm256_mul_ps(v1b1, gi));
-            __m256 vi = _mm256_add_ps(_mm256_mul_ps(vb2, _mm256_loadu_ps(v0 + i)),
-                                      _mm256_mul_ps(_mm256_mul_ps(v1b2, gi), gi));
-            _mm256_stream_ps(m + i, mi);
-            _mm256_stream_ps(v + i, vi);
-            __m256 den = _mm256_add_ps(_mm256_sqrt_ps(_mm256_div_ps(vi, vbc2)), veps);
-            __m256 pi = _mm256_loadu_ps(p0 + i);
-            __m256 upd = _mm256_add_ps(_mm256_div_ps(_mm256_div_ps(mi, vbc1), den),
-                                       _mm256_mul_ps(vwd, pi));
-            _mm256_stream_ps(p + i, _mm256_sub_ps(pi, _mm256_mul_ps(vlr, upd)));
+         * a scalar head brings all three to 32 bytes. */
+        for (; i < hi && ((uintptr_t)(a.p + i) & 31); i++) adamw_one(&k, &a, i);
+        bool stream = !(((uintptr_t)(a.p + i) | (uintptr_t)(a.m + i) | (uintptr_t)(a.v + i)) & 31);
+        for (; i + 8 <= hi; i += 8) {
+            __m256 p, m, v;
+            adamw_eight(&k, &a, i, &p, &m, &v);
+            if (stream) {
+                _mm256_stream_ps(a.m + i, m), _mm256_stream_ps(a.v + i, v);
+                _mm256_stream_ps(a.p + i, p);
+            } else {
+                _mm256_storeu_ps(a.m + i, m), _mm256_storeu_ps(a.v + i, v);
+                _mm256_storeu_ps(a.p + i, p);
+            }
         }
         if (stream) _mm_sfence();
-        for (; i + 8 <= hi; i += 8) {
-            __m256 gi = _mm256_mul_ps(_mm256_loadu_ps(g + i), vgs);
-            __m256 mi = _mm256_add_ps(_mm256_mul_ps(vb1, _mm256_loadu_ps(m0 + i)),
-                                      _mm256_mul_ps(v1b1, gi));
-            __m256 vi = _mm256_add_ps(_mm256_mul_ps(vb2, _mm256_loadu_ps(v0 + i)),
-                                      _mm256_mul_ps(_mm256_mul_ps(v1b2, gi), gi));
-            _mm256_storeu_ps(m + i, mi);
-            _mm256_storeu_ps(v + i, vi);
-            __m256 den = _mm256_add_ps(_mm256_sqrt_ps(_mm256_div_ps(vi, vbc2)), veps);
-            __m256 pi = _mm256_loadu_ps(p0 + i);
-            __m256 upd = _mm256_add_ps(_mm256_div_ps(_mm256_div_ps(mi, vbc1), den),
-                                       _mm256_mul_ps(vwd, pi));
-            _mm256_storeu_ps(p + i, _mm256_sub_ps(pi, _mm256_mul_ps(vlr, upd)));
-        }
 #endif
-        for (; i < hi; i++) {
-            float gi = g[i] * gs;
-            float mi = b1 * m0[i] + (1.0f - b1) * gi;
-            float vi = b2 * v0[i] + ((1.0f - b2) * gi) * gi;
-            m[i] = mi;
-            v[i] = vi;
-            p[i] = p0[i] - lr * (mi / bc1 / (sqrtf(vi / bc2) + eps) + wd * p0[i]);
-        }
+        for (; i < hi; i++) adamw_one(&k, &a, i);
     }
 }
 
