@@ -371,19 +371,14 @@ void gradsync_finish(FtGradSync *g, FtExec *ex)
     }
 }
 
-/* Sum over c of one double per rank, gathered and added in rank order. */
+/* Sum over c of one double per rank in rank order (comm_sum_f64_poll: the same bits on every
+ * rank), waited for with the executor's poll hook and charged to its timeline. */
 static double sum_ordered(FtComm *c, FtExec *ex, double v)
 {
     if (!c) return v;
-    int n = comm_size(c);
-    double *all = malloc(sizeof(double) * (size_t)n);
-    FT_ASSERT(all);
-    FtReq r;
-    comm_iallgather(c, &v, all, 1, FT_F64, &r);
-    exec_wait(ex, &r, 1, FT_TL_OTHER);
-    double s = 0;
-    for (int i = 0; i < n; i++) s += all[i];
-    free(all);
+    double t0 = MPI_Wtime();
+    double s = comm_sum_f64_poll(c, v, &ex->poll);
+    if (ex->tl) timeline_add(ex->tl, FT_TL_OTHER, t0, MPI_Wtime());
     return s;
 }
 
