@@ -19,22 +19,7 @@
 #include "ftllm/analytic.h"
 #include "ftllm/sim.h"
 
-#define Z 3.29
-enum { V_PASS, V_FAIL, V_INCONCLUSIVE };
-
-static int verdict(FtStat s, double exact, double tol)
-{
-    if (!(s.half <= tol * fabs(exact))) return V_INCONCLUSIVE;
-    double d = fabs(s.mean - exact);
-    return d <= s.half && d <= tol * fabs(exact) ? V_PASS : V_FAIL;
-}
-
-/* trials so that the half-width is target (relative) given a pilot's sd/mean */
-static int trials_for(FtStat pilot, double target, int lo, int hi)
-{
-    double n = pow(Z * pilot.sd / (target * fabs(pilot.mean)), 2);
-    return n < lo ? lo : n > hi ? hi : (int)ceil(n);
-}
+#include "sim_verdict.h"
 
 struct ring_ctx {
     int N, r;

@@ -27,21 +27,7 @@
 #include "ftllm/analytic.h"
 #include "ftllm/sim.h"
 
-#define Z 3.29
-enum { V_PASS, V_FAIL, V_INCONCLUSIVE };
-
-static int verdict(FtStat s, double exact, double tol)
-{
-    if (!(s.half <= tol * fabs(exact))) return V_INCONCLUSIVE;
-    double d = fabs(s.mean - exact);
-    return d <= s.half && d <= tol * fabs(exact) ? V_PASS : V_FAIL;
-}
-
-static int trials_for(FtStat pilot, double target, int lo, int hi)
-{
-    double n = pow(Z * pilot.sd / (target * fabs(pilot.mean)), 2);
-    return n < lo ? lo : n > hi ? hi : (int)ceil(n);
-}
+#include "sim_verdict.h"
 
 /* Per-trial outputs read from the log. */
 enum { O_FAIL, O_EXPOSURE, O_T, O_D, O_EPOCHS, O_CHECK, O_NOUT };
