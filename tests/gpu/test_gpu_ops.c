@@ -25,6 +25,7 @@
 #include <string.h>
 
 #include "../ft_test.h"
+#include "gpu_skip.h"
 #include "ftllm/backend.h"
 #include "ftllm/exec.h"
 #include "ftllm/ops.h"
@@ -47,22 +48,6 @@ typedef struct op_case {
 } OpCase;
 
 static int g_covered[FT_OP_NKINDS][2];
-
-/* ---- the GPU, or a skip ------------------------------------------------------------------- */
-
-static const FtBackend *gpu(void)
-{
-    static int tried;
-    static const FtBackend *be;
-    if (!tried) {
-        char why[512] = "";
-        tried = 1;
-        be = backend_open("cuda", 0, why, sizeof why);
-        if (!be) printf("SKIP: GPU tests: %s\n", why);
-    }
-    if (!be) skip();
-    return be;
-}
 
 /* ---- inputs --------------------------------------------------------------------------------- */
 

@@ -23,6 +23,7 @@
 #include <string.h>
 
 #include "../ft_test.h"
+#include "gpu_skip.h"
 #include "ftllm/backend.h"
 #include "ftllm/deck.h"
 #include "ftllm/model.h"
@@ -34,19 +35,6 @@
 
 static int g_dims[2];
 
-static const FtBackend *gpu(void)
-{
-    static int tried;
-    static const FtBackend *be;
-    if (!tried) {
-        char why[512] = "";
-        tried = 1;
-        be = backend_open("cuda", 0, why, sizeof why);
-        if (!be) printf("SKIP: GPU tests: %s\n", why);
-    }
-    if (!be) skip();
-    return be;
-}
 
 static FtConfig config(int experts, int ac)
 {
