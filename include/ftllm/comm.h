@@ -11,8 +11,19 @@
  * a message is in flight.
  *
  * Errors: communicators get MPI_ERRORS_RETURN, and any failed call dies through the one error
- * path naming the operation and the communicator ("allreduce on dp: ..."). Each FtComm keeps
- * counters (calls, bytes, seconds spent waiting) for the timeline report.
+ * path naming the operation and the communicator ("allreduce on dp: ..."), except a process
+ * failure under ULFM (below). Each FtComm keeps counters (calls, bytes, seconds spent waiting)
+ * for the timeline report.
+ *
+ * Process failures (comm_ft_*): built against an MPI with the ULFM extension (Open MPI 5,
+ * OMPI_HAVE_MPI_EXT_FTMPI: `make MPI=openmpi`) and launched with it (`mpirun --with-ft ulfm`),
+ * an operation that fails with MPIX_ERR_PROC_FAILED or MPIX_ERR_REVOKED is not fatal: this
+ * process revokes every FtComm it holds (so every survivor's pending and later operations on
+ * them end with an error instead of waiting on the dead), the request counts as complete (its
+ * buffers are undefined) and the failure is remembered. The caller runs on to its agreement
+ * point (comm_ft_agree), where every survivor learns the same verdict, then shrinks
+ * (comm_ft_shrink) and rebuilds. Without ULFM (MPICH) comm_ft_enabled() is false, the others
+ * are never needed, and a process failure is fatal as before.
  *
  * Unless noted, every call is collective over the FtComm and needs equal counts and dtypes on
  * every rank. Buffers must stay valid until the request completes. */
@@ -113,5 +124,32 @@ double comm_max_f64_poll(FtComm *c, double value, const FtPoll *poll);
 int comm_all_true(FtComm *c, int value);
 long long comm_max_i64(FtComm *c, long long value);
 double comm_sum_f64(FtComm *c, double value);
+
+/* ---- process failures (ULFM); see the top comment ---- */
+/* True when ULFM is compiled in and the job runs with it (the MPI_FT attribute of
+ * MPI_COMM_WORLD); the same on every rank. */
+bool comm_ft_enabled(void);
+/* True once an operation of this process saw a process failure (since comm_ft_clear). Local:
+ * agree on it with comm_ft_agree before branching. */
+bool comm_ft_failed(void);
+/* MPI_Wtime of the first failure seen since comm_ft_clear (0: none). */
+double comm_ft_failed_at(void);
+/* Collective over the surviving ranks of c, fault tolerant (MPIX_Comm_agree; works on a
+ * revoked communicator): 1 when every survivor passed ok != 0, saw no failure and no rank of c
+ * died before taking part; else 0. The same result on every survivor. Without ULFM: ok agreed
+ * over c (comm_all_true). */
+int comm_ft_agree(FtComm *c, int ok);
+/* Collective over the survivors of c, after comm_ft_agree said 0: *survivors is a new
+ * communicator of the living ranks of c in their old order (MPIX_Comm_shrink; the caller frees
+ * it) and dead[0 .. *ndead-1] the ranks of c that failed, ascending (dead has comm_size(c)
+ * places); the same on every survivor. Dies without ULFM. */
+void comm_ft_shrink(FtComm *c, MPI_Comm *survivors, int *dead, int *ndead);
+/* Forgets the failures seen so far (after the rebuild on the survivors). */
+void comm_ft_clear(void);
+/* For the end-of-run agreements over a communicator that may hold dead ranks: collective over
+ * the survivors of c; when some rank of c died, c is moved onto the survivors (its communicator
+ * shrunk, rank and size updated) and the count of dead ranks is returned; else 0. Without ULFM:
+ * 0 at once (no collective). */
+int comm_ft_repair(FtComm *c);
 
 #endif

@@ -42,6 +42,13 @@ int grid_rank_of(const FtGrid *g, int dp_rank, int pp_rank, int ep_rank, int tp_
  * the arguments are). g itself is untouched: destroy it after. */
 int grid_shrink_dp(const FtGrid *g, int leave, FtGrid *out, char *err, size_t errlen);
 
+/* The same for the sorted, distinct replicas leave[0 .. nleave-1] (nleave < g->dp), split out
+ * of `from` instead of g->world: `from` holds at least every rank of g that stays, in g's
+ * order (g->world itself, or the survivors of it after a process failure: comm_ft_shrink), and
+ * the call is collective over `from`. Returns as grid_shrink_dp. */
+int grid_without(const FtGrid *g, MPI_Comm from, const int *leave, int nleave, FtGrid *out,
+                 char *err, size_t errlen);
+
 /* Frees the communicators; the grid can be created again. */
 void grid_destroy(FtGrid *g);
 

@@ -32,9 +32,17 @@ typedef enum ft_region {
 typedef struct ft_timers {
     double t0[FT_NREGIONS], total[FT_NREGIONS];
     long long calls[FT_NREGIONS];
+    int kill_region;     /* testing aid (timers_kill_at): the region, or -1 */
+    long long kill_left; /* entries into it still to go */
 } FtTimers;
 
+/* Zeroes the times and counts (a kill point set by timers_kill_at stays). */
 void timers_reset(FtTimers *t);
+/* The region named `name` ("backward"), or -1. */
+int timers_region_of(const char *name);
+/* Testing aid for real process failures (tests/e2e/ulfm.sh): this process raises SIGKILL on
+ * its nth entry into region r from now on (timers_reset does not restart the count). */
+void timers_kill_at(FtTimers *t, FtRegion r, long long nth);
 void timers_begin(FtTimers *t, FtRegion r);
 void timers_end(FtTimers *t, FtRegion r);
 

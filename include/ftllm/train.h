@@ -80,6 +80,8 @@ typedef enum ft_step_status {
     FT_STEP_OK,     /* computed once and committed */
     FT_STEP_REDONE, /* computed again (before_commit asked) and committed */
     FT_STEP_FAILED, /* still asked to redo after FT_TRAIN_MAX_REDOS attempts: not committed */
+    FT_STEP_STOPPED, /* ULFM: a process died and this rank's replica failed with it (tr->left)
+                        or a shard type lost every holder (a wipe-out): not committed */
 } FtStepStatus;
 
 #define FT_TRAIN_MAX_REDOS 8
@@ -107,6 +109,9 @@ typedef struct ft_spare_stats {
     double deep_s;            /* this rank's time computing levels >= 1 (lost to failures) */
     double regrid_s;          /* this rank's time in train_fail_replica (regrid included) */
     long long ckpt_stopped;   /* steps whose checkpoint hook was skipped after a failure */
+    double ulfm_s;            /* ULFM: time from the failure verdict to the redo (shrink,
+                                 controller, regrid) */
+    double ulfm_detect_s;     /* ULFM: from this rank's first failed operation to the verdict */
 } FtSpareStats;
 
 

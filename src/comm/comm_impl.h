@@ -34,7 +34,17 @@ struct ft_comm {
     char name[32];
     FtCommStats stats;
     void *ctx; /* backend state */
+    struct ft_comm *next_live; /* comm_ft's list of this process's FtComms (revoked together) */
 };
+
+/* comm_ft.c: every FtComm is on one list while it lives (so a failure revokes them all), and
+ * every MPI return code of an operation goes through comm_ft_rc: MPI_SUCCESS -> 0; a process
+ * failure under ULFM -> 1 (noted, every FtComm revoked: the operation counts as done); any
+ * other error dies naming the operation and the communicator. */
+void comm_ft_track(FtComm *c);
+void comm_ft_untrack(FtComm *c);
+int comm_ft_rc(FtComm *c, const char *op, int rc, const char *file, int line);
+#define COMM_FT_RC(c, op, call) comm_ft_rc((c), (op), (call), __FILE__, __LINE__)
 
 /* Dies naming the operation and the communicator when rc is not MPI_SUCCESS. */
 void comm_check_mpi(const FtComm *c, const char *op, int rc, const char *file, int line);

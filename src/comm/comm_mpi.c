@@ -1,5 +1,6 @@
 /* comm_mpi.c: the MPI backend of FtComm (host buffers). Each operation is the matching
- * non-blocking MPI call; test is MPI_Test. Counts above INT_MAX are refused with a fatal error
+ * non-blocking MPI call; test is MPI_Test; every return code goes through comm_ft_rc (a
+ * process failure under ULFM completes the request, anything else is fatal). Counts above INT_MAX are refused with a fatal error
  * naming the operation (no single collective that large is needed: gradient buckets are far
  * smaller). */
 #include <limits.h>
@@ -44,18 +45,20 @@ static void mpi_iallreduce_sum(FtComm *c, const void *send, void *recv, size_t c
 {
     start(req, c, "allreduce", count * ft_dtype_size(t));
     const void *s = send == FT_IN_PLACE ? MPI_IN_PLACE : send;
-    COMM_CHECK(c, "allreduce",
+    if (COMM_FT_RC(c, "allreduce",
                MPI_Iallreduce(s, recv, icount(c, "allreduce", count), mpi_type(t), MPI_SUM, c->mpi,
-                              MPI_REQ(req)));
+                              MPI_REQ(req))))
+        req->active = false; /* a process failure (ULFM): done, nothing moved */
 }
 
 static void mpi_ireduce_scatter_sum(FtComm *c, const void *send, void *recv, size_t recvcount,
                                     enum ft_dtype t, FtReq *req)
 {
     start(req, c, "reduce_scatter", recvcount * (size_t)c->size * ft_dtype_size(t));
-    COMM_CHECK(c, "reduce_scatter",
+    if (COMM_FT_RC(c, "reduce_scatter",
                MPI_Ireduce_scatter_block(send, recv, icount(c, "reduce_scatter", recvcount),
-                                         mpi_type(t), MPI_SUM, c->mpi, MPI_REQ(req)));
+                                         mpi_type(t), MPI_SUM, c->mpi, MPI_REQ(req))))
+        req->active = false; /* a process failure (ULFM): done, nothing moved */
 }
 
 static void mpi_iallgather(FtComm *c, const void *send, void *recv, size_t sendcount,
@@ -63,8 +66,9 @@ static void mpi_iallgather(FtComm *c, const void *send, void *recv, size_t sendc
 {
     start(req, c, "allgather", sendcount * (size_t)c->size * ft_dtype_size(t));
     int n = icount(c, "allgather", sendcount);
-    COMM_CHECK(c, "allgather",
-               MPI_Iallgather(send, n, mpi_type(t), recv, n, mpi_type(t), c->mpi, MPI_REQ(req)));
+    if (COMM_FT_RC(c, "allgather",
+               MPI_Iallgather(send, n, mpi_type(t), recv, n, mpi_type(t), c->mpi, MPI_REQ(req))))
+        req->active = false; /* a process failure (ULFM): done, nothing moved */
 }
 
 static void mpi_ialltoallv(FtComm *c, const void *send, const int *sendcounts, const int *sdispls,
@@ -74,44 +78,50 @@ static void mpi_ialltoallv(FtComm *c, const void *send, const int *sendcounts, c
     size_t total = 0;
     for (int i = 0; i < c->size; i++) total += (size_t)sendcounts[i];
     start(req, c, "alltoallv", total * ft_dtype_size(t));
-    COMM_CHECK(c, "alltoallv",
+    if (COMM_FT_RC(c, "alltoallv",
                MPI_Ialltoallv(send, sendcounts, sdispls, mpi_type(t), recv, recvcounts, rdispls,
-                              mpi_type(t), c->mpi, MPI_REQ(req)));
+                              mpi_type(t), c->mpi, MPI_REQ(req))))
+        req->active = false; /* a process failure (ULFM): done, nothing moved */
 }
 
 static void mpi_ibcast(FtComm *c, void *buf, size_t count, enum ft_dtype t, int root, FtReq *req)
 {
     start(req, c, "bcast", count * ft_dtype_size(t));
-    COMM_CHECK(c, "bcast",
-               MPI_Ibcast(buf, icount(c, "bcast", count), mpi_type(t), root, c->mpi, MPI_REQ(req)));
+    if (COMM_FT_RC(c, "bcast",
+               MPI_Ibcast(buf, icount(c, "bcast", count), mpi_type(t), root, c->mpi, MPI_REQ(req))))
+        req->active = false; /* a process failure (ULFM): done, nothing moved */
 }
 
 static void mpi_isend(FtComm *c, const void *buf, size_t count, enum ft_dtype t, int peer, int tag,
                       FtReq *req)
 {
     start(req, c, "send", count * ft_dtype_size(t));
-    COMM_CHECK(c, "send",
-               MPI_Isend(buf, icount(c, "send", count), mpi_type(t), peer, tag, c->mpi, MPI_REQ(req)));
+    if (COMM_FT_RC(c, "send",
+               MPI_Isend(buf, icount(c, "send", count), mpi_type(t), peer, tag, c->mpi, MPI_REQ(req))))
+        req->active = false; /* a process failure (ULFM): done, nothing moved */
 }
 
 static void mpi_irecv(FtComm *c, void *buf, size_t count, enum ft_dtype t, int peer, int tag,
                       FtReq *req)
 {
     start(req, c, "recv", count * ft_dtype_size(t));
-    COMM_CHECK(c, "recv",
-               MPI_Irecv(buf, icount(c, "recv", count), mpi_type(t), peer, tag, c->mpi, MPI_REQ(req)));
+    if (COMM_FT_RC(c, "recv",
+               MPI_Irecv(buf, icount(c, "recv", count), mpi_type(t), peer, tag, c->mpi, MPI_REQ(req))))
+        req->active = false; /* a process failure (ULFM): done, nothing moved */
 }
 
 static bool mpi_test(FtReq *req)
 {
     int done = 0;
-    COMM_CHECK(req->comm, req->op, MPI_Test(MPI_REQ(req), &done, MPI_STATUS_IGNORE));
+    if (COMM_FT_RC(req->comm, req->op, MPI_Test(MPI_REQ(req), &done, MPI_STATUS_IGNORE)))
+        return true; /* ended by a process failure (ULFM): its buffers are undefined */
     return done != 0;
 }
 
 static void mpi_destroy(FtComm *c)
 {
-    if (c->owns_mpi) COMM_CHECK(c, "comm_free", MPI_Comm_free(&c->mpi));
+    comm_ft_untrack(c);
+    if (c->owns_mpi) COMM_FT_RC(c, "comm_free", MPI_Comm_free(&c->mpi));
 }
 
 static const struct ft_comm_backend g_mpi_backend = {
@@ -137,6 +147,7 @@ FtComm *comm_create_mpi(MPI_Comm mpi, const char *name)
     FT_CHECK_MPI(MPI_Comm_set_errhandler(mpi, MPI_ERRORS_RETURN));
     FT_CHECK_MPI(MPI_Comm_rank(mpi, &c->rank));
     FT_CHECK_MPI(MPI_Comm_size(mpi, &c->size));
+    comm_ft_track(c);
     return c;
 }
 

@@ -3,6 +3,7 @@
  * pp_comm is pipeline stage i, rank i of dp_comm is replica i, and so on. */
 #include "ftllm/grid.h"
 
+#include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -61,17 +62,35 @@ int grid_create(FtGrid *g, MPI_Comm parent, int tp, int pp, int dp, int ep, char
 
 int grid_shrink_dp(const FtGrid *g, int leave, FtGrid *out, char *err, size_t errlen)
 {
-    memset(out, 0, sizeof *out);
-    out->world = MPI_COMM_NULL;
     if (g->dp < 2 || leave < 0 || leave >= g->dp) {
+        memset(out, 0, sizeof *out);
+        out->world = MPI_COMM_NULL;
         snprintf(err, errlen, "grid: data-parallel replica %d cannot leave a grid of dp %d", leave,
                  g->dp);
         return -1;
     }
-    /* the survivors keep their order, so replicas above `leave` move down by one */
-    MPI_Comm sub = split(g->world, g->dp_rank == leave ? MPI_UNDEFINED : 0, g->rank);
+    return grid_without(g, g->world, &leave, 1, out, err, errlen);
+}
+
+int grid_without(const FtGrid *g, MPI_Comm from, const int *leave, int nleave, FtGrid *out,
+                 char *err, size_t errlen)
+{
+    memset(out, 0, sizeof *out);
+    out->world = MPI_COMM_NULL;
+    bool mine = false;
+    for (int i = 0; i < nleave; i++) {
+        if (leave[i] < 0 || leave[i] >= g->dp || (i > 0 && leave[i] <= leave[i - 1]) ||
+            nleave >= g->dp) {
+            snprintf(err, errlen, "grid: %d data-parallel replicas (the %d-th: %d) cannot leave "
+                     "a grid of dp %d", nleave, i, leave[i], g->dp);
+            return -1;
+        }
+        mine |= leave[i] == g->dp_rank;
+    }
+    /* the survivors keep their order, so replicas above a leaving one move down */
+    MPI_Comm sub = split(from, mine ? MPI_UNDEFINED : 0, g->rank);
     if (sub == MPI_COMM_NULL) return 1;
-    int rc = grid_create(out, sub, g->tp, g->pp, g->dp - 1, g->ep, err, errlen);
+    int rc = grid_create(out, sub, g->tp, g->pp, g->dp - nleave, g->ep, err, errlen);
     FT_CHECK_MPI(MPI_Comm_free(&sub));
     return rc;
 }

@@ -201,6 +201,8 @@ void train_regrid(FtTrainer *tr, const FtGrid *grid)
     tr->before_step = keep.before_step, tr->before_step_ctx = keep.before_step_ctx;
 }
 
+static int recover_failure(FtTrainer *tr, long long step); /* below, with the failures */
+
 /* ---- the step ------------------------------------------------------------------------------ */
 
 /* The batch into the tape's token tensors, through the host staging buffers. */
@@ -292,7 +294,7 @@ static double spare_compute(FtTrainer *tr, long long step)
     exec_finish(&tr->ex);
     gradsync_finish(tr->gs, &tr->ex);
     int count, bad = gradsync_shard_violation(tr->gs, &count);
-    if (bad >= 0)
+    if (bad >= 0 && !comm_ft_failed()) /* after a process failure the counts are undefined */
         FT_DIE("spare: step %lld: shard %d entered the gradient reduction %d times (exactly once "
                "required)", step, bad, count);
     timers_end(&tr->regions, FT_REGION_GRADSYNC);
@@ -365,6 +367,15 @@ FtStepStatus train_step(FtTrainer *tr, FtStepInfo *info)
     info->redos = 0;
     for (int attempt = 0;; attempt++) {
         loss = step_compute(tr, &norm, &lr);
+        int f = recover_failure(tr, m->step + 1); /* ULFM: a process died during the step */
+        if (f < 0) {
+            st = FT_STEP_STOPPED;
+            break;
+        }
+        if (f > 0) { /* on the survivors, from the same state; not a DMR attempt */
+            attempt--;
+            continue;
+        }
         if (!tr->before_commit || tr->before_commit(tr->before_commit_ctx, tr, attempt) == 0)
             break;
         /* redo: the current state is untouched (the optimizer wrote *_new) */
@@ -375,7 +386,7 @@ FtStepStatus train_step(FtTrainer *tr, FtStepInfo *info)
             break;
         }
     }
-    if (st != FT_STEP_FAILED) {
+    if (st != FT_STEP_FAILED && st != FT_STEP_STOPPED) {
         model_commit(m);
         tr->cursor += (uint64_t)tr->B * tr->micro * tr->data_width;
         if (tr->sp) spare_count_step(tr);
@@ -395,35 +406,52 @@ FtStepStatus train_step(FtTrainer *tr, FtStepInfo *info)
 
 /* ---- SPARe: failures and the report --------------------------------------------------------- */
 
-int train_fail_replica(FtTrainer *tr, int replica)
+/* The first-grid replicas[0 .. n-1] (ascending, live) fail together: the controller masks them
+ * (or reports the wipe-out), their ranks leave, and the survivors' grid is split out of `from`
+ * (the current world, or its survivors after a real process failure). how: for the log. */
+static int fail_replicas(FtTrainer *tr, const int *replicas, int n, MPI_Comm from,
+                         const char *how)
 {
-    if (!tr->sp || tr->left) return -1;
     double t0 = MPI_Wtime();
     long long step = tr->model->step;
+    int *leave = malloc(sizeof(int) * (size_t)n);
+    FT_ASSERT(leave);
+    for (int k = 0; k < n; k++) { /* its place in the current grid: survivors keep their order */
+        leave[k] = 0;
+        for (int i = 0; i < replicas[k]; i++) leave[k] += spare_alive(tr->sp, i);
+    }
     FtSpareEvent ev;
-    int rc = spare_fail(tr->sp, replica, &ev);
-    if (rc < 0) return -1;
+    int rc = -1;
+    for (int k = 0; k < n; k++) {
+        int one = spare_fail(tr->sp, replicas[k], &ev);
+        if (one < 0 || one == SPARE_WIPEOUT) {
+            rc = one;
+            break;
+        }
+        rc = one > rc ? one : rc;
+    }
     if (rc == SPARE_WIPEOUT) {
         tr->spare.wipeouts++;
-        log_error("spare: replica %d failed after step %lld: wipe-out (a shard type it held has "
-                  "no live holder left; %d of %d replicas live, r %d): the run cannot go on "
-                  "(HINT: restart from the last checkpoint)", replica, step, tr->sp->nlive,
-                  tr->sp->N, tr->sp->r);
+        log_error("spare: replica %d failed after step %lld (%s): wipe-out (a shard type it held "
+                  "has no live holder left; %d of %d replicas live, r %d): the run cannot go on "
+                  "(HINT: restart from the last checkpoint)", replicas[n - 1], step, how,
+                  tr->sp->nlive, tr->sp->N, tr->sp->r);
+    }
+    if (rc < 0 || rc == SPARE_WIPEOUT) {
+        free(leave);
         return rc;
     }
-    /* its place in the current grid: the survivors keep their order */
-    int leave = 0;
-    for (int i = 0; i < replica; i++) leave += spare_alive(tr->sp, i);
     FtGrid *ng = malloc(sizeof *ng);
     FT_ASSERT(ng);
     char err[256];
-    int g = grid_shrink_dp(tr->grid, leave, ng, err, sizeof err);
+    int g = grid_without(tr->grid, from, leave, n, ng, err, sizeof err);
+    free(leave);
     if (g < 0) FT_DIE("spare: %s", err);
     if (g == 1) { /* this rank's replica failed: a fail-stop, it computes nothing more */
         free(ng);
         tr->left = true;
-        ft_log_rank(FT_LOG_INFO, "spare: replica %d failed after step %lld (injected fail-stop): "
-                    "this rank left the training communicators and stops", replica, step);
+        ft_log_rank(FT_LOG_INFO, "spare: replica %d failed after step %lld (%s): this rank "
+                    "left the training communicators and stops", tr->replica, step, how);
         if (log_rank() == 0) log_init(-1, log_level()); /* a survivor speaks from now on */
         return rc;
     }
@@ -433,13 +461,61 @@ int train_fail_replica(FtTrainer *tr, int replica)
     tr->own_grid = ng;
     free_own_grid(old);
     if (ng->rank == 0 && log_rank() != 0) log_init(0, log_level());
-    tr->spare.masked++;
+    tr->spare.masked += n;
     tr->spare.regrid_s += MPI_Wtime() - t0;
-    log_info("spare: replica %d failed after step %lld: %s (depth %d -> %d, RECTLR phase %d, "
-             "%d stack positions moved); %d of %d replicas live", replica, step,
-             rc == SPARE_MASKED ? "masked" : "masked deeper", ev.depth_before, ev.depth, ev.phase,
-             ev.moved, tr->sp->nlive, tr->sp->N);
+    for (int k = 0; k < n; k++)
+        log_info("spare: replica %d failed after step %lld (%s): %s (depth %d -> %d, RECTLR "
+                 "phase %d, %d stack positions moved); %d of %d replicas live", replicas[k],
+                 step, how, rc == SPARE_MASKED ? "masked" : "masked deeper", ev.depth_before,
+                 ev.depth, ev.phase, ev.moved, tr->sp->nlive, tr->sp->N);
     return rc;
+}
+
+int train_fail_replica(FtTrainer *tr, int replica)
+{
+    if (!tr->sp || tr->left || replica < 0 || replica >= tr->sp->N ||
+        !spare_alive(tr->sp, replica))
+        return -1;
+    return fail_replicas(tr, &replica, 1, tr->grid->world, "injected fail-stop");
+}
+
+/* ULFM: did a process of the world die during the step? Every survivor gets the same answer
+ * (comm_ft_agree). If so: shrink the world to the survivors, map the dead ranks to their
+ * replicas and fail those replicas as an injected fail-stop would. Returns 0 (no failure), 1
+ * (recovered: compute the step again from the same state) or -1 (this rank's replica failed,
+ * tr->left, or a wipe-out: the run stops). */
+static int recover_failure(FtTrainer *tr, long long step)
+{
+    if (!tr->c_world || !comm_ft_enabled()) return 0;
+    if (comm_ft_agree(tr->c_world, 1)) return 0;
+    double t0 = MPI_Wtime(), seen = comm_ft_failed_at();
+    if (!tr->sp)
+        FT_DIE("step %lld: a process failed; surviving it needs SPARe (spare.r >= 1)", step);
+    int n = comm_size(tr->c_world), width = tr->grid->tp * tr->grid->pp * tr->grid->ep;
+    int *dead = malloc(sizeof(int) * 2 * (size_t)n), ndead = 0, *gone = dead + n, ngone = 0;
+    FT_ASSERT(dead);
+    MPI_Comm live;
+    comm_ft_shrink(tr->c_world, &live, dead, &ndead);
+    for (int k = 0; k < ndead; k++) { /* current dp index -> first-grid replica, ascending */
+        int d = dead[k] / width, i = -1;
+        for (int alive = -1; alive < d;) alive += spare_alive(tr->sp, ++i);
+        if (ngone == 0 || gone[ngone - 1] != i) gone[ngone++] = i;
+    }
+    char how[96];
+    snprintf(how, sizeof how, "process failure, %d rank%s dead, ULFM", ndead, ndead == 1 ? "" : "s");
+    long long wipes = tr->spare.wipeouts;
+    int rc = fail_replicas(tr, gone, ngone, live, how);
+    free(dead);
+    FT_CHECK_MPI(MPI_Comm_free(&live));
+    comm_ft_clear();
+    if (rc < 0) FT_DIE("step %lld: a process failed in a replica SPARe has already failed", step);
+    tr->spare.ulfm_s += MPI_Wtime() - t0;
+    tr->spare.ulfm_detect_s += t0 - (seen > 0 ? seen : t0);
+    if (tr->left || tr->spare.wipeouts > wipes) return -1;
+    log_info("ulfm: step %lld: recovered on %d ranks in %.3f s (first error seen %.3f s before "
+             "the agreement); the step is computed again", step, comm_size(tr->c_world),
+             MPI_Wtime() - t0, seen > 0 ? t0 - seen : 0.0);
+    return 1;
 }
 
 void train_report_spare(const FtTrainer *tr, FILE *out)
@@ -539,7 +615,14 @@ void train_run(FtTrainer *tr, FtTrainSummary *s)
             }
         }
         FtStepInfo st;
-        if (train_step(tr, &st) == FT_STEP_FAILED) {
+        FtStepStatus ss = train_step(tr, &st);
+        if (ss == FT_STEP_STOPPED) { /* ULFM: as the before-step hook's failures above */
+            s->left = tr->left;
+            s->wipeout = !tr->left;
+            s->ok = tr->left;
+            break;
+        }
+        if (ss == FT_STEP_FAILED) {
             log_error("step %lld: still failing after %d attempts: stopping", st.step + 1,
                       FT_TRAIN_MAX_REDOS);
             s->ok = false;

@@ -186,6 +186,33 @@ static int save_weights(const char *path, const FtModel *m, char *err, size_t er
     return rc;
 }
 
+/* Testing aid for real process failures (tests/e2e/ulfm.sh): FTLLM_TEST_KILL=RANK:REGION:N
+ * makes world rank RANK raise SIGKILL on its N-th entry into the named region (timers.h:
+ * step, data, forward, backward, gradsync, optimizer, ...). Returns 0, or FT_EXIT_USAGE with
+ * one line on stderr for a malformed value (the same on every rank: every rank reads it). */
+static int test_kill_setup(FtTrainer *tr, MPI_Comm comm)
+{
+    const char *v = getenv("FTLLM_TEST_KILL");
+    if (!v || !v[0]) return 0;
+    int rank = 0, who = -1, n = 0;
+    long long nth = 0;
+    char region[32] = "";
+    FT_CHECK_MPI(MPI_Comm_rank(comm, &rank));
+    int r = -1;
+    if (sscanf(v, "%d:%31[a-z]:%lld%n", &who, region, &nth, &n) != 3 || v[n] != '\0' ||
+        who < 0 || nth < 1 || (r = timers_region_of(region)) < 0) {
+        char msg[160];
+        snprintf(msg, sizeof msg, "FTLLM_TEST_KILL=%s: expected RANK:REGION:N (e.g. 2:backward:3; "
+                 "REGION a timer region as in the end-of-run table, N >= 1)", v);
+        cli_error(comm, msg);
+        return FT_EXIT_USAGE;
+    }
+    if (who == rank) timers_kill_at(&tr->regions, (FtRegion)r, nth);
+    log_warn("FTLLM_TEST_KILL: rank %d raises SIGKILL on its entry %lld into region %s "
+             "(a testing aid)", who, nth, region);
+    return 0;
+}
+
 int verb_train(int argc, char **argv, MPI_Comm comm)
 {
     FtConfig cfg;
@@ -264,14 +291,21 @@ int verb_train(int argc, char **argv, MPI_Comm comm)
         rc = FT_EXIT_USAGE;
         goto out_train;
     }
+    if ((rc = test_kill_setup(&tr, comm))) {
+        train_dmr_destroy(tdm);
+        train_ckpt_destroy(tck);
+        goto out_train;
+    }
     FtComm *job = comm_create_mpi_dup(comm, "job"); /* the end-of-run agreements */
     FtTrainSummary s;
     train_run(&tr, &s);
     train_ckpt_destroy(tck); /* checkpoint hook: waits for the last write */
-    /* SPARe: did a replica leave, did the run end in a wipe-out (a left rank waits here) */
-    bool any_left = comm_max_i64_poll(job, s.left ? 1 : 0, NULL) > 0;
+    int dead = comm_ft_repair(job); /* ULFM: processes died: agree on the survivors */
+    if (dead) log_info("ulfm: %d process%s died during the run; the survivors end it", dead,
+                       dead == 1 ? "" : "es");
+    /* SPARe: did the run end in a wipe-out, did every rank end well (a left rank waits here) */
     bool wipeout = comm_max_i64_poll(job, s.wipeout ? 1 : 0, NULL) > 0;
-    comm_destroy(job);
+    bool all_ok = comm_max_i64_poll(job, !s.ok && !s.left, NULL) == 0; /* left ranks: ok */
     FILE *rep = log_level() >= FT_LOG_INFO && !s.left ? stdout : NULL;
     if (log_level() >= FT_LOG_DEBUG && log_rank() == 0) exec_stats_print(stdout, &tr.stats);
     if (!s.left) { /* collective over the grid this rank still trains on */
@@ -285,9 +319,6 @@ int verb_train(int argc, char **argv, MPI_Comm comm)
         train_dmr_report(tdm, rep); /* DMR hook */
     }
     train_dmr_destroy(tdm);
-    if (any_left && (cfg.run.save_model[0] || cfg.train.sample_tokens > 0))
-        log_warn("run.save_model and the end-of-run sample are skipped: a replica left the run "
-                 "(the weights live on its survivors; use checkpoints)");
     char vl[32] = "none";
     if (!isnan(s.val_loss)) snprintf(vl, sizeof vl, "%.4f", s.val_loss);
     log_info("summary: %lld steps, loss %.4f -> %.4f, val loss %s, %.1f ms/step, %.0f tok/s, "
@@ -296,20 +327,20 @@ int verb_train(int argc, char **argv, MPI_Comm comm)
              cfg.train.rate_skip);
     rc = s.ok ? FT_EXIT_OK : FT_EXIT_FAILED;
     if (wipeout) rc = FT_EXIT_WIPEOUT;
-    if (any_left) sharded = true; /* rank 0 may not hold the trained weights */
-    else if (sharded && (cfg.run.save_model[0] || cfg.train.sample_tokens > 0))
-        log_warn("run.save_model and the end-of-run sample need the whole model on rank 0; "
+    if (sharded && (cfg.run.save_model[0] || cfg.train.sample_tokens > 0))
+        log_warn("run.save_model and the end-of-run sample need the whole model on one rank; "
                  "not done for a tp/pp/ep-sharded layout (use checkpoints)");
-    if (s.ok && cfg.run.save_model[0] && !sharded) {
-        bad = rank == 0 && save_weights(cfg.run.save_model, &model, err, sizeof err) ? 1 : 0;
-        if (agree(bad, comm)) {
-            cli_error(comm, err);
-            rc = FT_EXIT_FAILED;
-        } else {
-            log_info("saved the weights to %s (llm.c format, fp32)", cfg.run.save_model);
-        }
+    /* the whole model is on every rank that still trains: the first of them writes (rank 0,
+     * unless its replica failed) */
+    bool writer = !s.left && tr.grid->rank == 0;
+    if (all_ok && cfg.run.save_model[0] && !sharded) {
+        bad = writer && save_weights(cfg.run.save_model, &model, err, sizeof err) ? 1 : 0;
+        if (bad) ft_log_rank(FT_LOG_ERROR, "%s", err);
+        if (comm_max_i64_poll(job, bad, NULL) > 0) rc = FT_EXIT_FAILED;
+        else log_info("saved the weights to %s (llm.c format, fp32)", cfg.run.save_model);
     }
-    if (s.ok && !sharded && cfg.train.sample_tokens > 0 && rank == 0 &&
+    comm_destroy(job);
+    if (s.ok && !sharded && cfg.train.sample_tokens > 0 && writer &&
         log_level() >= FT_LOG_INFO) {
         int n = (int)cfg.train.sample_tokens, prompt = sample_default_prompt(model.cfg.V);
         int *out = malloc(sizeof(int) * (size_t)n);

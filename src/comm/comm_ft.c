@@ -1,0 +1,181 @@
+/* comm_ft.c: process failures under ULFM (comm.h, "process failures"), and the one place that
+ * reads the return code of an FtComm operation (comm_impl.h).
+ *
+ * Key decisions:
+ *  - Compiled in only where the MPI has Open MPI's ULFM extension (OMPI_HAVE_MPI_EXT_FTMPI from
+ *    mpi-ext.h); MPICH 4 declares MPIX_Comm_agree and friends too, but its ch4 device does not
+ *    survive a process death (DESIGN.md), so its build keeps failures fatal.
+ *  - A failure seen anywhere revokes every FtComm of this process (the list below), not only
+ *    the one that saw it: a survivor may be waiting on a communicator without the dead rank
+ *    (a tp or pp peer that is itself stuck behind the failure), and only a revoke reaches it.
+ *  - The verdict is MPIX_Comm_agree's (through MPIX_Comm_iagree and this layer's test + yield
+ *    loop, never a busy-polling blocking call): its flag and its MPIX_ERR_PROC_FAILED are
+ *    uniform over the survivors, so every survivor branches the same way.
+ *  - The dead ranks are read from the shrunk communicator (whose membership the shrink agreed),
+ *    not from MPIX_Comm_get_failed, whose answer is local and may differ between survivors. */
+#include <sched.h>
+#include <stdlib.h>
+
+#include "comm_impl.h"
+#include "ftllm/log.h"
+
+#if defined(OPEN_MPI) && OPEN_MPI
+#include <mpi-ext.h>
+#endif
+#if defined(OMPI_HAVE_MPI_EXT_FTMPI) && OMPI_HAVE_MPI_EXT_FTMPI
+#define COMM_ULFM 1
+#else
+#define COMM_ULFM 0
+#endif
+
+static FtComm *g_live;     /* this process's FtComms, newest first */
+static bool g_failed;      /* a failure seen since comm_ft_clear */
+static double g_failed_at; /* when (MPI_Wtime) */
+#if COMM_ULFM
+static int g_enabled = -1; /* comm_ft_enabled, once asked */
+#endif
+
+void comm_ft_track(FtComm *c)
+{
+    c->next_live = g_live;
+    g_live = c;
+}
+
+void comm_ft_untrack(FtComm *c)
+{
+    for (FtComm **p = &g_live; *p; p = &(*p)->next_live)
+        if (*p == c) {
+            *p = c->next_live;
+            return;
+        }
+}
+
+bool comm_ft_enabled(void)
+{
+#if COMM_ULFM
+    if (g_enabled < 0) {
+        int *v = NULL, flag = 0;
+        FT_CHECK_MPI(MPI_Comm_get_attr(MPI_COMM_WORLD, MPIX_FT, &v, &flag));
+        g_enabled = flag && v && *v;
+    }
+    return g_enabled;
+#else
+    return false;
+#endif
+}
+
+bool comm_ft_failed(void) { return g_failed; }
+double comm_ft_failed_at(void) { return g_failed_at; }
+
+void comm_ft_clear(void)
+{
+    g_failed = false;
+    g_failed_at = 0;
+}
+
+#if COMM_ULFM
+static bool is_failure(int rc)
+{
+    int cls = rc;
+    MPI_Error_class(rc, &cls);
+    return cls == MPIX_ERR_PROC_FAILED || cls == MPIX_ERR_PROC_FAILED_PENDING ||
+           cls == MPIX_ERR_REVOKED;
+}
+#endif
+
+int comm_ft_rc(FtComm *c, const char *op, int rc, const char *file, int line)
+{
+    if (rc == MPI_SUCCESS) return 0;
+#if COMM_ULFM
+    if (comm_ft_enabled() && is_failure(rc)) {
+        if (!g_failed) {
+            g_failed = true;
+            g_failed_at = MPI_Wtime();
+            ft_log_rank(FT_LOG_DEBUG, "comm: %s on %s: a process failed: revoking this "
+                        "process's communicators", op, c ? c->name : "?");
+            for (FtComm *x = g_live; x; x = x->next_live) MPIX_Comm_revoke(x->mpi);
+        }
+        return 1;
+    }
+#endif
+    comm_check_mpi(c, op, rc, file, line);
+    return 0;
+}
+
+#if COMM_ULFM
+/* MPIX_Comm_iagree plus the test + yield loop: the return code (uniform over survivors). */
+static int agree_rc(MPI_Comm comm, int *flag)
+{
+    MPI_Request r;
+    int rc = MPIX_Comm_iagree(comm, flag, &r);
+    for (int done = 0; rc == MPI_SUCCESS && !done;) {
+        rc = MPI_Test(&r, &done, MPI_STATUS_IGNORE);
+        if (rc == MPI_SUCCESS && !done) sched_yield();
+    }
+    return rc;
+}
+#endif
+
+int comm_ft_agree(FtComm *c, int ok)
+{
+#if COMM_ULFM
+    if (comm_ft_enabled()) {
+        int flag = ok && !g_failed;
+        int rc = agree_rc(c->mpi, &flag);
+        if (rc != MPI_SUCCESS && !is_failure(rc)) comm_check_mpi(c, "agree", rc, __FILE__, __LINE__);
+        return rc == MPI_SUCCESS && flag;
+    }
+#endif
+    return comm_all_true(c, ok);
+}
+
+void comm_ft_shrink(FtComm *c, MPI_Comm *survivors, int *dead, int *ndead)
+{
+#if COMM_ULFM
+    FT_ASSERT(comm_ft_enabled());
+    MPIX_Comm_revoke(c->mpi); /* already, on most survivors; harmless again */
+    COMM_CHECK(c, "shrink", MPIX_Comm_shrink(c->mpi, survivors));
+    FT_CHECK_MPI(MPI_Comm_set_errhandler(*survivors, MPI_ERRORS_RETURN));
+    MPI_Group all, live;
+    FT_CHECK_MPI(MPI_Comm_group(c->mpi, &all));
+    FT_CHECK_MPI(MPI_Comm_group(*survivors, &live));
+    int n = c->size, *ranks = malloc(sizeof(int) * 2 * (size_t)n);
+    FT_ASSERT(ranks);
+    for (int i = 0; i < n; i++) ranks[i] = i;
+    FT_CHECK_MPI(MPI_Group_translate_ranks(all, n, ranks, live, ranks + n));
+    *ndead = 0;
+    for (int i = 0; i < n; i++)
+        if (ranks[n + i] == MPI_UNDEFINED) dead[(*ndead)++] = i;
+    free(ranks);
+    MPI_Group_free(&all);
+    MPI_Group_free(&live);
+#else
+    (void)survivors, (void)dead, (void)ndead;
+    FT_DIE("comm: shrinking %s needs ULFM (build with make MPI=openmpi)", c->name);
+#endif
+}
+
+int comm_ft_repair(FtComm *c)
+{
+#if COMM_ULFM
+    if (!comm_ft_enabled()) return 0;
+    int flag = 1;
+    int rc = agree_rc(c->mpi, &flag);
+    if (rc == MPI_SUCCESS) return 0;
+    if (!is_failure(rc)) comm_check_mpi(c, "agree", rc, __FILE__, __LINE__);
+    MPI_Comm live;
+    int *dead = malloc(sizeof(int) * (size_t)c->size), ndead = 0;
+    FT_ASSERT(dead);
+    comm_ft_shrink(c, &live, dead, &ndead);
+    free(dead);
+    if (c->owns_mpi) MPI_Comm_free(&c->mpi);
+    c->mpi = live;
+    c->owns_mpi = true;
+    FT_CHECK_MPI(MPI_Comm_rank(live, &c->rank));
+    FT_CHECK_MPI(MPI_Comm_size(live, &c->size));
+    return ndead;
+#else
+    (void)c;
+    return 0;
+#endif
+}
