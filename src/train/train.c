@@ -408,10 +408,13 @@ FtStepStatus train_step(FtTrainer *tr, FtStepInfo *info)
 
 /* The first-grid replicas[0 .. n-1] (ascending, live) fail together: the controller masks them
  * (or reports the wipe-out), their ranks leave, and the survivors' grid is split out of `from`
- * (the current world, or its survivors after a real process failure). how: for the log. */
+ * (the current world, or its survivors after a real process failure). how: for the log. After
+ * a real failure the survivors move to their grid even on a wipe-out (the old one holds dead
+ * ranks, and the end-of-run reports are collective); an injected wipe-out changes nothing. */
 static int fail_replicas(FtTrainer *tr, const int *replicas, int n, MPI_Comm from,
                          const char *how)
 {
+    bool real = from != tr->grid->world;
     double t0 = MPI_Wtime();
     long long step = tr->model->step;
     int *leave = malloc(sizeof(int) * (size_t)n);
@@ -437,7 +440,7 @@ static int fail_replicas(FtTrainer *tr, const int *replicas, int n, MPI_Comm fro
                   "(HINT: restart from the last checkpoint)", replicas[n - 1], step, how,
                   tr->sp->nlive, tr->sp->N, tr->sp->r);
     }
-    if (rc < 0 || rc == SPARE_WIPEOUT) {
+    if (rc < 0 || (rc == SPARE_WIPEOUT && !real)) {
         free(leave);
         return rc;
     }
@@ -461,6 +464,7 @@ static int fail_replicas(FtTrainer *tr, const int *replicas, int n, MPI_Comm fro
     tr->own_grid = ng;
     free_own_grid(old);
     if (ng->rank == 0 && log_rank() != 0) log_init(0, log_level());
+    if (rc == SPARE_WIPEOUT) return rc;
     tr->spare.masked += n;
     tr->spare.regrid_s += MPI_Wtime() - t0;
     for (int k = 0; k < n; k++)

@@ -187,29 +187,34 @@ static int save_weights(const char *path, const FtModel *m, char *err, size_t er
 }
 
 /* Testing aid for real process failures (tests/e2e/ulfm.sh): FTLLM_TEST_KILL=RANK:REGION:N
- * makes world rank RANK raise SIGKILL on its N-th entry into the named region (timers.h:
- * step, data, forward, backward, gradsync, optimizer, ...). Returns 0, or FT_EXIT_USAGE with
- * one line on stderr for a malformed value (the same on every rank: every rank reads it). */
+ * (a comma-separated list of them, one per rank) makes world rank RANK raise SIGKILL on its
+ * N-th entry into the named region (timers.h: step, data, forward, backward, gradsync,
+ * optimizer, ...). Returns 0, or FT_EXIT_USAGE with one line on stderr for a malformed value
+ * (the same on every rank: every rank reads the same environment). */
 static int test_kill_setup(FtTrainer *tr, MPI_Comm comm)
 {
     const char *v = getenv("FTLLM_TEST_KILL");
     if (!v || !v[0]) return 0;
-    int rank = 0, who = -1, n = 0;
-    long long nth = 0;
-    char region[32] = "";
+    int rank = 0;
     FT_CHECK_MPI(MPI_Comm_rank(comm, &rank));
-    int r = -1;
-    if (sscanf(v, "%d:%31[a-z]:%lld%n", &who, region, &nth, &n) != 3 || v[n] != '\0' ||
-        who < 0 || nth < 1 || (r = timers_region_of(region)) < 0) {
-        char msg[160];
-        snprintf(msg, sizeof msg, "FTLLM_TEST_KILL=%s: expected RANK:REGION:N (e.g. 2:backward:3; "
-                 "REGION a timer region as in the end-of-run table, N >= 1)", v);
-        cli_error(comm, msg);
-        return FT_EXIT_USAGE;
+    for (const char *p = v; *p;) {
+        int who = -1, n = 0, r = -1;
+        long long nth = 0;
+        char region[32] = "";
+        if (sscanf(p, "%d:%31[a-z]:%lld%n", &who, region, &nth, &n) != 3 ||
+            (p[n] != '\0' && p[n] != ',') || who < 0 || nth < 1 ||
+            (r = timers_region_of(region)) < 0) {
+            char msg[256];
+            snprintf(msg, sizeof msg, "FTLLM_TEST_KILL=%s: expected RANK:REGION:N[,...] (e.g. "
+                     "2:backward:3; REGION a region of the end-of-run table, N >= 1)", v);
+            cli_error(comm, msg);
+            return FT_EXIT_USAGE;
+        }
+        if (who == rank) timers_kill_at(&tr->regions, (FtRegion)r, nth);
+        log_warn("FTLLM_TEST_KILL: rank %d raises SIGKILL on its entry %lld into region %s "
+                 "(a testing aid)", who, nth, region);
+        p += n + (p[n] == ',');
     }
-    if (who == rank) timers_kill_at(&tr->regions, (FtRegion)r, nth);
-    log_warn("FTLLM_TEST_KILL: rank %d raises SIGKILL on its entry %lld into region %s "
-             "(a testing aid)", who, nth, region);
     return 0;
 }
 

@@ -1,0 +1,76 @@
+#!/bin/bash
+# e2e/ulfm.sh: real process death survived, in the Open MPI build (make MPI=openmpi; ULFM,
+# launched with mpirun --with-ft ulfm). dp 4, spare.r 2, 4 ranks:
+#  - rank 2 raises SIGKILL on entering step 3's backward (FTLLM_TEST_KILL): the survivors see
+#    the failure in the step's gradient sync, agree on it, shrink, fail replica 2 as an injected
+#    fail-stop would, compute step 3 again on 3 replicas, and finish; the weights they save are
+#    bitwise those of the run without the failure, and the `spare:` line says "failures masked
+#    1, wipe-outs 0";
+#  - rank 0 (the speaker and the writer) killed in step 2's gradient sync: the same, bitwise;
+#  - ranks 1 and 2 killed (steps 2 and 4): shard 2 has no holder left: a wipe-out, exit 5;
+#  - parallel HDF5 in that build (Debian's libhdf5-openmpi on Open MPI 5): a checkpoint written
+#    at step 3 and resumed to step 6 gives the straight run's weights bitwise.
+# Skips (one line saying why) when the Open MPI build is not there.
+set -u
+source "$(dirname "$0")/lib.bash"
+OMPI=${FTLLM_OPENMPI_DIR:-$PWD/.deps/openmpi}
+FTLLM=${FTLLM_OPENMPI:-build/openmpi/ftllm}
+if [ ! -x "$OMPI/bin/mpirun" ] || [ ! -x "$FTLLM" ]; then
+  echo "SKIP e2e/ulfm: no Open MPI build ($OMPI/bin/mpirun, $FTLLM): make MPI=openmpi deps && make MPI=openmpi"
+  echo "[  SKIPPED ] 1 test(s)."
+  e2e_finish
+  exit
+fi
+# lib.bash's `run` launches `mpiexec`: here, Open MPI's, fault tolerant, as root too
+mkdir -p "$E2E_TMP/bin"
+cat > "$E2E_TMP/bin/mpiexec" <<EOS
+#!/bin/bash
+export OPAL_PREFIX=$OMPI OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+exec $OMPI/bin/mpirun --oversubscribe --with-ft ulfm -x OMP_NUM_THREADS=\${OMP_NUM_THREADS:-1} -x FTLLM_TEST_KILL "\$@"
+EOS
+chmod +x "$E2E_TMP/bin/mpiexec"
+PATH=$E2E_TMP/bin:$PATH
+export FTLLM_TEST_KILL=
+common="parallel.dp=4 spare.r=2 train.steps=5 dmr.mode=off faults.schedule= train.val_batches=0 train.sample_tokens=0 model.channels=32 model.layers=2 model.heads=2 model.seq_len=16 train.batch=2"
+same() { # same NAME FILE: FILE is bitwise the fault-free run's weights
+  if cmp -s "$E2E_TMP/clean.bin" "$2"; then ok "$1"; else bad "$1" "$2 differs from the fault-free run's weights"; fi
+}
+
+# shellcheck disable=SC2086
+run "fault-free run" 0 "" 4 "$FTLLM" train inputs/default.ini $common run.save_model="$E2E_TMP/clean.bin"
+has "no failure" '^spare: r 2, 4 replicas, live 4, depth 1; failures masked 0, wipe-outs 0;'
+
+export FTLLM_TEST_KILL=2:backward:3
+# shellcheck disable=SC2086
+run "rank 2 killed in step 3's backward" 0 "" 4 "$FTLLM" train inputs/default.ini $common run.save_model="$E2E_TMP/kill2.bin"
+has "the failure is masked" '^spare: r 2, 4 replicas, live 3, depth 2; failures masked 1, wipe-outs 0;'
+has "step 3 recovered and computed again" '^ulfm: step 3: recovered on 3 ranks'
+has "the survivors ran every step" '^step +5/5 .*\| live 3 depth 2$'
+same "weights bitwise equal to the fault-free run" "$E2E_TMP/kill2.bin"
+
+export FTLLM_TEST_KILL=0:gradsync:2
+# shellcheck disable=SC2086
+run "rank 0 killed in step 2's gradient sync" 0 "" 4 "$FTLLM" train inputs/default.ini $common run.save_model="$E2E_TMP/kill0.bin"
+has "rank 0's failure is masked" '^spare: r 2, 4 replicas, live 3, depth 2; failures masked 1, wipe-outs 0;'
+same "weights bitwise equal without rank 0" "$E2E_TMP/kill0.bin"
+
+export FTLLM_TEST_KILL=1:backward:2,2:backward:4
+# shellcheck disable=SC2086
+run "ranks 1 and 2 killed: a wipe-out, exit 5" 5 "" 4 "$FTLLM" train inputs/default.ini $common
+has "wipe-out counted" '^spare: .*failures masked 1, wipe-outs 1;'
+
+export FTLLM_TEST_KILL=1:sideways:2
+# shellcheck disable=SC2086
+run "a bad FTLLM_TEST_KILL is one line, exit 2" 2 "FTLLM_TEST_KILL=1:sideways:2: expected" 4 "$FTLLM" train inputs/default.ini $common
+export FTLLM_TEST_KILL=
+
+ck="checkpoint.dir=$E2E_TMP/ck checkpoint.interval=3 train.steps=6 spare.r=0"
+# shellcheck disable=SC2086
+run "6 steps with checkpoints (parallel HDF5 on Open MPI 5)" 0 "" 4 "$FTLLM" train inputs/default.ini $common $ck run.save_model="$E2E_TMP/straight.bin"
+c3=$(ls "$E2E_TMP"/ck/*step-00000003.h5 2>/dev/null | head -1)
+if [ -n "$c3" ]; then ok "the step-3 checkpoint exists"; else bad "the step-3 checkpoint exists" "$(ls "$E2E_TMP/ck")"; fi
+run "the checkpoint verifies" 0 "" 1 "$FTLLM" inspect "$c3"
+# shellcheck disable=SC2086
+run "resumed from step 3 to 6" 0 "" 4 "$FTLLM" train inputs/default.ini $common $ck checkpoint.dir="$E2E_TMP/ck2" checkpoint.resume="$c3" run.save_model="$E2E_TMP/resumed.bin"
+if cmp -s "$E2E_TMP/straight.bin" "$E2E_TMP/resumed.bin"; then ok "resumed weights bitwise equal"; else bad "resumed weights bitwise equal" "differ"; fi
+e2e_finish
