@@ -15,9 +15,7 @@ static const char *const g_names[FT_NREGIONS] = {
 #undef FT_REGION_NAME
 };
 
-/* CLOCK_REALTIME in seconds: comparable between the processes of one node (the kill's time
- * against the survivors' recovery, perf/bench_ulfm.sh) */
-static double wall_now(void)
+double timers_wall(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
@@ -48,7 +46,7 @@ void timers_begin(FtTimers *t, FtRegion r)
 {
     if (t->kill_left > 0 && (int)r == t->kill_region && --t->kill_left == 0) {
         ft_log_rank(FT_LOG_INFO, "test kill: raising SIGKILL on entering region %s (wall %.6f)",
-                    g_names[r], wall_now());
+                    g_names[r], timers_wall());
         raise(SIGKILL);
     }
     t->t0[r] = MPI_Wtime();

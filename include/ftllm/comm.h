@@ -132,7 +132,7 @@ bool comm_ft_enabled(void);
 /* True once an operation of this process saw a process failure (since comm_ft_clear). Local:
  * agree on it with comm_ft_agree before branching. */
 bool comm_ft_failed(void);
-/* MPI_Wtime of the first failure seen since comm_ft_clear (0: none). */
+/* When this process first saw a failure since comm_ft_clear (timers_wall; 0: none). */
 double comm_ft_failed_at(void);
 /* Collective over the surviving ranks of c, fault tolerant (MPIX_Comm_agree; works on a
  * revoked communicator): 1 when every survivor passed ok != 0, saw no failure and no rank of c

@@ -36,6 +36,9 @@ typedef struct ft_timers {
     long long kill_left; /* entries into it still to go */
 } FtTimers;
 
+/* Wall-clock seconds (CLOCK_REALTIME): comparable between the processes of a node (a test
+ * kill's time against the survivors' detection, perf/bench_ulfm.sh); MPI_Wtime need not be. */
+double timers_wall(void);
 /* Zeroes the times and counts (a kill point set by timers_kill_at stays). */
 void timers_reset(FtTimers *t);
 /* The region named `name` ("backward"), or -1. */

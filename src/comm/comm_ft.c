@@ -18,6 +18,7 @@
 
 #include "comm_impl.h"
 #include "ftllm/log.h"
+#include "ftllm/timers.h"
 
 #if defined(OPEN_MPI) && OPEN_MPI
 #include <mpi-ext.h>
@@ -30,7 +31,7 @@
 
 static FtComm *g_live;     /* this process's FtComms, newest first */
 static bool g_failed;      /* a failure seen since comm_ft_clear */
-static double g_failed_at; /* when (MPI_Wtime) */
+static double g_failed_at; /* when (timers_wall) */
 #if COMM_ULFM
 static int g_enabled = -1; /* comm_ft_enabled, once asked */
 #endif
@@ -90,7 +91,7 @@ int comm_ft_rc(FtComm *c, const char *op, int rc, const char *file, int line)
     if (comm_ft_enabled() && is_failure(rc)) {
         if (!g_failed) {
             g_failed = true;
-            g_failed_at = MPI_Wtime();
+            g_failed_at = timers_wall();
             ft_log_rank(FT_LOG_DEBUG, "comm: %s on %s: a process failed: revoking this "
                         "process's communicators", op, c ? c->name : "?");
             for (FtComm *x = g_live; x; x = x->next_live) MPIX_Comm_revoke(x->mpi);

@@ -492,7 +492,7 @@ static int recover_failure(FtTrainer *tr, long long step)
 {
     if (!tr->c_world || !comm_ft_enabled()) return 0;
     if (comm_ft_agree(tr->c_world, 1)) return 0;
-    double t0 = MPI_Wtime(), seen = comm_ft_failed_at();
+    double t0 = MPI_Wtime(), agreed = timers_wall(), seen = comm_ft_failed_at();
     if (!tr->sp)
         FT_DIE("step %lld: a process failed; surviving it needs SPARe (spare.r >= 1)", step);
     int n = comm_size(tr->c_world), width = tr->grid->tp * tr->grid->pp * tr->grid->ep;
@@ -514,11 +514,12 @@ static int recover_failure(FtTrainer *tr, long long step)
     comm_ft_clear();
     if (rc < 0) FT_DIE("step %lld: a process failed in a replica SPARe has already failed", step);
     tr->spare.ulfm_s += MPI_Wtime() - t0;
-    tr->spare.ulfm_detect_s += t0 - (seen > 0 ? seen : t0);
+    tr->spare.ulfm_detect_s += seen > 0 ? agreed - seen : 0.0;
     if (tr->left || tr->spare.wipeouts > wipes) return -1;
-    log_info("ulfm: step %lld: recovered on %d ranks in %.3f s (first error seen %.3f s before "
-             "the agreement); the step is computed again", step, comm_size(tr->c_world),
-             MPI_Wtime() - t0, seen > 0 ? t0 - seen : 0.0);
+    log_info("ulfm: step %lld: recovered on %d ranks in %.4f s (shrink, controller, regrid); "
+             "this rank saw the failure at wall %.6f, %.4f s before the agreement ended; the "
+             "step is computed again from wall %.6f", step, comm_size(tr->c_world),
+             MPI_Wtime() - t0, seen, seen > 0 ? agreed - seen : 0.0, timers_wall());
     return 1;
 }
 
