@@ -91,5 +91,38 @@ static void test_rebuild(void **state)
     for (int i = 0; i < 3; i++) check_layout(1, 1, ft_test_size(), 1);
 }
 
+/* grid_without: replicas 0 and 2 of dp 4 (tp 2 when the job allows) leave together, split out
+ * of a communicator without one of their ranks (as the survivors of a process failure are):
+ * the others get a grid of dp 2 in their old order, the leaving ranks 1. Bad lists: -1. */
+static void test_without(void **state)
+{
+    (void)state;
+    int n = ft_test_size();
+    if (n < 4) skip();
+    int tp = n / 4;
+    FtGrid g, out;
+    char err[256] = "";
+    assert_all(grid_create(&g, ft_test_comm(), tp, 1, 4, 1, err, sizeof err) == 0);
+    int gone = g.dp_rank == 0 && g.tp_rank == 0; /* "dead": not in the survivors' communicator */
+    MPI_Comm from;
+    MPI_Comm_split(g.world, gone ? MPI_UNDEFINED : 0, g.rank, &from);
+    int leave[2] = {0, 2}, rc = gone ? 1 : grid_without(&g, from, leave, 2, &out, err, sizeof err);
+    int leaving = g.dp_rank == 0 || g.dp_rank == 2;
+    int ok = rc == (leaving ? 1 : 0);
+    if (rc == 0) {
+        int new_dp = g.dp_rank == 1 ? 0 : 1; /* replicas 1 and 3 become 0 and 1 */
+        ok &= out.dp == 2 && out.tp == tp && out.dp_rank == new_dp && out.tp_rank == g.tp_rank;
+        ok &= csize(out.world) == 2 * tp && csize(out.dp_comm) == 2;
+        grid_destroy(&out);
+    }
+    assert_all(ok);
+    if (from != MPI_COMM_NULL) MPI_Comm_free(&from);
+    int bad1[2] = {2, 0}, bad2[4] = {0, 1, 2, 3};
+    assert_all(grid_without(&g, g.world, bad1, 2, &out, err, sizeof err) == -1);
+    assert_all(grid_without(&g, g.world, bad2, 4, &out, err, sizeof err) == -1);
+    assert_all(strstr(err, "cannot leave") != NULL);
+    grid_destroy(&g);
+}
+
 FT_TEST_MAIN(cmocka_unit_test(test_every_factorisation), cmocka_unit_test(test_layout_errors),
-             cmocka_unit_test(test_rebuild))
+             cmocka_unit_test(test_rebuild), cmocka_unit_test(test_without))
