@@ -144,6 +144,11 @@ int comm_ft_agree(FtComm *c, int ok);
  * it) and dead[0 .. *ndead-1] the ranks of c that failed, ascending (dead has comm_size(c)
  * places); the same on every survivor. Dies without ULFM. */
 void comm_ft_shrink(FtComm *c, MPI_Comm *survivors, int *dead, int *ndead);
+/* True once this process saw a process failure in this run (comm_ft_clear does not reset it;
+ * after comm_ft_repair it is the same on every survivor). Then MPI_Finalize is skipped: Open
+ * MPI 5's can wait forever on the dead (measured here: 1 run in ~20 under load; open-mpi/ompi
+ * issue 11404), so main flushes and ends the process with _exit. */
+bool comm_ft_survived(void);
 /* Forgets the failures seen so far (after the rebuild on the survivors). */
 void comm_ft_clear(void);
 /* For the end-of-run agreements over a communicator that may hold dead ranks: collective over

@@ -31,6 +31,7 @@
 
 static FtComm *g_live;     /* this process's FtComms, newest first */
 static bool g_failed;      /* a failure seen since comm_ft_clear */
+static bool g_ever;        /* a failure seen in this run (comm_ft_survived) */
 static double g_failed_at; /* when (timers_wall) */
 #if COMM_ULFM
 static int g_enabled = -1; /* comm_ft_enabled, once asked */
@@ -66,6 +67,7 @@ bool comm_ft_enabled(void)
 }
 
 bool comm_ft_failed(void) { return g_failed; }
+bool comm_ft_survived(void) { return g_ever; }
 double comm_ft_failed_at(void) { return g_failed_at; }
 
 void comm_ft_clear(void)
@@ -90,7 +92,7 @@ int comm_ft_rc(FtComm *c, const char *op, int rc, const char *file, int line)
 #if COMM_ULFM
     if (comm_ft_enabled() && is_failure(rc)) {
         if (!g_failed) {
-            g_failed = true;
+            g_failed = g_ever = true;
             g_failed_at = timers_wall();
             ft_log_rank(FT_LOG_DEBUG, "comm: %s on %s: a process failed: revoking this "
                         "process's communicators", op, c ? c->name : "?");
@@ -169,6 +171,7 @@ int comm_ft_repair(FtComm *c)
     FT_ASSERT(dead);
     comm_ft_shrink(c, &live, dead, &ndead);
     free(dead);
+    g_ever |= ndead > 0;
     if (c->owns_mpi) MPI_Comm_free(&c->mpi);
     c->mpi = live;
     c->owns_mpi = true;

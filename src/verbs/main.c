@@ -1,6 +1,11 @@
 /* main.c: ftllm's entry point. MPI comes up first and goes down last; everything in between is
- * a verb (cli.c), so `main` stays a two-line story. */
+ * a verb (cli.c), so `main` stays a two-line story. One exception: after a process of the job
+ * died (ULFM), the survivors end without MPI_Finalize, which can wait on the dead (comm.h). */
 #include <mpi.h>
+#include <stdio.h>
+#include <unistd.h>
+
+#include "ftllm/comm.h"
 
 #include "ftllm/cli.h"
 #include "ftllm/log.h"
@@ -13,6 +18,10 @@ int main(int argc, char **argv)
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     log_init(rank, FT_LOG_INFO);
     int rc = cli_main(argc, argv, MPI_COMM_WORLD);
+    if (comm_ft_survived()) {
+        fflush(NULL);
+        _exit(rc);
+    }
     MPI_Finalize();
     return rc;
 }
