@@ -145,10 +145,14 @@ int comm_ft_agree(FtComm *c, int ok);
  * places); the same on every survivor. Dies without ULFM. */
 void comm_ft_shrink(FtComm *c, MPI_Comm *survivors, int *dead, int *ndead);
 /* True once this process saw a process failure in this run (comm_ft_clear does not reset it;
- * after comm_ft_repair it is the same on every survivor). Then MPI_Finalize is skipped: Open
- * MPI 5's can wait forever on the dead (measured here: 1 run in ~20 under load; open-mpi/ompi
- * issue 11404), so main flushes and ends the process with _exit. */
+ * after comm_ft_repair it is the same on every survivor). Then main ends with comm_ft_exit
+ * instead of MPI_Finalize: Open MPI 5's finalize can wait forever on the dead (measured here:
+ * 1 run in 5 under load; open-mpi/ompi issue 11404). */
 bool comm_ft_survived(void);
+/* Collective over the survivors of MPI_COMM_WORLD: flushes every stream, waits until every
+ * survivor has (a barrier on the shrunk world, so no survivor's exit code ends the job while
+ * another still prints), then _exit(rc). */
+_Noreturn void comm_ft_exit(int rc);
 /* Forgets the failures seen so far (after the rebuild on the survivors). */
 void comm_ft_clear(void);
 /* For the end-of-run agreements over a communicator that may hold dead ranks: collective over

@@ -43,7 +43,14 @@
  * 1 / (M N) and the cursor moves by M N B whatever fails. A failed replica (train_fail_replica)
  * leaves the training communicators; the survivors regrid and compute their plan's deeper
  * levels, so a masked failure changes no bit of the parameters. Expert parallelism is refused
- * (deck_check). */
+ * (deck_check).
+ *
+ * Real process death (the ULFM build, comm.h's comm_ft_*): every step ends (after the
+ * before-commit hook) with an agreement over the world on whether a process died during it; if
+ * one did, the survivors shrink the world, fail the dead ranks' replicas through the same path
+ * as train_fail_replica (ranks of those replicas that are alive leave: tr->left), regrid, and
+ * compute the step again from the same state; train_step returns FT_STEP_STOPPED on a rank
+ * that left or on a wipe-out. Without ULFM there is no agreement and no cost. */
 #ifndef FTLLM_TRAIN_H
 #define FTLLM_TRAIN_H
 

@@ -14,7 +14,9 @@
  *  - The dead ranks are read from the shrunk communicator (whose membership the shrink agreed),
  *    not from MPIX_Comm_get_failed, whose answer is local and may differ between survivors. */
 #include <sched.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <unistd.h>
 
 #include "comm_impl.h"
 #include "ftllm/log.h"
@@ -182,4 +184,21 @@ int comm_ft_repair(FtComm *c)
     (void)c;
     return 0;
 #endif
+}
+
+void comm_ft_exit(int rc)
+{
+    fflush(NULL); /* before the barrier: no survivor ends before every survivor's output is out */
+#if COMM_ULFM
+    MPI_Comm live = MPI_COMM_NULL;
+    MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+    if (MPIX_Comm_shrink(MPI_COMM_WORLD, &live) == MPI_SUCCESS) {
+        MPI_Request r;
+        int done = 0;
+        if (MPI_Ibarrier(live, &r) == MPI_SUCCESS)
+            while (!done && MPI_Test(&r, &done, MPI_STATUS_IGNORE) == MPI_SUCCESS)
+                if (!done) sched_yield();
+    }
+#endif
+    _exit(rc);
 }

@@ -367,17 +367,19 @@ FtStepStatus train_step(FtTrainer *tr, FtStepInfo *info)
     info->redos = 0;
     for (int attempt = 0;; attempt++) {
         loss = step_compute(tr, &norm, &lr);
-        int f = recover_failure(tr, m->step + 1); /* ULFM: a process died during the step */
+        int redo = tr->before_commit ? tr->before_commit(tr->before_commit_ctx, tr, attempt) : 0;
+        /* ULFM: did a process die during the step (its DMR agreement included)? Then the
+         * survivors compute it again from the same state; not a DMR attempt */
+        int f = recover_failure(tr, m->step + 1);
         if (f < 0) {
             st = FT_STEP_STOPPED;
             break;
         }
-        if (f > 0) { /* on the survivors, from the same state; not a DMR attempt */
+        if (f > 0) {
             attempt--;
             continue;
         }
-        if (!tr->before_commit || tr->before_commit(tr->before_commit_ctx, tr, attempt) == 0)
-            break;
+        if (!redo) break;
         /* redo: the current state is untouched (the optimizer wrote *_new) */
         info->redos++;
         st = FT_STEP_REDONE;

@@ -2,12 +2,9 @@
  * a verb (cli.c), so `main` stays a two-line story. One exception: after a process of the job
  * died (ULFM), the survivors end without MPI_Finalize, which can wait on the dead (comm.h). */
 #include <mpi.h>
-#include <stdio.h>
-#include <unistd.h>
-
-#include "ftllm/comm.h"
 
 #include "ftllm/cli.h"
+#include "ftllm/comm.h"
 #include "ftllm/log.h"
 
 int main(int argc, char **argv)
@@ -18,10 +15,7 @@ int main(int argc, char **argv)
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     log_init(rank, FT_LOG_INFO);
     int rc = cli_main(argc, argv, MPI_COMM_WORLD);
-    if (comm_ft_survived()) {
-        fflush(NULL);
-        _exit(rc);
-    }
+    if (comm_ft_survived()) comm_ft_exit(rc);
     MPI_Finalize();
     return rc;
 }
