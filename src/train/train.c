@@ -535,7 +535,14 @@ void train_report_spare(const FtTrainer *tr, FILE *out)
         for (int k = 0; k < 2; k++) all[k] = comm_max_f64_poll(tr->c_world, t[k], NULL);
         t[0] = all[0], t[1] = all[1];
     }
+    double u[2] = {c->ulfm_detect_s, c->ulfm_s}; /* ULFM: real failures (0 elsewhere) */
+    if (tr->c_world && comm_ft_enabled())
+        for (int k = 0; k < 2; k++) u[k] = comm_max_f64_poll(tr->c_world, u[k], NULL);
     if (!out || (tr->grid && tr->grid->rank != 0)) return;
+    if (u[1] > 0)
+        fprintf(out, "ulfm: process failures survived; slowest rank: %.4f s from its first failed "
+                "operation to the agreement, %.4f s recovering (shrink, controller, regrid)\n",
+                u[0], u[1]);
     fprintf(out, "spare: r %d, %d replicas, live %d, depth %d; failures masked %lld, wipe-outs "
             "%lld; shards computed %lld vs needed %lld (%lld stack slots within the depth "
             "skipped: counted on another replica); levels computed %lld over %lld steps "
