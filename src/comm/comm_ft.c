@@ -188,7 +188,11 @@ int comm_ft_repair(FtComm *c)
 
 void comm_ft_exit(int rc)
 {
-    fflush(NULL); /* before the barrier: no survivor ends before every survivor's output is out */
+    /* before the barrier, every survivor's output is out and its streams closed (the
+     * launcher has it all once it sees them end), so no survivor's exit ends the job early */
+    fflush(NULL);
+    close(STDOUT_FILENO);
+    close(STDERR_FILENO);
 #if COMM_ULFM
     MPI_Comm live = MPI_COMM_NULL;
     MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
