@@ -416,7 +416,7 @@ FtStepStatus train_step(FtTrainer *tr, FtStepInfo *info)
 static int fail_replicas(FtTrainer *tr, const int *replicas, int n, MPI_Comm from,
                          const char *how)
 {
-    bool real = from != tr->grid->world;
+    bool real = tr->grid && from != tr->grid->world;
     double t0 = MPI_Wtime();
     long long step = tr->model->step;
     int *leave = malloc(sizeof(int) * (size_t)n);
@@ -482,7 +482,8 @@ int train_fail_replica(FtTrainer *tr, int replica)
     if (!tr->sp || tr->left || replica < 0 || replica >= tr->sp->N ||
         !spare_alive(tr->sp, replica))
         return -1;
-    return fail_replicas(tr, &replica, 1, tr->grid->world, "injected fail-stop");
+    return fail_replicas(tr, &replica, 1, tr->grid ? tr->grid->world : MPI_COMM_NULL,
+                         "injected fail-stop"); /* one rank, no grid: only a wipe-out is possible */
 }
 
 /* ULFM: did a process of the world die during the step? Every survivor gets the same answer
