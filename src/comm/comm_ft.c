@@ -31,7 +31,8 @@
 #define COMM_ULFM 0
 #endif
 
-static FtComm *g_live;     /* this process's FtComms, newest first */
+static FtComm *g_live;     /* this process's FtComms, newest first (created and destroyed on
+                              the main thread; the checkpoint writer thread only uses them) */
 static bool g_failed;      /* a failure seen since comm_ft_clear */
 static bool g_ever;        /* a failure seen in this run (comm_ft_survived) */
 static double g_failed_at; /* when (timers_wall) */

@@ -340,7 +340,10 @@ int verb_train(int argc, char **argv, MPI_Comm comm)
     bool writer = !s.left && tr.grid->rank == 0;
     if (all_ok && cfg.run.save_model[0] && !sharded) {
         bad = writer && save_weights(cfg.run.save_model, &model, err, sizeof err) ? 1 : 0;
-        if (bad) ft_log_rank(FT_LOG_ERROR, "%s", err);
+        if (bad) { /* one line, as cli_error prints it (the writer may not be world rank 0) */
+            fprintf(stderr, "%s\n", err);
+            fflush(stderr);
+        }
         if (comm_max_i64_poll(job, bad, NULL) > 0) rc = FT_EXIT_FAILED;
         else log_info("saved the weights to %s (llm.c format, fp32)", cfg.run.save_model);
     }
