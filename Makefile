@@ -5,7 +5,8 @@
 #   make DEBUG=1      -O0 with address+undefined sanitizers; SAN=address (or thread, ...) alone
 #   make CUDA=1       bin/ftllm with the CUDA backend too (cuda/*.cu; run.backend = cuda), in
 #                     build/cuda/; `make cuda-check` builds it and the GPU tests (tests/gpu/)
-#   make deps         install missing Debian packages (scripts/install-deps)
+#   make deps         install missing Debian packages (scripts/install-deps; make test adds the
+#                     test-only ones, a one-node Slurm: make deps-test)
 # Variables you may set: OPT (default -O2 -march=native; -march=x86-64-v3 with CUDA=1, whose
 # binary runs on a GPU node's CPU), CFLAGS_EXTRA, LDFLAGS_EXTRA, NP (ranks for make run),
 # FUZZ_SECONDS, CUDA_HOME (default /usr/local/cuda), CUDA_ARCH (default 90: sm_90 code + PTX).
@@ -81,7 +82,7 @@ ifneq ($(CUDA),0)
   LDLIBS   += -L$(CUDA_HOME)/lib64 -lcublas -lcudart -lstdc++ -Wl,-rpath,$(CUDA_HOME)/lib64
 endif
 
-.PHONY: all run test test-run bench bench-run fuzz deps clean inputs-doc FORCE data cuda-check
+.PHONY: all run test test-run deps-test bench bench-run fuzz deps clean inputs-doc FORCE data cuda-check
 all: bin/ftllm
 
 # Every variant links its own binary; bin/ftllm is a copy of the last one built.
@@ -111,6 +112,8 @@ $(BUILD)/perf/%: $(BUILD)/perf/%.o $(LIB)
 
 deps:
 	@scripts/install-deps
+deps-test:
+	@scripts/install-deps --test
 
 # `make run` and `make test` install what is missing first, then build in a fresh make (so the
 # libraries' pkg-config flags are read after the install).
@@ -119,7 +122,7 @@ run: deps
 	@$(MAKE) --no-print-directory data
 	mpiexec -n $(NP) bin/ftllm train inputs/default.ini
 
-test: deps
+test: deps-test
 	@$(MAKE) --no-print-directory test-run
 
 # the e2e checks also run a sanitizer build: this one when it is one, else build/san-address
