@@ -4,6 +4,9 @@
 # Slurm variables, the loaded environment modules (if the site has any), the MPI library and
 # the OpenMP settings. The resolved deck follows from ftllm's own startup echo.
 #   job_env_print [TITLE]   the block above, each line starting with "job: "
+#   job_need_deck USAGE ARGS...
+#                           exits 2 with one line unless ARGS start with a deck file that exists
+#   job_need_int NAME VALUE exits 2 with one line unless VALUE is a whole number >= 0
 #   job_srun_mpi            the srun MPI plugin: $FTLLM_SRUN_MPI, else pmi2 (MPICH, as Debian
 #                           builds it, speaks PMI-1/PMI-2, which Slurm's mpi/pmi2 serves; an MPICH
 #                           or Open MPI built against PMIx wants FTLLM_SRUN_MPI=pmix)
@@ -29,3 +32,16 @@ job_env_print() {
 }
 
 job_srun_mpi() { echo "${FTLLM_SRUN_MPI:-pmi2}"; }
+
+job_need_deck() {
+  local usage=$1 name; shift
+  name=$(grep -o 'jobscripts/[^ ]*' <<< "$usage")
+  if [ $# -lt 1 ] || [ -z "$1" ]; then echo "usage: $usage" >&2; exit 2; fi
+  if [ ! -f "$1" ]; then echo "${name#jobscripts/}: deck '$1' not found (from $PWD)" >&2; exit 2; fi
+}
+
+job_need_int() {
+  case $2 in
+    '' | *[!0-9]*) echo "$1 = '$2': expected a whole number >= 0" >&2; exit 2 ;;
+  esac
+}

@@ -13,15 +13,38 @@
 #    fault-study-summary.sh as a job depending on it: every flip caught, the totals add up;
 #  - gpu.sbatch on 2 stand-in GPUs (its Slurm side: allocation, one GPU per task, srun; ftllm on
 #    the CPU backend here): each task sees its own single GPU and the run completes.
-# Skips (counted) when not root or the Slurm/munge packages are missing.
+# Without Slurm it checks only that the jobscripts parse (bash -n) and refuse bad arguments with
+# one line and exit 2, and skips the rest (counted) when not root or the Slurm/munge packages are
+# missing.
 set -u
 source "$(dirname "$0")/lib.bash"
 source "$(dirname "$0")/../slurm/cluster.bash"
+for f in jobscripts/*.sbatch jobscripts/*.sh; do
+  if bash -n "$f" 2> "$E2E_TMP/err"; then ok "bash -n $f"; else bad "bash -n $f" "$(cat "$E2E_TMP/err")"; fi
+done
+# usage CHECK WANT_STDERR CMD...: CMD exits 2 with the one line WANT_STDERR on stderr
+usage() {
+  local name=$1 want=$2 rc; shift 2
+  "$@" > /dev/null 2> "$E2E_TMP/err"; rc=$?
+  if [ "$rc" -eq 2 ] && [ "$(cat "$E2E_TMP/err")" = "$want" ]; then ok "$name"
+  else bad "$name" "exit $rc, stderr: $(head -c 400 "$E2E_TMP/err"); want exit 2 and: $want"; fi
+}
+usage "cpu.sbatch without a deck" "usage: sbatch jobscripts/cpu.sbatch DECK [section.key=value ...]" \
+  env -u SLURM_SUBMIT_DIR bash jobscripts/cpu.sbatch
+usage "gpu.sbatch, a missing deck" "gpu.sbatch: deck 'no.ini' not found (from $PWD)" \
+  env -u SLURM_SUBMIT_DIR bash jobscripts/gpu.sbatch no.ini
+usage "requeue.sbatch, a bad FTLLM_MAX_REQUEUES" "FTLLM_MAX_REQUEUES = 'x': expected a whole number >= 0" \
+  env -u SLURM_SUBMIT_DIR FTLLM_MAX_REQUEUES=x bash jobscripts/requeue.sbatch inputs/default.ini
+usage "fault-study.sbatch outside an array" "fault-study.sbatch: not an array task (submit it with sbatch --array=1-N)" \
+  env -u SLURM_SUBMIT_DIR -u SLURM_ARRAY_TASK_ID bash jobscripts/fault-study.sbatch inputs/default.ini
+usage "fault-study-summary.sh, not a study" "fault-study-summary.sh: $E2E_TMP: no seed-*.out files (expected the outputs of fault-study.sbatch)" \
+  env -u SLURM_SUBMIT_DIR jobscripts/fault-study-summary.sh "$E2E_TMP"
 why=$(slurm_missing)
 if [ -n "$why" ]; then
   echo "SKIP slurm: $why"
   echo "[  SKIPPED ] 1 test(s)."
-  exit 0
+  e2e_finish
+  exit
 fi
 trap 'slurm_down; rm -rf "$E2E_TMP"' EXIT
 trap 'exit 143' TERM INT HUP
