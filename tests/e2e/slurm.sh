@@ -8,7 +8,9 @@
 #  - requeue.sbatch made to crash once: its first attempt's fault file (a `fail` line) wipes out
 #    replica 1, the only holder of its shard (spare.r 1), before step 5: exit 5; the job requeues
 #    itself, and the second attempt resumes from the step-3 checkpoint (checkpoint.resume=auto),
-#    trains steps 4-6 only and ends with the losses of a run that never failed;
+#    trains steps 4-6 only and ends with the losses of a run that never failed; and once more
+#    with a crash: its ranks killed (SIGKILL) while the step-6 checkpoint is being written, the
+#    job requeues itself and resumes from the step-3 checkpoint, the last one that verifies;
 #  - fault-study.sbatch as a 3-task array (seeds 1-3, its own fault file each) and
 #    fault-study-summary.sh as a job depending on it: every flip caught, the totals add up;
 #  - gpu.sbatch on 2 stand-in GPUs (its Slurm side: allocation, one GPU per task, srun; ftllm on
@@ -129,6 +131,30 @@ OMP_NUM_THREADS=1 timeout 120 mpiexec -n 2 "$FTLLM" train inputs/default.ini $rq
 want=$(losses "$d/ref.out") got=$(losses "$f")
 [ -n "$want" ] && [ "$got" = "$want" ] && ok "requeue: losses of steps 4-6 equal the run without the failure" \
   || bad "requeue: losses" "resumed: $got; never failed: $want"
+
+# --- requeue.sbatch after a crash: the ranks are killed while the step-6 checkpoint is being
+# written (checkpoint.debug_delay_ms widens that window); the step-3 one is complete ---
+cr="parallel.dp=2 dmr.mode=off faults.schedule= $tiny checkpoint.interval=3 checkpoint.debug_delay_ms=100 run.name=cr"
+# shellcheck disable=SC2086
+id=$(sbatch --parsable $two -o "$d/cr.out" jobscripts/requeue.sbatch inputs/default.ini $cr checkpoint.dir="$d/ckpt")
+t0=$SECONDS
+until [ -f "$d/ckpt/cr.step-00000003.h5" ] && compgen -G "$d/ckpt/cr.step-00000006.h5.tmp*" > /dev/null; do
+  [ $((SECONDS - t0)) -lt 120 ] || break
+  sleep 0.2
+done
+if [ -f "$d/ckpt/cr.step-00000003.h5" ] && scancel --signal=KILL "$id.0"; then
+  ok "requeue crash: the ranks killed during the step-6 checkpoint ($((SECONDS - t0)) s)"
+else bad "requeue crash" "no step-3 checkpoint and step-6 write after 120 s: $(ls "$d/ckpt"; tail -c 600 "$d/cr.out")"; fi
+wait_job "$id" 240
+[ "$STATE $EXIT $RESTARTS" = "COMPLETED 0:0 1" ] && ok "requeue crash: completed after 1 requeue" \
+  || bad "requeue crash" "$STATE, exit $EXIT, restarts $RESTARTS: $(tail -c 800 "$d/cr.out")"
+f=$d/cr.out
+grep -E '^job: (ftllm exit code|requeued)' "$d/cr.out" # for the log
+hasf "requeue crash: requeued on a signal's exit code" "$f" "^job: requeued \(exit code (1[3-9][0-9]|2[0-5][0-9])\)"
+hasf "requeue crash: resumed at step 3" "$f" "^resumed from $d/ckpt/cr\.step-0*3\.h5: step 3,"
+before "requeue crash: resumed after the requeue" "$f" "^job: requeued" "^resumed from"
+hasf "requeue crash: attempt 2 verdict" "$f" "^verdict: OK \(trained 6 steps"
+hasf "requeue crash: attempt 2 exit 0" "$f" "^job: ftllm exit code 0 \(attempt 2\)\$"
 
 # --- fault-study.sbatch: 3 seeds, then the summary as a dependent job ---
 # shellcheck disable=SC2086
