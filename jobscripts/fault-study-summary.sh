@@ -10,7 +10,7 @@
 #SBATCH --time=00:05:00
 #SBATCH --output=fault-study-summary-%j.out
 set -uo pipefail
-cd "${SLURM_SUBMIT_DIR:-.}"
+cd "${SLURM_SUBMIT_DIR:-.}" || exit 2
 study=${1:-}
 if [ -z "$study" ] || [ ! -d "$study" ]; then
   echo "fault-study-summary.sh: '${study}' is not a folder (expected a fault study's folder, e.g. fault-study-123)" >&2

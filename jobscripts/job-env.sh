@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # jobscripts/job-env.sh: what every ftllm jobscript prints before it runs (sourced by them from
 # $SLURM_SUBMIT_DIR, the repository root they are submitted from), so a job's output file says
 # what ran where: the git revision of the checkout, the binary's version, the job's nodes and

@@ -45,7 +45,10 @@ why=$(slurm_missing)
 if [ -n "$why" ]; then
   echo "SKIP slurm: $why"
   echo "[  SKIPPED ] 1 test(s)."
-  e2e_finish
+  if grep -l 'Sanitizer\|runtime error' "$d"/*.out "$d"/study/*.out > "$d/san" 2>/dev/null; then
+  bad "no sanitizer report in the jobs' outputs" "$(cat "$d/san")"
+else ok "no sanitizer report in the jobs' outputs"; fi
+e2e_finish
   exit
 fi
 trap 'slurm_down; rm -rf "$E2E_TMP"' EXIT
@@ -184,4 +187,7 @@ wait_job "$id" 120
 hasf "gpu.sbatch: task 0 has GPU 0 only" "$d/gpu.out" "^job: task 0 on $host: CUDA_VISIBLE_DEVICES=0\$"
 hasf "gpu.sbatch: task 1 has GPU 1 only" "$d/gpu.out" "^job: task 1 on $host: CUDA_VISIBLE_DEVICES=1\$"
 hasf "gpu.sbatch: verdict" "$d/gpu.out" "^verdict: OK \(trained 6 steps"
+if grep -l 'Sanitizer\|runtime error' "$d"/*.out "$d"/study/*.out > "$d/san" 2>/dev/null; then
+  bad "no sanitizer report in the jobs' outputs" "$(cat "$d/san")"
+else ok "no sanitizer report in the jobs' outputs"; fi
 e2e_finish

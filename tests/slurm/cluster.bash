@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # tests/slurm/cluster.bash: a private one-node Slurm on this machine, for tests (source it).
 #   slurm_up DIR [GPUS]
 #                   writes DIR/slurm.conf for this host (its hostname, nproc CPUs, select/cons_tres,
