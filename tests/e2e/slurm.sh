@@ -48,6 +48,11 @@ if [ -n "$why" ]; then
   if grep -l 'Sanitizer\|runtime error' "$d"/*.out "$d"/study/*.out > "$d/san" 2>/dev/null; then
   bad "no sanitizer report in the jobs' outputs" "$(cat "$d/san")"
 else ok "no sanitizer report in the jobs' outputs"; fi
+if [ "$fail" -ne 0 ]; then # for the log: what the daemons said
+  for f in "$d"/slurm/slurmctld.log "$d"/slurm/slurmd.log; do
+    echo "---- $f (errors, last 30) ----"; grep -iE 'error|fail|requeue' "$f" | tail -30
+  done
+fi
 e2e_finish
   exit
 fi
@@ -59,14 +64,18 @@ else bad "one-node Slurm up" "see above"; e2e_finish; exit 1; fi
 host=$(hostname -s)
 
 # wait_job ID [SECONDS]: waits until job ID (every task of an array) has left the queue; then
-# STATE, EXIT and RESTARTS hold its record (of task 0 for an array). A requeued job that is held
-# back (Slurm delays a requeued batch job by about two minutes) is released at once.
+# STATE, EXIT and RESTARTS hold its record (of task 0 for an array). A requeued job, which Slurm
+# holds back for about two minutes, is let go 3 s later instead: not in the second of its
+# requeue, when slurmd would still take its new launch credential for the one it revoked
+# ("Job N already killed, do not launch batch job").
 wait_job() {
-  local id=$1 limit=${2:-180} t0=$SECONDS s info
+  local id=$1 limit=${2:-180} t0=$SECONDS s info let_go=0
   while [ $((SECONDS - t0)) -lt "$limit" ]; do
     s=$(squeue -h -r -j "$id" -o '%T %r' 2>/dev/null)
     [ -z "$s" ] && break
-    if grep -q 'PENDING BeginTime' <<< "$s"; then scontrol update JobId="$id" StartTime=now; fi
+    if [ "$let_go" -eq 0 ] && grep -q 'PENDING BeginTime' <<< "$s"; then
+      scontrol update JobId="$id" StartTime=now+3 && let_go=1
+    fi
     sleep 1
   done
   info=$(scontrol show job "$id" 2>/dev/null | tr ' ' '\n')
@@ -190,4 +199,9 @@ hasf "gpu.sbatch: verdict" "$d/gpu.out" "^verdict: OK \(trained 6 steps"
 if grep -l 'Sanitizer\|runtime error' "$d"/*.out "$d"/study/*.out > "$d/san" 2>/dev/null; then
   bad "no sanitizer report in the jobs' outputs" "$(cat "$d/san")"
 else ok "no sanitizer report in the jobs' outputs"; fi
+if [ "$fail" -ne 0 ]; then # for the log: what the daemons said
+  for f in "$d"/slurm/slurmctld.log "$d"/slurm/slurmd.log; do
+    echo "---- $f (errors, last 30) ----"; grep -iE 'error|fail|requeue' "$f" | tail -30
+  done
+fi
 e2e_finish
