@@ -41,6 +41,11 @@ usage "fault-study.sbatch outside an array" "fault-study.sbatch: not an array ta
   env -u SLURM_SUBMIT_DIR -u SLURM_ARRAY_TASK_ID bash jobscripts/fault-study.sbatch inputs/default.ini
 usage "fault-study-summary.sh, not a study" "fault-study-summary.sh: $E2E_TMP: no seed-*.out files (expected the outputs of fault-study.sbatch)" \
   env -u SLURM_SUBMIT_DIR jobscripts/fault-study-summary.sh "$E2E_TMP"
+# the environment block never ends a job (set -euo pipefail), even with nothing to list
+out=$(env -i PATH="$PATH" HOME="${HOME:-/}" bash -c 'set -euo pipefail; source jobscripts/job-env.sh
+  module() { :; }; job_env_print check; echo "after: ok"' 2>&1)
+if grep -q '^job: git ' <<< "$out" && grep -q '^job: modules none' <<< "$out" && grep -q '^after: ok$' <<< "$out"
+then ok "job_env_print outside Slurm, an empty module list"; else bad "job_env_print outside Slurm" "$out"; fi
 why=$(slurm_missing)
 if [ -n "$why" ]; then
   echo "SKIP slurm: $why"
