@@ -620,6 +620,50 @@ static int cross_fail(const FtConfig *cfg, int a, int b, char *err, size_t errle
 
 #define KID(sec, name) FT_KEY_##sec##_##name
 
+/* perf.papi_events: NAME,NAME,... with no blank inside a name, no empty or repeated name, at
+ * most FT_DECK_EVENTS_MAX (counters.h's FT_COUNTERS_MAX); which names exist is PAPI's call. */
+#define FT_DECK_EVENTS_MAX 16
+static int check_papi_events(const FtConfig *cfg, char *err, size_t errlen)
+{
+    const char *list = cfg->perf.papi_events;
+    char names[FT_DECK_EVENTS_MAX][FT_DECK_STR_MAX], pre[FT_DECK_STR_MAX + 64], msg[FT_DECK_ERR_MAX];
+    int n = 0;
+    msg[0] = 0;
+    if (!list[0]) return 0;
+    for (const char *p = list;; p++) {
+        const char *end = strchr(p, ',');
+        size_t len = end ? (size_t)(end - p) : strlen(p);
+        char raw[FT_DECK_STR_MAX], name[FT_DECK_STR_MAX];
+        snprintf(raw, sizeof raw, "%.*s", (int)len, p);
+        trim_copy(name, sizeof name, raw);
+        if (!name[0]) {
+            snprintf(msg, sizeof msg, "perf.papi_events: empty event name in '%s' (expected "
+                     "NAME,NAME,..., e.g. perf::TASK-CLOCK,perf::PAGE-FAULTS)", list);
+            break;
+        }
+        if (strcspn(name, " \t") != strlen(name)) {
+            snprintf(msg, sizeof msg, "perf.papi_events: '%s' is not one event name (names are "
+                     "separated by commas)", name);
+            break;
+        }
+        for (int k = 0; k < n && !msg[0]; k++)
+            if (!strcmp(names[k], name))
+                snprintf(msg, sizeof msg, "perf.papi_events: event '%s' is listed twice", name);
+        if (msg[0]) break;
+        if (n == FT_DECK_EVENTS_MAX) {
+            snprintf(msg, sizeof msg, "perf.papi_events: more than %d events", FT_DECK_EVENTS_MAX);
+            break;
+        }
+        snprintf(names[n++], sizeof names[0], "%s", name);
+        if (!end) break;
+        p = end;
+    }
+    if (!msg[0]) return 0;
+    error_prefix(cfg, KID(perf, papi_events), pre, sizeof pre);
+    snprintf(err, errlen, "%s%s", pre, msg);
+    return one_line(err);
+}
+
 int deck_check(const FtConfig *cfg, int nranks, char *err, size_t errlen)
 {
     const struct ft_cfg_model *m = &cfg->model;
@@ -725,6 +769,7 @@ int deck_check(const FtConfig *cfg, int nranks, char *err, size_t errlen)
                           "(cluster.trays_per_block = %lld)", cl->spare_trays,
                           cl->trays_per_block);
     /* ---- end of cluster ---- */
+    if (check_papi_events(cfg, err, errlen)) return -1;
     if (nranks > 0) {
         long double world = (long double)p->tp * p->pp * p->dp * p->ep;
         if (world != nranks) {

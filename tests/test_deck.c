@@ -221,6 +221,26 @@ static void test_cross_checks(void **state)
     expect_check_error("[model]\nlayers=3\n[parallel]\npp = 2\n", 0, "t.ini:4: model.layers = 3 cannot be split over parallel.pp = 2 stages");
 }
 
+/* perf.papi_events: the list's syntax is the deck's; which events exist is PAPI's (not here). */
+static void test_papi_events(void **state)
+{
+    (void)state;
+    assert_int_equal(parse("[perf]\npapi_events = perf::TASK-CLOCK, perf::PAGE-FAULTS,PAPI_TOT_INS\n"), 0);
+    assert_int_equal(deck_check(&g_cfg, 1, g_err, sizeof g_err), 0);
+    assert_int_equal(parse("[perf]\npapi_events = NO_SUCH_EVENT\n"), 0); /* PAPI refuses it later */
+    assert_int_equal(deck_check(&g_cfg, 1, g_err, sizeof g_err), 0);
+    expect_check_error("[perf]\npapi_events = perf::TASK-CLOCK,,perf::PAGE-FAULTS\n", 1,
+                       "t.ini:2: perf.papi_events: empty event name in 'perf::TASK-CLOCK,,perf::PAGE-FAULTS'");
+    expect_check_error("[perf]\npapi_events = perf::TASK-CLOCK,\n", 1, "t.ini:2: perf.papi_events: empty event name");
+    expect_check_error("[perf]\npapi_events = perf::TASK-CLOCK perf::PAGE-FAULTS\n", 1,
+                       "t.ini:2: perf.papi_events: 'perf::TASK-CLOCK perf::PAGE-FAULTS' is not one event name");
+    expect_check_error("[perf]\npapi_events = A,B,A\n", 1, "t.ini:2: perf.papi_events: event 'A' is listed twice");
+    expect_check_error("[perf]\npapi_events = a,b,c,d,e,f,g,h,i,j,k,l,m,n,o,p,q\n", 1,
+                       "t.ini:2: perf.papi_events: more than 16 events");
+    assert_int_equal(parse("[perf]\npapi_events = a,b,c,d,e,f,g,h,i,j,k,l,m,n,o,p\n"), 0);
+    assert_int_equal(deck_check(&g_cfg, 1, g_err, sizeof g_err), 0);
+}
+
 static void test_cross_world(void **state)
 {
     (void)state;
@@ -329,6 +349,6 @@ FT_TEST_MAIN(cmocka_unit_test(test_defaults_valid), cmocka_unit_test(test_parse_
              cmocka_unit_test(test_bool_values), cmocka_unit_test(test_out_of_range),
              cmocka_unit_test(test_duplicates_and_syntax),
              cmocka_unit_test(test_line_limits_and_binary),
-             cmocka_unit_test(test_reserved_and_auto), cmocka_unit_test(test_cross_checks),
+             cmocka_unit_test(test_reserved_and_auto), cmocka_unit_test(test_cross_checks), cmocka_unit_test(test_papi_events),
              cmocka_unit_test(test_cross_world), cmocka_unit_test(test_overrides),
              cmocka_unit_test(test_print_roundtrip), cmocka_unit_test(test_help_lists_every_key))

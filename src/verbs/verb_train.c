@@ -23,6 +23,7 @@
 #include <string.h>
 
 #include "ftllm/cli.h"
+#include "ftllm/counters.h"
 #include "ftllm/data.h"
 #include "ftllm/deck.h"
 #include "ftllm/ftllm.h"
@@ -264,6 +265,8 @@ int verb_train(int argc, char **argv, MPI_Comm comm)
         rc = FT_EXIT_USAGE;
         goto out_train;
     }
+    FtCounters *ctr = counters_open_papi(cfg.perf.papi_events, FT_NREGIONS, comm);
+    timers_attach(&tr.regions, ctr); /* perf.papi_events: counts per region */
     FtComm *job = comm_create_mpi_dup(comm, "job"); /* the end-of-run agreements */
     FtTrainSummary s;
     train_run(&tr, &s);
@@ -285,6 +288,8 @@ int verb_train(int argc, char **argv, MPI_Comm comm)
         train_dmr_report(tdm, rep); /* DMR hook */
     }
     train_dmr_destroy(tdm);
+    timers_attach(&tr.regions, NULL);
+    counters_close(ctr);
     if (any_left && (cfg.run.save_model[0] || cfg.train.sample_tokens > 0))
         log_warn("run.save_model and the end-of-run sample are skipped: a replica left the run "
                  "(the weights live on its survivors; use checkpoints)");
