@@ -203,7 +203,8 @@ static void read_now(FtCounters *c)
 {
     int rc = c->read(c->ctx, c->now);
     if (rc != 0)
-        FT_DIE("reading the counters failed: %s", c->es != PAPI_NULL ? PAPI_strerror(rc) : "source");
+        FT_DIE("reading the counters failed: %s",
+               c->es != PAPI_NULL ? PAPI_strerror(rc) : "the test's source");
 }
 
 void counters_begin(FtCounters *c, int slot)

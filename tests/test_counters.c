@@ -130,7 +130,8 @@ static void test_papi(void **state)
     int n = counters_num(c);
     assert_all(ft_same_bytes(&n, sizeof n));
     if (!c) {
-        print_message("PAPI cannot count on this machine (the warning above says why): counting not checked\n");
+        print_message("PAPI cannot count on this machine (the warning above says why): "
+                      "counting not checked\n");
         skip();
     }
     assert_all(n == 1 && !strcmp(counters_name(c, 0), "perf::TASK-CLOCK"));

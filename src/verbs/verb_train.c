@@ -16,11 +16,13 @@
  * computed vs needed, time lost); a replica that failed (train_fail_replica, from the faults hook)
  * leaves the training communicators: its ranks skip the reports of the grid they left and wait,
  * yielding, for the others at the end. A wipe-out ends the run with FT_EXIT_WIPEOUT. */
+#include <errno.h>
 #include <math.h>
 #include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "ftllm/cli.h"
 #include "ftllm/counters.h"
@@ -187,6 +189,22 @@ static int save_weights(const char *path, const FtModel *m, char *err, size_t er
     return rc;
 }
 
+/* Rank 0: every key of the resolved configuration into <checkpoint.dir>/<run.name>.deck.ini,
+ * beside the run's checkpoints (the folder is made when missing). Not writing it is a warning:
+ * the run itself does not need it. */
+static void save_resolved_deck(const FtConfig *cfg)
+{
+    char path[2 * FT_DECK_STR_MAX + 16], err[FT_DECK_ERR_MAX];
+    snprintf(path, sizeof path, "%s/%s.deck.ini", cfg->checkpoint.dir, cfg->run.name);
+    if (mkdir(cfg->checkpoint.dir, 0777) && errno != EEXIST)
+        log_warn("%s: cannot make the folder for the resolved deck: %s (checkpoint.dir)",
+                 cfg->checkpoint.dir, strerror(errno));
+    else if (deck_save(cfg, path, err, sizeof err))
+        log_warn("%s (checkpoint.dir, run.name)", err);
+    else
+        log_info("deck: every key of the resolved configuration is in %s", path);
+}
+
 int verb_train(int argc, char **argv, MPI_Comm comm)
 {
     FtConfig cfg;
@@ -205,8 +223,9 @@ int verb_train(int argc, char **argv, MPI_Comm comm)
              FTLLM_VERSION, cfg.path, nranks, nranks == 1 ? "" : "s", cfg.parallel.dp,
              cfg.parallel.pp, cfg.parallel.ep, cfg.parallel.tp, omp_get_max_threads(),
              omp_get_max_threads() == 1 ? "" : "s", be->name);
-    if (rank == 0 && log_level() >= FT_LOG_INFO) {
-        deck_print(stdout, &cfg);
+    if (rank == 0 && log_level() >= FT_LOG_INFO) { /* every key at debug */
+        if (log_level() >= FT_LOG_DEBUG) deck_print(stdout, &cfg);
+        else deck_print_changed(stdout, &cfg);
         fflush(stdout);
     }
     char err[1024] = "";
@@ -258,6 +277,7 @@ int verb_train(int argc, char **argv, MPI_Comm comm)
         rc = FT_EXIT_USAGE;
         goto out_train;
     }
+    if (rank == 0) save_resolved_deck(&cfg); /* after the checkpoint hook made its folder */
     FtTrainDmr *tdm = NULL; /* DMR hook: checks, injected faults, agreement before commit */
     if (train_dmr_setup(&tdm, &tr, &cfg, err, sizeof err)) { /* DMR hook */
         cli_error(comm, err);
