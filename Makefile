@@ -41,7 +41,7 @@ VARIANT  := $(if $(filter 0,$(CUDA)),$(BASE_VARIANT),$(CUDA_VARIANT))
 BUILD    := build/$(VARIANT)
 SANFLAGS := $(if $(SAN),-fsanitize=$(SAN) -fno-omit-frame-pointer -fno-sanitize-recover=undefined)
 
-PKGS     := inih hdf5-mpich
+PKGS     := inih hdf5-mpich papi
 PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS   := $(shell pkg-config --libs $(PKGS) 2>/dev/null)
 # OpenBLAS, the OpenMP build (it shares OpenMP's thread pool instead of bringing a second one);
