@@ -1,12 +1,24 @@
 /* timers.c: named regions (timers.h). Wall time from MPI_Wtime; the table is gathered to rank
  * 0 in one MPI_Gather of (seconds, calls, each counter's total) per region. Counts print in a
- * compact form (12345678 -> 12.3M) so a column of min / avg / max stays narrow. */
+ * compact form (12345678 -> 12.3M) so a column of min / avg / max stays narrow. In the CUDA
+ * build each region is also an NVTX range of the same name (nvtx3, header-only: it costs a
+ * branch until a tool such as Nsight Systems attaches), so `nsys profile` timelines show
+ * step / forward / backward / gradsync / optimizer / checkpoint. */
 #include "ftllm/timers.h"
 
 #include <stdlib.h>
 #include <string.h>
 
 #include "ftllm/log.h"
+
+#ifdef FTLLM_CUDA
+#include <nvtx3/nvToolsExt.h>
+#define REGION_PUSH(name) nvtxRangePushA(name)
+#define REGION_POP() nvtxRangePop()
+#else
+#define REGION_PUSH(name) ((void)0)
+#define REGION_POP() ((void)0)
+#endif
 
 static const char *const g_names[FT_NREGIONS] = {
 #define FT_REGION_NAME(name, text, help) text,
@@ -30,6 +42,7 @@ void timers_attach(FtTimers *t, FtCounters *ctr)
 
 void timers_begin(FtTimers *t, FtRegion r)
 {
+    REGION_PUSH(g_names[r]);
     t->t0[r] = MPI_Wtime();
     if (t->ctr) counters_begin(t->ctr, r);
 }
@@ -39,6 +52,7 @@ void timers_end(FtTimers *t, FtRegion r)
     if (t->ctr) counters_end(t->ctr, r);
     t->total[r] += MPI_Wtime() - t->t0[r];
     t->calls[r]++;
+    REGION_POP();
 }
 
 /* A count in at most 5 characters: 9999 as is, then 3 significant digits and k M G T P E. */
