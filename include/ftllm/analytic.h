@@ -184,6 +184,9 @@ typedef struct ft_sparing {
     double tray_mtbf, tray_mttr, rack_mtbf, rack_mttr; /* hours */
     double ckpt, restart; /* seconds: checkpoint cost, restart cost */
     double interval;      /* seconds of work between checkpoints; <= 0: optimal */
+    int law;              /* up-time law of trays and racks (enum ft_failure_law, same means) */
+    double shape;         /* Weibull shape (law = FT_LAW_WEIBULL) */
+    double horizon;       /* hours of hardware life from new that CETT averages (Weibull) */
 } FtSparing;
 
 typedef struct ft_sparing_result {
@@ -271,6 +274,13 @@ void renewal_free(FtRenewal *rn);
 double renewal_M(const FtRenewal *rn, double t);
 /* (M(t1) - M(t0)) / (t1 - t0): the mean renewal density over [t0, t1] (t1 <= t0: at t0). */
 double renewal_rate(const FtRenewal *rn, double t0, double t1);
+
+/* One part that alternates up (lifetimes of `law` with this shape and mean, new at t = 0 and
+ * after each repair) and down (exponential repair, mean mttr; 0 = instant: the renewal function),
+ * on n cells of width tmax / n: Phi[i] = E[failures in [0, i h]], Down[i] = P(down at i h)
+ * (n + 1 entries each). Same product integration as renewal_init. 0 or -1. */
+int renewal_alt(int law, double shape, double mean, double mttr, double tmax, int n, double *Phi,
+                double *Down);
 
 /* An epoch's distribution in operational time (every group in use failing at rate 1), exact
  * from the stages by uniformization, tabulated (analytic_epoch.c). */
