@@ -61,12 +61,12 @@ static double binom_tail(int n, double p, int m)
 /* The time-varying part processes over the horizon (Weibull): per class ([0] rack, [1] tray) on
  * n cells of width h, Phi = failures of one part by t, Dn = P(down at t), sv[j] = P(a part new
  * at age 0 survives from age j h to (j + 1) h); the CETT integral runs over nq intervals (cells
- * end[q - 1]..end[q]) with the mean P(up) a and width w (hours). */
+ * end[q - 1]..end[q]) with the mean P(up) a, width w (hours) and mean rate hz_pop of an up part. */
 #define LAW_CELLS 4096
 #define NQ_MAX 160
 struct law_tab {
     int n, nq, end[NQ_MAX];
-    double h, w[NQ_MAX], a[2][NQ_MAX];
+    double h, w[NQ_MAX], a[2][NQ_MAX], hz_pop[2][NQ_MAX]; /* hz_pop: failures per up-hour */
     double *Phi[2], *Dn[2], *sv[2];
 };
 
@@ -107,6 +107,7 @@ static int law_tab_init(const FtSparing *s, struct law_tab *lt)
             for (int i = i0; i < lt->end[q]; i++) up += 1 - 0.5 * (Dn[i] + Dn[i + 1]);
             lt->w[q] = (lt->end[q] - i0) * lt->h;
             lt->a[cls][q] = up * lt->h / lt->w[q];
+            lt->hz_pop[cls][q] = up > 0 ? (Phi[lt->end[q]] - Phi[i0]) / (up * lt->h) : 0;
         }
     }
     return 0;
@@ -137,26 +138,33 @@ static int inuse_rates(const FtSparing *s, const struct law_tab *lt, double hz[2
         return -1;
     }
     f[0][0] = N[0] - U[0], f[1][0] = N[1] - U[1];
-    double acc[2] = {0, 0};
+    double acc[2] = {0, 0}, ff[2], F[2]; /* fresh failures over the next cell, fresh parts */
+    for (int c = 0; c < 2; c++) ff[c] = f[c][0] * (1 - lt->sv[c][0]), F[c] = f[c][0];
     int q = 0;
+    double qI = 0;
     for (int m = 1; m <= n; m++) {
         double lam[2], up[2];
+        if (m == 1 || m - 1 == lt->end[q - 1]) { /* per interval: P(an idle up tray | usable) */
+            double t0 = binom_tail(s->K + s->I, lt->a[1][q], s->K);
+            qI = t0 > 0 ? binom_tail(s->K + s->I, lt->a[1][q], s->K + 1) / t0 : 0;
+        }
         for (int c = 0; c < 2; c++) {
-            double ff = 0, F = 0, *fc = f[c];
-            for (int j = 0; j < m; j++) ff += fc[j] * (1 - lt->sv[c][j]), F += fc[j];
             up[c] = N[c] * (1 - 0.5 * (lt->Dn[c][m - 1] + lt->Dn[c][m]));
-            double V = fmax(0, up[c] - U[c] - F);
-            lam[c] = fmax(0, N[c] * (lt->Phi[c][m] - lt->Phi[c][m - 1]) - ff) * U[c] / (U[c] + V);
+            double V = fmax(0, up[c] - U[c] - F[c]);
+            lam[c] = fmax(0, N[c] * (lt->Phi[c][m] - lt->Phi[c][m - 1]) - ff[c]) * U[c] / (U[c] + V);
             acc[c] += lam[c];
         }
-        double at = 1 - 0.5 * (lt->Dn[1][m - 1] + lt->Dn[1][m]);
-        double t0 = binom_tail(s->K + s->I, at, s->K);
-        double qI = t0 > 0 ? binom_tail(s->K + s->I, at, s->K + 1) / t0 : 0;
         const double e[2] = {lam[0] + lam[1] * (1 - qI), lam[1] * (qI + s->K * (1 - qI)) + s->K * lam[0]};
-        for (int c = 0; c < 2; c++) {
+        for (int c = 0; c < 2; c++) { /* age by one cell, then the cell's births */
             double idle = up[c] - U[c], x = idle > 0 ? exp(-e[c] / idle) : 0, *fc = f[c];
-            for (int j = m - 1; j >= 0; j--) fc[j + 1] = fc[j] * lt->sv[c][j] * x;
+            const double *sv = lt->sv[c];
+            double sf = 0, sF = 0;
+            for (int j = m - 1; j >= 0; j--) {
+                double v = fc[j] * sv[j] * x;
+                fc[j + 1] = v, sf += v * (1 - sv[j + 1]), sF += v;
+            }
             fc[0] = N[c] * (lt->Phi[c][m] - lt->Phi[c][m - 1] - (lt->Dn[c][m] - lt->Dn[c][m - 1])) * sqrt(x);
+            ff[c] = sf + fc[0] * (1 - sv[0]), F[c] = sF + fc[0];
         }
         if (m == lt->end[q]) {
             for (int c = 0; c < 2; c++) hz[c][q] = acc[c] / (U[c] * lt->w[q]), acc[c] = 0;
@@ -186,10 +194,14 @@ static double law_work(const struct law_tab *lt, const double *av, const double 
     return sum / H;
 }
 
-static int sparing_law(const FtSparing *s, const struct law_tab *lt, FtSparingResult *out)
+/* CETT under the law; burn_in = 0 takes the population rate for the parts in use (what the
+ * model would be without inuse_rates: kept for the comparison in perf/bench_law), 1 the
+ * mean-field model of inuse_rates. 0 or -1. */
+static int sparing_law(const FtSparing *s, const struct law_tab *lt, int burn_in, FtSparingResult *out)
 {
     double av[NQ_MAX], lam[NQ_MAX], hz[2][NQ_MAX], H = 0, pb = 0, avail = 0, lam_run = 0;
-    if (inuse_rates(s, lt, hz)) return -1;
+    if (burn_in && inuse_rates(s, lt, hz)) return -1;
+    if (!burn_in) memcpy(hz, lt->hz_pop, sizeof hz);
     for (int q = 0; q < lt->nq; q++) {
         double p = lt->a[0][q] * binom_tail(s->K + s->I, lt->a[1][q], s->K);
         av[q] = pow(binom_tail(s->L + s->R, p, s->L), s->B);
@@ -246,7 +258,7 @@ int analytic_sparing(const FtSparing *s, FtSparingResult *out, char *err, size_t
     if (sparing_check(s, err, errlen)) return -1;
     if (s->law == FT_LAW_WEIBULL) {
         struct law_tab *lt = malloc(sizeof *lt);
-        int rc = !lt || law_tab_init(s, lt) ? -1 : sparing_law(s, lt, out);
+        int rc = !lt || law_tab_init(s, lt) ? -1 : sparing_law(s, lt, 1, out);
         if (lt && rc == 0) law_tab_free(lt);
         free(lt);
         if (rc) snprintf(err, errlen, "sparing: out of memory");
@@ -267,30 +279,48 @@ int analytic_sparing(const FtSparing *s, FtSparingResult *out, char *err, size_t
     return 0;
 }
 
+/* Weibull: from the best R of the stationary (exponential) model, a climb with the law's model
+ * to the nearest maximum (CETT is unimodal in R: spares raise avail and lower util). */
+static int best_R_law(const FtSparing *s, const struct law_tab *lt, int max_R, FtSparingResult *out)
+{
+    FtSparing t = *s;
+    FtSparingResult res;
+    t.law = FT_LAW_EXP;
+    int best = analytic_sparing_best_R(&t, max_R, &res);
+    t = *s, t.R = best;
+    if (sparing_law(&t, lt, 1, out)) return 0;
+    for (int dir = -1; dir <= 1; dir += 2)
+        for (int R = best + dir; R >= 0 && R <= max_R && R <= s->L; R += dir) {
+            t.R = R;
+            if (sparing_law(&t, lt, 1, &res) || !(res.cett > out->cett)) break;
+            *out = res, best = R;
+        }
+    return best;
+}
+
 int analytic_sparing_best_R(const FtSparing *s, int max_R, FtSparingResult *out)
 {
     FtSparing t = *s;
     int best = 0;
     double bc = -1;
     char err[128];
-    struct law_tab *lt = NULL; /* the part processes do not depend on R: tabulated once */
-    if (s->law == FT_LAW_WEIBULL) {
+    if (s->law == FT_LAW_WEIBULL) { /* the part processes do not depend on R: tabulated once */
         t.R = 0;
-        lt = malloc(sizeof *lt);
+        struct law_tab *lt = malloc(sizeof *lt);
         if (!lt || sparing_check(&t, err, sizeof err) || law_tab_init(s, lt)) {
             free(lt);
             return 0;
         }
+        best = best_R_law(s, lt, max_R, out);
+        law_tab_free(lt);
+        free(lt);
+        return best;
     }
     for (int R = 0; R <= max_R && R <= s->L; R++) {
         t.R = R;
         FtSparingResult res;
-        if (lt) {
-            if (sparing_law(&t, lt, &res)) continue;
-        } else if (analytic_sparing(&t, &res, err, sizeof err)) continue;
+        if (analytic_sparing(&t, &res, err, sizeof err)) continue;
         if (res.cett > bc) bc = res.cett, best = R, *out = res;
     }
-    if (lt) law_tab_free(lt);
-    free(lt);
     return best;
 }
