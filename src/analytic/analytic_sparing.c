@@ -59,20 +59,20 @@ static double binom_tail(int n, double p, int m)
 }
 
 /* The time-varying part processes over the horizon (Weibull): per class ([0] rack, [1] tray) on
- * n cells of width h, Phi = failures of one part by t, Dn = P(down at t), sv[j] = P(a part new
- * at age 0 survives from age j h to (j + 1) h); the CETT integral runs over nq intervals (cells
+ * n cells of width h, Phi = failures of one part by t, Dn = P(down at t), ch[j] = the law's
+ * cumulative hazard from age j h to (j + 1) h and sv[j] = e^(-ch[j]) the survival; the CETT integral runs over nq intervals (cells
  * end[q - 1]..end[q]) with the mean P(up) a, width w (hours) and mean rate hz_pop of an up part. */
 #define LAW_CELLS 4096
 #define NQ_MAX 160
 struct law_tab {
     int n, nq, end[NQ_MAX];
     double h, w[NQ_MAX], a[2][NQ_MAX], hz_pop[2][NQ_MAX]; /* hz_pop: failures per up-hour */
-    double *Phi[2], *Dn[2], *sv[2];
+    double *Phi[2], *Dn[2], *sv[2], *ch[2];
 };
 
 static void law_tab_free(struct law_tab *lt)
 {
-    for (int c = 0; c < 2; c++) free(lt->Phi[c]), free(lt->Dn[c]), free(lt->sv[c]);
+    for (int c = 0; c < 2; c++) free(lt->Phi[c]), free(lt->Dn[c]), free(lt->sv[c]), free(lt->ch[c]);
 }
 
 static int law_tab_init(const FtSparing *s, struct law_tab *lt)
@@ -96,12 +96,16 @@ static int law_tab_init(const FtSparing *s, struct law_tab *lt)
         double *Phi = lt->Phi[cls] = malloc(((size_t)n + 1) * sizeof *Phi);
         double *Dn = lt->Dn[cls] = malloc(((size_t)n + 1) * sizeof *Dn);
         double *sv = lt->sv[cls] = malloc(((size_t)n + 1) * sizeof *sv);
-        if (!Phi || !Dn || !sv || renewal_alt(s->law, s->shape, mtbf, mttr, s->horizon, n, Phi, Dn)) {
+        double *ch = lt->ch[cls] = malloc(((size_t)n + 1) * sizeof *ch);
+        if (!Phi || !Dn || !sv || !ch || renewal_alt(s->law, s->shape, mtbf, mttr, s->horizon, n, Phi, Dn)) {
             law_tab_free(lt);
             return -1;
         }
         double k = s->law == FT_LAW_WEIBULL ? s->shape : 1.0, sc = mtbf / tgamma(1.0 + 1.0 / k);
-        for (int j = 0; j <= n; j++) sv[j] = exp(pow(j * lt->h / sc, k) - pow((j + 1) * lt->h / sc, k));
+        for (int j = 0; j <= n; j++) {
+            ch[j] = pow((j + 1) * lt->h / sc, k) - pow(j * lt->h / sc, k);
+            sv[j] = exp(-ch[j]);
+        }
         for (int q = 0, i0 = 0; q < lt->nq; i0 = lt->end[q++]) {
             double up = 0; /* int A over the interval, trapezoid on the grid */
             for (int i = i0; i < lt->end[q]; i++) up += 1 - 0.5 * (Dn[i] + Dn[i + 1]);
@@ -139,7 +143,7 @@ static int inuse_rates(const FtSparing *s, const struct law_tab *lt, double hz[2
     }
     f[0][0] = N[0] - U[0], f[1][0] = N[1] - U[1];
     double acc[2] = {0, 0}, ff[2], F[2]; /* fresh failures over the next cell, fresh parts */
-    for (int c = 0; c < 2; c++) ff[c] = f[c][0] * (1 - lt->sv[c][0]), F[c] = f[c][0];
+    for (int c = 0; c < 2; c++) ff[c] = f[c][0] * -log(lt->sv[c][0]), F[c] = f[c][0];
     int q = 0;
     double qI = 0;
     for (int m = 1; m <= n; m++) {
@@ -157,14 +161,14 @@ static int inuse_rates(const FtSparing *s, const struct law_tab *lt, double hz[2
         const double e[2] = {lam[0] + lam[1] * (1 - qI), lam[1] * (qI + s->K * (1 - qI)) + s->K * lam[0]};
         for (int c = 0; c < 2; c++) { /* age by one cell, then the cell's births */
             double idle = up[c] - U[c], x = idle > 0 ? exp(-e[c] / idle) : 0, *fc = f[c];
-            const double *sv = lt->sv[c];
+            const double *sv = lt->sv[c], *ch = lt->ch[c];
             double sf = 0, sF = 0;
             for (int j = m - 1; j >= 0; j--) {
                 double v = fc[j] * sv[j] * x;
-                fc[j + 1] = v, sf += v * (1 - sv[j + 1]), sF += v;
+                fc[j + 1] = v, sf += v * ch[j + 1], sF += v;
             }
             fc[0] = N[c] * (lt->Phi[c][m] - lt->Phi[c][m - 1] - (lt->Dn[c][m] - lt->Dn[c][m - 1])) * sqrt(x);
-            ff[c] = sf + fc[0] * (1 - sv[0]), F[c] = sF + fc[0];
+            ff[c] = sf + fc[0] * ch[0], F[c] = sF + fc[0];
         }
         if (m == lt->end[q]) {
             for (int c = 0; c < 2; c++) hz[c][q] = acc[c] / (U[c] * lt->w[q]), acc[c] = 0;
