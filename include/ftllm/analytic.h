@@ -187,6 +187,8 @@ typedef struct ft_sparing {
     int law;              /* up-time law of trays and racks (enum ft_failure_law, same means) */
     double shape;         /* Weibull shape (law = FT_LAW_WEIBULL) */
     double horizon;       /* hours of hardware life from new that CETT averages (Weibull) */
+    int pop_rate;         /* Weibull, for comparison only: 1 = parts in use fail at the rate of
+                           * the average up part (idle spares' burn-in ignored) */
 } FtSparing;
 
 typedef struct ft_sparing_result {

@@ -198,14 +198,13 @@ static double law_work(const struct law_tab *lt, const double *av, const double 
     return sum / H;
 }
 
-/* CETT under the law; burn_in = 0 takes the population rate for the parts in use (what the
- * model would be without inuse_rates: kept for the comparison in perf/bench_law), 1 the
- * mean-field model of inuse_rates. 0 or -1. */
-static int sparing_law(const FtSparing *s, const struct law_tab *lt, int burn_in, FtSparingResult *out)
+/* CETT under the law: the parts in use fail at the rate of inuse_rates' mean-field model, or
+ * (s->pop_rate, for comparison) at the rate of the average up part. 0 or -1. */
+static int sparing_law(const FtSparing *s, const struct law_tab *lt, FtSparingResult *out)
 {
     double av[NQ_MAX], lam[NQ_MAX], hz[2][NQ_MAX], H = 0, pb = 0, avail = 0, lam_run = 0;
-    if (burn_in && inuse_rates(s, lt, hz)) return -1;
-    if (!burn_in) memcpy(hz, lt->hz_pop, sizeof hz);
+    if (!s->pop_rate && inuse_rates(s, lt, hz)) return -1;
+    if (s->pop_rate) memcpy(hz, lt->hz_pop, sizeof hz);
     for (int q = 0; q < lt->nq; q++) {
         double p = lt->a[0][q] * binom_tail(s->K + s->I, lt->a[1][q], s->K);
         av[q] = pow(binom_tail(s->L + s->R, p, s->L), s->B);
@@ -262,7 +261,7 @@ int analytic_sparing(const FtSparing *s, FtSparingResult *out, char *err, size_t
     if (sparing_check(s, err, errlen)) return -1;
     if (s->law == FT_LAW_WEIBULL) {
         struct law_tab *lt = malloc(sizeof *lt);
-        int rc = !lt || law_tab_init(s, lt) ? -1 : sparing_law(s, lt, 1, out);
+        int rc = !lt || law_tab_init(s, lt) ? -1 : sparing_law(s, lt, out);
         if (lt && rc == 0) law_tab_free(lt);
         free(lt);
         if (rc) snprintf(err, errlen, "sparing: out of memory");
@@ -292,11 +291,11 @@ static int best_R_law(const FtSparing *s, const struct law_tab *lt, int max_R, F
     t.law = FT_LAW_EXP;
     int best = analytic_sparing_best_R(&t, max_R, &res);
     t = *s, t.R = best;
-    if (sparing_law(&t, lt, 1, out)) return 0;
+    if (sparing_law(&t, lt, out)) return 0;
     for (int dir = -1; dir <= 1; dir += 2)
         for (int R = best + dir; R >= 0 && R <= max_R && R <= s->L; R += dir) {
             t.R = R;
-            if (sparing_law(&t, lt, 1, &res) || !(res.cett > out->cett)) break;
+            if (sparing_law(&t, lt, &res) || !(res.cett > out->cett)) break;
             *out = res, best = R;
         }
     return best;
