@@ -28,7 +28,10 @@
  * 2. Checkpointing: Young's and Daly's intervals, the exact expected time of a segment under
  *    Poisson failures, expected waste, and the interval when detection has latency.
  * 3. Sparing (Meta, PAPERS.md section 3): CETT of B zones x L blocks x K trays with R spare
- *    blocks per zone and I spare trays per block (equations in analytic_sparing.c).
+ *    blocks per zone and I spare trays per block (equations in analytic_sparing.c). Exponential
+ *    law: the stationary model. Weibull law (every tray and rack new at t = 0 and new again after
+ *    each repair, as the simulator does): CETT averaged over the horizon from new, with the part
+ *    processes' time-varying availability and failure rate (assumptions below).
  * 4. The failure process over a run: every GPU starts new, a failed GPU is replaced by a new one
  *    (the simulator's process), so one GPU slot is a renewal process and its renewal density
  *    m(t) (exponential: 1/MTBF; Weibull: computed numerically, analytic_renewal.c) times the
@@ -64,7 +67,24 @@
  *    times a factor of 2 apart, interpolated in log t); a piece is evaluated at the middle of its
  *    own span, which follows the fast fall of the rate in the first minutes of new GPUs. The
  *    state distribution of the pieces is followed exactly from the start (a run shorter than an
- *    epoch is all start) until it has settled. */
+ *    epoch is all start) until it has settled.
+ *
+ * Assumptions of the sparing model (3), next to its Poisson ones (parts independent, hot spares,
+ * one repair per failed part, interrupts Poisson at the rate of the parts in use):
+ *  - Law: each tray and rack alternates a Weibull up time (new at t = 0 and after each repair)
+ *    and an exponential repair; its availability A(t) and failures Phi(t) come from the
+ *    alternating renewal equation (renewal_alt). Block usability and the not-blocked fraction at
+ *    t follow exactly from A(t), as in the stationary model (use does not change a part's law).
+ *  - Parts in use are not a random sample of the up parts: a repaired part waits as an idle spare
+ *    until a failure in use calls it, burning in meanwhile (shape < 1: the parts in use fail up to
+ *    13% less often than the average up part, measured). Mean field: the fresh spares' ages are
+ *    followed per class, a part entering use is drawn at random from all idle up parts (intra-
+ *    and inter-block spares pooled), and the idle parts that were in use before (the other trays
+ *    of a swapped block) fail like the parts in use. Left out: that an intra-block spare serves
+ *    only its own block and that a zone takes its first usable spare block (not a random one).
+ *  - Quasi-static: the interrupt rate at t gives the checkpoint pieces' cost at t (Young/Daly
+ *    exact model at that rate), averaged over the horizon on intervals short at the start, where
+ *    new parts fail fast; one fixed interval over the horizon, the one maximizing that average. */
 #ifndef FTLLM_ANALYTIC_H
 #define FTLLM_ANALYTIC_H
 
