@@ -416,14 +416,16 @@ static void test_renewal_alt(void **state)
         assert_true(Dn[i] == 0);
     }
     renewal_free(&rn);
-    /* exponential up (mean m), exponential repair (mu): P(down) = d (1 - e^(-c t)), d = mu / (m + mu),
-     * c = 1/m + 1/mu; failures = int P(up) / m */
+    /* exponential up (mean m), exponential repair (mu): P(down) = d (1 - e^(-c t)) with
+     * d = mu / (m + mu), c = 1/m + 1/mu; failures = int P(up) / m */
     const double m = 1000, mu = 50, c = 1 / m + 1 / mu, d = mu / (m + mu);
     double worst = 0;
     for (int law = 0; law < 2; law++) {
-        assert_int_equal(renewal_alt(law ? FT_LAW_WEIBULL : FT_LAW_EXP, 1.0, m, mu, H, n, Phi, Dn), 0);
+        assert_int_equal(renewal_alt(law ? FT_LAW_WEIBULL : FT_LAW_EXP, 1.0, m, mu, H, n, Phi, Dn),
+                         0);
         for (int i = 0; i <= n; i++) {
-            double t = i * H / n, D = d * -expm1(-c * t), P = ((1 - d) * t + d * -expm1(-c * t) / c) / m;
+            double t = i * H / n, D = d * -expm1(-c * t),
+                   P = ((1 - d) * t + d * -expm1(-c * t) / c) / m;
             worst = fmax(worst, fmax(fabs(Dn[i] - D), fabs(Phi[i] - P) / (1 + P)));
         }
     }
@@ -438,7 +440,9 @@ static void test_renewal_alt(void **state)
     assert_int_equal(analytic_sparing(&s, &ex, err, sizeof err), 0);
     s.law = FT_LAW_WEIBULL, s.shape = 1.0, s.horizon = 5e4;
     assert_int_equal(analytic_sparing(&s, &wb, err, sizeof err), 0);
-    printf("sparing: Weibull shape 1 over 5e4 h: CETT %.5f, stationary %.5f; interrupts %.5f vs %.5f per h\n", wb.cett, ex.cett, wb.lam * 3600, ex.lam * 3600);
+    printf("sparing: Weibull shape 1 over 5e4 h: CETT %.5f, stationary %.5f; interrupts %.5f vs "
+           "%.5f per h\n",
+           wb.cett, ex.cett, wb.lam * 3600, ex.lam * 3600);
     assert_true(fabs(wb.cett / ex.cett - 1) < 1e-3 && fabs(wb.avail / ex.avail - 1) < 1e-3);
     assert_true(fabs(wb.lam / ex.lam - 1) < 1e-3);
     s.horizon = 0;
@@ -447,8 +451,8 @@ static void test_renewal_alt(void **state)
 }
 
 FT_TEST_MAIN(cmocka_unit_test(test_depth_vs_hall), cmocka_unit_test(test_oracle_incremental),
-             cmocka_unit_test(test_survival_and_S_enumerated), cmocka_unit_test(test_closed_form_gap),
-             cmocka_unit_test(test_young_daly), cmocka_unit_test(test_sparing_model),
-             cmocka_unit_test(test_optimizer), cmocka_unit_test(test_renewal),
-             cmocka_unit_test(test_epoch_curve), cmocka_unit_test(test_epoch_real),
-             cmocka_unit_test(test_renewal_alt))
+             cmocka_unit_test(test_survival_and_S_enumerated),
+             cmocka_unit_test(test_closed_form_gap), cmocka_unit_test(test_young_daly),
+             cmocka_unit_test(test_sparing_model), cmocka_unit_test(test_optimizer),
+             cmocka_unit_test(test_renewal), cmocka_unit_test(test_epoch_curve),
+             cmocka_unit_test(test_epoch_real), cmocka_unit_test(test_renewal_alt))

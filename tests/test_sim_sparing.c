@@ -25,12 +25,16 @@
 #define SP_MAX_HALF 0.005
 #define SP_TOL 0.02
 
-static int sparing_fn(int trial, double *out, void *ctx) { return sim_sparing_trial(ctx, trial, out); }
+static int sparing_fn(int trial, double *out, void *ctx)
+{
+    return sim_sparing_trial(ctx, trial, out);
+}
 
 static FtStat cett_sim(const FtSparingSim *ss, int n)
 {
     double *all = malloc((size_t)n * SPS_NOUT * sizeof *all), *x = malloc((size_t)n * sizeof *x);
-    assert_all(all && x && sim_trials(ft_test_comm(), n, SPS_NOUT, sparing_fn, (void *)ss, all) == 0);
+    assert_all(all && x);
+    assert_all(sim_trials(ft_test_comm(), n, SPS_NOUT, sparing_fn, (void *)ss, all) == 0);
     for (int j = 0; j < n; j++) x[j] = all[(size_t)j * SPS_NOUT + SPS_CETT];
     FtStat st = stat_of(x, n, Z);
     free(all), free(x);
@@ -51,12 +55,15 @@ static FtStat cett_sim_auto(const FtSparing *s, double interval, uint64_t seed, 
 /* Base settings (horizon in hours): failure-heavy and small, so that every term of CETT matters
  * and a trial costs well under a millisecond. */
 static const FtSparing g_base[] = {
-    {.B = 2, .L = 12, .K = 6, .R = 2, .I = 1, .gpus_per_tray = 4, .tray_mtbf = 2000, .tray_mttr = 24,
-     .rack_mtbf = 10000, .rack_mttr = 24, .ckpt = 250, .restart = 600, .horizon = 4000},
-    {.B = 4, .L = 16, .K = 8, .R = 2, .I = 1, .gpus_per_tray = 4, .tray_mtbf = 3000, .tray_mttr = 48,
-     .rack_mtbf = 20000, .rack_mttr = 24, .ckpt = 250, .restart = 600, .horizon = 6000},
-    {.B = 2, .L = 10, .K = 8, .R = 3, .I = 0, .gpus_per_tray = 4, .tray_mtbf = 1000, .tray_mttr = 24,
-     .rack_mtbf = 10000, .rack_mttr = 24, .ckpt = 300, .restart = 900, .horizon = 3000},
+    {.B = 2, .L = 12, .K = 6, .R = 2, .I = 1, .gpus_per_tray = 4, .tray_mtbf = 2000,
+     .tray_mttr = 24, .rack_mtbf = 10000, .rack_mttr = 24, .ckpt = 250, .restart = 600,
+     .horizon = 4000},
+    {.B = 4, .L = 16, .K = 8, .R = 2, .I = 1, .gpus_per_tray = 4, .tray_mtbf = 3000,
+     .tray_mttr = 48, .rack_mtbf = 20000, .rack_mttr = 24, .ckpt = 250, .restart = 600,
+     .horizon = 6000},
+    {.B = 2, .L = 10, .K = 8, .R = 3, .I = 0, .gpus_per_tray = 4, .tray_mtbf = 1000,
+     .tray_mttr = 24, .rack_mtbf = 10000, .rack_mttr = 24, .ckpt = 300, .restart = 900,
+     .horizon = 3000},
     {.B = 2, .L = 12, .K = 6, .R = 2, .I = 1, .gpus_per_tray = 4, .tray_mtbf = 300, .tray_mttr = 20,
      .rack_mtbf = 3000, .rack_mttr = 50, .ckpt = 250, .restart = 600, .horizon = 20000},
     {.B = 2, .L = 10, .K = 5, .R = 0, .I = 1, .gpus_per_tray = 4, .tray_mtbf = 800, .tray_mttr = 10,
@@ -90,14 +97,16 @@ static void test_sparing_law_grid(void **state)
         FtSparing sx = s, sp = s; /* for the record: the stationary model, and no burn-in */
         FtSparingResult ax, ap;
         sx.law = FT_LAW_EXP, sp.pop_rate = 1;
-        assert_all(analytic_sparing(&sx, &ax, err, sizeof err) == 0 && analytic_sparing(&sp, &ap, err, sizeof err) == 0);
+        assert_all(analytic_sparing(&sx, &ax, err, sizeof err) == 0);
+        assert_all(analytic_sparing(&sp, &ap, err, sizeof err) == 0);
         if (ft_test_rank() == 0)
-            printf("sparing law grid %d: base %d, %s %.1f, horizon %.0f h = %.0f tray lifetimes | R=%d I=%d every "
-                   "%4.0f s: predicted %.5f, simulated %.5f +- %.5f (%5d trials) %+.2f%% | stationary %+.2f%%, "
-                   "without burn-in %+.2f%%\n",
-                   i, g_grid[i].base, s.law == FT_LAW_EXP ? "exponential" : "Weibull", s.shape, s.horizon,
-                   s.horizon / s.tray_mtbf, s.R, s.I, a.interval, a.cett, st.mean, st.half, n, 100 * e,
-                   100 * (ax.cett / st.mean - 1), 100 * (ap.cett / st.mean - 1));
+            printf("sparing law grid %d: base %d, %s %.1f, horizon %.0f h = %.0f tray lifetimes | "
+                   "R=%d I=%d every %4.0f s: predicted %.5f, simulated %.5f +- %.5f (%5d trials) "
+                   "%+.2f%% | stationary %+.2f%%, without burn-in %+.2f%%\n",
+                   i, g_grid[i].base, s.law == FT_LAW_EXP ? "exponential" : "Weibull", s.shape,
+                   s.horizon, s.horizon / s.tray_mtbf, s.R, s.I, a.interval, a.cett, st.mean,
+                   st.half, n, 100 * e, 100 * (ax.cett / st.mean - 1),
+                   100 * (ap.cett / st.mean - 1));
         assert_all(st.half <= SP_MAX_HALF * st.mean); /* else: too few trials to judge */
         assert_all(fabs(a.cett - st.mean) + st.half <= SP_TOL * st.mean);
         worst = fmax(worst, fabs(e));
@@ -107,8 +116,8 @@ static void test_sparing_law_grid(void **state)
         }
     }
     if (ft_test_rank() == 0)
-        printf("sparing law grid: largest |predicted / simulated - 1| = %.2f%%; the stationary prediction fails the "
-               "same test at %d of %d Weibull (shape < 1) points; %.1f s\n",
+        printf("sparing law grid: largest |predicted / simulated - 1| = %.2f%%; the stationary "
+               "prediction fails the same test at %d of %d Weibull (shape < 1) points; %.1f s\n",
                100 * worst, stationary_fails, weibull_points, MPI_Wtime() - t0);
     assert_all(stationary_fails >= 2);
 }
@@ -145,10 +154,10 @@ static void test_sparing_sim_weibull(void **state)
     assert_all(sim_sparing_trial(&ss, 0, o) == -1);
 }
 
-/* The optimizer's spares as `ftllm optimize` picks them (for each I of a block of T trays, K = T - I,
- * the best R; then the best I) against their simulated neighbours: R -+ 1 at the same I, and I -+ 1
- * at their own best R. No neighbour may be better than the recommendation beyond the two 99.9%
- * half-widths. */
+/* The optimizer's spares as `ftllm optimize` picks them (for each I of a block of T trays,
+ * K = T - I, the best R; then the best I) against their simulated neighbours: R -+ 1 at the same
+ * I, and I -+ 1 at their own best R. No neighbour may be better than the recommendation beyond
+ * the two 99.9% half-widths. */
 static void test_sparing_recommendation(void **state)
 {
     (void)state;
@@ -177,7 +186,8 @@ static void test_sparing_recommendation(void **state)
             t.R += d;
             char err[256];
             if (t.R >= 0 && analytic_sparing(&t, &nbr[nn], err, sizeof err) == 0) nb[nn++] = t;
-            if (bestI + d >= 0 && bestI + d <= Imax) nb[nn] = cand[bestI + d], nbr[nn++] = res[bestI + d];
+            if (bestI + d >= 0 && bestI + d <= Imax)
+                nb[nn] = cand[bestI + d], nbr[nn++] = res[bestI + d];
         }
         int n_rec;
         uint64_t seed = 900u + 10u * (uint64_t)c;
@@ -188,10 +198,12 @@ static void test_sparing_recommendation(void **state)
             FtStat st = cett_sim_auto(&nb[k], nbr[k].interval, seed, &n);
             int better = st.mean - st.half - rec.half > rec.mean;
             if (ft_test_rank() == 0)
-                printf("sparing optimum %d (%s %.1f): recommended R=%d I=%d CETT %.5f, simulated %.5f +- %.5f; "
-                       "neighbour R=%d I=%d predicted %+.2f%%, simulated %.5f +- %.5f (%d trials)%s\n",
-                       c, base.law == FT_LAW_EXP ? "exponential" : "Weibull", base.shape, cand[bestI].R, bestI,
-                       res[bestI].cett, rec.mean, rec.half, nb[k].R, nb[k].I, 100 * (nbr[k].cett / res[bestI].cett - 1),
+                printf("sparing optimum %d (%s %.1f): recommended R=%d I=%d CETT %.5f, "
+                       "simulated %.5f +- %.5f; neighbour R=%d I=%d predicted %+.2f%%, simulated "
+                       "%.5f +- %.5f (%d trials)%s\n",
+                       c, base.law == FT_LAW_EXP ? "exponential" : "Weibull", base.shape,
+                       cand[bestI].R, bestI, res[bestI].cett, rec.mean, rec.half, nb[k].R, nb[k].I,
+                       100 * (nbr[k].cett / res[bestI].cett - 1),
                        st.mean, st.half, n, better ? "  <- simulated better" : "");
             ok &= !better;
         }

@@ -190,7 +190,8 @@ int renewal_alt(int law, double shape, double mean, double mttr, double tmax, in
     for (int m = 1; m <= n; m++) {
         double d = g * Phi[m - 1] - E * Down[m - 1]; /* Psi_m = (1 - g) Phi_m + d */
         double s = F[m] + a[1] * d + b[1] * Psi[m - 1];
-        for (int j = 2; j <= m; j++) s += a[j] * Psi[m - j + 1] + b[j] * Psi[m - j];
+        for (int j = 2; j <= m; j++)
+            s += a[j] * Psi[m - j + 1] + b[j] * Psi[m - j];
         Phi[m] = s / (1.0 - a[1] * (1 - g));
         Psi[m] = (1 - g) * Phi[m] + d;
         Down[m] = Phi[m] - Psi[m];

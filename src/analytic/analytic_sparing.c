@@ -33,7 +33,8 @@
  *          alternating renewal process, Weibull up, exponential repair), per class (tray, rack);
  *   p_b(t), avail(t) as above with a_t, a_r replaced by A_t(t), A_r(t): still exact, because
  *          each part's up/down process is independent of the others and of its use;
- *   lam(t) = B L (K h_t(t) + h_r(t)), h = Phi' / A the failure rate of an up part;
+ *   lam(t) = B L (K h_t(t) + h_r(t)), h the failure rate of a part in use: not the average up
+ *          part's Phi' / A, because idle spares burn in before they are used (inuse_rates);
  *   CETT = util (1/H) int_0^H avail(t) tau / E(lam(t)) dt   (one fixed interval tau; the
  *          optimal one maximizes this integral).
  * The integral runs over intervals of the tabulated grid (short ones where the rates change
@@ -60,19 +61,21 @@ static double binom_tail(int n, double p, int m)
 
 /* The time-varying part processes over the horizon (Weibull): per class ([0] rack, [1] tray) on
  * n cells of width h, Phi = failures of one part by t, Dn = P(down at t), ch[j] = the law's
- * cumulative hazard from age j h to (j + 1) h and sv[j] = e^(-ch[j]) the survival; the CETT integral runs over nq intervals (cells
- * end[q - 1]..end[q]) with the mean P(up) a, width w (hours) and mean rate hz_pop of an up part. */
+ * cumulative hazard from age j h to (j + 1) h and sv[j] = e^(-ch[j]) the survival. The CETT
+ * integral runs over nq intervals (cells end[q - 1]..end[q]) of width w (hours), with the mean
+ * P(up) a and the mean failures per up-hour hz_pop of a part. */
 #define LAW_CELLS 4096
-#define NQ_MAX 160
+#define NQ_MAX    160
 struct law_tab {
     int n, nq, end[NQ_MAX];
-    double h, w[NQ_MAX], a[2][NQ_MAX], hz_pop[2][NQ_MAX]; /* hz_pop: failures per up-hour */
+    double h, w[NQ_MAX], a[2][NQ_MAX], hz_pop[2][NQ_MAX];
     double *Phi[2], *Dn[2], *sv[2], *ch[2];
 };
 
 static void law_tab_free(struct law_tab *lt)
 {
-    for (int c = 0; c < 2; c++) free(lt->Phi[c]), free(lt->Dn[c]), free(lt->sv[c]), free(lt->ch[c]);
+    for (int c = 0; c < 2; c++)
+        free(lt->Phi[c]), free(lt->Dn[c]), free(lt->sv[c]), free(lt->ch[c]);
 }
 
 static int law_tab_init(const FtSparing *s, struct law_tab *lt)
@@ -97,7 +100,8 @@ static int law_tab_init(const FtSparing *s, struct law_tab *lt)
         double *Dn = lt->Dn[cls] = malloc(((size_t)n + 1) * sizeof *Dn);
         double *sv = lt->sv[cls] = malloc(((size_t)n + 1) * sizeof *sv);
         double *ch = lt->ch[cls] = malloc(((size_t)n + 1) * sizeof *ch);
-        if (!Phi || !Dn || !sv || !ch || renewal_alt(s->law, s->shape, mtbf, mttr, s->horizon, n, Phi, Dn)) {
+        if (!Phi || !Dn || !sv || !ch ||
+            renewal_alt(s->law, s->shape, mtbf, mttr, s->horizon, n, Phi, Dn)) {
             law_tab_free(lt);
             return -1;
         }
@@ -108,7 +112,8 @@ static int law_tab_init(const FtSparing *s, struct law_tab *lt)
         }
         for (int q = 0, i0 = 0; q < lt->nq; i0 = lt->end[q++]) {
             double up = 0; /* int A over the interval, trapezoid on the grid */
-            for (int i = i0; i < lt->end[q]; i++) up += 1 - 0.5 * (Dn[i] + Dn[i + 1]);
+            for (int i = i0; i < lt->end[q]; i++)
+                up += 1 - 0.5 * (Dn[i] + Dn[i + 1]);
             lt->w[q] = (lt->end[q] - i0) * lt->h;
             lt->a[cls][q] = up * lt->h / lt->w[q];
             lt->hz_pop[cls][q] = up > 0 ? (Phi[lt->end[q]] - Phi[i0]) / (up * lt->h) : 0;
@@ -134,7 +139,8 @@ static int law_tab_init(const FtSparing *s, struct law_tab *lt)
 static int inuse_rates(const FtSparing *s, const struct law_tab *lt, double hz[2][NQ_MAX])
 {
     const int n = lt->n;
-    const double N[2] = {(double)s->B * (s->L + s->R), (double)s->B * (s->L + s->R) * (s->K + s->I)};
+    const double N[2] = {(double)s->B * (s->L + s->R),
+                         (double)s->B * (s->L + s->R) * (s->K + s->I)};
     const double U[2] = {(double)s->B * s->L, (double)s->B * s->L * s->K};
     double *f[2] = {calloc((size_t)n + 2, sizeof(double)), calloc((size_t)n + 2, sizeof(double))};
     if (!f[0] || !f[1]) {
@@ -143,7 +149,8 @@ static int inuse_rates(const FtSparing *s, const struct law_tab *lt, double hz[2
     }
     f[0][0] = N[0] - U[0], f[1][0] = N[1] - U[1];
     double acc[2] = {0, 0}, ff[2], F[2]; /* fresh failures over the next cell, fresh parts */
-    for (int c = 0; c < 2; c++) ff[c] = f[c][0] * -log(lt->sv[c][0]), F[c] = f[c][0];
+    for (int c = 0; c < 2; c++)
+        ff[c] = f[c][0] * -log(lt->sv[c][0]), F[c] = f[c][0];
     int q = 0;
     double qI = 0;
     for (int m = 1; m <= n; m++) {
@@ -155,10 +162,12 @@ static int inuse_rates(const FtSparing *s, const struct law_tab *lt, double hz[2
         for (int c = 0; c < 2; c++) {
             up[c] = N[c] * (1 - 0.5 * (lt->Dn[c][m - 1] + lt->Dn[c][m]));
             double V = fmax(0, up[c] - U[c] - F[c]);
-            lam[c] = fmax(0, N[c] * (lt->Phi[c][m] - lt->Phi[c][m - 1]) - ff[c]) * U[c] / (U[c] + V);
+            lam[c] =
+                fmax(0, N[c] * (lt->Phi[c][m] - lt->Phi[c][m - 1]) - ff[c]) * U[c] / (U[c] + V);
             acc[c] += lam[c];
         }
-        const double e[2] = {lam[0] + lam[1] * (1 - qI), lam[1] * (qI + s->K * (1 - qI)) + s->K * lam[0]};
+        const double e[2] = {lam[0] + lam[1] * (1 - qI),
+                             lam[1] * (qI + s->K * (1 - qI)) + s->K * lam[0]};
         for (int c = 0; c < 2; c++) { /* age by one cell, then the cell's births */
             double idle = up[c] - U[c], x = idle > 0 ? exp(-e[c] / idle) : 0, *fc = f[c];
             const double *sv = lt->sv[c], *ch = lt->ch[c];
@@ -167,11 +176,13 @@ static int inuse_rates(const FtSparing *s, const struct law_tab *lt, double hz[2
                 double v = fc[j] * sv[j] * x;
                 fc[j + 1] = v, sf += v * ch[j + 1], sF += v;
             }
-            fc[0] = N[c] * (lt->Phi[c][m] - lt->Phi[c][m - 1] - (lt->Dn[c][m] - lt->Dn[c][m - 1])) * sqrt(x);
+            fc[0] = N[c] * (lt->Phi[c][m] - lt->Phi[c][m - 1] - (lt->Dn[c][m] - lt->Dn[c][m - 1])) *
+                    sqrt(x);
             ff[c] = sf + fc[0] * ch[0], F[c] = sF + fc[0];
         }
         if (m == lt->end[q]) {
-            for (int c = 0; c < 2; c++) hz[c][q] = acc[c] / (U[c] * lt->w[q]), acc[c] = 0;
+            for (int c = 0; c < 2; c++)
+                hz[c][q] = acc[c] / (U[c] * lt->w[q]), acc[c] = 0;
             q++;
         }
     }
@@ -209,7 +220,8 @@ static int sparing_law(const FtSparing *s, const struct law_tab *lt, FtSparingRe
         double p = lt->a[0][q] * binom_tail(s->K + s->I, lt->a[1][q], s->K);
         av[q] = pow(binom_tail(s->L + s->R, p, s->L), s->B);
         lam[q] = (double)s->B * s->L * (s->K * hz[1][q] + hz[0][q]) / 3600.0;
-        H += lt->w[q], pb += lt->w[q] * p, avail += lt->w[q] * av[q], lam_run += lt->w[q] * av[q] * lam[q];
+        H += lt->w[q], pb += lt->w[q] * p, avail += lt->w[q] * av[q];
+        lam_run += lt->w[q] * av[q] * lam[q];
     }
     out->p_block = pb / H;
     out->avail = avail / H;
@@ -221,8 +233,13 @@ static int sparing_law(const FtSparing *s, const struct law_tab *lt, FtSparingRe
         double x1 = hi - g * (hi - lo), x2 = lo + g * (hi - lo);
         double f1 = law_work(lt, av, lam, exp(x1), s), f2 = law_work(lt, av, lam, exp(x2), s);
         for (int it = 0; it < 60 && hi - lo > 1e-7; it++) {
-            if (f1 > f2) hi = x2, x2 = x1, f2 = f1, x1 = hi - g * (hi - lo), f1 = law_work(lt, av, lam, exp(x1), s);
-            else lo = x1, x1 = x2, f1 = f2, x2 = lo + g * (hi - lo), f2 = law_work(lt, av, lam, exp(x2), s);
+            if (f1 > f2) {
+                hi = x2, x2 = x1, f2 = f1, x1 = hi - g * (hi - lo);
+                f1 = law_work(lt, av, lam, exp(x1), s);
+            } else {
+                lo = x1, x1 = x2, f1 = f2, x2 = lo + g * (hi - lo);
+                f2 = law_work(lt, av, lam, exp(x2), s);
+            }
         }
         tau = exp(0.5 * (lo + hi));
     }
@@ -261,8 +278,11 @@ int analytic_sparing(const FtSparing *s, FtSparingResult *out, char *err, size_t
     if (sparing_check(s, err, errlen)) return -1;
     if (s->law == FT_LAW_WEIBULL) {
         struct law_tab *lt = malloc(sizeof *lt);
-        int rc = !lt || law_tab_init(s, lt) ? -1 : sparing_law(s, lt, out);
-        if (lt && rc == 0) law_tab_free(lt);
+        int rc = -1;
+        if (lt && law_tab_init(s, lt) == 0) {
+            rc = sparing_law(s, lt, out);
+            law_tab_free(lt);
+        }
         free(lt);
         if (rc) snprintf(err, errlen, "sparing: out of memory");
         return rc;
