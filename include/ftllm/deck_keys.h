@@ -174,7 +174,8 @@
     K(cluster, gpu_mtbf_h, REAL, "50000", 0, 1e12, "", FT_KEY_GT_MIN,                            \
       "mean time between failures of one GPU, hours (system MTBF = this / gpus)")                \
     K(cluster, failure_law, ENUM, "exponential", 0, 0, "exponential|weibull", 0,                 \
-      "law of each GPU's time to failure (same mean either way)")                                \
+      "law of each GPU's time to failure (same mean either way); in the sparing study, of each " \
+      "tray's and rack's up time (Weibull: every part new at the start and after each repair)")  \
     K(cluster, weibull_shape, REAL, "0.8", 0.05, 20, "", 0,                                      \
       "Weibull shape k (k < 1: infant mortality); used with failure_law = weibull")              \
     K(cluster, restart_s, REAL, "3600", 0, 1e9, "", 0, "global restart after a wipe-out, seconds") \
@@ -216,7 +217,8 @@
       "MTBF of a rack (a whole block), hours")                                                   \
     K(cluster, rack_mttr_h, REAL, "24", 0, 1e9, "", 0, "repair time of a rack, hours")           \
     K(cluster, sparing_horizon_h, REAL, "100000", 1, 1e12, "", 0,                                \
-      "hours of hardware life each simulated sparing trial covers")
+      "hours of hardware life each simulated sparing trial covers (Weibull: also the span from "  \
+      "new over which the sparing model averages CETT)")
 
 #define FT_KEYS_perf(K)                                                                          \
     K(perf, papi_events, STR, "", 0, 0, "", 0,                                                   \
