@@ -3,7 +3,8 @@
 # $SLURM_SUBMIT_DIR, the repository root they are submitted from), so a job's output file says
 # what ran where: the git revision of the checkout, the binary's version, the job's nodes and
 # Slurm variables, the loaded environment modules (if the site has any), the MPI library and
-# the OpenMP settings. The resolved deck follows from ftllm's own startup echo. It runs under the
+# the OpenMP settings. The resolved deck follows from ftllm's own startup echo (the keys that
+# differ from the defaults; every key in <checkpoint.dir>/<run.name>.deck.ini). It runs under the
 # jobscripts' `set -euo pipefail`: nothing it prints may end the job.
 #   job_env_print [TITLE]   the block above, each line starting with "job: "
 #   job_need_deck USAGE ARGS...

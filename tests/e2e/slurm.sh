@@ -106,7 +106,8 @@ two="-N1 --ntasks=2 --ntasks-per-node=2 --cpus-per-task=1"
 
 # --- cpu.sbatch: 2 ranks, the default deck (naive DMR, one flip at step 3) ---
 # shellcheck disable=SC2086
-id=$(sbatch --parsable $two -o "$d/cpu.out" jobscripts/cpu.sbatch inputs/default.ini parallel.dp=2 $tiny)
+id=$(sbatch --parsable $two -o "$d/cpu.out" jobscripts/cpu.sbatch inputs/default.ini parallel.dp=2 $tiny \
+  checkpoint.dir="$d/ckpt-cpu")
 wait_job "$id" 120
 [ "$STATE $EXIT" = "COMPLETED 0:0" ] && ok "cpu.sbatch: completed, exit 0" || bad "cpu.sbatch" "$STATE, exit $EXIT: $(tail -c 800 "$d/cpu.out")"
 rev=$(git rev-parse HEAD 2>/dev/null || echo unknown)
@@ -115,6 +116,7 @@ hasf "cpu.sbatch: hosts" "$d/cpu.out" "^job: hosts $host "
 hasf "cpu.sbatch: Slurm variables" "$d/cpu.out" "^job: env SLURM_JOB_ID=$id\$"
 hasf "cpu.sbatch: MPI version" "$d/cpu.out" "^job: mpi MPICH [0-9]"
 hasf "cpu.sbatch: resolved deck" "$d/cpu.out" "^; resolved configuration of inputs/default.ini"
+hasf "cpu.sbatch: the whole resolved deck beside the outputs" "$d/ckpt-cpu/default.deck.ini" "^dp = 2 "
 hasf "cpu.sbatch: 2 ranks" "$d/cpu.out" "train: deck inputs/default.ini, 2 ranks, layout dp 2 "
 hasf "cpu.sbatch: the flip caught" "$d/cpu.out" "^faults: sdc injected 1, detected 1, rolled back 1, missed 0"
 hasf "cpu.sbatch: verdict" "$d/cpu.out" "^verdict: OK \(trained 6 steps"
@@ -144,7 +146,8 @@ hasf "requeue: attempt 2 exit 0" "$f" "^job: ftllm exit code 0 \(attempt 2\)\$"
 # the same run, never failed, straight under mpiexec: the same losses (a resume is exact)
 losses() { grep -E '^step +[4-6]/6 ' "$1" | sed 's/.*| loss \([0-9.]*\) |.*/\1/' | tail -3 | tr '\n' ' '; }
 # shellcheck disable=SC2086
-OMP_NUM_THREADS=1 timeout 120 mpiexec -n 2 "$FTLLM" train inputs/default.ini $rq checkpoint.interval=0 > "$d/ref.out" 2>&1
+OMP_NUM_THREADS=1 timeout 120 mpiexec -n 2 "$FTLLM" train inputs/default.ini $rq checkpoint.interval=0 \
+  checkpoint.dir="$d/ref" > "$d/ref.out" 2>&1
 want=$(losses "$d/ref.out") got=$(losses "$f")
 [ -n "$want" ] && [ "$got" = "$want" ] && ok "requeue: losses of steps 4-6 equal the run without the failure" \
   || bad "requeue: losses" "resumed: $got; never failed: $want"
@@ -195,7 +198,8 @@ hasf "fault study summary: 3 runs" "$d/summary.out" "^total: 3 run\(s\) reported
 
 # --- gpu.sbatch on 2 stand-in GPUs: one GPU per task ---
 # shellcheck disable=SC2086
-id=$(sbatch --parsable $two -o "$d/gpu.out" jobscripts/gpu.sbatch inputs/default.ini parallel.dp=2 $tiny run.backend=cpu)
+id=$(sbatch --parsable $two -o "$d/gpu.out" jobscripts/gpu.sbatch inputs/default.ini parallel.dp=2 $tiny run.backend=cpu \
+  checkpoint.dir="$d/ckpt-gpu")
 wait_job "$id" 120
 [ "$STATE $EXIT" = "COMPLETED 0:0" ] && ok "gpu.sbatch: completed, exit 0" || bad "gpu.sbatch" "$STATE, exit $EXIT: $(tail -c 800 "$d/gpu.out")"
 hasf "gpu.sbatch: task 0 has GPU 0 only" "$d/gpu.out" "^job: task 0 on $host: CUDA_VISIBLE_DEVICES=0\$"
