@@ -82,7 +82,7 @@ ifneq ($(CUDA),0)
   LDLIBS   += -L$(CUDA_HOME)/lib64 -lcublas -lcudart -lstdc++ -ldl -Wl,-rpath,$(CUDA_HOME)/lib64
 endif
 
-.PHONY: all run test test-run deps-test bench bench-run fuzz deps clean inputs-doc FORCE data cuda-check
+.PHONY: all run test test-run test-slurm deps-test bench bench-run fuzz deps clean inputs-doc FORCE data cuda-check
 all: bin/ftllm
 
 # Every variant links its own binary; bin/ftllm is a copy of the last one built.
@@ -137,6 +137,11 @@ test-run: bin/ftllm $(TEST_BIN) $(BENCH_BIN)
 	  SAN= cuda-check > build/cuda/build.log 2>&1; echo $$? > build/cuda/build.rc; }, \
 	  rm -f build/cuda/build.rc)
 	@FTLLM_CUDA_BUILD=$(if $(HAVE_NVCC),build/cuda) tests/run.sh $(BUILD) $(SAN_BIN)
+
+# The jobscripts' test alone (part of `make test`): a one-node Slurm started and stopped for it.
+test-slurm: deps-test
+	@$(MAKE) --no-print-directory bin/ftllm data
+	@FTLLM_BUILD=$(BUILD) OMP_NUM_THREADS=1 bash tests/e2e/slurm.sh
 
 # The CUDA build and the GPU tests, compiled only (they run on a GPU machine: perf/gpu/run.sh).
 ifneq ($(CUDA),0)

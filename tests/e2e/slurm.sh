@@ -53,6 +53,7 @@ if [ -n "$why" ]; then
   if grep -l 'Sanitizer\|runtime error' "$d"/*.out "$d"/study/*.out > "$d/san" 2>/dev/null; then
   bad "no sanitizer report in the jobs' outputs" "$(cat "$d/san")"
 else ok "no sanitizer report in the jobs' outputs"; fi
+# shellcheck disable=SC2154 # fail: lib.bash's count
 if [ "$fail" -ne 0 ]; then # for the log: what the daemons said
   for f in "$d"/slurm/slurmctld.log "$d"/slurm/slurmd.log; do
     echo "---- $f (errors, last 30) ----"; grep -iE 'error|fail|requeue' "$f" | tail -30
@@ -73,8 +74,12 @@ host=$(hostname -s)
 # holds back for about two minutes, is let go 3 s later instead: not in the second of its
 # requeue, when slurmd would still take its new launch credential for the one it revoked
 # ("Job N already killed, do not launch batch job").
+# Every wait ends by the test's deadline (7 minutes after the start), so a cluster that cannot
+# run the jobs fails the test in bounded time.
+deadline=$((SECONDS + 420))
 wait_job() {
   local id=$1 limit=${2:-180} t0=$SECONDS s info let_go=0
+  [ $((t0 + limit)) -le "$deadline" ] || limit=$((deadline > t0 ? deadline - t0 : 1))
   while [ $((SECONDS - t0)) -lt "$limit" ]; do
     s=$(squeue -h -r -j "$id" -o '%T %r' 2>/dev/null)
     [ -z "$s" ] && break
@@ -159,7 +164,7 @@ cr="parallel.dp=2 dmr.mode=off faults.schedule= $tiny checkpoint.interval=3 chec
 id=$(sbatch --parsable $two -o "$d/cr.out" jobscripts/requeue.sbatch inputs/default.ini $cr checkpoint.dir="$d/ckpt")
 t0=$SECONDS
 until [ -f "$d/ckpt/cr.step-00000003.h5" ] && compgen -G "$d/ckpt/cr.step-00000006.h5.tmp*" > /dev/null; do
-  [ $((SECONDS - t0)) -lt 120 ] || break
+  [ $((SECONDS - t0)) -lt 120 ] && [ "$SECONDS" -lt "$deadline" ] || break
   sleep 0.2
 done
 if [ -f "$d/ckpt/cr.step-00000003.h5" ] && scancel --signal=KILL "$id.0"; then
@@ -208,6 +213,7 @@ hasf "gpu.sbatch: verdict" "$d/gpu.out" "^verdict: OK \(trained 6 steps"
 if grep -l 'Sanitizer\|runtime error' "$d"/*.out "$d"/study/*.out > "$d/san" 2>/dev/null; then
   bad "no sanitizer report in the jobs' outputs" "$(cat "$d/san")"
 else ok "no sanitizer report in the jobs' outputs"; fi
+# shellcheck disable=SC2154 # fail: lib.bash's count
 if [ "$fail" -ne 0 ]; then # for the log: what the daemons said
   for f in "$d"/slurm/slurmctld.log "$d"/slurm/slurmd.log; do
     echo "---- $f (errors, last 30) ----"; grep -iE 'error|fail|requeue' "$f" | tail -30

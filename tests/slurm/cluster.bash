@@ -1,20 +1,26 @@
 # shellcheck shell=bash
 # tests/slurm/cluster.bash: a private one-node Slurm on this machine, for tests (source it).
 #   slurm_up DIR [GPUS]
-#                   writes DIR/slurm.conf for this host (its hostname, nproc CPUs, select/cons_tres,
-#                   proctrack/linuxproc, task/none: no cgroups, no systemd, fits a container),
-#                   starts munged, slurmctld and slurmd as root with every file under DIR and
-#                   free ports of their own (so it never meets a site's Slurm or another test's),
-#                   exports SLURM_CONF, and waits (at most 60 s) until the node is idle.
+#                   writes DIR/slurm.conf for this host (its hostname, its CPUs as nproc counts
+#                   them without OMP_NUM_THREADS, at least 2, select/cons_tres,
+#                   proctrack/linuxproc, task/affinity: no cgroups, no systemd, fits a
+#                   container), starts munged, slurmctld and slurmd as root with every file
+#                   under DIR and free ports of their own (so it never meets a site's Slurm or
+#                   another test's), exports SLURM_CONF, and waits (at most 60 s) until the
+#                   node is idle. A watchdog (its own session) stops the daemons if the caller
+#                   dies without slurm_down (killed by SIGKILL, say).
 #                   GPUS > 0 gives the node that many stand-in GPUs (gres/gpu on the device
 #                   files DIR/dev/nvidia0.., made with /dev/null's numbers: Slurm allocates and
-#                   binds them and sets CUDA_VISIBLE_DEVICES; nothing opens them), to run a GPU jobscript's Slurm side on a CPU machine.
+#                   binds them and sets CUDA_VISIBLE_DEVICES; nothing opens them), to run a
+#                   GPU jobscript's Slurm side on a CPU machine.
 #                   Returns 1 with a message on stderr when a daemon does not come up.
 #   slurm_down      cancels the cluster's jobs still queued or running, then stops the three
-#                   daemons it started (by their pid files) and waits for them.
+#                   daemons it started (by their pid files), waits for them, and ends the
+#                   watchdog.
 #   slurm_missing   prints why this machine cannot run it (not root, a package missing), or nothing.
 # The caller traps slurm_down on EXIT, so the daemons stop whatever happens.
-SLURM_DIR=
+SLURM_DIR='' _slurm_watchdog=''
+_slurm_self=$(readlink -f "${BASH_SOURCE[0]}")
 
 slurm_missing() {
   [ "$(id -u)" -eq 0 ] || { echo "not root (slurmd, munged and slurmctld run as root here)"; return; }
@@ -38,10 +44,12 @@ _slurm_free_port() {
 
 slurm_up() {
   SLURM_DIR=$1
-  local d=$SLURM_DIR gpus=${2:-0} host cpus p1 p2 i gres=""
+  local d=$SLURM_DIR gpus=${2:-0} host cpus p1 p2 i gres="" over=""
   PATH=$PATH:/usr/sbin
   mkdir -p "$d/ctld" "$d/spool" "$d/munge" && chmod 0700 "$d/munge"
-  host=$(hostname -s) cpus=$(nproc)
+  # nproc alone would count OMP_NUM_THREADS (1 under tests/run.sh); 2 at least, for 2-rank jobs
+  host=$(hostname -s) cpus=$(env -u OMP_NUM_THREADS -u OMP_THREAD_LIMIT nproc)
+  [ "$cpus" -ge 2 ] || { cpus=2 over="SlurmdParameters=config_overrides"; }
   p1=$(_slurm_free_port 1) && p2=$(_slurm_free_port 2) || { echo "slurm_up: no free port" >&2; return 1; }
   [ "$p1" != "$p2" ] || p2=$((p2 + 1))
   dd if=/dev/urandom of="$d/munge/munge.key" bs=1024 count=1 status=none && chmod 0400 "$d/munge/munge.key"
@@ -90,10 +98,18 @@ SlurmctldTimeout=30
 SlurmdTimeout=30
 MinJobAge=300
 ${gres:+GresTypes=gpu}
+$over
 NodeName=$host NodeAddr=127.0.0.1 CPUs=$cpus$gres State=UNKNOWN
 PartitionName=test Nodes=$host Default=YES MaxTime=INFINITE State=UP
 CONF
   export SLURM_CONF=$d/slurm.conf
+  # the watchdog: when this shell is gone, slurm_down (in a session of its own, so a kill of
+  # this shell's process group misses it)
+  # shellcheck disable=SC2016 # expanded by the watchdog's shell
+  setsid bash -c 'source "$1"; SLURM_DIR=$2; export SLURM_CONF=$2/slurm.conf PATH=$PATH:/usr/sbin
+    while kill -0 "$3" 2>/dev/null; do sleep 2; done; slurm_down' \
+    slurm-watchdog "$_slurm_self" "$d" "$$" > /dev/null 2>&1 < /dev/null &
+  _slurm_watchdog=$!
   slurmctld -f "$SLURM_CONF" -i 2> "$d/slurmctld.err" ||
     { echo "slurm_up: slurmctld did not start: $(tail -3 "$d/slurmctld.err" "$d/slurmctld.log" 2>/dev/null)" >&2; return 1; }
   slurmd -f "$SLURM_CONF" -N "$host" 2> "$d/slurmd.err" ||
@@ -119,13 +135,15 @@ _slurm_stop() {
 }
 
 slurm_down() {
-  [ -n "$SLURM_DIR" ] || return 0
+  [ -n "$SLURM_DIR" ] && [ -d "$SLURM_DIR" ] || return 0
   local i
-  if [ -f "$SLURM_DIR/slurmctld.pid" ] && [ -n "$(squeue -h -o %i 2>/dev/null)" ]; then
+  if kill -0 "$(cat "$SLURM_DIR/slurmctld.pid" 2>/dev/null)" 2>/dev/null &&
+     [ -n "$(squeue -h -o %i 2>/dev/null)" ]; then
     scancel --user="$(id -un)" 2>/dev/null # only this cluster's jobs: SLURM_CONF names it
     for i in $(seq 30); do [ -z "$(squeue -h -o %i 2>/dev/null)" ] && break; sleep 1; done
   fi
   _slurm_stop "$SLURM_DIR/slurmd.pid"
   _slurm_stop "$SLURM_DIR/slurmctld.pid"
   _slurm_stop "$SLURM_DIR/munge/munged.pid"
+  if [ -n "$_slurm_watchdog" ]; then kill "$_slurm_watchdog" 2>/dev/null; _slurm_watchdog=; fi
 }
