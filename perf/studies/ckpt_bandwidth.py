@@ -7,8 +7,10 @@ rows split over the ranks, one HDF5 file; baseline: pwrite + fsync of the same b
 plain file, in the same round) on 1, 2 and 4 ranks at several sizes, and reads every round's
 line: plain write, synchronous checkpoint write, the training stall of an asynchronous one (the
 copy to its staging buffers) and its background write. Bandwidth = state bytes / median time
-over the rounds. The folder is STUDIES_OUT/ckpt-tmp (emptied by the benchmark).
-Full: 15 to 450 MB, 3 rounds; quick: 3 and 7 MB, 1 and 2 ranks, 1 round.
+over the rounds; the paired ratio = median over rounds of plain time / checkpoint time (both
+sides of a round met the same machine load: the steadier number on a shared machine). The
+folder is STUDIES_OUT/ckpt-tmp (emptied by the benchmark).
+Full: 17 to 450 MB, 3 rounds (3-8 minutes); quick: 5 and 9 MB, 1 and 2 ranks, 1 round.
 CSV columns: ranks, mb, round, plain_write_s, ckpt_write_s, async_stall_s, async_write_s."""
 import os
 import re
@@ -23,7 +25,7 @@ folder = os.path.join(sl.OUT, "ckpt-tmp")
 round_re = re.compile(r"^  round \d+: plain write ([0-9.]+) s, checkpoint write ([0-9.]+) s, "
                       r".*async stall ([0-9.]+) s \(write ([0-9.]+) s\)")
 bytes_re = re.compile(r"= (\d+) bytes")
-rows, med = [], {}
+rows, med, paired = [], {}, {}
 for n in ranks:
     for s in scales:
         out = sl.mpiexec(n, [sl.bench("bench_ckpt")],
@@ -38,28 +40,34 @@ for n in ranks:
         for i, g in enumerate(got):
             rows.append([n, f"{mb:.1f}", i + 1] + list(g))
         med[(n, mb)] = [sl.median([float(g[k]) for g in got]) for k in range(4)]
+        paired[(n, mb)] = sl.median([float(g[0]) / float(g[1]) for g in got])
         pw, cw, st, aw = med[(n, mb)]
         print(f"{n} rank(s), {mb:7.1f} MB: plain {mb / pw:7.0f} MB/s, checkpoint {mb / cw:7.0f} "
-              f"MB/s (x{pw / cw:.2f} of plain), async stall {1e3 * st:7.1f} ms "
+              f"MB/s (paired x{paired[(n, mb)]:.2f} of plain), async stall {1e3 * st:7.1f} ms "
               f"({st / cw:.3f} of a sync write)")
 sl.write_csv(["ranks", "mb", "round", "plain_write_s", "ckpt_write_s", "async_stall_s",
               "async_write_s"], rows)
 
-fig, (ax, bx) = sl.plt.subplots(1, 2, figsize=(12, 4.8))
+fig, (ax, cx, bx) = sl.plt.subplots(1, 3, figsize=(15, 4.8))
 colors = {1: "tab:blue", 2: "tab:orange", 4: "tab:green"}
 for n in ranks:
     pts = sorted((mb, v) for (k, mb), v in med.items() if k == n)
-    mbs = [p[0] for p in pts]
-    c = colors[n]
-    lab = f"{n} rank{'s' if n > 1 else ''}"
-    ax.plot(mbs, [mb / v[1] for mb, v in pts], "o-", color=c, label=f"checkpoint, sync ({lab})")
-    ax.plot(mbs, [mb / v[0] for mb, v in pts], "s:", color=c, alpha=0.7,
-            label=f"plain pwrite + fsync ({lab})")
-    ax.plot(mbs, [mb / v[3] for mb, v in pts], "^--", color=c, alpha=0.7,
-            label=f"checkpoint, async background ({lab})")
-    bx.plot(mbs, [1e3 * v[1] for mb, v in pts], "o-", color=c, label=f"sync write ({lab})")
-    bx.plot(mbs, [1e3 * v[2] for mb, v in pts], "v--", color=c, label=f"async stall ({lab})")
-for a in (ax, bx):
+    mbs, c = [p[0] for p in pts], colors[n]
+    ax.plot(mbs, [mb / v[1] for mb, v in pts], "o-", color=c)
+    ax.plot(mbs, [mb / v[0] for mb, v in pts], "s:", color=c, alpha=0.7)
+    cx.plot(mbs, [paired[(n, mb)] for mb, _ in pts], "o-", color=c)
+    bx.plot(mbs, [1e3 * v[1] for mb, v in pts], "o-", color=c)
+    bx.plot(mbs, [1e3 * v[2] for mb, v in pts], "v--", color=c)
+Line2D = sl.matplotlib.lines.Line2D
+by_ranks = [Line2D([], [], color=colors[n], lw=6, label=f"{n} rank{'s' if n > 1 else ''}")
+            for n in ranks]
+ax.legend(handles=by_ranks + [Line2D([], [], color="k", marker="o", label="checkpoint (sync)"),
+                              Line2D([], [], color="k", marker="s", ls=":",
+                                     label="plain pwrite + fsync")], fontsize=8)
+bx.legend(handles=by_ranks + [Line2D([], [], color="k", marker="o", label="sync: the write"),
+                              Line2D([], [], color="k", marker="v", ls="--",
+                                     label="async: copy to staging")], fontsize=8)
+for a in (ax, cx, bx):
     a.set_xscale("log")
     sl.log_axis(a.xaxis)
     a.set_xlabel("checkpoint size (MB: params + AdamW m, v)")
@@ -67,14 +75,16 @@ for a in (ax, bx):
 ax.set_ylabel("write bandwidth (MB/s)")
 ax.set_ylim(bottom=0)
 ax.set_title("bandwidth (size / median time)", fontsize=10)
-ax.legend(fontsize=7, ncol=1)
+cx.axhline(1, color="k", lw=0.8)
+cx.set_ylim(bottom=0)
+cx.set_ylabel("checkpoint / plain write bandwidth")
+cx.set_title("paired ratio (median over rounds)", fontsize=10)
 bx.set_yscale("log")
 sl.log_axis(bx.yaxis)
-bx.set_ylabel("time the training loop waits per checkpoint (ms)")
+bx.set_ylabel("training loop's wait per checkpoint (ms)")
 bx.set_title("training stall: sync vs async", fontsize=10)
-bx.legend(fontsize=7)
 sl.title(fig, f"Checkpoint write bandwidth (parallel HDF5 + checksums + fsync), median of "
               f"{rounds} round(s)", f"perf/bench_ckpt, {sl.where()}, folder {sl.OUT}")
 sl.save(fig)
-print("RESULT ckpt_bandwidth: checkpoint/plain write bandwidth " + ", ".join(
-    f"{n}r {mb:.0f} MB {v[0] / v[1]:.2f}" for (n, mb), v in sorted(med.items())))
+print("RESULT ckpt_bandwidth: checkpoint/plain write bandwidth (paired median) " + ", ".join(
+    f"{n}r {mb:.0f} MB {paired[(n, mb)]:.2f}" for n, mb in sorted(paired)))

@@ -47,8 +47,8 @@ if est:
     ax.plot([e[0] for e in est], [e[1] for e in est], "kD", ms=6,
             label="DMR module's own estimate (check time / rest of step)")
 for i, r in enumerate(bars):
-    ax.annotate(f"{float(r[6]):.0f}%", (i, float(r[6])), ha="center", va="top", color="white",
-                xytext=(0, -4), textcoords="offset points", fontsize=10, fontweight="bold")
+    ax.annotate(f"{float(r[6]):.0f}%", (i, float(r[6]) / 2), ha="center", va="center",
+                color="white", fontsize=11, fontweight="bold")
 ax.set_xticks(list(x))
 ax.set_xticklabels([f"{r[2]}\n(AC {r[1]})" for r in bars], fontsize=9)
 ax.set_ylabel("step time overhead vs DMR off (%)")

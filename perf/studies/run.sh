@@ -3,14 +3,14 @@
 # perf/studies/<study>.py (default: all of them) runs benchmarks or bin/ftllm and writes
 # <study>.csv and <study>.png into $STUDIES_OUT (default build/studies, git-ignored).
 # STUDIES_QUICK=1: tiny sizes, seconds per study (what tests/e2e/studies.sh runs); the default
-# full mode takes about 8 minutes on 2 cores. Needs Debian's python3-matplotlib
+# full mode takes 10-20 minutes on 2 shared cores. Needs Debian's python3-matplotlib
 # (scripts/install-deps).
 # Exits 1 if any study failed (each failure is one line naming the study and the command).
 set -u
 build=${1:?usage: perf/studies/run.sh BUILD_DIR [STUDY...]}
 shift
 export FTLLM_BUILD=$build FTLLM=${FTLLM:-bin/ftllm} STUDIES_OUT=${STUDIES_OUT:-build/studies}
-export STUDIES_QUICK=${STUDIES_QUICK:-0}
+export STUDIES_QUICK=${STUDIES_QUICK:-0} PYTHONDONTWRITEBYTECODE=1
 py=${STUDIES_PYTHON:-/usr/bin/python3}
 if ! "$py" -c 'import matplotlib' 2>/dev/null; then
   echo "studies: $py cannot import matplotlib;" \

@@ -107,8 +107,7 @@ bx.set_ylabel("mean step time / plain DP's")
 bx.axhline(1, color="k", lw=0.8)
 bx.grid(axis="y", alpha=0.3)
 bx.legend(fontsize=8)
-bx.set_title("mean step time (first step excluded); x = after / before, same run",
-             fontsize=10)
+bx.set_title("mean step time (x: after / before, same run)", fontsize=10)
 sl.title(fig, f"SPARe step time vs r and failures: {desc}, dp 4 on 4 ranks, 1 thread each",
          f"bin/ftllm train, {sl.where()} (4 ranks share the cores)")
 sl.save(fig)

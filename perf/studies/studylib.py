@@ -25,6 +25,7 @@ from matplotlib import ticker  # noqa: E402
 from PIL import Image  # noqa: E402  (Debian python3-pil, a dependency of python3-matplotlib)
 
 QUICK = os.environ.get("STUDIES_QUICK", "0") not in ("", "0")
+REPLOT = os.environ.get("STUDIES_REPLOT", "0") not in ("", "0")
 OUT = os.environ.get("STUDIES_OUT", "build/studies")
 BUILD = os.environ.get("FTLLM_BUILD", "build/release")
 FTLLM = os.environ.get("FTLLM", "bin/ftllm")
@@ -71,6 +72,20 @@ def write_csv(header, rows, name=None):
             w.writerow(r)
     print(f"wrote {path} ({len(rows)} rows)")
     return path
+
+
+def read_csv(header, name=None):
+    """The rows of STUDIES_OUT/<study>.csv (or name), whose header must be header (for a study
+    that can plot again from its CSV: STUDIES_REPLOT=1)."""
+    path = os.path.join(OUT, name or f"{STUDY}.csv")
+    try:
+        with open(path, newline="") as f:
+            rows = list(csv.reader(f))
+    except OSError as e:
+        die(f"STUDIES_REPLOT: cannot read {path}: {e.strerror}")
+    if not rows or rows[0] != header:
+        die(f"STUDIES_REPLOT: {path}: header {rows[0] if rows else 'missing'}, want {header}")
+    return rows[1:]
 
 
 def where():

@@ -75,6 +75,12 @@ n_bench=$(grep -cE '^"?ac (none|full), ' "$STUDIES_OUT/dmr_overhead.csv")
 [ "$n_bench" -ge 5 ] && ok "dmr_overhead: $n_bench variants" \
   || bad "dmr_overhead variants" "$n_bench rows"
 
+# STUDIES_REPLOT=1: ttt_vs_r plots its CSV again without running anything
+rm -f "$STUDIES_OUT/ttt_vs_r.png"
+STUDIES_REPLOT=1 FTLLM=/nonexistent perf/studies/run.sh "$build" ttt_vs_r > /dev/null \
+  2> "$E2E_TMP/err" && png_ok "ttt_vs_r: replotted from its CSV" "$STUDIES_OUT/ttt_vs_r.png" \
+  || bad "ttt_vs_r replot" "$(cat "$E2E_TMP/err")"
+
 # errors: one line, non-zero exit
 perf/studies/run.sh "$build" no_such_study > /dev/null 2> "$E2E_TMP/err"
 [ $? -ne 0 ] && grep -q 'no study perf/studies/no_such_study.py' "$E2E_TMP/err" \
