@@ -308,18 +308,26 @@ static void on_regrid(void *ctx, FtTrainer *tr, MPI_Comm world)
     tc->last_t = MPI_Wtime();
 }
 
-/* SPARe: the step of the newest verified checkpoint of this run, -1 when none. */
+/* SPARe: the step of the newest checkpoint this run wrote (or resumed from), when it verifies;
+ * -1 otherwise. Only this run's own: the folder may hold a later step of an earlier run of the
+ * same name. The step is agreed (max) over the grid: a spare that joined has written none. */
 static long long newest(void *ctx, FtTrainer *tr)
 {
     (void)tr;
     FtTrainCkpt *tc = ctx;
     ckpt_wait(tc->w);
+    long long step = comm_max_i64_poll(tc->agree, tc->last_step, NULL);
+    if (step < 0) return -1;
     char path[CKPT_PATH_MAX], err[512];
-    long long step = -1;
-    int found = ckpt_find_latest(tc->cfg->checkpoint.dir, tc->cfg->run.name, tc->comm, path,
-                                 sizeof path, &step, err, sizeof err);
-    if (found < 0) log_warn("%s", err);
-    return found == 1 ? step : -1;
+    ckpt_path(path, sizeof path, tc->cfg->checkpoint.dir, tc->cfg->run.name, step);
+    FtCkptFile *f = ckpt_open(path, tc->comm, err, sizeof err);
+    int bad = !f || ckpt_verify(f, err, sizeof err);
+    if (f) ckpt_close(f);
+    if (bad) {
+        log_warn("spare: the newest checkpoint of this run does not verify: %s", err);
+        return -1;
+    }
+    return step;
 }
 
 /* SPARe: the checkpoint of `step` (verified by newest) back into tr, on tr's grid. */
@@ -447,8 +455,10 @@ int train_ckpt_setup(FtTrainCkpt **out, FtTrainer *tr, const FtConfig *cfg, MPI_
                      char *err, size_t errlen)
 {
     *out = NULL;
-    if (train_ckpt_resume(tr, cfg, comm, NULL, 0, err, errlen) < 0) return -1;
+    int resumed = train_ckpt_resume(tr, cfg, comm, NULL, 0, err, errlen);
+    if (resumed < 0) return -1;
     if (train_ckpt_create(out, cfg, comm, err, errlen)) return -1;
+    if (*out && resumed) (*out)->last_step = tr->model->step; /* a restart may go back to it */
     train_ckpt_attach(*out, tr);
     return 0;
 }

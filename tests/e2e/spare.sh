@@ -47,6 +47,12 @@ has "restored the survivors' checkpoint" '^spare: restored .*wipe.step-00000003.
   || bad "step 4 computed twice" "$(grep -E '^step ' "$E2E_TMP/out")"
 [ "$(losses | tr ' ' '\n' | awk 'NF' | uniq | tr '\n' ' ')" = "$clean" ] && ok "losses equal to the run without failures" \
   || bad "losses equal to the run without failures" "clean: $clean; with the restart: $(losses)"
+# again into the same folder, which now holds the first run's step-5 checkpoint: a restart goes
+# back to this run's own newest checkpoint, not to another run's later one
+# shellcheck disable=SC2086
+run "a restart again, an earlier run's files present" 0 "" 4 "$FTLLM" train inputs/default.ini $common faults.schedule="$E2E_TMP/wipe.faults" checkpoint.interval=3 checkpoint.dir="$E2E_TMP/ck" run.name=wipe
+has "restored this run's checkpoint" '^spare: restored .*wipe.step-00000003.h5: step 3'
+has "time lost to each" 'time lost: deeper levels [0-9.]+ s, regrid [0-9.]+ s, spare joins [0-9.]+ s, restarts [0-9.]+ s$'
 # shellcheck disable=SC2086
 run "spare.wipeout = requeue: exit 5" 5 "" 4 "$FTLLM" train inputs/default.ini $common faults.schedule="$E2E_TMP/wipe.faults" checkpoint.interval=3 checkpoint.dir="$E2E_TMP/ck2" run.name=wipe spare.wipeout=requeue
 grep -q 'no in-process restart (spare.wipeout = requeue)' "$E2E_TMP/err" && ok "no restart" \
