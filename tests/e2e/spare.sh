@@ -75,4 +75,13 @@ has "redundancy restored until step 5" '^step +4/6 .*\| live 3 depth 1$'
   || bad "losses equal to the run without failures (spare)" "clean: $clean3; with the spare: $(losses)"
 # shellcheck disable=SC2086
 run "spares need the ranks" 2 "the layout (dp + spare.spares)" 4 "$FTLLM" train inputs/default.ini $common spare.spares=1
+# make run's deck (inputs/system.ini, 4 ranks): a flip caught, a spare used, a failure masked,
+# a wipe-out answered by a restart from the checkpoint of step 10, the summary
+run "make run's deck" 0 "" 4 "$FTLLM" train inputs/system.ini checkpoint.dir="$E2E_TMP/cksys" train.sample_tokens=0
+has "system: flip caught" '^faults: sdc injected 1, detected 1, rolled back 1, missed 0 '
+has "system: spare" '^spare: replica 1 failed before step 8: hot spare 0 \(1 of 1\) took its place'
+has "system: masked" '^spare: replica 2 failed after step 13: masked deeper'
+has "system: restart" '^spare: restarted in-process from the checkpoint of step 10 after the wipe-out before step 17: every replica back \(3 live, depth 1\), 6 steps to compute again'
+has "system: spare line" '^spare: r 2, 3 replicas, live 3, depth 1; failures masked 2, wipe-outs 1; shards computed 78 vs needed 78 .* spares used 1 of 1; restarts 1 \(6 steps recomputed\);'
+has "system: verdict" '^verdict: OK \(trained 20 steps'
 e2e_finish
