@@ -43,7 +43,10 @@
  * 1 / (M N) and the cursor moves by M N B whatever fails. A failed replica (train_fail_replica)
  * leaves the training communicators; the survivors regrid and compute their plan's deeper
  * levels, so a masked failure changes no bit of the parameters. Expert parallelism is refused
- * (deck_check). */
+ * (deck_check). With the job channel (train_spare_attach, train_spare.c) a hot spare takes a
+ * failed replica's place instead (spare.spares), and a wipe-out restarts the job in-process
+ * from its newest verified checkpoint with every replica back; ranks that do not train (failed
+ * replicas, spares) wait inside train_run for the job's next event. */
 #ifndef FTLLM_TRAIN_H
 #define FTLLM_TRAIN_H
 
