@@ -11,7 +11,8 @@
  *  - a hot spare (dp 3 + 1 spare, r 2): replica 1 fails before step 3 and the spare takes its
  *    place; replica 2 fails before step 5 and is still masked, which without the spare is a
  *    wipe-out (asserted too); the run ends bitwise equal to the run without failures, where the
- *    unused spare idles through the run and leaves at its end. */
+ *    unused spare idles through the run and leaves at its end; two failures before one step: the
+ *    spare joins for the first and takes part in the second. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -230,6 +231,13 @@ static void test_hot_spare_restores_redundancy(void **state)
                           a.s.steps == STEPS && a.hash == want));
     /* every step computed each shard once; the spare kept the depth at 1 until step 5 */
     assert_all(a.left || (a.st.computed == 3 * STEPS && a.st.levels == 4 + 2 * (STEPS - 4)));
+    /* two failures before the same step: the spare takes replica 1's place and, joined, takes
+     * part in replica 2's failure, which the controller masks */
+    Fails same = {2, {3, 3}, {1, 2}};
+    run(&a, &c, &same);
+    assert_all((rank == 1 || rank == 2) == a.left);
+    assert_all(a.left || (a.st.spares_used == 1 && a.st.masked == 2 && a.s.steps == STEPS &&
+                          a.st.levels == 2 + 2 * (STEPS - 2) && a.hash == want));
     /* without a spare left the same two failures wipe shard 2 out before step 5 (the spare
      * is used up by replica 0 before step 1; rank 3 is replica 0 from then on) */
     Fails f3 = {3, {1, 3, 5}, {0, 1, 2}};
