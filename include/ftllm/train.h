@@ -236,8 +236,10 @@ int train_fail_replicas(FtTrainer *tr, const int *replicas, int n);
  * grid_shrink_dp) and stop (tr->left; train_step must not be called again there); the
  * survivors regrid (train_regrid: model, cursor, hooks kept) and compute their plan's deeper
  * levels from the next step on. Call between steps, collectively over the current grid, with
- * the same replica on every rank. Returns the outcome (enum ft_spare_outcome): on
- * SPARE_WIPEOUT nothing changes and the run cannot go on (restart from a checkpoint); -1 when
+ * the same replica on every rank (and, with the job channel, on every rank of the job that
+ * waits: a hot spare, while one is left, takes the replica's place instead, see
+ * train_fail_replicas). Returns the outcome (enum ft_spare_outcome): on SPARE_WIPEOUT nothing
+ * changes and this step cannot run (train_run restarts from a checkpoint when it can); -1 when
  * SPARe is off, the replica is out of range or already failed (nothing changes). */
 int train_fail_replica(FtTrainer *tr, int replica);
 
