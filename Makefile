@@ -1,6 +1,7 @@
 # ftllm: one Makefile.
 #   make              build bin/ftllm (CPU)            make test    set up, build, run all tests
-#   make run          set up, build, train inputs/default.ini
+#   make run          set up, build, train inputs/system.ini on 4 ranks (DMR, SPARe, a spare,
+#                     a restart); NP=1 DECK=inputs/default.ini: the one-rank deck
 #   make bench        benchmarks (perf/)               make fuzz    libFuzzer on the deck parser
 #   make studies      the studies (perf/studies/: CSV + PNG into build/studies/; STUDIES_QUICK=1
 #                     tiny sizes, STUDIES_OUT another folder)
@@ -9,7 +10,7 @@
 #                     build/cuda/; `make cuda-check` builds it and the GPU tests (tests/gpu/)
 #   make deps         install missing Debian packages (scripts/install-deps)
 # Variables you may set: OPT (default -O2 -march=native; -march=x86-64-v3 with CUDA=1, whose
-# binary runs on a GPU node's CPU), CFLAGS_EXTRA, LDFLAGS_EXTRA, NP (ranks for make run),
+# binary runs on a GPU node's CPU), CFLAGS_EXTRA, LDFLAGS_EXTRA, NP and DECK (make run),
 # FUZZ_SECONDS, CUDA_HOME (default /usr/local/cuda), CUDA_ARCH (default 90: sm_90 code + PTX).
 # Objects go to build/<variant>/, so variants never mix.
 
@@ -17,7 +18,8 @@ CC       := mpicc
 DEBUG    ?= 0
 SAN      ?=
 CUDA     ?= 0
-NP       ?= 1
+NP       ?= 4
+DECK     ?= inputs/system.ini
 FUZZ_SECONDS ?= 120
 CUDA_HOME ?= /usr/local/cuda
 CUDA_ARCH ?= 90
@@ -119,7 +121,7 @@ deps:
 run: deps
 	@$(MAKE) --no-print-directory bin/ftllm
 	@$(MAKE) --no-print-directory data
-	mpiexec -n $(NP) bin/ftllm train inputs/default.ini
+	mpiexec -n $(NP) bin/ftllm train $(DECK)
 
 test: deps
 	@$(MAKE) --no-print-directory test-run

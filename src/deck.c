@@ -730,6 +730,11 @@ int deck_check(const FtConfig *cfg, int nranks, char *err, size_t errlen)
                           "spare.r = %lld with parallel.ep = %lld: SPARe's shard-keyed reduction "
                           "does not handle expert parallelism yet (HINT: spare.r = 0, or "
                           "parallel.ep = 1)", sp->r, p->ep);
+    if (sp->spares > 0 && (sp->r < 1 || p->dp < 2))
+        return cross_fail(cfg, KID(spare, spares), sp->r < 1 ? KID(spare, r) : KID(parallel, dp),
+                          err, errlen, "spare.spares = %lld needs SPARe (spare.r >= 1, here "
+                          "%lld) and parallel.dp >= 2 (here %lld): a spare copies its state from "
+                          "a live replica", sp->spares, sp->r, p->dp);
     /* ---- end of SPARe ---- */
     /* ---- end of training engine ---- */
     /* ---- dmr ---- */
@@ -773,7 +778,7 @@ int deck_check(const FtConfig *cfg, int nranks, char *err, size_t errlen)
     /* ---- end of cluster ---- */
     if (check_papi_events(cfg, err, errlen)) return -1;
     if (nranks > 0) {
-        long double world = (long double)p->tp * p->pp * p->dp * p->ep;
+        long double world = (long double)p->tp * p->pp * (p->dp + cfg->spare.spares) * p->ep;
         if (world != nranks) {
             /* blame the last-set of the four widths */
             int ids[4] = {KID(parallel, tp), KID(parallel, pp), KID(parallel, dp),
@@ -785,10 +790,17 @@ int deck_check(const FtConfig *cfg, int nranks, char *err, size_t errlen)
             }
             char pre[FT_DECK_STR_MAX + 64];
             error_prefix(cfg, at, pre, sizeof pre);
-            snprintf(err, errlen,
-                     "%sthe layout dp x pp x ep x tp = %lld x %lld x %lld x %lld = %.0Lf ranks, "
-                     "but the job has %d (HINT: change parallel.dp or mpiexec -n)",
-                     pre, p->dp, p->pp, p->ep, p->tp, world, nranks);
+            if (cfg->spare.spares > 0)
+                snprintf(err, errlen,
+                         "%sthe layout (dp + spare.spares) x pp x ep x tp = (%lld + %lld) x %lld "
+                         "x %lld x %lld = %.0Lf ranks, but the job has %d (HINT: change "
+                         "parallel.dp, spare.spares or mpiexec -n)", pre, p->dp,
+                         cfg->spare.spares, p->pp, p->ep, p->tp, world, nranks);
+            else
+                snprintf(err, errlen,
+                         "%sthe layout dp x pp x ep x tp = %lld x %lld x %lld x %lld = %.0Lf "
+                         "ranks, but the job has %d (HINT: change parallel.dp or mpiexec -n)",
+                         pre, p->dp, p->pp, p->ep, p->tp, world, nranks);
             return one_line(err);
         }
     }

@@ -143,7 +143,15 @@
     K(spare, r, INT, "0", 0, 1024, "", FT_KEY_AUTO,                                              \
       "redundancy: shards of the global batch each data-parallel replica stacks (at most "       \
       "parallel.dp), reduced in a fixed shard order with exactly-once counts; 0 = off (bucketed " \
-      "all-reduce); auto (the optimizer's choice) is not supported yet")
+      "all-reduce); auto (the optimizer's choice) is not supported yet")                         \
+    K(spare, spares, INT, "0", 0, 1024, "", 0,                                                   \
+      "hot spare replicas (tp x pp x ep ranks each, beyond the layout's): they hold no shard and " \
+      "idle; a failed replica's place is taken by one (state copied from a live replica), so " \
+      "the redundancy is restored without a restart; needs spare.r >= 1 and parallel.dp >= 2")   \
+    K(spare, wipeout, ENUM, "restart", 0, 0, "restart|requeue", 0,                               \
+      "a wipe-out (a shard lost every live holder): restart = in-process from the newest "       \
+      "verified checkpoint, every replica back (exit 5 when there is none); requeue = exit 5 " \
+      "at once (the job script requeues it)")
 
 #define FT_KEYS_checkpoint(K)                                                                    \
     K(checkpoint, dir, STR, "checkpoint", 0, 0, "", 0, "folder of the checkpoint files")         \
@@ -230,6 +238,7 @@
 enum ft_schedule { FT_SCHED_CONSTANT, FT_SCHED_COSINE, FT_SCHED_LINEAR };
 enum ft_ac_choice { FT_AC_CHOICE_NONE, FT_AC_CHOICE_FULL, FT_AC_CHOICE_EVERY };
 enum ft_dmr_mode { FT_DMR_OFF, FT_DMR_NAIVE, FT_DMR_PIGGYBACK, FT_DMR_PLANNED };
+enum ft_spare_wipeout { FT_WIPEOUT_RESTART, FT_WIPEOUT_REQUEUE };
 enum ft_backend_choice { FT_BACKEND_CPU, FT_BACKEND_CUDA };
 enum ft_progress_choice { FT_PROGRESS_AUTO, FT_PROGRESS_LIVE, FT_PROGRESS_LINES };
 /* run.log_level uses enum ft_log_level from log.h (error|warn|info|debug). */

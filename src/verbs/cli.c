@@ -59,7 +59,7 @@ static void usage(FILE *out)
     fprintf(out, "\n  --help, -h       this text\n  --version        the version\n\n"
                  "Decks are INI files; `ftllm help deck` lists every key. Exit codes: 0 ok, "
                  "1 run failed its verdict,\n2 bad input, 3 not implemented yet, 4 fatal error, "
-                 "5 SPARe wipe-out (restart from the\nnewest checkpoint).\n");
+                 "5 SPARe wipe-out with no in-process\nrestart (requeue: resume from the newest checkpoint).\n");
 }
 
 static int is_rank0(MPI_Comm comm)
