@@ -363,6 +363,7 @@ static void test_refusals(void **state)
     const char *const tiny_mem[] = {"cluster.gpu_mem_gb=60", NULL};
     cfg_from_file(&cfg, g_decks[1], tiny_mem);
     assert_int_equal(predict_build(&cfg, &p, g_err, sizeof g_err), -1);
+    assert_non_null(strstr(g_err, "command line override 1: the training footprint ("));
     assert_non_null(strstr(g_err, "does not fit cluster.gpu_mem_gb = 60.0 GB"));
     assert_null(strchr(g_err, '\n'));
     predict_free(&p); /* safe on an empty result */

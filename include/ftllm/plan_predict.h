@@ -107,9 +107,13 @@ typedef struct ft_predict {
     double mem_state, mem_act, mem_reserve, footprint, footprint0, gpu_mem;
 } FtPredict;
 
+/* The largest stage plan --predict builds (about 20 operators per block and micro-batch). */
+#define PREDICT_MAX_OPS 20000000
+
 /* Builds the stage's operators, windows, times and memory from cfg (a deck that passed
- * deck_check). Returns 0, or -1 with a one-line message naming the key in err (MoE, tp beyond a
- * node, a footprint over the GPU's memory, out of memory); p is then empty (predict_free safe). */
+ * deck_check). Returns 0, or -1 with a one-line message naming the key's line in err (MoE, tp
+ * beyond a node, more than PREDICT_MAX_OPS operators, a footprint over the GPU's memory, out of
+ * memory); p is then empty (predict_free is safe). */
 int predict_build(const FtConfig *cfg, FtPredict *p, char *err, size_t errlen);
 void predict_free(FtPredict *p);
 

@@ -292,6 +292,16 @@ static int check_cfg(const FtConfig *cfg, char *err, size_t errlen)
                     "only (the MoE run-time planner has no analytic model yet)", pre,
                     cfg->model.experts);
     }
+    /* about 20 operators per block and micro-batch: keep the planner's input bounded */
+    double nops = 20.0 * (double)(cfg->model.layers / cfg->parallel.pp) *
+                  (double)cfg->parallel.microbatches;
+    if (nops > PREDICT_MAX_OPS) {
+        deck_error_prefix(cfg, FT_KEY_parallel_microbatches, pre, sizeof pre);
+        return fail(err, errlen, "%sparallel.microbatches = %lld: about %.0f operators per step "
+                    "on a stage, more than plan --predict plans (%d; HINT: fewer micro-batches "
+                    "of more sequences, train.batch)", pre, cfg->parallel.microbatches, nops,
+                    PREDICT_MAX_OPS);
+    }
     if (tp > per || per % tp) {
         deck_error_prefix(cfg, FT_KEY_parallel_tp, pre, sizeof pre);
         return fail(err, errlen, "%sparallel.tp = %lld: plan --predict keeps tensor parallelism "
@@ -388,12 +398,13 @@ int predict_build(const FtConfig *cfg, FtPredict *p, char *err, size_t errlen)
     p->footprint0 = stage_footprint(cfg, &s, p, 0, &st0, &act0);
     double worst = p->footprint > p->footprint0 ? p->footprint : p->footprint0;
     if (worst >= p->gpu_mem) {
-        const char *d = cfg->path[0] ? cfg->path : "deck";
+        char pre[FT_DECK_STR_MAX + 64];
+        deck_error_prefix(cfg, FT_KEY_cluster_gpu_mem_gb, pre, sizeof pre);
         double gb = p->gpu_mem / GB;
         predict_free(p);
-        return fail(err, errlen, "%s: the training footprint (%.1f GB on the %s stage) does not "
+        return fail(err, errlen, "%sthe training footprint (%.1f GB on the %s stage) does not "
                     "fit cluster.gpu_mem_gb = %.1f GB (HINT: more parallel.pp, train.ac = full, "
-                    "or a smaller train.batch)", d, worst / GB,
+                    "or a smaller train.batch)", pre, worst / GB,
                     worst == p->footprint ? "last" : "first", gb);
     }
     p->budget = (size_t)(p->gpu_mem - p->footprint);

@@ -3,7 +3,7 @@
 # and Mistral-Large on 32 H200) run on one rank and print a table per phase set and the
 # `overhead:` summary, and the same numbers on two ranks; overrides work (80 GB variants); bad
 # input gets one line on stderr and exit code 2: no deck, a missing deck, a bad override, MoE,
-# tensor parallelism beyond a node, a footprint over the GPU's memory.
+# tensor parallelism beyond a node, a footprint over the GPU's memory, too many micro-batches.
 set -u
 source "$(dirname "$0")/lib.bash"
 tmp=$E2E_TMP
@@ -30,7 +30,8 @@ for bin in "${e2e_bins[@]}"; do
   run "$tag predict bad override" 2 "command line override 1 'cluster.inter_gbs=0': cluster.inter_gbs = 0 is out of range" 1 "$bin" plan --predict "$llama" cluster.inter_gbs=0
   run "$tag predict moe" 2 "command line override 1: model.experts = 8: plan --predict models dense models only" 1 "$bin" plan --predict "$llama" model.experts=8
   run "$tag predict tp beyond a node" 2 "command line override 1: parallel.tp = 16: plan --predict keeps tensor parallelism inside a node" 1 "$bin" plan --predict "$llama" parallel.tp=16 parallel.dp=1
-  run "$tag predict does not fit" 2 "$mistral: the training footprint (" 1 "$bin" plan --predict "$mistral" cluster.gpu_mem_gb=60
+  run "$tag predict does not fit" 2 "command line override 1: the training footprint (" 1 "$bin" plan --predict "$mistral" cluster.gpu_mem_gb=60
+  run "$tag predict too many micro-batches" 2 "command line override 1: parallel.microbatches = 1000000: about" 1 "$bin" plan --predict "$mistral" parallel.microbatches=1000000
   run "$tag train refuses the shape" 2 "$llama:$(grep -n "^ffn" "$llama" | cut -d: -f1): model.ffn = 28672: the trainer builds the GPT-2 block" 1 "$bin" train "$llama" parallel.tp=1 parallel.pp=1 parallel.dp=1
 done
 e2e_finish
