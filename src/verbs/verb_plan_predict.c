@@ -51,8 +51,8 @@ static void print_setup(int rank, const FtConfig *cfg, const FtPredict *p)
 static void print_stage(int rank, const FtConfig *cfg, const FtPredict *p)
 {
     int ntp = 0, npp = 0;
-    for (int w = 0; w < p->nwin; w++) ntp += p->win_class[w] == PRED_W_TP,
-                                      npp += p->win_class[w] == PRED_W_PP;
+    for (int w = 0; w < p->nwin; w++)
+        ntp += p->win_class[w] == PRED_W_TP, npp += p->win_class[w] == PRED_W_PP;
     P0("stage: the last of %lld (%d blocks + head), per micro-batch: forward %.1f ms, recompute "
        "%.1f ms, backward %.1f ms, TP all-reduces %d x %.3f ms, PP hops 2 x %.3f ms: a cycle of "
        "%.1f ms\n",
