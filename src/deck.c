@@ -362,6 +362,11 @@ static void error_prefix(const FtConfig *cfg, int id, char *buf, size_t len)
     else snprintf(buf, len, "%s: ", cfg->path[0] ? cfg->path : "deck");
 }
 
+void deck_error_prefix(const FtConfig *cfg, int id, char *buf, size_t len)
+{
+    error_prefix(cfg, id, buf, len);
+}
+
 /* Rejects a non-default value of a key whose feature is not built yet. */
 static int check_reserved(const FtConfig *cfg, const FtDeckKey *k, char *err, size_t errlen)
 {
@@ -674,6 +679,11 @@ int deck_check(const FtConfig *cfg, int nranks, char *err, size_t errlen)
         return cross_fail(cfg, KID(model, channels), KID(model, heads), err, errlen,
                           "model.channels = %lld is not a multiple of model.heads = %lld",
                           m->channels, m->heads);
+    if (m->kv_heads && m->heads % m->kv_heads)
+        return cross_fail(cfg, KID(model, kv_heads), KID(model, heads), err, errlen,
+                          "model.heads = %lld is not a multiple of model.kv_heads = %lld (each "
+                          "key/value head serves a group of query heads)", m->heads,
+                          m->kv_heads);
     if (m->heads % p->tp)
         return cross_fail(cfg, KID(parallel, tp), KID(model, heads), err, errlen,
                           "model.heads = %lld cannot be split over parallel.tp = %lld ranks",
@@ -805,6 +815,27 @@ int deck_check(const FtConfig *cfg, int nranks, char *err, size_t errlen)
         }
     }
     return 0;
+}
+
+int deck_check_trainable(const FtConfig *cfg, char *err, size_t errlen)
+{
+    const struct ft_cfg_model *m = &cfg->model;
+    int id = -1;
+    char val[64] = "";
+    if (m->ffn && m->ffn != 4 * m->channels)
+        id = KID(model, ffn), snprintf(val, sizeof val, "%lld", m->ffn);
+    else if (m->kv_heads && m->kv_heads != m->heads)
+        id = KID(model, kv_heads), snprintf(val, sizeof val, "%lld", m->kv_heads);
+    else if (m->mlp != FT_MLP_GELU)
+        id = KID(model, mlp), snprintf(val, sizeof val, "swiglu");
+    if (id < 0) return 0;
+    char pre[FT_DECK_STR_MAX + 64];
+    error_prefix(cfg, id, pre, sizeof pre);
+    snprintf(err, errlen, "%s%s.%s = %s: the trainer builds the GPT-2 block (MLP 4 x "
+             "model.channels with GELU, one key/value head per head); this shape is for "
+             "`ftllm plan --predict` (HINT: remove the key to train)", pre, g_keys[id].section,
+             g_keys[id].name, val);
+    return one_line(err);
 }
 
 /* ---- printing and help ------------------------------------------------------------------ */

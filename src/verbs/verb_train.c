@@ -134,7 +134,8 @@ static int load_deck(const char *verb, int argc, char **argv, MPI_Comm comm, FtC
     int rank = 0;
     FT_CHECK_MPI(MPI_Comm_rank(comm, &rank));
     char err[FT_DECK_ERR_MAX];
-    if (deck_load(cfg, argv[1], argc - 2, argv + 2, comm, err, sizeof err)) {
+    if (deck_load(cfg, argv[1], argc - 2, argv + 2, comm, err, sizeof err) ||
+        deck_check_trainable(cfg, err, sizeof err)) {
         cli_error(comm, err);
         deck_free(cfg);
         return FT_EXIT_USAGE;
