@@ -1,14 +1,17 @@
 # ftllm: one Makefile.
 #   make              build bin/ftllm (CPU)            make test    set up, build, run all tests
-#   make run          set up, build, train inputs/default.ini
+#   make run          set up, build, train inputs/system.ini on 4 ranks (DMR, SPARe, a spare,
+#                     a restart); NP=1 DECK=inputs/default.ini: the one-rank deck
 #   make bench        benchmarks (perf/)               make fuzz    libFuzzer on the deck parser
+#   make studies      the studies (perf/studies/: CSV + PNG into build/studies/; STUDIES_QUICK=1
+#                     tiny sizes, STUDIES_OUT another folder)
 #   make DEBUG=1      -O0 with address+undefined sanitizers; SAN=address (or thread, ...) alone
 #   make CUDA=1       bin/ftllm with the CUDA backend too (cuda/*.cu; run.backend = cuda), in
 #                     build/cuda/; `make cuda-check` builds it and the GPU tests (tests/gpu/)
 #   make deps         install missing Debian packages (scripts/install-deps; make test adds the
 #                     test-only ones, a one-node Slurm: make deps-test)
 # Variables you may set: OPT (default -O2 -march=native; -march=x86-64-v3 with CUDA=1, whose
-# binary runs on a GPU node's CPU), CFLAGS_EXTRA, LDFLAGS_EXTRA, NP (ranks for make run),
+# binary runs on a GPU node's CPU), CFLAGS_EXTRA, LDFLAGS_EXTRA, NP and DECK (make run),
 # FUZZ_SECONDS, CUDA_HOME (default /usr/local/cuda), CUDA_ARCH (default 90: sm_90 code + PTX).
 # Objects go to build/<variant>/, so variants never mix.
 
@@ -16,7 +19,8 @@ CC       := mpicc
 DEBUG    ?= 0
 SAN      ?=
 CUDA     ?= 0
-NP       ?= 1
+NP       ?= 4
+DECK     ?= inputs/system.ini
 FUZZ_SECONDS ?= 120
 CUDA_HOME ?= /usr/local/cuda
 CUDA_ARCH ?= 90
@@ -82,7 +86,8 @@ ifneq ($(CUDA),0)
   LDLIBS   += -L$(CUDA_HOME)/lib64 -lcublas -lcudart -lstdc++ -ldl -Wl,-rpath,$(CUDA_HOME)/lib64
 endif
 
-.PHONY: all run test test-run test-slurm deps-test bench bench-run fuzz deps clean inputs-doc FORCE data cuda-check
+.PHONY: all run test test-run test-slurm deps-test bench bench-run studies studies-run fuzz deps clean \
+  inputs-doc FORCE data cuda-check
 all: bin/ftllm
 
 # Every variant links its own binary; bin/ftllm is a copy of the last one built.
@@ -120,7 +125,7 @@ deps-test:
 run: deps
 	@$(MAKE) --no-print-directory bin/ftllm
 	@$(MAKE) --no-print-directory data
-	mpiexec -n $(NP) bin/ftllm train inputs/default.ini
+	mpiexec -n $(NP) bin/ftllm train $(DECK)
 
 test: deps-test
 	@$(MAKE) --no-print-directory test-run
@@ -164,6 +169,15 @@ bench: deps
 	@$(MAKE) --no-print-directory bench-run
 bench-run: bin/ftllm $(BENCH_BIN)
 	@perf/bench.sh $(BUILD)
+
+# Studies: perf/studies/run.sh runs every perf/studies/*.py (benchmarks and bin/ftllm -> CSV and
+# PNG plots in STUDIES_OUT); `make test` runs them in quick mode (tests/e2e/studies.sh).
+STUDIES_QUICK ?= 0
+STUDIES_OUT ?= build/studies
+studies: deps
+	@$(MAKE) --no-print-directory studies-run
+studies-run: bin/ftllm $(BENCH_BIN)
+	@STUDIES_QUICK=$(STUDIES_QUICK) STUDIES_OUT=$(STUDIES_OUT) perf/studies/run.sh $(BUILD)
 
 # libFuzzer on the deck parser (clang); corpus in tests/fuzz/corpus, findings in build/fuzz/.
 fuzz: deps

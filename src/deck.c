@@ -362,6 +362,11 @@ static void error_prefix(const FtConfig *cfg, int id, char *buf, size_t len)
     else snprintf(buf, len, "%s: ", cfg->path[0] ? cfg->path : "deck");
 }
 
+void deck_error_prefix(const FtConfig *cfg, int id, char *buf, size_t len)
+{
+    error_prefix(cfg, id, buf, len);
+}
+
 /* Rejects a non-default value of a key whose feature is not built yet. */
 static int check_reserved(const FtConfig *cfg, const FtDeckKey *k, char *err, size_t errlen)
 {
@@ -674,6 +679,11 @@ int deck_check(const FtConfig *cfg, int nranks, char *err, size_t errlen)
         return cross_fail(cfg, KID(model, channels), KID(model, heads), err, errlen,
                           "model.channels = %lld is not a multiple of model.heads = %lld",
                           m->channels, m->heads);
+    if (m->kv_heads && m->heads % m->kv_heads)
+        return cross_fail(cfg, KID(model, kv_heads), KID(model, heads), err, errlen,
+                          "model.heads = %lld is not a multiple of model.kv_heads = %lld (each "
+                          "key/value head serves a group of query heads)", m->heads,
+                          m->kv_heads);
     if (m->heads % p->tp)
         return cross_fail(cfg, KID(parallel, tp), KID(model, heads), err, errlen,
                           "model.heads = %lld cannot be split over parallel.tp = %lld ranks",
@@ -730,6 +740,11 @@ int deck_check(const FtConfig *cfg, int nranks, char *err, size_t errlen)
                           "spare.r = %lld with parallel.ep = %lld: SPARe's shard-keyed reduction "
                           "does not handle expert parallelism yet (HINT: spare.r = 0, or "
                           "parallel.ep = 1)", sp->r, p->ep);
+    if (sp->spares > 0 && (sp->r < 1 || p->dp < 2))
+        return cross_fail(cfg, KID(spare, spares), sp->r < 1 ? KID(spare, r) : KID(parallel, dp),
+                          err, errlen, "spare.spares = %lld needs SPARe (spare.r >= 1, here "
+                          "%lld) and parallel.dp >= 2 (here %lld): a spare copies its state from "
+                          "a live replica", sp->spares, sp->r, p->dp);
     /* ---- end of SPARe ---- */
     /* ---- end of training engine ---- */
     /* ---- dmr ---- */
@@ -773,7 +788,7 @@ int deck_check(const FtConfig *cfg, int nranks, char *err, size_t errlen)
     /* ---- end of cluster ---- */
     if (check_papi_events(cfg, err, errlen)) return -1;
     if (nranks > 0) {
-        long double world = (long double)p->tp * p->pp * p->dp * p->ep;
+        long double world = (long double)p->tp * p->pp * (p->dp + cfg->spare.spares) * p->ep;
         if (world != nranks) {
             /* blame the last-set of the four widths */
             int ids[4] = {KID(parallel, tp), KID(parallel, pp), KID(parallel, dp),
@@ -785,14 +800,42 @@ int deck_check(const FtConfig *cfg, int nranks, char *err, size_t errlen)
             }
             char pre[FT_DECK_STR_MAX + 64];
             error_prefix(cfg, at, pre, sizeof pre);
-            snprintf(err, errlen,
-                     "%sthe layout dp x pp x ep x tp = %lld x %lld x %lld x %lld = %.0Lf ranks, "
-                     "but the job has %d (HINT: change parallel.dp or mpiexec -n)",
-                     pre, p->dp, p->pp, p->ep, p->tp, world, nranks);
+            if (cfg->spare.spares > 0)
+                snprintf(err, errlen,
+                         "%sthe layout (dp + spare.spares) x pp x ep x tp = (%lld + %lld) x %lld "
+                         "x %lld x %lld = %.0Lf ranks, but the job has %d (HINT: change "
+                         "parallel.dp, spare.spares or mpiexec -n)", pre, p->dp,
+                         cfg->spare.spares, p->pp, p->ep, p->tp, world, nranks);
+            else
+                snprintf(err, errlen,
+                         "%sthe layout dp x pp x ep x tp = %lld x %lld x %lld x %lld = %.0Lf "
+                         "ranks, but the job has %d (HINT: change parallel.dp or mpiexec -n)",
+                         pre, p->dp, p->pp, p->ep, p->tp, world, nranks);
             return one_line(err);
         }
     }
     return 0;
+}
+
+int deck_check_trainable(const FtConfig *cfg, char *err, size_t errlen)
+{
+    const struct ft_cfg_model *m = &cfg->model;
+    int id = -1;
+    char val[64] = "";
+    if (m->ffn && m->ffn != 4 * m->channels)
+        id = KID(model, ffn), snprintf(val, sizeof val, "%lld", m->ffn);
+    else if (m->kv_heads && m->kv_heads != m->heads)
+        id = KID(model, kv_heads), snprintf(val, sizeof val, "%lld", m->kv_heads);
+    else if (m->mlp != FT_MLP_GELU)
+        id = KID(model, mlp), snprintf(val, sizeof val, "swiglu");
+    if (id < 0) return 0;
+    char pre[FT_DECK_STR_MAX + 64];
+    error_prefix(cfg, id, pre, sizeof pre);
+    snprintf(err, errlen, "%s%s.%s = %s: the trainer builds the GPT-2 block (MLP 4 x "
+             "model.channels with GELU, one key/value head per head); this shape is for "
+             "`ftllm plan --predict` (HINT: remove the key to train)", pre, g_keys[id].section,
+             g_keys[id].name, val);
+    return one_line(err);
 }
 
 /* ---- printing and help ------------------------------------------------------------------ */

@@ -18,6 +18,8 @@ int verb_simulate(int argc, char **argv, MPI_Comm comm);
 int verb_sample(int argc, char **argv, MPI_Comm comm);
 int verb_inspect(int argc, char **argv, MPI_Comm comm);
 int verb_tokenize(int argc, char **argv, MPI_Comm comm);
+/* `ftllm plan --predict DECK [overrides]` (argv[0] is "--predict"). */
+int verb_plan_predict(int argc, char **argv, MPI_Comm comm);
 
 /* Prints a one-line user error on rank 0 (stderr), exactly as given. */
 void cli_error(MPI_Comm comm, const char *msg);

@@ -28,6 +28,7 @@
 #include "ftllm/log.h"
 #include "ftllm/pipeline.h"
 #include "ftllm/progress.h"
+#include "train_spare.h"
 
 /* ---- set-up -------------------------------------------------------------------------------- */
 
@@ -53,18 +54,18 @@ static void spare_setup(FtTrainer *tr, const FtConfig *cfg, const FtGrid *grid,
         tr->own_grid = keep->own_grid, tr->left = keep->left;
         tr->shard_loss = keep->shard_loss, tr->spare = keep->spare;
     } else if (cfg->spare.r > 0) {
-        int N = grid ? grid->dp : 1;
+        int N = (int)cfg->parallel.dp; /* also on a hot spare, which has no grid yet */
         if (cfg->spare.r > N || (grid && grid->ep > 1))
             FT_DIE("train: spare.r = %lld needs 1 <= r <= dp = %d and ep = 1 (deck_check)",
                    cfg->spare.r, N);
         tr->sp = spare_create(N, (int)cfg->spare.r);
         FT_ASSERT(tr->sp && spare_plan_init(&tr->plan, N, (int)cfg->spare.r) == 0);
-        tr->replica = grid ? grid->dp_rank : 0;
+        tr->replica = grid ? grid->dp_rank : -1;
         tr->shard_loss = calloc((size_t)N, sizeof(double));
         FT_ASSERT(tr->shard_loss);
     }
     if (tr->sp) { /* data shards are the first grid's replicas, whatever failed since */
-        tr->data_rank = tr->replica;
+        tr->data_rank = tr->replica < 0 ? 0 : tr->replica;
         tr->data_width = tr->sp->N;
     }
 }
@@ -150,6 +151,14 @@ void train_init_grid(FtTrainer *tr, const FtConfig *cfg, FtModel *model, const F
     init_grid(tr, cfg, model, grid, train, val, NULL);
 }
 
+void train_init_spare(FtTrainer *tr, const FtConfig *cfg, FtModel *model,
+                      const FtBatchSource *train, const FtBatchSource *val)
+{
+    FT_ASSERT(cfg->spare.r > 0);
+    init_grid(tr, cfg, model, NULL, train, val, NULL);
+    tr->left = true; /* idles until it takes a failed replica's place (train_spare.c) */
+}
+
 /* The grid the trainer made after a failure, if any. */
 static void free_own_grid(FtGrid *g)
 {
@@ -160,6 +169,7 @@ static void free_own_grid(FtGrid *g)
 
 void train_free(FtTrainer *tr)
 {
+    train_spare_detach(tr);
     if (tr->sp) {
         spare_destroy(tr->sp);
         spare_plan_free(&tr->plan);
@@ -182,12 +192,13 @@ void train_free(FtTrainer *tr)
 
 void train_regrid(FtTrainer *tr, const FtGrid *grid)
 {
-    FT_ASSERT(grid && tr->grid && grid->tp == tr->grid->tp && grid->pp == tr->grid->pp &&
+    /* a hot spare joins from no grid: init_grid checks its model's place instead */
+    FT_ASSERT(grid && (!tr->grid || (grid->tp == tr->grid->tp && grid->pp == tr->grid->pp &&
               grid->ep == tr->grid->ep && grid->tp_rank == tr->grid->tp_rank &&
-              grid->pp_rank == tr->grid->pp_rank && grid->ep_rank == tr->grid->ep_rank);
+              grid->pp_rank == tr->grid->pp_rank && grid->ep_rank == tr->grid->ep_rank)));
     FtTrainer keep = *tr; /* what outlives the grid: the job's state and the hooks */
     keep.tl = (FtTimeline){0}; /* freed with the rest */
-    tr->sp = NULL, tr->own_grid = NULL; /* SPARe's state is kept, not freed */
+    tr->sp = NULL, tr->own_grid = NULL, tr->job = NULL; /* SPARe's state is kept, not freed */
     train_free(tr);
     init_grid(tr, keep.cfg, keep.model, grid, &keep.train, keep.has_val ? &keep.val : NULL,
               &keep);
@@ -200,6 +211,9 @@ void train_regrid(FtTrainer *tr, const FtGrid *grid)
     tr->ex.poll = keep.ex.poll;
     tr->ex.no_progress = keep.ex.no_progress;
     tr->before_step = keep.before_step, tr->before_step_ctx = keep.before_step_ctx;
+    tr->job = keep.job;
+    tr->ckpt_regrid = keep.ckpt_regrid, tr->ckpt_newest = keep.ckpt_newest;
+    tr->ckpt_restore = keep.ckpt_restore;
 }
 
 /* ---- the step ------------------------------------------------------------------------------ */
@@ -394,77 +408,6 @@ FtStepStatus train_step(FtTrainer *tr, FtStepInfo *info)
     return st;
 }
 
-/* ---- SPARe: failures and the report --------------------------------------------------------- */
-
-int train_fail_replica(FtTrainer *tr, int replica)
-{
-    if (!tr->sp || tr->left) return -1;
-    double t0 = MPI_Wtime();
-    long long step = tr->model->step;
-    FtSpareEvent ev;
-    int rc = spare_fail(tr->sp, replica, &ev);
-    if (rc < 0) return -1;
-    if (rc == SPARE_WIPEOUT) {
-        tr->spare.wipeouts++;
-        log_error("spare: replica %d failed after step %lld: wipe-out (a shard type it held has "
-                  "no live holder left; %d of %d replicas live, r %d): the run cannot go on "
-                  "(HINT: restart from the last checkpoint)", replica, step, tr->sp->nlive,
-                  tr->sp->N, tr->sp->r);
-        return rc;
-    }
-    /* its place in the current grid: the survivors keep their order */
-    int leave = 0;
-    for (int i = 0; i < replica; i++) leave += spare_alive(tr->sp, i);
-    FtGrid *ng = malloc(sizeof *ng);
-    FT_ASSERT(ng);
-    char err[256];
-    int g = grid_shrink_dp(tr->grid, leave, ng, err, sizeof err);
-    if (g < 0) FT_DIE("spare: %s", err);
-    if (g == 1) { /* this rank's replica failed: a fail-stop, it computes nothing more */
-        free(ng);
-        tr->left = true;
-        ft_log_rank(FT_LOG_INFO, "spare: replica %d failed after step %lld (injected fail-stop): "
-                    "this rank left the training communicators and stops", replica, step);
-        if (log_rank() == 0) log_init(-1, log_level()); /* a survivor speaks from now on */
-        return rc;
-    }
-    FtGrid *old = tr->own_grid;
-    tr->own_grid = NULL; /* kept alive until the trainer moved off it */
-    train_regrid(tr, ng);
-    tr->own_grid = ng;
-    free_own_grid(old);
-    if (ng->rank == 0 && log_rank() != 0) log_init(0, log_level());
-    tr->spare.masked++;
-    tr->spare.regrid_s += MPI_Wtime() - t0;
-    log_info("spare: replica %d failed after step %lld: %s (depth %d -> %d, RECTLR phase %d, "
-             "%d stack positions moved); %d of %d replicas live", replica, step,
-             rc == SPARE_MASKED ? "masked" : "masked deeper", ev.depth_before, ev.depth, ev.phase,
-             ev.moved, tr->sp->nlive, tr->sp->N);
-    return rc;
-}
-
-void train_report_spare(const FtTrainer *tr, FILE *out)
-{
-    if (!tr->sp || tr->left) return;
-    const FtSpareStats *c = &tr->spare;
-    double t[2] = {c->deep_s, c->regrid_s};
-    if (tr->c_world) { /* the slowest rank's times */
-        double all[2];
-        for (int k = 0; k < 2; k++) all[k] = comm_max_f64_poll(tr->c_world, t[k], NULL);
-        t[0] = all[0], t[1] = all[1];
-    }
-    if (!out || (tr->grid && tr->grid->rank != 0)) return;
-    fprintf(out, "spare: r %d, %d replicas, live %d, depth %d; failures masked %lld, wipe-outs "
-            "%lld; shards computed %lld vs needed %lld (%lld stack slots within the depth "
-            "skipped: counted on another replica); levels computed %lld over %lld steps "
-            "(+%.1f%%); time lost: deeper levels %.3f s, regrid %.3f s\n",
-            tr->sp->r, tr->sp->N, tr->sp->nlive, tr->sp->depth, c->masked, c->wipeouts,
-            c->computed, c->needed, c->skipped, c->levels, c->steps,
-            c->steps ? 100.0 * (double)(c->levels - c->steps) / (double)c->steps : 0.0, t[0],
-            t[1]);
-    fflush(out);
-}
-
 double train_eval(FtTrainer *tr, int n)
 {
     if (!tr->has_val || n <= 0) return NAN;
@@ -512,7 +455,6 @@ void train_run(FtTrainer *tr, FtTrainSummary *s)
     double timed = 0;
     long long ntimed = 0;
     double tokens = (double)tr->B * tr->T * tr->micro * tr->data_width;
-    long long i0 = tr->model->step; /* checkpoint hook: a resumed run continues after its step */
     log_info("model: %zu parameters on this rank (%.2f M), L %d, NH %d, C %d, V %d (Vp %d), T %d; "
              "tape %d entries x %d slot%s, activations %.1f MiB; %.3f GFLOP per step per rank",
              tr->model->nparams, tr->model->nparams / 1e6, tr->model->cfg.L, tr->model->cfg.NH,
@@ -523,23 +465,20 @@ void train_run(FtTrainer *tr, FtTrainSummary *s)
     timers_reset(&tr->regions);
     FtProgress pr; /* the per-step line, or the live line on a terminal */
     progress_start(&pr, cfg->run.progress, steps);
-    for (long long i = 0; i0 + i < steps; i++) { /* checkpoint hook: i0 + */
+    long long i = 0; /* steps this rank computed in this call (train.rate_skip counts these) */
+    while (tr->model->step < steps) { /* a resumed or restarted run continues after its step */
+        /* faults hook, failures, spares, restarts (train_spare.c); idle ranks wait there */
+        int next = train_spare_before_step(tr);
+        if (next == FT_SPARE_AGAIN) continue;
+        if (next == FT_SPARE_LEFT || next == FT_SPARE_WIPEOUT) {
+            s->left = next == FT_SPARE_LEFT;
+            s->wipeout = next == FT_SPARE_WIPEOUT;
+            s->ok = !s->wipeout;
+            break;
+        }
         if (i == skip) { /* warm-up steps out of the waiting fractions and the regions */
             timeline_reset(&tr->tl);
             timers_reset(&tr->regions);
-        }
-        if (tr->before_step) { /* faults hook: may fail replicas (train_fail_replica) */
-            long long wipes = tr->spare.wipeouts;
-            tr->before_step(tr->before_step_ctx, tr, i0 + i + 1);
-            if (tr->left) { /* this rank's replica failed: not an error, it just stops */
-                s->left = true;
-                break;
-            }
-            if (tr->spare.wipeouts > wipes) {
-                s->wipeout = true;
-                s->ok = false;
-                break;
-            }
         }
         FtStepInfo st;
         if (train_step(tr, &st) == FT_STEP_FAILED) {
@@ -555,6 +494,7 @@ void train_run(FtTrainer *tr, FtTrainSummary *s)
             timed += st.seconds;
             ntimed++;
         }
+        i++;
         char spare[48] = "";
         if (tr->sp) snprintf(spare, sizeof spare, " | live %d depth %d", st.live, st.depth);
         progress_step(&pr, &st, tokens / st.seconds, spare);
@@ -564,25 +504,21 @@ void train_run(FtTrainer *tr, FtTrainSummary *s)
             s->ok = false;
             break;
         }
-        bool last = i0 + i == steps - 1; /* checkpoint hook: i0 + */
+        bool last = st.step == steps;
         if (nval && (last || (cfg->train.val_every > 0 && st.step % cfg->train.val_every == 0))) {
             s->val_loss = train_eval(tr, nval);
             log_info("step %5lld/%lld | val loss %.4f (%d x %d sequences)", st.step, steps,
                      s->val_loss, nval, tr->B);
             if (!isfinite(s->val_loss)) s->ok = false;
         }
-        bool failed = tr->sp && tr->sp->nlive < tr->sp->N;
-        if (tr->on_step && failed && !tr->spare.ckpt_stopped++)
-            log_warn("spare: checkpoints stop after a replica failed (the writer's communicator "
-                     "still holds the failed ranks; writing on the survivors comes with "
-                     "restart-from-checkpoint)");
-        if (tr->on_step && !failed) { /* checkpoint hook */
+        if (tr->on_step) { /* checkpoint hook: on the live ranks, after failures too */
             timers_begin(&tr->regions, FT_REGION_CHECKPOINT);
             tr->on_step(tr->on_step_ctx, tr, &st, last);
             timers_end(&tr->regions, FT_REGION_CHECKPOINT);
         }
     }
     progress_end(&pr);
+    train_spare_end(tr); /* the ranks that idle leave their wait */
     if (ntimed) {
         s->mean_ms = 1e3 * timed / ntimed;
         s->tokens_per_s = tokens * ntimed / timed;

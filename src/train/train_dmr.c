@@ -32,27 +32,42 @@ struct ft_train_dmr {
 
 /* The fault schedule's fail-stop lines, before step `step` runs: `fail step=S replica=I` (or
  * rank=R: its whole replica, since a replica cannot compute without any of its ranks) fails
- * that replica by SPARe's injected fail-stop, collectively and in line order on every rank. */
+ * that replica by SPARe's injected fail-stop, collectively and in line order on every rank; a
+ * step's lines go to SPARe at once (a hot spare that joins takes part in the rest). A step
+ * computed again after a restart from a checkpoint does not fail again (fail_upto). */
 static void before_step(void *ctx, FtTrainer *tr, long long step)
 {
     FtTrainDmr *td = ctx;
     if (td->prev_step) td->prev_step(td->prev_step_ctx, tr, step);
-    for (int i = 0; i < td->sched.nev && !tr->left; i++) {
+    if (step <= tr->spare.fail_upto) return;
+    tr->spare.fail_upto = step;
+    int replicas[FT_SPARE_BATCH_MAX], n = 0;
+    for (int i = 0; i < td->sched.nev; i++) {
         const FtFaultEvent *e = &td->sched.ev[i];
         if (e->kind != FT_FAULT_FAIL || e->step != step) continue;
         int replica = e->replica >= 0 ? e->replica : e->rank / td->replica_width;
-        long long wipes = tr->spare.wipeouts;
-        int rc = train_fail_replica(tr, replica);
-        if (rc < 0)
-            log_warn("faults: %s:%d: replica %d has already failed: nothing more to stop",
-                     td->sched.path, e->line, replica);
-        else
-            log_info("faults: %s:%d: replica %d fails before step %lld (%s)", td->sched.path,
-                     e->line, replica, step,
-                     tr->spare.wipeouts > wipes ? "a wipe-out: a shard type lost every holder"
-                                                : "masked by SPARe");
-        if (tr->spare.wipeouts > wipes) break;
+        if (n == FT_SPARE_BATCH_MAX) {
+            log_warn("faults: %s:%d: more than %d fail-stops before step %lld: this one is left "
+                     "out", td->sched.path, e->line, FT_SPARE_BATCH_MAX, step);
+            continue;
+        }
+        log_info("faults: %s:%d: replica %d fails before step %lld", td->sched.path, e->line,
+                 replica, step);
+        replicas[n++] = replica;
     }
+    if (!n) return;
+    long long wipes = tr->spare.wipeouts, masked = tr->spare.masked;
+    int rc = train_fail_replicas(tr, replicas, n);
+    if (tr->left) return;
+    if (rc < 0 && tr->spare.masked == masked)
+        log_warn("faults: %s: before step %lld: the replicas named have failed already: nothing "
+                 "more to stop", td->sched.path, step);
+    else if (tr->spare.wipeouts > wipes)
+        log_info("faults: %s: before step %lld: a wipe-out (a shard type lost every holder)",
+                 td->sched.path, step);
+    else
+        log_info("faults: %s: before step %lld: %lld failure%s masked by SPARe", td->sched.path,
+                 step, tr->spare.masked - masked, tr->spare.masked - masked == 1 ? "" : "s");
 }
 
 static void fetch_train(void *ctx, uint64_t first, int B, int *inputs, int *targets)
@@ -127,6 +142,9 @@ int train_dmr_setup(FtTrainDmr **out, FtTrainer *tr, const FtConfig *cfg, char *
     if (path[0]) {
         if (fault_load(&td->sched, path, tr->c_world, err, errlen)) goto out_free;
         td->has_sched = true;
+    }
+    if (path[0] && !tr->grid) { /* a hot spare: the training ranks plan (and check) the flips */
+    } else if (path[0]) {
         FtFaultOps *ops = gather_ops(tr, nranks);
         FtFaultJob job = {.nranks = nranks, .dp = tr->grid ? tr->grid->dp : 1,
                           .steps = cfg->train.steps, .ops = ops, .seed = (uint64_t)cfg->run.seed};
@@ -172,7 +190,7 @@ int train_dmr_setup(FtTrainDmr **out, FtTrainer *tr, const FtConfig *cfg, char *
             tr->before_commit = td->prev_commit, tr->before_commit_ctx = td->prev_ctx;
             goto out_free;
         }
-        td->replica_width = tr->grid ? tr->grid->tp * tr->grid->pp * tr->grid->ep : 1;
+        td->replica_width = (int)(cfg->parallel.tp * cfg->parallel.pp * cfg->parallel.ep);
         td->prev_step = tr->before_step, td->prev_step_ctx = tr->before_step_ctx;
         tr->before_step = before_step, tr->before_step_ctx = td;
     }

@@ -16,9 +16,12 @@
  * copied back before run.save_model writes it (model_copy_state); checkpoints are not staged
  * yet, so a CUDA run refuses the checkpoint keys.
  * With SPARe (spare.r > 0) the run ends with a `spare:` line (failures masked, wipe-outs, shards
- * computed vs needed, time lost); a replica that failed (train_fail_replica, from the faults hook)
- * leaves the training communicators: its ranks skip the reports of the grid they left and wait,
- * yielding, for the others at the end. A wipe-out ends the run with FT_EXIT_WIPEOUT. */
+ * computed vs needed, spares used, restarts, time lost); a replica that failed (from the faults
+ * hook) leaves the training communicators: its ranks wait inside train_run (job channel,
+ * train_spare_attach) and skip the reports of the grid they left. spare.spares hot spares are
+ * the ranks after the layout's: they idle in train_run until one takes a failed replica's place.
+ * A wipe-out restarts in-process from the newest verified checkpoint (every replica back); with
+ * none (or spare.wipeout = requeue) the run ends with FT_EXIT_WIPEOUT. */
 #include <errno.h>
 #include <math.h>
 #include <omp.h>
@@ -131,7 +134,8 @@ static int load_deck(const char *verb, int argc, char **argv, MPI_Comm comm, FtC
     int rank = 0;
     FT_CHECK_MPI(MPI_Comm_rank(comm, &rank));
     char err[FT_DECK_ERR_MAX];
-    if (deck_load(cfg, argv[1], argc - 2, argv + 2, comm, err, sizeof err)) {
+    if (deck_load(cfg, argv[1], argc - 2, argv + 2, comm, err, sizeof err) ||
+        deck_check_trainable(cfg, err, sizeof err)) {
         cli_error(comm, err);
         deck_free(cfg);
         return FT_EXIT_USAGE;
@@ -289,15 +293,24 @@ int verb_train(int argc, char **argv, MPI_Comm comm)
     }
     char err[1024] = "";
     FtGrid grid;
-    if (grid_create(&grid, comm, (int)cfg.parallel.tp, (int)cfg.parallel.pp, (int)cfg.parallel.dp,
-                    (int)cfg.parallel.ep, err, sizeof err)) { /* deck_check agreed already */
-        cli_error(comm, err);
+    /* SPARe's hot spares: the ranks after the layout's, tp x pp x ep per spare replica */
+    int W = (int)(cfg.parallel.tp * cfg.parallel.pp * cfg.parallel.ep);
+    bool spare_rank = rank >= W * cfg.parallel.dp;
+    if (grid_create_sub(&grid, comm, !spare_rank, rank, (int)cfg.parallel.tp, (int)cfg.parallel.pp,
+                        (int)cfg.parallel.dp, (int)cfg.parallel.ep, err, sizeof err) < 0) {
+        cli_error(comm, err); /* deck_check agreed already */
         deck_free(&cfg);
         return FT_EXIT_USAGE;
     }
     FtShard shard = {.tp = grid.tp, .tp_rank = grid.tp_rank, .pp = grid.pp, .pp_rank = grid.pp_rank,
                      .ep = grid.ep, .ep_rank = grid.ep_rank};
-    bool sharded = grid.tp > 1 || grid.pp > 1 || grid.ep > 1;
+    if (spare_rank) { /* its place in the replica it may replace */
+        shard = (FtShard){.tp = (int)cfg.parallel.tp, .pp = (int)cfg.parallel.pp,
+                          .ep = (int)cfg.parallel.ep};
+        grid_place(rank % W, shard.tp, shard.ep, &shard.tp_rank, &shard.pp_rank, &shard.ep_rank);
+    }
+    /* from the deck, so a spare (no grid) takes the same collective branches at the end */
+    bool sharded = cfg.parallel.tp > 1 || cfg.parallel.pp > 1 || cfg.parallel.ep > 1;
     FtModel model;
     FtData *train = NULL, *val = NULL;
     int T = train_seq_len(&cfg);
@@ -324,42 +337,51 @@ int verb_train(int argc, char **argv, MPI_Comm comm)
     FetchCtx tctx = {train, "train"}, vctx = {val, "val"};
     FtBatchSource tsrc = {data_fetch, &tctx}, vsrc = {data_fetch, &vctx};
     FtTrainer tr;
-    train_init_grid(&tr, &cfg, &model, &grid, &tsrc, val ? &vsrc : NULL);
+    if (spare_rank) train_init_spare(&tr, &cfg, &model, &tsrc, val ? &vsrc : NULL);
+    else train_init_grid(&tr, &cfg, &model, &grid, &tsrc, val ? &vsrc : NULL);
     if (log_level() >= FT_LOG_DEBUG && rank == 0) {
         printf("tape (one micro-batch; fwd / bwd / rec = AC recomputation):\n");
         tape_print(stdout, &tr.tape);
         fflush(stdout);
     }
-    FtTrainCkpt *tck = NULL; /* checkpoint hook: resume, then checkpoints on schedule */
-    if (train_ckpt_setup(&tck, &tr, &cfg, comm, err, sizeof err)) { /* checkpoint hook */
-        cli_error(comm, err);
+    /* checkpoint hook: resume, then checkpoints on schedule; written by the training ranks (a
+     * spare's writer is its own until it joins them) */
+    FtTrainCkpt *tck = NULL;
+    MPI_Comm writers = spare_rank ? MPI_COMM_SELF : grid.world;
+    bad = train_ckpt_setup(&tck, &tr, &cfg, writers, err, sizeof err) ? 1 : 0;
+    if (agree(bad, comm)) { /* checkpoint hook */
+        cli_error(comm, err[0] ? err : "checkpoint: resume failed on a spare's rank");
+        train_ckpt_destroy(tck);
         rc = FT_EXIT_USAGE;
         goto out_train;
     }
     if (rank == 0) save_resolved_deck(&cfg); /* after the checkpoint hook made its folder */
     FtTrainDmr *tdm = NULL; /* DMR hook: checks, injected faults, agreement before commit */
-    if (train_dmr_setup(&tdm, &tr, &cfg, err, sizeof err)) { /* DMR hook */
-        cli_error(comm, err);
+    bad = train_dmr_setup(&tdm, &tr, &cfg, err, sizeof err) ? 1 : 0;
+    if (agree(bad, comm)) { /* DMR hook */
+        cli_error(comm, err[0] ? err : "faults: the schedule failed on a spare's rank");
+        train_dmr_destroy(tdm);
         train_ckpt_destroy(tck);
         rc = FT_EXIT_USAGE;
         goto out_train;
     }
+    train_spare_attach(&tr, comm); /* SPARe: spares, restarts (nothing when SPARe is off) */
     FtCounters *ctr = counters_open_papi(cfg.perf.papi_events, FT_NREGIONS, comm);
     timers_attach(&tr.regions, ctr); /* perf.papi_events: counts per region */
     FtComm *job = comm_create_mpi_dup(comm, "job"); /* the end-of-run agreements */
     FtTrainSummary s;
     train_run(&tr, &s);
     train_ckpt_finish(tck); /* checkpoint hook: waits for the last write */
-    /* SPARe: did a replica leave, did the run end in a wipe-out (a left rank waits here) */
-    bool any_left = comm_max_i64_poll(job, s.left ? 1 : 0, NULL) > 0;
+    /* SPARe: did rank 0's replica leave, did the run end in a wipe-out */
+    bool lead_left = comm_max_i64_poll(job, s.left && rank == 0 ? 1 : 0, NULL) > 0;
     bool wipeout = comm_max_i64_poll(job, s.wipeout ? 1 : 0, NULL) > 0;
     comm_destroy(job);
     rc = s.ok ? FT_EXIT_OK : FT_EXIT_FAILED;
     if (wipeout) rc = FT_EXIT_WIPEOUT;
-    if (any_left && (cfg.run.save_model[0] || cfg.train.sample_tokens > 0))
-        log_warn("run.save_model and the end-of-run sample are skipped: a replica left the run "
-                 "(the weights live on its survivors; use checkpoints)");
-    if (any_left) sharded = true; /* rank 0 may not hold the trained weights */
+    if (lead_left && (cfg.run.save_model[0] || cfg.train.sample_tokens > 0))
+        log_warn("run.save_model and the end-of-run sample are skipped: rank 0's replica left "
+                 "the run (the weights live on its survivors; use checkpoints)");
+    if (lead_left) sharded = true; /* rank 0 may not hold the trained weights */
     else if (sharded && (cfg.run.save_model[0] || cfg.train.sample_tokens > 0))
         log_warn("run.save_model and the end-of-run sample need the whole model on rank 0; "
                  "not done for a tp/pp/ep-sharded layout (use checkpoints)");

@@ -23,6 +23,7 @@ result_line() {
     bench_dmr) echo '^RESULT naive vs off: [0-9.]+x' ;;
     bench_law) echo '\| pred +[0-9.]+ h sim +[0-9.]+ \+- +[0-9.]+ .* err +[-+][0-9.]+%' ;;
     bench_gradsync) echo '^P 2, C +[0-9]+, .* ratio [0-9.]+; results bitwise equal' ;;
+    bench_spare) echo '^RESULT r [0-9] vs r 1: [0-9.]+x' ;;
     *) echo . ;;
   esac
 }

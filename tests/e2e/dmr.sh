@@ -2,7 +2,7 @@
 # e2e/dmr.sh: DMR and the fault schedule as a user meets them. Every bad fault file in
 # tests/e2e/bad_faults/ gives exactly one "FILE:LINE: message" line on stderr (its "; expect:"
 # text; "; np:" and "; args:" as for bad decks) and exit code 2; a missing or unreadable file
-# is one line too. The default deck (make run's) catches its one injected flip and rolls it back,
+# is one line too. The one-rank default deck (make run NP=1 DECK=inputs/default.ini) catches its one injected flip and rolls it back,
 # ending bitwise where a run without faults and without DMR ends; piggyback DMR on a pp2 pipeline
 # with AC catches a seeded campaign; a fail-stop line without SPARe is a one-line error; a flip
 # after a shorter run's end is left out with a warning; with dmr.mode = off a flip is missed.
