@@ -129,7 +129,8 @@ hasf "cpu.sbatch: exit code line" "$d/cpu.out" "^job: ftllm exit code 0\$"
 
 # --- requeue.sbatch: a wipe-out before step 5 on the first attempt only ---
 printf 'fail step=5 replica=1   ; spare.r 1: replica 1 is the only holder of shard 1\n' > "$d/wipe.faults"
-rq="parallel.dp=2 spare.r=1 dmr.mode=off faults.schedule= $tiny checkpoint.interval=3 run.name=rq"
+# spare.wipeout=requeue: exit 5 at once (the default restarts in-process from the checkpoint)
+rq="parallel.dp=2 spare.r=1 spare.wipeout=requeue dmr.mode=off faults.schedule= $tiny checkpoint.interval=3 run.name=rq"
 # shellcheck disable=SC2086
 id=$(FTLLM_FIRST_ATTEMPT_FAULTS=$d/wipe.faults sbatch --parsable $two -o "$d/rq.out" \
   jobscripts/requeue.sbatch inputs/default.ini $rq checkpoint.dir="$d/ckpt")
