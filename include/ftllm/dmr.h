@@ -44,9 +44,19 @@
 #include "ftllm/backend.h"
 #include "ftllm/comm.h"
 #include "ftllm/exec.h"
+#include "ftllm/dmr_plan.h"
 #include "ftllm/fault.h"
+#include "ftllm/timeline.h"
 
-typedef enum ft_dmr_strategy { FT_DMR_S_NAIVE, FT_DMR_S_PIGGYBACK, FT_DMR_NSTRAT } FtDmrStrategy;
+typedef enum ft_dmr_strategy {
+    FT_DMR_S_NAIVE,
+    FT_DMR_S_PIGGYBACK,
+    FT_DMR_S_DEFERRED, /* planned: one op's checker, queued */
+    FT_DMR_S_AGC,      /* planned: an op replayed in its AGC segment */
+    FT_DMR_NSTRAT
+} FtDmrStrategy;
+
+typedef struct ft_dmr FtDmr;
 
 typedef struct ft_dmr_cfg {
     int mode;            /* enum ft_dmr_mode (deck_keys.h): off (injection only), naive, piggyback */
@@ -56,6 +66,17 @@ typedef struct ft_dmr_cfg {
                             rank's number picks its flips */
     const FtFlip *flips; /* the schedule's flips (every rank's: this rank keeps its own) */
     int nflips;
+    /* mode planned */
+    const FtTape *micro, *opt; /* the entry space (dmr_plan.h): the micro-batch tape (every
+                                  other tape the hooks see is a pipeline slot's copy of it) and
+                                  the optimizer tape */
+    int phases;                /* enum ft_plan_phase mask */
+    size_t budget;             /* bytes deferred checks may keep at once */
+    int profile_steps;         /* steps profiled when no plan is given */
+    const FtTimeline *tl;      /* the executor's timeline: the profiler reads its waits */
+    /* called once the profile is planned (dmr_plan has it), at the end of an attempt */
+    void (*on_plan)(void *arg, FtDmr *d);
+    void *on_plan_arg;
 } FtDmrCfg;
 
 /* Counters of one rank (dmr_stats) or summed over the job (dmr_stats_job). */
@@ -64,6 +85,9 @@ typedef struct ft_dmr_stats {
     long long mismatches;            /* checks whose outputs differed */
     long long attempts, redone;      /* step attempts, and those rolled back (job-wide) */
     long long unchecked;             /* piggyback fingerprints whose twin never ran */
+    long long windowed;  /* deferred units (an op, or an AGC segment) checked in windows */
+    long long drained;   /* ... checked before the agreement (no window came) */
+    long long demoted;   /* ... checked at once: keeping them would pass dmr.deferred_mb */
     long long injected, detected, rolled_back, missed, not_fired;
     long long injected_at[FT_OP_NKINDS][3]; /* by op kind and phase (FtPhase; optimizer = fwd) */
     long long injected_by[FT_DMR_NSTRAT + 1][2]; /* by the strategy checking it (last: none) and
@@ -71,16 +95,25 @@ typedef struct ft_dmr_stats {
     double check_s;   /* inside the checks, the injections and the agreement */
     double compute_s; /* step attempts, from the first micro-batch to the agreement */
     double redo_s;    /* attempts that were rolled back */
+    double window_s;  /* deferred checks run inside windows (part of check_s) */
+    long long kept_peak; /* most bytes deferred checks kept at once (job: the largest rank's) */
 } FtDmrStats;
-
-typedef struct ft_dmr FtDmr;
 
 /* Not collective. cfg->flips is copied (this rank's). */
 FtDmr *dmr_create(const FtDmrCfg *cfg);
 void dmr_free(FtDmr *d);
 
-/* The executor hooks to install (FtExec.hooks). */
+/* The executor hooks to install (FtExec.hooks), and the poll hook (FtExec.poll) that runs
+ * queued deferred checks while a message is in flight (mode planned; it does nothing
+ * otherwise). */
 FtExecHooks dmr_hooks(FtDmr *d);
+FtPoll dmr_poll(FtDmr *d);
+
+/* Mode planned: gives d the plan to follow from the next attempt (d owns *p afterwards, p is
+ * zeroed); without one, d profiles dmr.profile_steps attempts first (checked naively) and plans
+ * them. dmr_plan is the plan in use, NULL while profiling. */
+void dmr_set_plan(FtDmr *d, FtDmrEntryPlan *p);
+const FtDmrEntryPlan *dmr_plan(const FtDmr *d);
 
 /* A training micro-batch of step `step` (1-based: the step being computed) begins; the first
  * call after dmr_agree opens a new attempt (execution counts start from 0). */
