@@ -317,6 +317,30 @@ void train_dmr_stats(FtTrainDmr *td, FtDmrStats *s)
 
 FtDmr *train_dmr_get(FtTrainDmr *td) { return td ? td->dmr : NULL; }
 
+int train_dmr_write_plan(FtTrainDmr *td, const char *path, char *file, size_t filelen, char *err,
+                         size_t errlen)
+{
+    FtTrainer *tr = td->tr;
+    int nranks = tr->c_world ? comm_size(tr->c_world) : 1;
+    int rank = tr->c_world ? comm_rank(tr->c_world) : 0;
+    const FtDmrEntryPlan *p = dmr_plan(td->dmr);
+    FT_ASSERT(p);
+    if (nranks == 1) snprintf(file, filelen, "%s", path);
+    else snprintf(file, filelen, "%s.r%d", path, rank);
+    char msg[512] = "";
+    dmr_plan_write(p, &tr->tape, &tr->opt_tape, file, td->rank_line, msg, sizeof msg);
+    char *msgs = calloc((size_t)nranks, sizeof msg);
+    FT_ASSERT(msgs);
+    if (nranks > 1) comm_allgather(tr->c_world, msg, msgs, sizeof msg, FT_U8);
+    else memcpy(msgs, msg, sizeof msg);
+    int bad = -1;
+    for (int q = 0; q < nranks && bad < 0; q++)
+        if (msgs[(size_t)q * sizeof msg]) bad = q;
+    if (bad >= 0) snprintf(err, errlen, "%s", msgs + (size_t)bad * sizeof msg);
+    free(msgs);
+    return bad >= 0 ? -1 : 0;
+}
+
 void train_dmr_destroy(FtTrainDmr *td)
 {
     if (!td) return;

@@ -186,11 +186,26 @@ static int save_weights(const char *path, const FtModel *m, char *err, size_t er
     return rc;
 }
 
-int verb_train(int argc, char **argv, MPI_Comm comm)
+/* `ftllm plan`: the deck's run cut down to the DMR profile (verb_plan.c). */
+static void plan_only(FtConfig *cfg, char *plan_path, size_t len)
+{
+    snprintf(plan_path, len, "%s", cfg->dmr.plan);
+    cfg->dmr.plan[0] = '\0'; /* profile even where the files exist: verb_plan writes them */
+    cfg->dmr.mode = FT_DMR_PLANNED;
+    cfg->train.steps = cfg->dmr.profile_steps;
+    cfg->train.val_batches = 0, cfg->train.sample_tokens = 0;
+    cfg->run.save_model[0] = cfg->faults.schedule[0] = '\0';
+    cfg->checkpoint.interval = 0, cfg->checkpoint.every_s = 0, cfg->checkpoint.resume[0] = '\0';
+}
+
+/* `ftllm train`, or with plan `ftllm plan` (the profile steps, then the plan's report). */
+static int train_or_plan(int argc, char **argv, MPI_Comm comm, bool plan)
 {
     FtConfig cfg;
-    int rc = load_deck("train", argc, argv, comm, &cfg);
+    int rc = load_deck(plan ? "plan" : "train", argc, argv, comm, &cfg);
     if (rc) return rc;
+    char plan_path[FT_DECK_STR_MAX] = "";
+    if (plan) plan_only(&cfg, plan_path, sizeof plan_path);
     const FtBackend *be;
     if ((rc = open_backend(&cfg, comm, &be))) {
         deck_free(&cfg);
@@ -199,9 +214,9 @@ int verb_train(int argc, char **argv, MPI_Comm comm)
     int rank = 0, nranks = 1;
     FT_CHECK_MPI(MPI_Comm_rank(comm, &rank));
     FT_CHECK_MPI(MPI_Comm_size(comm, &nranks));
-    log_info("ftllm %s train: deck %s, %d rank%s, layout dp %lld x pp %lld x ep %lld x tp %lld, "
+    log_info("ftllm %s %s: deck %s, %d rank%s, layout dp %lld x pp %lld x ep %lld x tp %lld, "
              "%d thread%s per rank, backend %s",
-             FTLLM_VERSION, cfg.path, nranks, nranks == 1 ? "" : "s", cfg.parallel.dp,
+             FTLLM_VERSION, plan ? "plan" : "train", cfg.path, nranks, nranks == 1 ? "" : "s", cfg.parallel.dp,
              cfg.parallel.pp, cfg.parallel.ep, cfg.parallel.tp, omp_get_max_threads(),
              omp_get_max_threads() == 1 ? "" : "s", be->name);
     if (rank == 0 && log_level() >= FT_LOG_INFO) {
@@ -268,6 +283,12 @@ int verb_train(int argc, char **argv, MPI_Comm comm)
     FtTrainSummary s;
     train_run(&tr, &s);
     train_ckpt_destroy(tck); /* checkpoint hook: waits for the last write */
+    if (plan) {
+        comm_destroy(job);
+        rc = verb_plan_report(&tr, tdm, &cfg, plan_path, comm);
+        train_dmr_destroy(tdm);
+        goto out_train;
+    }
     /* SPARe: did a replica leave, did the run end in a wipe-out (a left rank waits here) */
     bool any_left = comm_max_i64_poll(job, s.left ? 1 : 0, NULL) > 0;
     bool wipeout = comm_max_i64_poll(job, s.wipeout ? 1 : 0, NULL) > 0;
@@ -335,6 +356,10 @@ out_model:
     deck_free(&cfg);
     return rc;
 }
+
+int verb_train(int argc, char **argv, MPI_Comm comm) { return train_or_plan(argc, argv, comm, false); }
+
+int verb_plan(int argc, char **argv, MPI_Comm comm) { return train_or_plan(argc, argv, comm, true); }
 
 /* `ftllm sample DECK [overrides]`: train.sample_tokens tokens from the model in model.init. */
 int verb_sample(int argc, char **argv, MPI_Comm comm)
