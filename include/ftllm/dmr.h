@@ -17,6 +17,27 @@
  *              nothing is recomputed) and entries that write integers (MoE routing indices and
  *              counts, which later ops use as addresses before the twin could compare them) are
  *              checked naively.
+ *   planned    a plan (dmr_plan.h) gives each op entry one strategy, from a profile of the
+ *              first dmr.profile_steps steps (checked naively) or from the plan file dmr.plan:
+ *              piggyback and naive as above, and
+ *              deferred  the primary's inputs that are not model state are copied and its
+ *                        outputs fingerprinted; the checker runs later from the copies into
+ *                        scratch and compares fingerprints. Queued checkers run from the
+ *                        executor's poll hook (dmr_poll: FtExec.poll, called while a message is
+ *                        in flight), one op per call, so the wait tests its requests between
+ *                        chunks (MPICH has no progress thread); what is still queued runs in
+ *                        dmr_agree before the agreement, so no step commits unchecked.
+ *              agc       the ops of an AGC segment (a run of one block's ops) form one deferred
+ *                        unit: an input another member of the unit wrote (with nothing else
+ *                        writing or sending it in between) is not kept but replayed, so only
+ *                        the segment's boundary tensors are kept; each replayed op's output
+ *                        fingerprint is compared (piggyback ops inside are replayed, not
+ *                        counted as checks).
+ *              At most dmr.deferred_mb bytes are kept at once (copies + fingerprints): an op
+ *              that would pass it is checked at once (naive) and its open segment replayed
+ *              first. Entries that write integers (MoE routing) are never deferred. A corrupted
+ *              output a deferred check has not compared yet reaches later ops (floats only) and
+ *              maybe other ranks, but not the parameters: the step is redone by every rank.
  * Validation passes are not checked (they change no state) and not counted.
  *
  * A step is one or more attempts (train.h before_commit): dmr_agree ends one. Every check of the

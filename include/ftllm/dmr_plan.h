@@ -22,7 +22,11 @@
  * copied) plus 8 bytes per output (a fingerprint). recomputed = the entry has an AC twin; block
  * = layer + 1 (0: outside the blocks). One window per position and kind with time > 0, opening
  * after the last planned op at or before it; a PP window's block is the block of the entry
- * before it. Times and lengths are per step (means over the profiled steps).
+ * before it. Times and lengths are per step (means over the profiled steps). The waits were
+ * measured while every rank checked naively, which stretches a pipeline's bubbles and a
+ * neighbour's lateness with the compute: window lengths are scaled by step_s / wall_s (the
+ * step without its checks over the step with them), to first order what they are once most
+ * checks are off the critical path.
  *
  * The file (dmr_plan_write / dmr_plan_read): text, '#' starts a comment line:
  *   ftllm-dmr-plan 1
@@ -52,7 +56,8 @@ typedef struct ft_dmr_profile {
     double *time;       /* [nmicro + nopt] checker seconds, summed over the steps */
     double *wait_pp;    /* [nmicro + nopt + 1]: seconds waited after entry i - 1 (0: before */
     double *wait_other; /*   any op of the step), summed over the steps */
-    double step_s;      /* step attempts' seconds, summed */
+    double step_s;      /* step attempts' seconds without their checks, summed */
+    double wall_s;      /* step attempts' seconds, checks included, summed */
 } FtDmrProfile;
 
 typedef struct ft_dmr_entry_plan {

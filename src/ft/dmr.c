@@ -796,6 +796,7 @@ static void profile_end(FtDmr *d, double now)
     if (d->prof_count) {
         d->prof.steps++;
         d->prof.step_s += now - d->t_attempt - (d->s.check_s - d->att_check_s); /* unchecked */
+        d->prof.wall_s += now - d->t_attempt;
     }
     if (--d->profile_left > 0) return;
     FtDmrEntryPlan p;

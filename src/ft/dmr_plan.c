@@ -148,9 +148,11 @@ int dmr_plan_build(const FtDmrProfile *pf, const FtTape *micro, const FtTape *op
     FtDmrPlan pl = {0};
     if (!ops || !win || !ent || !opi || !went) goto out;
     int nops = 0, nwin = 0, last = -1;
+    double scale = pf->wall_s > 0 && pf->step_s > 0 && pf->step_s < pf->wall_s
+                   ? pf->step_s / pf->wall_s : 1.0; /* waits measured under naive checks */
     for (int i = 0; i <= n; i++) {
         /* the waits just before entry i (after entry i - 1): one window per kind */
-        double w[2] = {pf->wait_pp[i] / steps, pf->wait_other[i] / steps};
+        double w[2] = {scale * pf->wait_pp[i] / steps, scale * pf->wait_other[i] / steps};
         for (int k = 0; k < 2; k++) {
             if (!(w[k] > 0)) continue;
             int blk = i > 0 ? block_of(micro, opt, i - 1) : 0;
