@@ -417,6 +417,7 @@ static void test_plan_file_roundtrip(void **state)
         if (p.strat[i] >= 0) n[p.strat[i]]++;
     assert_true(n[PLAN_PIGGYBACK] > 0 && n[PLAN_NAIVE] > 0 && n[PLAN_DEFERRED] > 0);
     /* another rank's line is refused, naming the line */
+    dmr_plan_free(&q);
     assert_int_equal(dmr_plan_read(&q, &tr.tape, &tr.opt_tape, path, "rank 1 of 2 layout x", err,
                                    sizeof err), -1);
     char want[160];

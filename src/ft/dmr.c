@@ -566,7 +566,7 @@ static void defer_add(FtDmr *d, const FtTape *tp, int i, const FtOpCall *c, int 
     }
     for (int k = 0; k < FT_OP_MAX_IN; k++) {
         if (!nb[k]) continue;
-        m.copy[k] = malloc(nb[k]);
+        m.copy[k] = aligned_alloc(64, (nb[k] + 63) & ~(size_t)63); /* as the model's buffers */
         FT_ASSERT(m.copy[k]);
         memcpy(m.copy[k], c->in[k], nb[k]);
         m.c.in[k] = m.copy[k];
