@@ -1,4 +1,5 @@
-/* dmr.c: dual modular redundancy and fault injection on the executor's after-op hook (dmr.h).
+/* dmr.c: dual modular redundancy and fault injection on the executor's after-op hook (dmr.h);
+ * mode planned's deferred checks and profile are in dmr_defer.c (shared types: dmr_impl.h).
  *
  * Key decisions:
  *  - The naive checker runs the op's own call with its outputs pointed at scratch memory (ops
@@ -24,114 +25,13 @@
 #include "ftllm/ckpt.h"
 #include "ftllm/deck_keys.h"
 #include "ftllm/log.h"
-
-enum strat { S_NONE, S_NAIVE, S_PB_SAVE, S_PB_CHECK, S_DEFER, S_AGC };
-
-/* A deferred check (mode planned): one op (D-DMR) or the members of an AGC segment that ran so
- * far, replayed from what was kept when each primary ran. */
-typedef struct member {
-    int entry;                  /* in its tape */
-    FtOpCall c;                 /* inputs: kept copies, model state, or NULL where link >= 0 */
-    int link[FT_OP_MAX_IN];     /* input k is member link/FT_OP_MAX_OUT's output link%MAX, or -1 */
-    void *copy[FT_OP_MAX_IN];   /* kept copies (freed with the unit) */
-    uint64_t fp[FT_OP_MAX_OUT]; /* the primary's output fingerprints */
-    int chk[4], nchk;           /* checker flips (applied to the replay's outputs) */
-    bool covered;               /* counted as a check (AGC: not a piggyback op replayed) */
-} Member;
-
-typedef struct unit {
-    const FtTape *tp;
-    int seg;        /* AGC segment, -1: one op */
-    Member *m;
-    int nm, cap;
-    size_t kept;    /* bytes charged to the budget */
-    bool complete;  /* its last member ran (or it was closed) */
-    int next;       /* members replayed so far */
-    size_t *roff;   /* [nm x FT_OP_MAX_OUT] replay output offsets in the replay scratch */
-} Unit;
-
-/* Piggyback fingerprints of one tape. */
-typedef struct fp_store {
-    const FtTape *tp;
-    int ne;
-    uint64_t *fp;           /* ne x FT_OP_MAX_OUT */
-    unsigned char *pending; /* ne: fingerprinted, twin not run yet */
-    int npending;
-} FpStore;
-
-typedef struct inj { /* a flip applied in this attempt */
-    int flip;
-    const FtTape *tp;
-    int key; /* the entry whose check covers it */
-    bool detected;
-} Inj;
-
-typedef struct deferred { /* a checker flip waiting for its recompute twin */
-    int flip;
-    const FtTape *tp;
-    int entry, key;
-} Deferred;
-
-#define MAX_STORES (FT_EXEC_MAX_TAPES + 2)
-
-struct ft_dmr {
-    int mode, suspect_after;
-    const FtBackend *be;
-    int rank, nranks; /* in the world of the last agreement */
-    FtFlip *flips;
-    bool *fired;
-    int nflips;
-    FpStore st[MAX_STORES];
-    int nst;
-    void *scratch;
-    size_t scratch_bytes;
-    /* the attempt */
-    bool in_attempt, active;
-    long long step;
-    long long count[FT_OP_NKINDS];
-    int *armed, narmed; /* this step's flips not fired yet (-1: fired) */
-    Inj *inj;
-    int ninj, capinj;
-    Deferred *def;
-    int ndef, capdef;
-    long long mism;
-    char first[256];
-    double t_attempt;
-    /* mode planned */
-    const FtTape *micro, *opt;
-    int phases, profile_left, profile_steps;
-    size_t budget, kept;
-    const FtTimeline *tl;
-    FtDmrEntryPlan plan; /* plan.strat NULL: profiling */
-    FtDmrProfile prof;
-    int prof_last;       /* entry space index of the op that ran last (-1: none this attempt) */
-    double prof_w[2];    /* the timeline's waits (pp, others) at the last op */
-    bool prof_count;     /* this attempt is measured */
-    int prof_attempt;    /* attempts profiled */
-    double att_check_s;  /* check_s when the attempt began */
-    int *seg_last;       /* [plan.nseg] entry of each segment's last member */
-    Unit *cur;           /* the unit being replayed (its outputs are in rscratch) */
-    int *link;           /* [n x FT_OP_MAX_IN] AGC members: producer entry * MAX_OUT + k, or -1 */
-    Unit **units;        /* deferred checks in order: open and complete */
-    int nunits, capunits;
-    void *rscratch;      /* the replay outputs of the unit being replayed */
-    size_t rscratch_bytes;
-    bool in_poll;
-    void (*on_plan)(void *arg, FtDmr *d);
-    void *on_plan_arg;
-    /* the run */
-    FtDmrStats s;
-    int *bad_steps, *who; /* per world rank */
-    bool *suspect;
-};
+#include "dmr_impl.h"
 
 const char *dmr_mode_name(int mode)
 {
     static const char *const names[] = {"off", "naive", "piggyback", "planned"};
     return mode >= 0 && mode < 4 ? names[mode] : "?";
 }
-
-static void unit_free(FtDmr *d, Unit *u);
 
 static const char *const g_strat_name[] = {"none", "naive", "piggyback", "piggyback", "deferred",
                                            "agc"};
@@ -180,7 +80,7 @@ void dmr_free(FtDmr *d)
     if (d->scratch) d->be->release(d->be->ctx, d->scratch);
     free(d->flips), free(d->fired), free(d->armed), free(d->inj), free(d->def);
     free(d->bad_steps), free(d->who), free(d->suspect);
-    for (int i = 0; i < d->nunits; i++) unit_free(d, d->units[i]);
+    for (int i = 0; i < d->nunits; i++) dmr_unit_free(d, d->units[i]);
     free(d->units), free(d->link), free(d->seg_last), free(d->rscratch);
     dmr_plan_free(&d->plan);
     dmr_profile_free(&d->prof);
@@ -198,7 +98,7 @@ static bool writes_ints(const FtTape *tp, const FtTapeEntry *e)
 }
 
 /* Entry i of tape tp in the plan's entry space (dmr_plan.h). */
-static int entry_index(const FtDmr *d, const FtTape *tp, int i)
+int dmr_entry_index(const FtDmr *d, const FtTape *tp, int i)
 {
     return tp == d->opt ? d->micro->ne + i : i;
 }
@@ -240,7 +140,7 @@ static FpStore *store(FtDmr *d, const FtTape *tp)
     return s;
 }
 
-static void run_op(const FtDmr *d, const FtTapeEntry *e, const FtOpCall *c)
+void dmr_run_op(const FtDmr *d, const FtTapeEntry *e, const FtOpCall *c)
 {
     const FtOpDesc *od = &d->be->ops[e->kind];
     (e->dir == FT_FWD ? od->fwd : od->bwd)(c);
@@ -301,7 +201,7 @@ static int strat_index(enum strat s)
 }
 
 /* Applies flip fi to outs of entry i; its check covers `key`. */
-static void inject(FtDmr *d, int fi, const FtTape *tp, int i, void *const *outs, int key,
+void dmr_inject(FtDmr *d, int fi, const FtTape *tp, int i, void *const *outs, int key,
                    enum strat s)
 {
     const FtFlip *f = &d->flips[fi];
@@ -344,7 +244,7 @@ static void defer(FtDmr *d, int fi, const FtTape *tp, int twin, int key)
     d->def[d->ndef++] = (Deferred){.flip = fi, .tp = tp, .entry = twin, .key = key};
 }
 
-static void mismatch(FtDmr *d, const FtTape *tp, int i, int key, enum strat s)
+void dmr_mismatch(FtDmr *d, const FtTape *tp, int i, int key, enum strat s)
 {
     d->mism++;
     d->s.mismatches++;
@@ -369,7 +269,7 @@ static void scratch_reserve(FtDmr *d, size_t bytes)
 
 /* Runs entry i again into scratch outputs (flipping the checker flips chk[0..nchk) there) and
  * compares with the primary's outputs c->out. */
-static void check_naive(FtDmr *d, const FtTape *tp, int i, const FtOpCall *c, const int *chk,
+void dmr_check_naive(FtDmr *d, const FtTape *tp, int i, const FtOpCall *c, const int *chk,
                         int nchk)
 {
     const FtTapeEntry *e = &tp->e[i];
@@ -385,20 +285,20 @@ static void check_naive(FtDmr *d, const FtTape *tp, int i, const FtOpCall *c, co
     for (int k = 0; k < FT_OP_MAX_OUT; k++)
         if (nb[k]) cc.out[k] = (char *)d->scratch + off[k];
     double t0 = omp_get_wtime();
-    run_op(d, e, &cc);
+    dmr_run_op(d, e, &cc);
     if (d->mode == FT_DMR_PLANNED && !d->plan.strat && d->prof_count)
-        d->prof.time[entry_index(d, tp, i)] += omp_get_wtime() - t0; /* the checker's time */
-    for (int j = 0; j < nchk; j++) inject(d, chk[j], tp, i, cc.out, i, S_NAIVE);
+        d->prof.time[dmr_entry_index(d, tp, i)] += omp_get_wtime() - t0; /* the checker's time */
+    for (int j = 0; j < nchk; j++) dmr_inject(d, chk[j], tp, i, cc.out, i, S_NAIVE);
     bool same = true;
     for (int k = 0; k < FT_OP_MAX_OUT && same; k++)
         if (nb[k] && memcmp(c->out[k], cc.out[k], nb[k])) same = false;
     d->s.checks[FT_DMR_S_NAIVE]++;
     if (same) return;
-    mismatch(d, tp, i, i, S_NAIVE);
-    run_op(d, e, c); /* a third run into the primary's outputs: clean bytes go on */
+    dmr_mismatch(d, tp, i, i, S_NAIVE);
+    dmr_run_op(d, e, c); /* a third run into the primary's outputs: clean bytes go on */
 }
 
-static void fingerprint(const FtTape *tp, const FtTapeEntry *e, const FtOpCall *c, uint64_t *fp)
+void dmr_fingerprint(const FtTape *tp, const FtTapeEntry *e, const FtOpCall *c, uint64_t *fp)
 {
     for (int k = 0; k < FT_OP_MAX_OUT; k++) {
         fp[k] = 0;
@@ -408,266 +308,6 @@ static void fingerprint(const FtTape *tp, const FtTapeEntry *e, const FtOpCall *
     }
 }
 
-/* ---- deferred checks (mode planned) -------------------------------------------------------- */
-
-static bool stable_role(FtTensorRole r)
-{
-    return r == FT_TR_PARAM || r == FT_TR_MOM1 || r == FT_TR_MOM2; /* unchanged until commit */
-}
-
-static void unit_free(FtDmr *d, Unit *u)
-{
-    if (!u) return;
-    for (int j = 0; j < u->nm; j++)
-        for (int k = 0; k < FT_OP_MAX_IN; k++) free(u->m[j].copy[k]);
-    d->kept -= u->kept;
-    free(u->m), free(u->roff), free(u);
-}
-
-static void unit_remove(FtDmr *d, Unit *u)
-{
-    for (int i = 0; i < d->nunits; i++)
-        if (d->units[i] == u) {
-            memmove(d->units + i, d->units + i + 1, sizeof *d->units * (size_t)(d->nunits - i - 1));
-            d->nunits--;
-            break;
-        }
-    if (d->cur == u) d->cur = NULL;
-    unit_free(d, u);
-}
-
-/* Replays u's next member into the replay scratch and compares its output fingerprints with
- * the primary's; the last member frees u. */
-static void unit_step(FtDmr *d, Unit *u)
-{
-    if (u->next == 0) { /* the replay outputs of every member, carved from one buffer */
-        u->roff = calloc((size_t)u->nm * FT_OP_MAX_OUT, sizeof *u->roff);
-        FT_ASSERT(u->roff);
-        size_t total = 0;
-        for (int j = 0; j < u->nm; j++) {
-            const FtTapeEntry *e = &u->tp->e[u->m[j].entry];
-            for (int k = 0; k < FT_OP_MAX_OUT; k++) {
-                u->roff[j * FT_OP_MAX_OUT + k] = total;
-                if (e->out[k] >= 0 && u->m[j].c.out[k])
-                    total += (tape_tensor_bytes(u->tp, e->out[k]) + 63) & ~(size_t)63;
-            }
-        }
-        if (total > d->rscratch_bytes) {
-            free(d->rscratch);
-            d->rscratch_bytes = total + total / 4;
-            d->rscratch = aligned_alloc(64, (d->rscratch_bytes + 63) & ~(size_t)63);
-            FT_ASSERT(d->rscratch);
-        }
-        d->cur = u;
-    }
-    Member *m = &u->m[u->next];
-    const FtTapeEntry *e = &u->tp->e[m->entry];
-    char *rs = d->rscratch;
-    FtOpCall cc = m->c;
-    for (int k = 0; k < FT_OP_MAX_IN; k++)
-        if (m->link[k] >= 0) cc.in[k] = rs + u->roff[m->link[k]];
-    for (int k = 0; k < FT_OP_MAX_OUT; k++)
-        if (e->out[k] >= 0 && m->c.out[k]) cc.out[k] = rs + u->roff[u->next * FT_OP_MAX_OUT + k];
-    run_op(d, e, &cc);
-    enum strat s = u->seg < 0 ? S_DEFER : S_AGC;
-    for (int j = 0; j < m->nchk; j++) inject(d, m->chk[j], u->tp, m->entry, cc.out, m->entry, s);
-    uint64_t fp[FT_OP_MAX_OUT];
-    fingerprint(u->tp, e, &cc, fp);
-    if (m->covered) d->s.checks[u->seg < 0 ? FT_DMR_S_DEFERRED : FT_DMR_S_AGC]++;
-    if (memcmp(fp, m->fp, sizeof fp)) mismatch(d, u->tp, m->entry, m->entry, s);
-    if (++u->next == u->nm) unit_remove(d, u);
-}
-
-/* Replays all of u now (finishing the unit being replayed first: they share the scratch). */
-static void unit_run(FtDmr *d, Unit *u)
-{
-    if (d->cur && d->cur != u)
-        while (d->cur) unit_step(d, d->cur);
-    u->complete = true;
-    while (u->nm && u->next < u->nm) {
-        Unit *v = u;
-        int left = u->nm - u->next;
-        unit_step(d, v);
-        if (left == 1) return; /* freed */
-    }
-    if (u->nm == 0) unit_remove(d, u);
-}
-
-static bool poll_fn(void *arg)
-{
-    FtDmr *d = arg;
-    if (d->in_poll || !d->nunits) return false;
-    Unit *u = d->cur;
-    for (int i = 0; i < d->nunits && !u; i++)
-        if (d->units[i]->complete) u = d->units[i];
-    if (!u) return false;
-    d->in_poll = true;
-    double t0 = omp_get_wtime();
-    if (u->next == 0) d->s.windowed++;
-    unit_step(d, u); /* one op: then the wait tests its requests again */
-    double dt = omp_get_wtime() - t0;
-    d->s.check_s += dt, d->s.window_s += dt;
-    d->in_poll = false;
-    return true;
-}
-
-FtPoll dmr_poll(FtDmr *d) { return (FtPoll){.fn = poll_fn, .arg = d}; }
-
-/* Replays every queued unit (before the agreement: no step commits unchecked). */
-static void drain(FtDmr *d)
-{
-    while (d->nunits) {
-        Unit *u = d->cur ? d->cur : d->units[0];
-        if (u->next == 0) d->s.drained++;
-        unit_run(d, u);
-    }
-}
-
-/* Entry i (primary outputs c->out) of tape tp becomes a member of a deferred unit: its own
- * (seg < 0) or its AGC segment's. Inputs are kept (copied) unless they are model state or the
- * output of an earlier member of the same unit; over the budget, the unit is replayed at once
- * and entry i checked naively. */
-static void defer_add(FtDmr *d, const FtTape *tp, int i, const FtOpCall *c, int seg,
-                      bool covered, const int *chk, int nchk)
-{
-    const FtTapeEntry *e = &tp->e[i];
-    int idx = entry_index(d, tp, i);
-    Unit *u = NULL;
-    for (int j = 0; j < d->nunits && seg >= 0 && !u; j++)
-        if (!d->units[j]->complete && d->units[j]->tp == tp && d->units[j]->seg == seg)
-            u = d->units[j];
-    if (u)
-        for (int j = 0; j < u->nm; j++)
-            if (u->m[j].entry == i) { /* the tape runs again (next micro-batch): close it */
-                u->complete = true;
-                u = NULL;
-                break;
-            }
-    Member m = {.entry = i, .c = *c, .covered = covered};
-    size_t bytes = 0, nb[FT_OP_MAX_IN] = {0};
-    for (int k = 0; k < FT_OP_MAX_IN; k++) {
-        m.link[k] = -1;
-        if (e->in[k] < 0 || !c->in[k] || stable_role(tp->t[e->in[k]].role)) continue;
-        int pr = u && d->link ? d->link[(size_t)idx * FT_OP_MAX_IN + k] : -1;
-        for (int j = u ? u->nm - 1 : -1; pr >= 0 && j >= 0; j--)
-            if (u->m[j].entry == pr / FT_OP_MAX_OUT) {
-                m.link[k] = j * FT_OP_MAX_OUT + pr % FT_OP_MAX_OUT;
-                m.c.in[k] = NULL;
-                break;
-            }
-        if (m.link[k] < 0) bytes += nb[k] = tape_tensor_bytes(tp, e->in[k]);
-    }
-    for (int k = 0; k < FT_OP_MAX_OUT; k++) bytes += e->out[k] >= 0 ? sizeof(uint64_t) : 0;
-    if (d->kept + bytes > d->budget) {
-        if (u) unit_run(d, u);
-        d->s.demoted++;
-        check_naive(d, tp, i, c, chk, nchk);
-        return;
-    }
-    for (int k = 0; k < FT_OP_MAX_IN; k++) {
-        if (!nb[k]) continue;
-        m.copy[k] = aligned_alloc(64, (nb[k] + 63) & ~(size_t)63); /* as the model's buffers */
-        FT_ASSERT(m.copy[k]);
-        memcpy(m.copy[k], c->in[k], nb[k]);
-        m.c.in[k] = m.copy[k];
-    }
-    fingerprint(tp, e, c, m.fp);
-    for (int j = 0; j < nchk && m.nchk < 4; j++) m.chk[m.nchk++] = chk[j];
-    if (!u) {
-        u = calloc(1, sizeof *u);
-        FT_ASSERT(u);
-        u->tp = tp, u->seg = seg;
-        if (d->nunits == d->capunits) {
-            d->capunits = d->capunits ? 2 * d->capunits : 16;
-            Unit **nu = realloc(d->units, sizeof *nu * (size_t)d->capunits);
-            FT_ASSERT(nu);
-            d->units = nu;
-        }
-        d->units[d->nunits++] = u;
-    }
-    if (u->nm == u->cap) {
-        u->cap = u->cap ? 2 * u->cap : 4;
-        Member *nm = realloc(u->m, sizeof *nm * (size_t)u->cap);
-        FT_ASSERT(nm);
-        u->m = nm;
-    }
-    u->m[u->nm++] = m;
-    u->kept += bytes, d->kept += bytes;
-    if ((long long)d->kept > d->s.kept_peak) d->s.kept_peak = (long long)d->kept;
-    if (seg < 0 || d->seg_last[seg] == idx) u->complete = true;
-}
-
-/* For the AGC members of the plan: which earlier member of the same segment (and tape) wrote
- * each input, with no other entry writing or communicating it in between (else -1: kept). */
-static void plan_prepare(FtDmr *d)
-{
-    const FtDmrEntryPlan *p = &d->plan;
-    free(d->link), free(d->seg_last);
-    d->link = malloc(((size_t)p->n * FT_OP_MAX_IN + 1) * sizeof *d->link);
-    d->seg_last = malloc(((size_t)p->nseg + 1) * sizeof *d->seg_last);
-    FT_ASSERT(d->link && d->seg_last);
-    for (int s = 0; s < p->nseg; s++) d->seg_last[s] = -1;
-    for (int idx = 0; idx < p->n; idx++) {
-        for (int k = 0; k < FT_OP_MAX_IN; k++) d->link[(size_t)idx * FT_OP_MAX_IN + k] = -1;
-        if (p->seg[idx] < 0) continue;
-        d->seg_last[p->seg[idx]] = idx;
-        const FtTape *tp = idx < p->nmicro ? d->micro : d->opt;
-        int i = idx < p->nmicro ? idx : idx - p->nmicro, base = idx - i;
-        const FtTapeEntry *e = &tp->e[i];
-        for (int k = 0; k < FT_OP_MAX_IN; k++) {
-            int t = e->in[k];
-            if (t < 0) continue;
-            for (int j = i - 1; j >= 0; j--) {
-                const FtTapeEntry *f = &tp->e[j];
-                int w = -1;
-                bool touches = false;
-                for (int q = 0; q < FT_OP_MAX_OUT; q++)
-                    if (f->out[q] == t) w = q, touches = true;
-                for (int q = 0; q < FT_OP_MAX_IN && f->kind == FT_OP_MARK; q++)
-                    if (f->in[q] == t) touches = true;
-                if (!touches) continue;
-                if (w >= 0 && f->kind != FT_OP_MARK && p->seg[base + j] == p->seg[idx])
-                    d->link[(size_t)idx * FT_OP_MAX_IN + k] = j * FT_OP_MAX_OUT + w;
-                break;
-            }
-        }
-    }
-}
-
-void dmr_set_plan(FtDmr *d, FtDmrEntryPlan *p)
-{
-    FT_ASSERT(d->mode == FT_DMR_PLANNED && p->nmicro == d->micro->ne && p->nopt == d->opt->ne);
-    dmr_plan_free(&d->plan);
-    d->plan = *p;
-    memset(p, 0, sizeof *p);
-    d->profile_left = 0;
-    plan_prepare(d);
-}
-
-const FtDmrEntryPlan *dmr_plan(const FtDmr *d) { return d->plan.strat ? &d->plan : NULL; }
-
-/* ---- the profile --------------------------------------------------------------------------- */
-
-static void prof_waits(const FtDmr *d, double *w)
-{
-    w[0] = w[1] = 0;
-    if (!d->tl) return;
-    for (int k = 0; k < FT_TL_NKINDS; k++)
-        if (k != FT_TL_STEP) w[k != FT_TL_PP] += d->tl->total[k];
-}
-
-/* The waits since the last op go after it; idx (-2: none) runs next. */
-static void prof_note(FtDmr *d, int idx)
-{
-    double w[2];
-    prof_waits(d, w);
-    if (d->prof_count) {
-        d->prof.wait_pp[d->prof_last + 1] += w[0] - d->prof_w[0];
-        d->prof.wait_other[d->prof_last + 1] += w[1] - d->prof_w[1];
-    }
-    d->prof_w[0] = w[0], d->prof_w[1] = w[1];
-    if (idx > -2) d->prof_last = idx;
-}
 
 /* ---- the after-op hook --------------------------------------------------------------------- */
 
@@ -681,8 +321,8 @@ static void after_op(void *arg, const FtTape *tp, int i, const FtOpCall *c)
     int idx = 0;
     if (d->mode == FT_DMR_PLANNED) {
         FT_ASSERT(tp == d->opt || tp->ne == d->micro->ne); /* a pipeline slot: a copy */
-        idx = entry_index(d, tp, i);
-        if (!d->plan.strat) prof_note(d, idx);
+        idx = dmr_entry_index(d, tp, i);
+        if (!d->plan.strat) dmr_prof_note(d, idx);
     }
     enum strat s = strategy(d, tp, e, idx);
     int key = s == S_PB_CHECK ? e->twin : i;
@@ -694,7 +334,7 @@ static void after_op(void *arg, const FtTape *tp, int i, const FtOpCall *c)
         d->fired[fi] = true;
         const FtFlip *f = &d->flips[fi];
         if (f->target == FT_TARGET_PRIMARY || s == S_PB_CHECK) {
-            inject(d, fi, tp, i, c->out, key, s);
+            dmr_inject(d, fi, tp, i, c->out, key, s);
         } else if ((s == S_NAIVE || s == S_DEFER || s == S_AGC) && nchk < 16) {
             chk[nchk++] = fi;
         } else if (s == S_PB_SAVE) {
@@ -708,17 +348,17 @@ static void after_op(void *arg, const FtTape *tp, int i, const FtOpCall *c)
     if (s == S_PB_CHECK)
         for (int j = 0; j < d->ndef; j++)
             if (d->def[j].tp == tp && d->def[j].entry == i) {
-                inject(d, d->def[j].flip, tp, i, c->out, d->def[j].key, s);
+                dmr_inject(d, d->def[j].flip, tp, i, c->out, d->def[j].key, s);
                 d->def[j--] = d->def[--d->ndef];
             }
     switch (s) {
     case S_NONE: break;
-    case S_NAIVE: check_naive(d, tp, i, c, chk, nchk); break;
-    case S_DEFER: defer_add(d, tp, i, c, -1, true, chk, nchk); break;
-    case S_AGC: defer_add(d, tp, i, c, d->plan.seg[idx], true, chk, nchk); break;
+    case S_NAIVE: dmr_check_naive(d, tp, i, c, chk, nchk); break;
+    case S_DEFER: dmr_defer_add(d, tp, i, c, -1, true, chk, nchk); break;
+    case S_AGC: dmr_defer_add(d, tp, i, c, d->plan.seg[idx], true, chk, nchk); break;
     case S_PB_SAVE: {
         FpStore *st = store(d, tp);
-        fingerprint(tp, e, c, st->fp + (size_t)i * FT_OP_MAX_OUT);
+        dmr_fingerprint(tp, e, c, st->fp + (size_t)i * FT_OP_MAX_OUT);
         if (!st->pending[i]) st->pending[i] = 1, st->npending++;
         break;
     }
@@ -730,16 +370,16 @@ static void after_op(void *arg, const FtTape *tp, int i, const FtOpCall *c)
             break;
         }
         uint64_t fp[FT_OP_MAX_OUT];
-        fingerprint(tp, e, c, fp);
+        dmr_fingerprint(tp, e, c, fp);
         st->pending[f] = 0;
         st->npending--;
         d->s.checks[FT_DMR_S_PIGGYBACK]++;
-        if (memcmp(fp, st->fp + (size_t)f * FT_OP_MAX_OUT, sizeof fp)) mismatch(d, tp, i, f, s);
+        if (memcmp(fp, st->fp + (size_t)f * FT_OP_MAX_OUT, sizeof fp)) dmr_mismatch(d, tp, i, f, s);
         break;
     }
     }
     if ((s == S_PB_SAVE || s == S_PB_CHECK) && d->plan.strat && d->plan.seg[idx] >= 0)
-        defer_add(d, tp, i, c, d->plan.seg[idx], false, NULL, 0); /* replayed in its segment */
+        dmr_defer_add(d, tp, i, c, d->plan.seg[idx], false, NULL, 0); /* replayed in its segment */
     d->s.check_s += omp_get_wtime() - t0;
 }
 
@@ -781,7 +421,7 @@ void dmr_step_begin(FtDmr *d, long long step)
             d->prof_attempt++;
             d->prof_count = d->profile_steps == 1 || d->prof_attempt > 1; /* 1st: warm-up */
             d->prof_last = -1;
-            prof_waits(d, d->prof_w);
+            dmr_prof_waits(d, d->prof_w);
         }
     }
     FT_ASSERT(d->step == step);
@@ -790,29 +430,12 @@ void dmr_step_begin(FtDmr *d, long long step)
 
 void dmr_pause(FtDmr *d) { d->active = false; }
 
-/* An attempt of the profile ended at `now`; after the last one, plan. */
-static void profile_end(FtDmr *d, double now)
-{
-    if (d->prof_count) {
-        d->prof.steps++;
-        d->prof.step_s += now - d->t_attempt - (d->s.check_s - d->att_check_s); /* unchecked */
-        d->prof.wall_s += now - d->t_attempt;
-    }
-    if (--d->profile_left > 0) return;
-    FtDmrEntryPlan p;
-    if (dmr_plan_build(&d->prof, d->micro, d->opt, d->budget, d->phases, &p))
-        FT_DIE("dmr: out of memory planning %d entries", d->micro->ne + d->opt->ne);
-    p.profile_steps = d->profile_steps;
-    dmr_set_plan(d, &p);
-    if (d->on_plan) d->on_plan(d->on_plan_arg, d);
-}
-
 int dmr_agree(FtDmr *d, FtExec *ex, FtComm *world)
 {
     double t0 = omp_get_wtime();
     resize_world(d, world);
-    if (d->mode == FT_DMR_PLANNED && !d->plan.strat) prof_note(d, -2);
-    drain(d);
+    if (d->mode == FT_DMR_PLANNED && !d->plan.strat) dmr_prof_note(d, -2);
+    dmr_drain(d);
     for (int i = 0; i < d->nst; i++) { /* forward fingerprints whose twin never ran */
         FpStore *st = &d->st[i];
         for (int j = 0; j < st->ne && st->npending; j++)
@@ -869,7 +492,7 @@ int dmr_agree(FtDmr *d, FtExec *ex, FtComm *world)
     if (redo) d->s.redo_s += now - d->t_attempt;
     d->s.check_s += now - t0;
     d->in_attempt = d->active = false;
-    if (d->mode == FT_DMR_PLANNED && !d->plan.strat) profile_end(d, now);
+    if (d->mode == FT_DMR_PLANNED && !d->plan.strat) dmr_profile_end(d, now);
     return redo;
 }
 
