@@ -190,6 +190,11 @@ static int plan_load(FtTrainDmr *td, const FtConfig *cfg, int nranks, char *err,
         return -1;
     }
     free(msgs);
+    if (p.phases != plan_phases(cfg->dmr.phases) || p.budget_mb != cfg->dmr.deferred_mb)
+        log_warn("dmr: %s was planned with other dmr.phases or dmr.deferred_mb than this run's: "
+                 "its strategies are followed as written; the run's budget (%.6g MiB) still "
+                 "bounds what deferred checks keep (HINT: ftllm plan with this deck makes a "
+                 "matching plan)", td->plan_path, cfg->dmr.deferred_mb);
     dmr_set_plan(td->dmr, &p);
     td->plan_loaded = true;
     return 0;
