@@ -41,7 +41,7 @@ VARIANT  := $(if $(filter 0,$(CUDA)),$(BASE_VARIANT),$(CUDA_VARIANT))
 BUILD    := build/$(VARIANT)
 SANFLAGS := $(if $(SAN),-fsanitize=$(SAN) -fno-omit-frame-pointer -fno-sanitize-recover=undefined)
 
-PKGS     := inih hdf5-mpich
+PKGS     := inih hdf5-mpich papi
 PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS   := $(shell pkg-config --libs $(PKGS) 2>/dev/null)
 # OpenBLAS, the OpenMP build (it shares OpenMP's thread pool instead of bringing a second one);
@@ -73,12 +73,12 @@ ifneq ($(CUDA),0)
   CU_SRC   := $(wildcard cuda/*.cu)
   CU_OBJ   := $(CU_SRC:%.cu=$(BUILD)/%.o)
   LIB_OBJ  += $(CU_OBJ)
-  CFLAGS   += -DFTLLM_CUDA
+  CFLAGS   += -DFTLLM_CUDA -I$(CUDA_HOME)/include
   NVCCFLAGS := -std=c++17 -O2 -g -lineinfo --fmad=false \
                -gencode arch=compute_$(CUDA_ARCH),code=sm_$(CUDA_ARCH) \
                -gencode arch=compute_$(CUDA_ARCH),code=compute_$(CUDA_ARCH) \
                -Iinclude -Xcompiler -Wall,-Wextra,-Wno-unused-parameter $(NVCCFLAGS_EXTRA)
-  LDLIBS   += -L$(CUDA_HOME)/lib64 -lcublas -lcudart -lstdc++ -Wl,-rpath,$(CUDA_HOME)/lib64
+  LDLIBS   += -L$(CUDA_HOME)/lib64 -lcublas -lcudart -lstdc++ -ldl -Wl,-rpath,$(CUDA_HOME)/lib64
 endif
 
 .PHONY: all run test test-run bench bench-run fuzz deps clean inputs-doc FORCE data cuda-check

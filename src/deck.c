@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <unistd.h>
 
 #define KEY_ENTRY_(sec, nm, type, def, lo, hi, choices, flags, help)                             \
     {#sec, #nm, FT_T_##type, def, lo, hi, choices, flags, help, offsetof(FtConfig, sec.nm)},
@@ -620,6 +621,51 @@ static int cross_fail(const FtConfig *cfg, int a, int b, char *err, size_t errle
 
 #define KID(sec, name) FT_KEY_##sec##_##name
 
+/* perf.papi_events: NAME,NAME,... with no blank inside a name, no empty or repeated name, at
+ * most FT_DECK_EVENTS_MAX (counters.h's FT_COUNTERS_MAX); which names exist is PAPI's call. */
+#define FT_DECK_EVENTS_MAX 16
+static int check_papi_events(const FtConfig *cfg, char *err, size_t errlen)
+{
+    const char *list = cfg->perf.papi_events;
+    char names[FT_DECK_EVENTS_MAX][FT_DECK_STR_MAX], pre[FT_DECK_STR_MAX + 64];
+    char msg[FT_DECK_ERR_MAX];
+    int n = 0;
+    msg[0] = 0;
+    if (!list[0]) return 0;
+    for (const char *p = list;; p++) {
+        const char *end = strchr(p, ',');
+        size_t len = end ? (size_t)(end - p) : strlen(p);
+        char raw[FT_DECK_STR_MAX], name[FT_DECK_STR_MAX];
+        snprintf(raw, sizeof raw, "%.*s", (int)len, p);
+        trim_copy(name, sizeof name, raw);
+        if (!name[0]) {
+            snprintf(msg, sizeof msg, "perf.papi_events: empty event name in '%s' (expected "
+                     "NAME,NAME,..., e.g. perf::TASK-CLOCK,perf::PAGE-FAULTS)", list);
+            break;
+        }
+        if (strcspn(name, " \t") != strlen(name)) {
+            snprintf(msg, sizeof msg, "perf.papi_events: '%s' is not one event name (names are "
+                     "separated by commas)", name);
+            break;
+        }
+        for (int k = 0; k < n && !msg[0]; k++)
+            if (!strcmp(names[k], name))
+                snprintf(msg, sizeof msg, "perf.papi_events: event '%s' is listed twice", name);
+        if (msg[0]) break;
+        if (n == FT_DECK_EVENTS_MAX) {
+            snprintf(msg, sizeof msg, "perf.papi_events: more than %d events", FT_DECK_EVENTS_MAX);
+            break;
+        }
+        snprintf(names[n++], sizeof names[0], "%s", name);
+        if (!end) break;
+        p = end;
+    }
+    if (!msg[0]) return 0;
+    error_prefix(cfg, KID(perf, papi_events), pre, sizeof pre);
+    snprintf(err, errlen, "%s%s", pre, msg);
+    return one_line(err);
+}
+
 int deck_check(const FtConfig *cfg, int nranks, char *err, size_t errlen)
 {
     const struct ft_cfg_model *m = &cfg->model;
@@ -718,6 +764,7 @@ int deck_check(const FtConfig *cfg, int nranks, char *err, size_t errlen)
                           "(cluster.trays_per_block = %lld)", cl->spare_trays,
                           cl->trays_per_block);
     /* ---- end of cluster ---- */
+    if (check_papi_events(cfg, err, errlen)) return -1;
     if (nranks > 0) {
         long double world = (long double)p->tp * p->pp * p->dp * p->ep;
         if (world != nranks) {
@@ -743,22 +790,69 @@ int deck_check(const FtConfig *cfg, int nranks, char *err, size_t errlen)
 
 /* ---- printing and help ------------------------------------------------------------------ */
 
-void deck_print(FILE *out, const FtConfig *cfg)
+/* The keys of cfg (those whose value differs from def's when def is given), by section, each
+ * commented with where its value came from. */
+static void print_keys(FILE *out, const FtConfig *cfg, const FtConfig *def)
 {
-    fprintf(out, "; resolved configuration of %s\n", cfg->path[0] ? cfg->path : "(defaults)");
     const char *cur = "";
     for (int i = 0; i < FT_NKEYS; i++) {
         const FtDeckKey *k = &g_keys[i];
+        char v[FT_DECK_STR_MAX], w[FT_DECK_STR_MAX + 64], line[FT_DECK_STR_MAX * 2];
+        deck_format_value(cfg, k, v, sizeof v);
+        if (def) {
+            char d[FT_DECK_STR_MAX];
+            deck_format_value(def, k, d, sizeof d);
+            if (!strcmp(v, d)) continue;
+        }
         if (strcmp(cur, k->section)) {
             fprintf(out, "\n[%s]\n", k->section);
             cur = k->section;
         }
-        char v[FT_DECK_STR_MAX], w[FT_DECK_STR_MAX + 64], line[FT_DECK_STR_MAX * 2];
-        deck_format_value(cfg, k, v, sizeof v);
         where_set(cfg, i, w, sizeof w);
         snprintf(line, sizeof line, "%s = %s", k->name, v);
         fprintf(out, "%-36s ; %s\n", line, w);
     }
+}
+
+void deck_print(FILE *out, const FtConfig *cfg)
+{
+    fprintf(out, "; resolved configuration of %s\n", cfg->path[0] ? cfg->path : "(defaults)");
+    print_keys(out, cfg, NULL);
+}
+
+void deck_print_changed(FILE *out, const FtConfig *cfg)
+{
+    FtConfig *def = malloc(sizeof *def);
+    char e[FT_DECK_ERR_MAX];
+    if (!def || deck_defaults(def, e, sizeof e)) { /* the tests keep the defaults valid */
+        free(def);
+        deck_print(out, cfg);
+        return;
+    }
+    fprintf(out, "; resolved configuration of %s: the keys that differ from the defaults\n",
+            cfg->path[0] ? cfg->path : "(defaults)");
+    print_keys(out, cfg, def);
+    fprintf(out, "; end of the keys that differ from the defaults\n");
+    free(def);
+}
+
+int deck_save(const FtConfig *cfg, const char *path, char *err, size_t errlen)
+{
+    char tmp[FT_DECK_STR_MAX * 2 + 32];
+    snprintf(tmp, sizeof tmp, "%s.tmp%ld", path, (long)getpid());
+    FILE *f = fopen(tmp, "w");
+    if (!f) {
+        snprintf(err, errlen, "%s: cannot write the resolved deck: %s", path, strerror(errno));
+        return -1;
+    }
+    deck_print(f, cfg);
+    int bad = ferror(f);
+    if (fclose(f) || bad || rename(tmp, path)) {
+        snprintf(err, errlen, "%s: cannot write the resolved deck: %s", path, strerror(errno));
+        remove(tmp);
+        return -1;
+    }
+    return 0;
 }
 
 static const char *type_name(const FtDeckKey *k)

@@ -113,6 +113,15 @@ int deck_load(FtConfig *cfg, const char *path, int noverrides, char **overrides,
  * commented with where it came from. */
 void deck_print(FILE *out, const FtConfig *cfg);
 
+/* Writes the keys whose value differs from the default, by section, each commented with where
+ * it came from, between a first and a last comment line: a deck that, keys left out taking
+ * their defaults, gives cfg's values back. Sections without such a key are left out. */
+void deck_print_changed(FILE *out, const FtConfig *cfg);
+
+/* Writes deck_print's text to the file path (through a temporary file renamed into place).
+ * Returns 0, or -1 with err naming the file and the system's reason. */
+int deck_save(const FtConfig *cfg, const char *path, char *err, size_t errlen);
+
 /* Writes the value of key k of cfg as deck text into buf. */
 void deck_format_value(const FtConfig *cfg, const FtDeckKey *k, char *buf, size_t len);
 

@@ -41,7 +41,11 @@
       "write the final weights to this llm.c model file (fp32, version 3); empty = none")       \
     K(run, backend, ENUM, "cpu", 0, 0, "cpu|cuda", 0,                                            \
       "where ops run: cpu (OpenMP + OpenBLAS) or cuda (one GPU per rank; needs a build with "   \
-      "make CUDA=1; fp32, one rank, no checkpoints yet)")
+      "make CUDA=1; fp32, one rank, no checkpoints yet)")                                        \
+    K(run, progress, ENUM, "auto", 0, 0, "auto|live|lines", 0,                                   \
+      "per-step output: live = one line rewritten in place (step, loss, tokens/s, ETA); lines = " \
+      "a line per step; auto = live when rank 0's stdout is a terminal (under mpiexec it is a "  \
+      "pipe: give live)")
 
 #define FT_KEYS_model(K)                                                                         \
     K(model, layers, INT, "4", 1, 4096, "", 0, "transformer blocks (L)")                         \
@@ -178,7 +182,8 @@
     K(cluster, gpu_mtbf_h, REAL, "50000", 0, 1e12, "", FT_KEY_GT_MIN,                            \
       "mean time between failures of one GPU, hours (system MTBF = this / gpus)")                \
     K(cluster, failure_law, ENUM, "exponential", 0, 0, "exponential|weibull", 0,                 \
-      "law of each GPU's time to failure (same mean either way)")                                \
+      "law of each GPU's time to failure (same mean either way); in the sparing study, of each " \
+      "tray's and rack's up time (Weibull: every part new at the start and after each repair)")  \
     K(cluster, weibull_shape, REAL, "0.8", 0.05, 20, "", 0,                                      \
       "Weibull shape k (k < 1: infant mortality); used with failure_law = weibull")              \
     K(cluster, restart_s, REAL, "3600", 0, 1e9, "", 0, "global restart after a wipe-out, seconds") \
@@ -220,11 +225,14 @@
       "MTBF of a rack (a whole block), hours")                                                   \
     K(cluster, rack_mttr_h, REAL, "24", 0, 1e9, "", 0, "repair time of a rack, hours")           \
     K(cluster, sparing_horizon_h, REAL, "100000", 1, 1e12, "", 0,                                \
-      "hours of hardware life each simulated sparing trial covers")
+      "hours of hardware life each simulated sparing trial covers (Weibull: also the span from "  \
+      "new over which the sparing model averages CETT)")
 
 #define FT_KEYS_perf(K)                                                                          \
-    K(perf, papi_events, STR, "", 0, 0, "", FT_KEY_RESERVED,                                     \
-      "comma-separated PAPI events counted per phase")
+    K(perf, papi_events, STR, "", 0, 0, "", 0,                                                   \
+      "comma-separated PAPI events (at most 16) counted per named region of the end-of-run "    \
+      "table, e.g. perf::TASK-CLOCK,perf::PAGE-FAULTS; an event PAPI refuses is reported once "  \
+      "and left out; empty = no counters")
 
 /* C enums matching the ENUM keys' choices, in the same order. */
 enum ft_schedule { FT_SCHED_CONSTANT, FT_SCHED_COSINE, FT_SCHED_LINEAR };
@@ -232,6 +240,7 @@ enum ft_ac_choice { FT_AC_CHOICE_NONE, FT_AC_CHOICE_FULL, FT_AC_CHOICE_EVERY };
 enum ft_dmr_mode { FT_DMR_OFF, FT_DMR_NAIVE, FT_DMR_PIGGYBACK, FT_DMR_PLANNED };
 enum ft_dmr_phases { FT_DMR_PHASES_1, FT_DMR_PHASES_12, FT_DMR_PHASES_123 };
 enum ft_backend_choice { FT_BACKEND_CPU, FT_BACKEND_CUDA };
+enum ft_progress_choice { FT_PROGRESS_AUTO, FT_PROGRESS_LIVE, FT_PROGRESS_LINES };
 /* run.log_level uses enum ft_log_level from log.h (error|warn|info|debug). */
 
 #endif

@@ -27,6 +27,7 @@
 
 #include "ftllm/log.h"
 #include "ftllm/pipeline.h"
+#include "ftllm/progress.h"
 
 /* ---- set-up -------------------------------------------------------------------------------- */
 
@@ -520,6 +521,8 @@ void train_run(FtTrainer *tr, FtTrainSummary *s)
              tr->step_flops / 1e9);
     timeline_reset(&tr->tl);
     timers_reset(&tr->regions);
+    FtProgress pr; /* the per-step line, or the live line on a terminal */
+    progress_start(&pr, cfg->run.progress, steps);
     for (long long i = 0; i0 + i < steps; i++) { /* checkpoint hook: i0 + */
         if (i == skip) { /* warm-up steps out of the waiting fractions and the regions */
             timeline_reset(&tr->tl);
@@ -554,9 +557,7 @@ void train_run(FtTrainer *tr, FtTrainSummary *s)
         }
         char spare[48] = "";
         if (tr->sp) snprintf(spare, sizeof spare, " | live %d depth %d", st.live, st.depth);
-        log_info("step %5lld/%lld | loss %.4f | lr %.3e | norm %.4f | %8.1f ms | %9.0f tok/s%s",
-                 st.step, steps, st.loss, st.lr, st.grad_norm, 1e3 * st.seconds,
-                 tokens / st.seconds, spare);
+        progress_step(&pr, &st, tokens / st.seconds, spare);
         if (!isfinite(st.loss) || !isfinite(st.grad_norm)) {
             log_error("step %lld: the loss is %g and the gradient norm %g: stopping", st.step,
                       st.loss, st.grad_norm);
@@ -581,6 +582,7 @@ void train_run(FtTrainer *tr, FtTrainSummary *s)
             timers_end(&tr->regions, FT_REGION_CHECKPOINT);
         }
     }
+    progress_end(&pr);
     if (ntimed) {
         s->mean_ms = 1e3 * timed / ntimed;
         s->tokens_per_s = tokens * ntimed / timed;

@@ -286,16 +286,27 @@ void train_ckpt_attach(FtTrainCkpt *tc, FtTrainer *tr)
     tc->last_t = MPI_Wtime();
 }
 
-void train_ckpt_destroy(FtTrainCkpt *tc)
+void train_ckpt_finish(FtTrainCkpt *tc)
 {
     if (!tc) return;
     double t0 = MPI_Wtime();
     ckpt_wait(tc->w);
     tc->stall += MPI_Wtime() - t0; /* the run waits for its last write too */
     comm_wait(&tc->due_req, NULL); /* a run that stopped early left one in flight */
-    if (tc->count)
-        log_info("checkpoints: %d written, the training loop spent %.3f s in them (%.1f ms each)",
-                 tc->count, tc->stall, 1e3 * tc->stall / tc->count);
+}
+
+void train_ckpt_report(const FtTrainCkpt *tc, FILE *out)
+{
+    if (!tc || !tc->count || !out || log_rank() != 0) return;
+    fprintf(out, "checkpoints: %d written, the training loop spent %.3f s in them (%.1f ms each)\n",
+            tc->count, tc->stall, 1e3 * tc->stall / tc->count);
+    fflush(out);
+}
+
+void train_ckpt_destroy(FtTrainCkpt *tc)
+{
+    if (!tc) return;
+    train_ckpt_finish(tc);
     ckpt_destroy(tc->w);
     comm_destroy(tc->agree);
     free(tc->resolved);

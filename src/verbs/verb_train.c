@@ -1,9 +1,12 @@
 /* verb_train.c: `ftllm train DECK [section.key=value ...]`.
  *
- * Loads and checks the deck collectively, echoes the resolved configuration, builds the model
- * (random initialization, or model.init, an llm.c model file), opens the token shards (data.h),
- * runs the one training loop (train.h), then prints a summary, optionally writes the weights
- * (run.save_model) and a sample, and ends with a verdict line. Exit codes: 0 trained with
+ * Loads and checks the deck collectively, echoes the keys that differ from the defaults (every
+ * key at log_level = debug; every key always into <checkpoint.dir>/<run.name>.deck.ini), builds
+ * the model (random initialization, or model.init, an llm.c model file), opens the token shards
+ * (data.h), opens the PAPI counters of perf.papi_events (counters.h) on the region timers, runs
+ * the one training loop (train.h), optionally writes the weights (run.save_model) and a sample,
+ * then prints the end-of-run block (waiting, regions with their counters, SPARe, faults and DMR,
+ * checkpoints, summary) and ends with a verdict line. Exit codes: 0 trained with
  * finite losses, 1 a loss was NaN/inf (or the weights could not be written), 2 bad input.
  * A multi-rank job is decomposed by the deck's [parallel] layout (grid.h): each rank builds its
  * shard of the model (model.h) and the one training loop runs the layout (train.h); at the end
@@ -16,13 +19,16 @@
  * computed vs needed, time lost); a replica that failed (train_fail_replica, from the faults hook)
  * leaves the training communicators: its ranks skip the reports of the grid they left and wait,
  * yielding, for the others at the end. A wipe-out ends the run with FT_EXIT_WIPEOUT. */
+#include <errno.h>
 #include <math.h>
 #include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "ftllm/cli.h"
+#include "ftllm/counters.h"
 #include "ftllm/data.h"
 #include "ftllm/deck.h"
 #include "ftllm/ftllm.h"
@@ -198,6 +204,78 @@ static void plan_only(FtConfig *cfg, char *plan_path, size_t len)
     cfg->checkpoint.interval = 0, cfg->checkpoint.every_s = 0, cfg->checkpoint.resume[0] = '\0';
 }
 
+/* What a finished run leaves besides its checkpoints, on a whole (unsharded) model with finite
+ * losses: run.save_model's weights (collective: the outcome is agreed) and rank 0's sample of
+ * train.sample_tokens tokens. Returns nonzero when the weights could not be written. */
+static int write_outputs(const FtConfig *cfg, const FtModel *model, MPI_Comm comm)
+{
+    int rank = 0, failed = 0;
+    FT_CHECK_MPI(MPI_Comm_rank(comm, &rank));
+    if (cfg->run.save_model[0]) {
+        char err[1024] = "";
+        int bad = rank == 0 && save_weights(cfg->run.save_model, model, err, sizeof err) ? 1 : 0;
+        if ((failed = agree(bad, comm))) cli_error(comm, err);
+        else log_info("saved the weights to %s (llm.c format, fp32)", cfg->run.save_model);
+    }
+    if (cfg->train.sample_tokens > 0 && rank == 0 && log_level() >= FT_LOG_INFO) {
+        int n = (int)cfg->train.sample_tokens, prompt = sample_default_prompt(model->cfg.V);
+        int *out = malloc(sizeof(int) * (size_t)n);
+        FT_ASSERT(out);
+        sample_generate(model, (uint64_t)cfg->run.seed, &prompt, 1, n, out);
+        printf("sample (%d tokens):\n", n);
+        sample_print(stdout, out, n, model->cfg.V);
+        fflush(stdout);
+        free(out);
+    }
+    return failed;
+}
+
+/* The end-of-run block, on the ranks still training (a rank whose replica left prints nothing
+ * and skips the reports that are collective over the grid it left): a header, each rank's time
+ * waiting on messages, the regions (with the PAPI columns), the `spare:`, `faults:` and `dmr:`
+ * lines, the checkpoints and the summary. The verdict line follows it (the caller's). */
+static void report_end_of_run(const FtConfig *cfg, FtTrainer *tr, const FtTrainSummary *s,
+                              FtTrainDmr *tdm, const FtTrainCkpt *tck, int nranks)
+{
+    FILE *rep = log_level() >= FT_LOG_INFO && !s->left ? stdout : NULL;
+    if (!s->left) { /* collective over the grid this rank still trains on */
+        log_info("---- end of run %s: %lld steps on %d rank%s ----", cfg->run.name, s->steps,
+                 nranks, nranks == 1 ? "" : "s");
+        if (log_level() >= FT_LOG_DEBUG && log_rank() == 0) exec_stats_print(stdout, &tr->stats);
+        log_info("waiting on communication, per rank (steps after the first %lld):",
+                 cfg->train.rate_skip);
+        train_report_waiting(tr, rep);
+        log_info("time per region, over the ranks (steps after the first %lld):",
+                 cfg->train.rate_skip);
+        train_report_regions(tr, rep);
+        train_report_spare(tr, rep);
+        train_dmr_report(tdm, rep); /* DMR hook */
+    }
+    train_ckpt_report(tck, rep);
+    char vl[32] = "none";
+    if (!isnan(s->val_loss)) snprintf(vl, sizeof vl, "%.4f", s->val_loss);
+    log_info("summary: %lld steps, loss %.4f -> %.4f, val loss %s, %.1f ms/step, %.0f tok/s, "
+             "%.2f GFLOP/s model FLOPs (steps after the first %lld)",
+             s->steps, s->first_loss, s->last_loss, vl, s->mean_ms, s->tokens_per_s, s->gflops,
+             cfg->train.rate_skip);
+}
+
+/* Rank 0: every key of the resolved configuration into <checkpoint.dir>/<run.name>.deck.ini,
+ * beside the run's checkpoints (the folder is made when missing). Not writing it is a warning:
+ * the run itself does not need it. */
+static void save_resolved_deck(const FtConfig *cfg)
+{
+    char path[2 * FT_DECK_STR_MAX + 16], err[FT_DECK_ERR_MAX];
+    snprintf(path, sizeof path, "%s/%s.deck.ini", cfg->checkpoint.dir, cfg->run.name);
+    if (mkdir(cfg->checkpoint.dir, 0777) && errno != EEXIST)
+        log_warn("%s: cannot make the folder for the resolved deck: %s (checkpoint.dir)",
+                 cfg->checkpoint.dir, strerror(errno));
+    else if (deck_save(cfg, path, err, sizeof err))
+        log_warn("%s (checkpoint.dir, run.name)", err);
+    else
+        log_info("deck: every key of the resolved configuration is in %s", path);
+}
+
 /* `ftllm train`, or with plan `ftllm plan` (the profile steps, then the plan's report). */
 static int train_or_plan(int argc, char **argv, MPI_Comm comm, bool plan)
 {
@@ -219,8 +297,9 @@ static int train_or_plan(int argc, char **argv, MPI_Comm comm, bool plan)
              FTLLM_VERSION, plan ? "plan" : "train", cfg.path, nranks, nranks == 1 ? "" : "s", cfg.parallel.dp,
              cfg.parallel.pp, cfg.parallel.ep, cfg.parallel.tp, omp_get_max_threads(),
              omp_get_max_threads() == 1 ? "" : "s", be->name);
-    if (rank == 0 && log_level() >= FT_LOG_INFO) {
-        deck_print(stdout, &cfg);
+    if (rank == 0 && log_level() >= FT_LOG_INFO) { /* every key at debug */
+        if (log_level() >= FT_LOG_DEBUG) deck_print(stdout, &cfg);
+        else deck_print_changed(stdout, &cfg);
         fflush(stdout);
     }
     char err[1024] = "";
@@ -272,6 +351,7 @@ static int train_or_plan(int argc, char **argv, MPI_Comm comm, bool plan)
         rc = FT_EXIT_USAGE;
         goto out_train;
     }
+    if (rank == 0 && !plan) save_resolved_deck(&cfg); /* after the checkpoint hook made its folder */
     FtTrainDmr *tdm = NULL; /* DMR hook: checks, injected faults, agreement before commit */
     if (train_dmr_setup(&tdm, &tr, &cfg, err, sizeof err)) { /* DMR hook */
         cli_error(comm, err);
@@ -279,69 +359,42 @@ static int train_or_plan(int argc, char **argv, MPI_Comm comm, bool plan)
         rc = FT_EXIT_USAGE;
         goto out_train;
     }
+    FtCounters *ctr = counters_open_papi(cfg.perf.papi_events, FT_NREGIONS, comm);
+    timers_attach(&tr.regions, ctr); /* perf.papi_events: counts per region */
     FtComm *job = comm_create_mpi_dup(comm, "job"); /* the end-of-run agreements */
     FtTrainSummary s;
     train_run(&tr, &s);
-    train_ckpt_destroy(tck); /* checkpoint hook: waits for the last write */
-    if (plan) {
+    train_ckpt_finish(tck); /* checkpoint hook: waits for the last write */
+    if (plan) { /* ftllm plan: the plan's report instead of the run's */
         comm_destroy(job);
         rc = verb_plan_report(&tr, tdm, &cfg, plan_path, comm);
+        train_ckpt_destroy(tck);
         train_dmr_destroy(tdm);
+        timers_attach(&tr.regions, NULL);
+        counters_close(ctr);
         goto out_train;
     }
     /* SPARe: did a replica leave, did the run end in a wipe-out (a left rank waits here) */
     bool any_left = comm_max_i64_poll(job, s.left ? 1 : 0, NULL) > 0;
     bool wipeout = comm_max_i64_poll(job, s.wipeout ? 1 : 0, NULL) > 0;
     comm_destroy(job);
-    FILE *rep = log_level() >= FT_LOG_INFO && !s.left ? stdout : NULL;
-    if (log_level() >= FT_LOG_DEBUG && log_rank() == 0) exec_stats_print(stdout, &tr.stats);
-    if (!s.left) { /* collective over the grid this rank still trains on */
-        log_info("waiting on communication, per rank (steps after the first %lld):",
-                 cfg.train.rate_skip);
-        train_report_waiting(&tr, rep);
-        log_info("time per region, over the ranks (steps after the first %lld):",
-                 cfg.train.rate_skip);
-        train_report_regions(&tr, rep);
-        train_report_spare(&tr, rep);
-        train_dmr_report(tdm, rep); /* DMR hook */
-    }
-    train_dmr_destroy(tdm);
+    rc = s.ok ? FT_EXIT_OK : FT_EXIT_FAILED;
+    if (wipeout) rc = FT_EXIT_WIPEOUT;
     if (any_left && (cfg.run.save_model[0] || cfg.train.sample_tokens > 0))
         log_warn("run.save_model and the end-of-run sample are skipped: a replica left the run "
                  "(the weights live on its survivors; use checkpoints)");
-    char vl[32] = "none";
-    if (!isnan(s.val_loss)) snprintf(vl, sizeof vl, "%.4f", s.val_loss);
-    log_info("summary: %lld steps, loss %.4f -> %.4f, val loss %s, %.1f ms/step, %.0f tok/s, "
-             "%.2f GFLOP/s model FLOPs (steps after the first %lld)",
-             s.steps, s.first_loss, s.last_loss, vl, s.mean_ms, s.tokens_per_s, s.gflops,
-             cfg.train.rate_skip);
-    rc = s.ok ? FT_EXIT_OK : FT_EXIT_FAILED;
-    if (wipeout) rc = FT_EXIT_WIPEOUT;
     if (any_left) sharded = true; /* rank 0 may not hold the trained weights */
     else if (sharded && (cfg.run.save_model[0] || cfg.train.sample_tokens > 0))
         log_warn("run.save_model and the end-of-run sample need the whole model on rank 0; "
                  "not done for a tp/pp/ep-sharded layout (use checkpoints)");
-    if (s.ok && cfg.run.save_model[0] && !sharded) {
-        bad = rank == 0 && save_weights(cfg.run.save_model, &model, err, sizeof err) ? 1 : 0;
-        if (agree(bad, comm)) {
-            cli_error(comm, err);
-            rc = FT_EXIT_FAILED;
-        } else {
-            log_info("saved the weights to %s (llm.c format, fp32)", cfg.run.save_model);
-        }
-    }
-    if (s.ok && !sharded && cfg.train.sample_tokens > 0 && rank == 0 &&
-        log_level() >= FT_LOG_INFO) {
-        int n = (int)cfg.train.sample_tokens, prompt = sample_default_prompt(model.cfg.V);
-        int *out = malloc(sizeof(int) * (size_t)n);
-        FT_ASSERT(out);
-        sample_generate(&model, (uint64_t)cfg.run.seed, &prompt, 1, n, out);
-        printf("sample (%d tokens):\n", n);
-        sample_print(stdout, out, n, model.cfg.V);
-        fflush(stdout);
-        free(out);
-    }
-    if (rc == FT_EXIT_OK) log_info("verdict: OK (trained %lld steps, final loss %.4f)", s.steps, s.last_loss);
+    if (s.ok && !sharded && write_outputs(&cfg, &model, comm)) rc = FT_EXIT_FAILED;
+    report_end_of_run(&cfg, &tr, &s, tdm, tck, nranks); /* the block before the verdict */
+    train_ckpt_destroy(tck);
+    train_dmr_destroy(tdm);
+    timers_attach(&tr.regions, NULL);
+    counters_close(ctr);
+    if (rc == FT_EXIT_OK)
+        log_info("verdict: OK (trained %lld steps, final loss %.4f)", s.steps, s.last_loss);
     else if (wipeout) log_info("verdict: FAILED (SPARe wipe-out after step %lld: restart from a "
                                "checkpoint)", s.steps);
     else if (!s.ok) log_info("verdict: FAILED (the loss was not finite at step %lld)", s.steps);
