@@ -2,6 +2,8 @@
 #   make              build bin/ftllm (CPU)            make test    set up, build, run all tests
 #   make run          set up, build, train inputs/default.ini
 #   make bench        benchmarks (perf/)               make fuzz    libFuzzer on the deck parser
+#   make studies      the studies (perf/studies/: CSV + PNG into build/studies/; STUDIES_QUICK=1
+#                     tiny sizes, STUDIES_OUT another folder)
 #   make DEBUG=1      -O0 with address+undefined sanitizers; SAN=address (or thread, ...) alone
 #   make CUDA=1       bin/ftllm with the CUDA backend too (cuda/*.cu; run.backend = cuda), in
 #                     build/cuda/; `make cuda-check` builds it and the GPU tests (tests/gpu/)
@@ -81,7 +83,7 @@ ifneq ($(CUDA),0)
   LDLIBS   += -L$(CUDA_HOME)/lib64 -lcublas -lcudart -lstdc++ -ldl -Wl,-rpath,$(CUDA_HOME)/lib64
 endif
 
-.PHONY: all run test test-run bench bench-run fuzz deps clean inputs-doc FORCE data cuda-check
+.PHONY: all run test test-run bench bench-run studies studies-run fuzz deps clean inputs-doc FORCE data cuda-check
 all: bin/ftllm
 
 # Every variant links its own binary; bin/ftllm is a copy of the last one built.
@@ -156,6 +158,15 @@ bench: deps
 	@$(MAKE) --no-print-directory bench-run
 bench-run: bin/ftllm $(BENCH_BIN)
 	@perf/bench.sh $(BUILD)
+
+# Studies: perf/studies/run.sh runs every perf/studies/*.py (benchmarks and bin/ftllm -> CSV and
+# PNG plots in STUDIES_OUT); `make test` runs them in quick mode (tests/e2e/studies.sh).
+STUDIES_QUICK ?= 0
+STUDIES_OUT ?= build/studies
+studies: deps
+	@$(MAKE) --no-print-directory studies-run
+studies-run: bin/ftllm $(BENCH_BIN)
+	@STUDIES_QUICK=$(STUDIES_QUICK) STUDIES_OUT=$(STUDIES_OUT) perf/studies/run.sh $(BUILD)
 
 # libFuzzer on the deck parser (clang); corpus in tests/fuzz/corpus, findings in build/fuzz/.
 fuzz: deps

@@ -4,10 +4,11 @@
 # bin/, inputs/, data/, jobscripts/ and scripts/ linked in; the lines under a command (up to the
 # next "$ " line or the end of the block) must each appear in what it printed (stdout + stderr,
 # fixed strings). A command exits 0 unless it ends with "# exit N". Commands starting "make"
-# run at the repository root, only when the build under test is the release one (they would
-# rebuild bin/ftllm under a sanitizer run); `make test` is skipped: it is this test's caller. Commands that
-# need a Slurm cluster (sbatch, srun, squeue, scontrol) are skipped here: tests/e2e/slurm.sh (or
-# make test-slurm) runs the job scripts under a real one-node Slurm.
+# run at the repository root, and only when the build under test is the release one (else
+# they would rebuild bin/ftllm in the middle of a sanitizer run). Skipped, each tested
+# elsewhere: `make test` (this test's caller), `make studies` (tests/e2e/studies.sh runs it in
+# quick mode), and commands that need a Slurm cluster (sbatch, srun, squeue, scontrol:
+# tests/e2e/slurm.sh runs the job scripts under a real one-node Slurm).
 # Also: every deck in inputs/ is named in the guide's tour. python3 is Debian's (/usr/bin first
 # on PATH): the guide reads checkpoints with Debian's python3-h5py.
 set -u
@@ -26,6 +27,8 @@ run_page() { # run_page FILE
     [[ $cmd =~ \#\ exit\ ([0-9]+)$ ]] && want_rc=${BASH_REMATCH[1]}
     case $cmd in
       "make test"*) echo "SKIP $name (this test's caller)"; cmd=""; want=(); return 0 ;;
+      "make studies"*) echo "SKIP $name (tests/e2e/studies.sh runs the studies in quick mode)"
+        cmd=""; want=(); return 0 ;;
       sbatch*|srun*|squeue*|scontrol*) echo "SKIP $name (needs Slurm: tests/e2e/slurm.sh)"
         cmd=""; want=(); return 0 ;;
     esac
