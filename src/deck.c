@@ -748,13 +748,6 @@ int deck_check(const FtConfig *cfg, int nranks, char *err, size_t errlen)
     /* ---- end of SPARe ---- */
     /* ---- end of training engine ---- */
     /* ---- dmr ---- */
-    if (cfg->dmr.mode == FT_DMR_PLANNED) {
-        char pre[FT_DECK_STR_MAX + 64];
-        error_prefix(cfg, KID(dmr, mode), pre, sizeof pre);
-        snprintf(err, errlen, "%sdmr.mode = planned: not implemented yet (off, naive and "
-                              "piggyback are)", pre);
-        return one_line(err);
-    }
     /* ---- end of dmr ---- */
     /* ---- cluster: `optimize` / `simulate` (analytic, sim) ---- */
     const struct ft_cfg_cluster *cl = &cfg->cluster;
