@@ -3,7 +3,9 @@
  * Key decisions:
  *  - The naive checker runs the op's own call with its outputs pointed at scratch memory (ops
  *    write every output byte from their inputs alone, ops.h), so the primary's bytes are never
- *    touched by a clean check and the comparison is exact (memcmp), not a hash.
+ *    touched by a clean check and the comparison is exact (every byte), not a hash. It runs
+ *    through the backend's checker_run (CUDA: the checker stream with its own cuBLAS handle)
+ *    and compares with the backend's equal, so the outputs never leave the device.
  *  - Piggyback keeps one fingerprint per output of each forward entry that has a recompute
  *    twin (per tape: the pipeline slots are separate tapes), not a copy: the checkpoint
  *    checksum, whose per-element terms are bijections, so a single corrupted element can never
@@ -21,7 +23,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "ftllm/ckpt.h"
 #include "ftllm/deck_keys.h"
 #include "ftllm/log.h"
 
@@ -98,9 +99,7 @@ FtDmr *dmr_create(const FtDmrCfg *cfg)
     FT_ASSERT(d->mode == FT_DMR_OFF || d->mode == FT_DMR_NAIVE || d->mode == FT_DMR_PIGGYBACK);
     d->suspect_after = cfg->suspect_after;
     d->be = cfg->be ? cfg->be : backend_cpu();
-    if (strcmp(d->be->name, "cpu"))
-        FT_DIE("dmr: the checks compare outputs through host pointers; the %s backend needs a "
-               "device-side compare first", d->be->name);
+    FT_ASSERT(d->be->checker_run && d->be->equal && d->be->fingerprint);
     d->rank = cfg->world ? comm_rank(cfg->world) : 0;
     d->nranks = cfg->world ? comm_size(cfg->world) : 1;
     for (int i = 0; i < cfg->nflips; i++) d->nflips += cfg->flips[i].rank == d->rank;
@@ -166,10 +165,10 @@ static FpStore *store(FtDmr *d, const FtTape *tp)
     return s;
 }
 
-static void run_op(const FtDmr *d, const FtTapeEntry *e, const FtOpCall *c)
+static FtOpFn op_fn(const FtDmr *d, const FtTapeEntry *e)
 {
     const FtOpDesc *od = &d->be->ops[e->kind];
-    (e->dir == FT_FWD ? od->fwd : od->bwd)(c);
+    return e->dir == FT_FWD ? od->fwd : od->bwd;
 }
 
 static void entry_name(const FtTape *tp, int i, char *buf, size_t len)
@@ -303,24 +302,25 @@ static void check_naive(FtDmr *d, const FtTape *tp, int i, const FtOpCall *c, co
     FtOpCall cc = *c;
     for (int k = 0; k < FT_OP_MAX_OUT; k++)
         if (nb[k]) cc.out[k] = (char *)d->scratch + off[k];
-    run_op(d, e, &cc);
+    d->be->checker_run(d->be->ctx, op_fn(d, e), &cc);
     for (int j = 0; j < nchk; j++) inject(d, chk[j], tp, i, cc.out, i, S_NAIVE);
     bool same = true;
     for (int k = 0; k < FT_OP_MAX_OUT && same; k++)
-        if (nb[k] && memcmp(c->out[k], cc.out[k], nb[k])) same = false;
+        if (nb[k] && !d->be->equal(d->be->ctx, c->out[k], cc.out[k], nb[k])) same = false;
     d->s.checks[FT_DMR_S_NAIVE]++;
     if (same) return;
     mismatch(d, tp, i, i, S_NAIVE);
-    run_op(d, e, c); /* a third run into the primary's outputs: clean bytes go on */
+    op_fn(d, e)(c); /* a third run into the primary's outputs: clean bytes go on */
 }
 
-static void fingerprint(const FtTape *tp, const FtTapeEntry *e, const FtOpCall *c, uint64_t *fp)
+static void fingerprint(const FtDmr *d, const FtTape *tp, const FtTapeEntry *e,
+                        const FtOpCall *c, uint64_t *fp)
 {
     for (int k = 0; k < FT_OP_MAX_OUT; k++) {
         fp[k] = 0;
         if (e->out[k] < 0 || !c->out[k]) continue;
         const FtTensor *t = &tp->t[e->out[k]];
-        fp[k] = ckpt_checksum_array(c->out[k], ft_dtype_size(t->dtype), t->n);
+        fp[k] = d->be->fingerprint(d->be->ctx, c->out[k], ft_dtype_size(t->dtype), t->n);
     }
 }
 
@@ -363,7 +363,7 @@ static void after_op(void *arg, const FtTape *tp, int i, const FtOpCall *c)
     case S_NAIVE: check_naive(d, tp, i, c, chk, nchk); break;
     case S_PB_SAVE: {
         FpStore *st = store(d, tp);
-        fingerprint(tp, e, c, st->fp + (size_t)i * FT_OP_MAX_OUT);
+        fingerprint(d, tp, e, c, st->fp + (size_t)i * FT_OP_MAX_OUT);
         if (!st->pending[i]) st->pending[i] = 1, st->npending++;
         break;
     }
@@ -375,7 +375,7 @@ static void after_op(void *arg, const FtTape *tp, int i, const FtOpCall *c)
             break;
         }
         uint64_t fp[FT_OP_MAX_OUT];
-        fingerprint(tp, e, c, fp);
+        fingerprint(d, tp, e, c, fp);
         st->pending[f] = 0;
         st->npending--;
         d->s.checks[FT_DMR_S_PIGGYBACK]++;

@@ -1,7 +1,9 @@
 /* test_gpu_ops.c: every op kind of the CUDA backend against the CPU backend (the reference) on
  * random inputs, each CUDA op run twice into outputs pre-filled with two different byte
- * patterns: the two results must be the same bytes (bitwise determinism, and every output byte
- * written from the inputs alone, ops.h). Where no GPU is usable (CI, the build machine) every
+ * patterns, and a third time on DMR's checker stream (its own cuBLAS handle and workspace) into
+ * a third pattern: the three results must be the same bytes (bitwise determinism, every output
+ * byte written from the inputs alone, ops.h, and a checker that reproduces the primary).
+ * Where no GPU is usable (CI, the build machine) every
  * test skips with one line saying why.
  * ft-test: ranks 1
  *
@@ -123,8 +125,8 @@ static double rel_err(Ty t, const void *a, const void *ref, size_t n)
 static void run_case(OpCase *k)
 {
     const FtBackend *be = gpu();
-    void *ref[FT_OP_MAX_OUT], *got[2][FT_OP_MAX_OUT] = {{0}}, *din[FT_OP_MAX_IN] = {0};
-    void *dout[2][FT_OP_MAX_OUT] = {{0}};
+    void *ref[FT_OP_MAX_OUT], *got[3][FT_OP_MAX_OUT] = {{0}}, *din[FT_OP_MAX_IN] = {0};
+    void *dout[3][FT_OP_MAX_OUT] = {{0}};
     cpu_run(k->kind, k->dir, k->in, k->out, k->d, k->x, ref);
     for (int i = 0; i < FT_OP_MAX_IN; i++) {
         if (!k->in[i].n) continue;
@@ -132,8 +134,11 @@ static void run_case(OpCase *k)
         din[i] = backend_alloc(be, bytes, "a test input");
         be->to_device(be->ctx, din[i], k->in[i].host, bytes);
     }
-    static const int fill[2] = {0xFF, 0x5A}; /* NaN, then 1.5e16: unwritten bytes show */
-    for (int r = 0; r < 2; r++) {
+    /* NaN, then 1.5e16, then -2.9e-16: unwritten bytes show; the third run is DMR's checker's
+     * (backend.h checker_run: the second stream with its own cuBLAS handle and workspace) */
+    static const int fill[3] = {0xFF, 0x5A, 0xA5};
+    const FtOpDesc *od = &be->ops[k->kind];
+    for (int r = 0; r < 3; r++) {
         FtOpCall c;
         memset(&c, 0, sizeof c);
         for (int i = 0; i < FT_OP_MAX_IN; i++) c.in[i] = din[i];
@@ -146,7 +151,8 @@ static void run_case(OpCase *k)
         }
         memcpy(c.d, k->d, sizeof c.d);
         memcpy(c.x, k->x, sizeof c.x);
-        exec_op_on(be, k->kind, k->dir, &c, NULL);
+        if (r < 2) exec_op_on(be, k->kind, k->dir, &c, NULL);
+        else be->checker_run(be->ctx, k->dir == FT_FWD ? od->fwd : od->bwd, &c);
         be->sync(be->ctx);
         for (int i = 0; i < FT_OP_MAX_OUT; i++) {
             if (!k->out[i].n) continue;
@@ -162,14 +168,16 @@ static void run_case(OpCase *k)
         Ty t = k->out[i].ty;
         size_t bytes = ty_size(t) * k->out[i].n;
         int twice = !memcmp(got[0][i], got[1][i], bytes), same = !memcmp(got[0][i], ref[i], bytes);
+        int checker = !memcmp(got[0][i], got[2][i], bytes);
         double e = t == I32 ? (same ? 0.0 : 1.0) : rel_err(t, got[0][i], ref[i], k->out[i].n);
-        int ok = twice && (t == I32 || k->tol[i] == 0 ? same : e <= k->tol[i]);
-        printf("  %-24s out[%d] rel err %.2e (tol %.0e)%s%s\n", k->name, i, e, k->tol[i],
+        int ok = twice && checker && (t == I32 || k->tol[i] == 0 ? same : e <= k->tol[i]);
+        printf("  %-24s out[%d] rel err %.2e (tol %.0e)%s%s%s\n", k->name, i, e, k->tol[i],
                same ? ", the CPU's bytes" : "",
-               twice ? ", same bytes twice" : ", DIFFERS RUN TO RUN");
+               twice ? ", same bytes twice" : ", DIFFERS RUN TO RUN",
+               checker ? " and on the checker stream" : ", DIFFERS ON THE CHECKER STREAM");
         bad += !ok;
     }
-    for (int r = 0; r < 2; r++)
+    for (int r = 0; r < 3; r++)
         for (int i = 0; i < FT_OP_MAX_OUT; i++) {
             free(got[r][i]);
             if (dout[r][i]) be->release(be->ctx, dout[r][i]);
