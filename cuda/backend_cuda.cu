@@ -15,7 +15,9 @@
  *  - DMR's checker has a context of its own (a second stream, cuBLAS handle, workspace and op
  *    scratch: dmr_cuda.cu), so a re-execution there reproduces the primary's bytes; the two
  *    streams are ordered by events, never by the host.
- * Not yet: bf16, NCCL. */
+ *  - run.precision = bf16 rounds the GEMMs' operands to bf16 (gemm.cu); every other kernel,
+ *    the activations, master weights and optimizer state stay fp32.
+ * Not yet: bf16 storage of activations and weights, bf16 elementwise kernels, NCCL. */
 #include "cuda_common.cuh"
 
 #include <stdio.h>
@@ -171,6 +173,7 @@ extern "C" const FtBackend *backend_cuda_open(int device, char *err, size_t errl
     g_be.checker_run = cuda_checker_run;
     g_be.equal = cuda_equal;
     g_be.fingerprint = cuda_fingerprint;
+    g_be.set_precision = cuda_set_precision;
     g_be.ops = ops_cuda_table(); /* last: a set ops marks the backend open */
     return &g_be;
 }

@@ -21,6 +21,7 @@
 #define _Noreturn [[noreturn]]
 extern "C" {
 #include "ftllm/backend.h"
+#include "ftllm/deck_keys.h"
 #include "ftllm/log.h"
 #include "ftllm/ops.h"
 }
@@ -41,6 +42,9 @@ typedef struct cuda_ctx {
     /* DMR (dmr_cuda.cu): the checker's context (its own stream, cuBLAS handle, workspace and
      * scratch; NULL in the checker's own context), the events that order the two streams, and
      * the answers of the compare and fingerprint kernels (device, and pinned for the host) */
+    int bf16;             /* run.precision = bf16: GEMM operands rounded to bf16 (gemm.cu) */
+    void *gemm_ws;        /* the GEMMs' bf16 copies of their operands; grows */
+    size_t gemm_ws_bytes;
     struct cuda_ctx *checker;
     cudaEvent_t ev_to_checker, ev_from_checker;
     unsigned *res_dev, *res_host;
@@ -83,6 +87,8 @@ void cuda_dmr_init(CudaCtx *cx, CudaCtx *checker);
 void cuda_checker_run(void *ctx, FtOpFn fn, FtOpCall *c);
 int cuda_equal(void *ctx, const void *a, const void *b, size_t bytes);
 uint64_t cuda_fingerprint(void *ctx, const void *p, size_t esize, size_t n);
+/* gemm.cu: run.precision for the context and its checker (backend.h set_precision). */
+extern "C" void cuda_set_precision(void *ctx, int precision);
 /* A stream with a cuBLAS handle bound to it: pedantic fp32, no atomics, its own workspace. */
 void cuda_ctx_streams(CudaCtx *cx, int device);
 

@@ -36,6 +36,9 @@ typedef struct ft_backend {
     void (*checker_run)(void *ctx, FtOpFn fn, FtOpCall *c);
     int (*equal)(void *ctx, const void *a, const void *b, size_t bytes);
     uint64_t (*fingerprint)(void *ctx, const void *p, size_t esize, size_t n);
+    /* GEMM precision (enum ft_precision_choice, deck_keys.h: run.precision), for the primary
+     * and the checker alike; NULL: fp32 only (the CPU) */
+    void (*set_precision)(void *ctx, int precision);
 } FtBackend;
 
 /* The CPU backend (C + OpenMP + OpenBLAS, ops_cpu.c). */

@@ -16,11 +16,11 @@
 #           cuda with naive DMR and inputs/default.faults' flips (all caught: the dmr line)
 #   gpt2s   GPT-2 small's shape with the byte vocabulary (L 12, NH 12, C 768, T 1024, B 8),
 #           $GPU_STEPS steps on cuda (default 20), $CPU_STEPS on cpu (default 3: the baseline)
-#   124M    GPT-2 124M as the issue's benchmark (V 50257 padded to 50304, B 16, T 1024), fp32,
-#           $BENCH_STEPS steps (default 8) on cuda: DMR off, full activation checkpointing,
+#   124M    GPT-2 124M as the issue's benchmark (V 50257 padded to 50304, B 16, T 1024),
+#           $BENCH_STEPS steps (default 8) on cuda, fp32 and bf16 (run.precision: bf16 GEMM
+#           operands, everything else fp32), each with DMR off, full activation checkpointing,
 #           naive DMR; MFU against the H200's 989 TFLOP/s dense bf16 peak (the issue's anchors
-#           use it; these rows are fp32, so the fp32 pedantic peak is far lower). bf16 rows
-#           come when [run] precision = bf16 exists.
+#           use it; the fp32 rows' own peak is far lower).
 # Every run has DMR off and no faults (the default deck turns both on) unless its row says so.
 # Rates leave out the first step (train.rate_skip = 1). Logs go to $LOGS (default
 # build/gpu-run/). Exit code 0 when every check passed; a skipped GPU test counts as failed
@@ -128,12 +128,15 @@ gpt2s="model.layers=12 model.heads=12 model.channels=768 model.seq_len=1024 trai
 label="" train gpt2s cuda "$GPU_STEPS" $gpt2s
 g124="model.layers=12 model.heads=12 model.channels=768 model.seq_len=1024 model.vocab=50257"
 g124="$g124 model.vocab_pad=128 train.batch=16"
-# shellcheck disable=SC2086
-label="fp32, dmr off" train 124M cuda "$BENCH_STEPS" $g124
-# shellcheck disable=SC2086
-label="fp32, ac full" train 124M cuda "$BENCH_STEPS" $g124 train.ac=full
-# shellcheck disable=SC2086
-label="fp32, dmr naive" train 124M cuda "$BENCH_STEPS" $g124 dmr.mode=naive
+for prec in fp32 bf16; do
+  # shellcheck disable=SC2086
+  label="$prec, dmr off" train 124M cuda "$BENCH_STEPS" $g124 run.precision=$prec
+  # shellcheck disable=SC2086
+  label="$prec, ac full" train 124M cuda "$BENCH_STEPS" $g124 run.precision=$prec train.ac=full
+  # shellcheck disable=SC2086
+  label="$prec, dmr naive" train 124M cuda "$BENCH_STEPS" $g124 run.precision=$prec \
+    dmr.mode=naive
+done
 # shellcheck disable=SC2086
 label="" train gpt2s cpu "$CPU_STEPS" $gpt2s
 

@@ -1,9 +1,11 @@
 /* test_gpu_dmr.c: DMR on the CUDA backend (backend.h: checker_run, equal, fingerprint).
  *   - The backends' DMR functions agree with the host: the CPU backend's fingerprint is
- *     ckpt_checksum_array and its equal is memcmp (runs everywhere); the CUDA fingerprint
- *     kernel gives ckpt_checksum_array's value for the same bytes (1-, 2-, 4- and 8-byte
- *     elements, lengths that fill no block evenly) and any single flipped bit changes it; the
- *     CUDA equal finds a single differing byte at the first, a middle and the last position,
+ *     ckpt_checksum_array and its equal is memcmp, and the CUDA kernel's way of summing
+ *     checksum.h's terms (per thread over a grid-stride loop, then the threads' sums in
+ *     another order), emulated on the host, gives ckpt_checksum_array too (this test runs
+ *     everywhere); the CUDA fingerprint kernel gives ckpt_checksum_array's value for the same
+ *     bytes (1-, 2-, 4- and 8-byte elements, lengths that fill no block evenly) and any single
+ *     flipped bit changes it; the CUDA equal finds a single differing byte at the first, a middle and the last position,
  *     on word-aligned and odd lengths.
  *   - A flip campaign on the GPU: seeded sdc-random schedules (primary and checker targets) over
  *     the forward, backward, AC recomputation and optimizer of a dense GPT-2 with AC every 2
@@ -22,6 +24,7 @@
 #include "../ft_test.h"
 #include "gpu_skip.h"
 #include "ftllm/backend.h"
+#include "ftllm/checksum.h"
 #include "ftllm/ckpt.h"
 #include "ftllm/deck.h"
 #include "ftllm/log.h"
@@ -53,6 +56,22 @@ static void test_cpu_backend(void **s)
     assert_true(be->equal(be->ctx, a, b, sizeof a));
     b[4321] ^= 0x10;
     assert_false(be->equal(be->ctx, a, b, sizeof a));
+    /* the fingerprint kernel's sums, emulated on the host from checksum.h's terms: each of
+     * 3 blocks x 256 threads sums its grid-stride elements' lanes, then the threads' sums are
+     * added (the kernel: block trees, then one integer atomicAdd per block) */
+    for (int k = 0; k < 4; k++) {
+        enum { NT = 3 * 256 };
+        uint32_t lo[NT] = {0}, hi[NT] = {0};
+        for (size_t i = 0; i < N; i++) {
+            uint64_t bits = 0;
+            memcpy(&bits, a + i * es[k], es[k]);
+            uint64_t t = ckpt_term(i, bits, es[k]);
+            lo[i % NT] += (uint32_t)t, hi[i % NT] += (uint32_t)(t >> 32);
+        }
+        uint32_t slo = 0, shi = 0;
+        for (int t = NT - 1; t >= 0; t--) slo += lo[t], shi += hi[t];
+        assert_true(((uint64_t)shi << 32 | slo) == ckpt_checksum_array(a, es[k], N));
+    }
     /* 2-byte elements (bf16): a flipped bit in one element changes the fingerprint */
     uint64_t f0 = be->fingerprint(be->ctx, a, 2, N);
     a[2 * 500 + 1] ^= 0x80;
