@@ -4,13 +4,15 @@
 # made on the build machine with
 #   make CUDA=1 cuda-check
 #   gpu-bundle build/gpu build/cuda/ftllm build/cuda/tests/gpu/test_gpu_ops \
-#       build/cuda/tests/gpu/test_gpu_train build/cuda/tests/gpu/test_gpu_dmr
+#       build/cuda/tests/gpu/test_gpu_train build/cuda/tests/gpu/test_gpu_dmr \
+#       build/cuda/tests/gpu/test_gpu_nccl
 # (gpu-bundle packs binaries with the shared libraries they need, but not CUDA's). Run it from
 # the repository root: it reads inputs/default.ini and, when data/ has no token shards, makes
 # some from the repository's own text with `ftllm tokenize`.
 #
 # Steps: unpack; nvidia-smi; the GPU tests (every op against the CPU and on the checker stream,
-# short training runs against the CPU, DMR's device checks and a flip campaign on the GPU);
+# short training runs against the CPU, DMR's device checks and a flip campaign on the GPU, the
+# NCCL comm backend on one rank);
 # then training runs, each printing a summary line that the table quotes:
 #   small   inputs/default.ini (L 4, C 128, T 64, B 4), 20 steps, on cpu and on cuda, and on
 #           cuda with naive DMR and inputs/default.faults' flips (all caught: the dmr line)
@@ -54,7 +56,7 @@ nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader ||
   echo "(no nvidia-smi)"
 
 echo "== GPU tests"
-for t in test_gpu_ops test_gpu_train test_gpu_dmr; do
+for t in test_gpu_ops test_gpu_train test_gpu_dmr test_gpu_nccl; do
   log=$logs/$t.log
   timeout 600 mpiexec -n 1 "$bin/$t" > "$log" 2>&1
   rc=$?
