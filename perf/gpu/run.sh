@@ -23,11 +23,23 @@
 #           operands, everything else fp32), each with DMR off, full activation checkpointing,
 #           naive DMR; MFU against the H200's 989 TFLOP/s dense bf16 peak (the issue's anchors
 #           use it; the fp32 rows' own peak is far lower).
+# On the lent H200 (the device tool: one command of at most 10 minutes, at most 8 files back
+# from $OUT), carry build/gpu.tar.xz and run
+#   LOGS_TAR=$OUT/gpu-run-logs.tar.xz perf/gpu/run.sh build/gpu.tar.xz 2>&1 | tee $OUT/run.log
+# with timeout_s 590: every step gets at most what is left of $DEADLINE seconds (default 540)
+# since the start, so the table and the logs' tarball come back even when a step hangs.
 # Every run has DMR off and no faults (the default deck turns both on) unless its row says so.
 # Rates leave out the first step (train.rate_skip = 1). Logs go to $LOGS (default
 # build/gpu-run/). Exit code 0 when every check passed; a skipped GPU test counts as failed
 # here (on a GPU machine a skip means the GPU was not usable).
 set -u
+DEADLINE=${DEADLINE:-540}
+# cap SECONDS: a step's timeout, at most what is left before the deadline (0: none left)
+cap() {
+  local left=$((DEADLINE - SECONDS - 15))
+  [ "$left" -lt 0 ] && left=0
+  echo $(("$1" < left ? "$1" : left))
+}
 bundle=${1:?usage: perf/gpu/run.sh BUNDLE (a gpu-bundle folder or .tar.xz)}
 GPU_STEPS=${GPU_STEPS:-20}
 BENCH_STEPS=${BENCH_STEPS:-8}
@@ -58,7 +70,13 @@ nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader ||
 echo "== GPU tests"
 for t in test_gpu_ops test_gpu_train test_gpu_dmr test_gpu_nccl; do
   log=$logs/$t.log
-  timeout 600 mpiexec -n 1 "$bin/$t" > "$log" 2>&1
+  lim=$(cap 300)
+  if [ "$lim" -le 0 ]; then # timeout 0 would mean no limit at all
+    failed=$((failed + 1))
+    row "$t" "NOT RUN: past the deadline ($DEADLINE s)" "" "" "" "" ""
+    continue
+  fi
+  timeout "$lim" mpiexec -n 1 "$bin/$t" > "$log" 2>&1
   rc=$?
   cat "$log"
   p=$(sed -n 's/^\[  PASSED  \] \([0-9]*\) test.*/\1/p' "$log" | tail -1)
@@ -87,8 +105,15 @@ train() {
   local tag=${label:-plain}
   local log=$logs/$name.$be.${tag//[^a-z0-9]/_}.log
   echo "== train $name on $be ($steps steps)"
+  local lim
+  lim=$(cap 300)
+  if [ "$lim" -le 0 ]; then
+    failed=$((failed + 1))
+    row "train $name" "$be${label:+, $label}: NOT RUN: past the deadline" "" "" "" "" ""
+    return
+  fi
   # shellcheck disable=SC2086
-  timeout 900 mpiexec -n 1 "$bin/ftllm" train inputs/default.ini $data run.backend="$be" \
+  timeout "$lim" mpiexec -n 1 "$bin/ftllm" train inputs/default.ini $data run.backend="$be" \
     train.steps="$steps" train.rate_skip=1 train.val_batches=0 train.sample_tokens=0 \
     dmr.mode=off faults.schedule= "$@" \
     > "$log" 2>&1
@@ -97,7 +122,7 @@ train() {
   sum=$(grep '^summary:' "$log" | tail -1)
   if [ "$rc" -ne 0 ] || [ -z "$sum" ]; then
     failed=$((failed + 1))
-    row "train $name" "$be: FAILED (rc $rc, $log)" "" "" "" "" ""
+    row "train $name" "$be${label:+, $label}: FAILED (rc $rc, $(basename "$log"))" "" "" "" "" ""
     return
   fi
   local ms tok gf loss mfu dmr
@@ -146,5 +171,8 @@ echo
 printf '%-28s | %-40s | %9s | %10s | %8s | %6s | %s\n' check result ms/step tok/s GFLOP/s \
   MFU "loss first -> last"
 printf '%s\n' "${rows[@]}"
-echo "verdict: $([ $failed -eq 0 ] && echo OK || echo "FAILED ($failed)")"
+echo "verdict: $([ $failed -eq 0 ] && echo OK || echo "FAILED ($failed)") (${SECONDS} s)"
+if [ -n "${LOGS_TAR:-}" ]; then
+  tar -cJf "$LOGS_TAR" -C "$(dirname "$logs")" "$(basename "$logs")" && echo "logs: $LOGS_TAR"
+fi
 [ "$failed" -eq 0 ]
