@@ -41,7 +41,11 @@
       "write the final weights to this llm.c model file (fp32, version 3); empty = none")       \
     K(run, backend, ENUM, "cpu", 0, 0, "cpu|cuda", 0,                                            \
       "where ops run: cpu (OpenMP + OpenBLAS) or cuda (one GPU per rank; needs a build with "   \
-      "make CUDA=1; fp32, one rank, no checkpoints yet)")                                        \
+      "make CUDA=1; one rank, no checkpoints yet)")                                              \
+    K(run, precision, ENUM, "fp32", 0, 0, "fp32|bf16", 0,                                        \
+      "GEMM precision: fp32, or bf16 (run.backend = cuda only): weights and activations rounded " \
+      "to bf16 for every GEMM, fp32 accumulation, fp32 outputs, master weights and optimizer "   \
+      "state")                                                                                   \
     K(run, progress, ENUM, "auto", 0, 0, "auto|live|lines", 0,                                   \
       "per-step output: live = one line rewritten in place (step, loss, tokens/s, ETA); lines = " \
       "a line per step; auto = live when rank 0's stdout is a terminal (under mpiexec it is a "  \
@@ -279,6 +283,7 @@ enum ft_dmr_mode { FT_DMR_OFF, FT_DMR_NAIVE, FT_DMR_PIGGYBACK, FT_DMR_PLANNED };
 enum ft_spare_wipeout { FT_WIPEOUT_RESTART, FT_WIPEOUT_REQUEUE };
 enum ft_dmr_phases { FT_DMR_PHASES_1, FT_DMR_PHASES_12, FT_DMR_PHASES_123 };
 enum ft_backend_choice { FT_BACKEND_CPU, FT_BACKEND_CUDA };
+enum ft_precision_choice { FT_PRECISION_FP32, FT_PRECISION_BF16 };
 enum ft_progress_choice { FT_PROGRESS_AUTO, FT_PROGRESS_LIVE, FT_PROGRESS_LINES };
 enum ft_mlp_choice { FT_MLP_GELU, FT_MLP_SWIGLU };
 /* run.log_level uses enum ft_log_level from log.h (error|warn|info|debug). */

@@ -54,8 +54,10 @@
  * the checker, so both targets flip its output). An injected flip counts as detected
  * when a check of that very execution mismatched, as rolled back when its attempt was redone.
  *
- * The checks read outputs through host pointers (the CPU backend); flips go through the
- * backend's copies. */
+ * The checks go through the backend (backend.h: checker_run, equal, fingerprint), so they run
+ * where the tensors live (CUDA: the naive re-execution on the checker stream into device
+ * scratch, the compare and the fingerprints as device kernels); flips go through the backend's
+ * copies. */
 #ifndef FTLLM_DMR_H
 #define FTLLM_DMR_H
 

@@ -4,7 +4,9 @@
  * Key decisions:
  *  - The naive checker runs the op's own call with its outputs pointed at scratch memory (ops
  *    write every output byte from their inputs alone, ops.h), so the primary's bytes are never
- *    touched by a clean check and the comparison is exact (memcmp), not a hash.
+ *    touched by a clean check and the comparison is exact (every byte), not a hash. It runs
+ *    through the backend's checker_run (CUDA: the checker stream with its own cuBLAS handle)
+ *    and compares with the backend's equal, so the outputs never leave the device.
  *  - Piggyback keeps one fingerprint per output of each forward entry that has a recompute
  *    twin (per tape: the pipeline slots are separate tapes), not a copy: the checkpoint
  *    checksum, whose per-element terms are bijections, so a single corrupted element can never
@@ -22,7 +24,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "ftllm/ckpt.h"
 #include "ftllm/deck_keys.h"
 #include "ftllm/log.h"
 #include "dmr_impl.h"
@@ -54,9 +55,10 @@ FtDmr *dmr_create(const FtDmrCfg *cfg)
     }
     d->suspect_after = cfg->suspect_after;
     d->be = cfg->be ? cfg->be : backend_cpu();
-    if (strcmp(d->be->name, "cpu"))
-        FT_DIE("dmr: the checks compare outputs through host pointers; the %s backend needs a "
-               "device-side compare first", d->be->name);
+    FT_ASSERT(d->be->checker_run && d->be->equal && d->be->fingerprint);
+    /* deferred checks and AGC replays copy inputs through host pointers (dmr_defer.c): the
+     * deck check refuses dmr.mode = planned on another backend before we get here */
+    FT_ASSERT(d->mode != FT_DMR_PLANNED || !strcmp(d->be->name, "cpu"));
     d->rank = cfg->world ? comm_rank(cfg->world) : 0;
     d->nranks = cfg->world ? comm_size(cfg->world) : 1;
     for (int i = 0; i < cfg->nflips; i++) d->nflips += cfg->flips[i].rank == d->rank;
@@ -140,10 +142,15 @@ static FpStore *store(FtDmr *d, const FtTape *tp)
     return s;
 }
 
-void dmr_run_op(const FtDmr *d, const FtTapeEntry *e, const FtOpCall *c)
+static FtOpFn op_fn(const FtDmr *d, const FtTapeEntry *e)
 {
     const FtOpDesc *od = &d->be->ops[e->kind];
-    (e->dir == FT_FWD ? od->fwd : od->bwd)(c);
+    return e->dir == FT_FWD ? od->fwd : od->bwd;
+}
+
+void dmr_run_op(const FtDmr *d, const FtTapeEntry *e, const FtOpCall *c)
+{
+    op_fn(d, e)(c);
 }
 
 static void entry_name(const FtTape *tp, int i, char *buf, size_t len)
@@ -285,26 +292,27 @@ void dmr_check_naive(FtDmr *d, const FtTape *tp, int i, const FtOpCall *c, const
     for (int k = 0; k < FT_OP_MAX_OUT; k++)
         if (nb[k]) cc.out[k] = (char *)d->scratch + off[k];
     double t0 = omp_get_wtime();
-    dmr_run_op(d, e, &cc);
+    d->be->checker_run(d->be->ctx, op_fn(d, e), &cc);
     if (d->mode == FT_DMR_PLANNED && !d->plan.strat && d->prof_count)
         d->prof.time[dmr_entry_index(d, tp, i)] += omp_get_wtime() - t0; /* the checker's time */
     for (int j = 0; j < nchk; j++) dmr_inject(d, chk[j], tp, i, cc.out, i, S_NAIVE);
     bool same = true;
     for (int k = 0; k < FT_OP_MAX_OUT && same; k++)
-        if (nb[k] && memcmp(c->out[k], cc.out[k], nb[k])) same = false;
+        if (nb[k] && !d->be->equal(d->be->ctx, c->out[k], cc.out[k], nb[k])) same = false;
     d->s.checks[FT_DMR_S_NAIVE]++;
     if (same) return;
     dmr_mismatch(d, tp, i, i, S_NAIVE);
     dmr_run_op(d, e, c); /* a third run into the primary's outputs: clean bytes go on */
 }
 
-void dmr_fingerprint(const FtTape *tp, const FtTapeEntry *e, const FtOpCall *c, uint64_t *fp)
+void dmr_fingerprint(const FtDmr *d, const FtTape *tp, const FtTapeEntry *e, const FtOpCall *c,
+                     uint64_t *fp)
 {
     for (int k = 0; k < FT_OP_MAX_OUT; k++) {
         fp[k] = 0;
         if (e->out[k] < 0 || !c->out[k]) continue;
         const FtTensor *t = &tp->t[e->out[k]];
-        fp[k] = ckpt_checksum_array(c->out[k], ft_dtype_size(t->dtype), t->n);
+        fp[k] = d->be->fingerprint(d->be->ctx, c->out[k], ft_dtype_size(t->dtype), t->n);
     }
 }
 
@@ -358,7 +366,7 @@ static void after_op(void *arg, const FtTape *tp, int i, const FtOpCall *c)
     case S_AGC: dmr_defer_add(d, tp, i, c, d->plan.seg[idx], true, chk, nchk); break;
     case S_PB_SAVE: {
         FpStore *st = store(d, tp);
-        dmr_fingerprint(tp, e, c, st->fp + (size_t)i * FT_OP_MAX_OUT);
+        dmr_fingerprint(d, tp, e, c, st->fp + (size_t)i * FT_OP_MAX_OUT);
         if (!st->pending[i]) st->pending[i] = 1, st->npending++;
         break;
     }
@@ -370,7 +378,7 @@ static void after_op(void *arg, const FtTape *tp, int i, const FtOpCall *c)
             break;
         }
         uint64_t fp[FT_OP_MAX_OUT];
-        dmr_fingerprint(tp, e, c, fp);
+        dmr_fingerprint(d, tp, e, c, fp);
         st->pending[f] = 0;
         st->npending--;
         d->s.checks[FT_DMR_S_PIGGYBACK]++;

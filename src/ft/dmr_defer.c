@@ -85,7 +85,7 @@ static void unit_step(FtDmr *d, Unit *u)
     enum strat s = u->seg < 0 ? S_DEFER : S_AGC;
     for (int j = 0; j < m->nchk; j++) dmr_inject(d, m->chk[j], u->tp, m->entry, cc.out, m->entry, s);
     uint64_t fp[FT_OP_MAX_OUT];
-    dmr_fingerprint(u->tp, e, &cc, fp);
+    dmr_fingerprint(d, u->tp, e, &cc, fp);
     if (m->covered) d->s.checks[u->seg < 0 ? FT_DMR_S_DEFERRED : FT_DMR_S_AGC]++;
     if (memcmp(fp, m->fp, sizeof fp)) dmr_mismatch(d, u->tp, m->entry, m->entry, s);
     if (++u->next == u->nm) unit_remove(d, u);
@@ -184,7 +184,7 @@ void dmr_defer_add(FtDmr *d, const FtTape *tp, int i, const FtOpCall *c, int seg
         memcpy(m.copy[k], c->in[k], nb[k]);
         m.c.in[k] = m.copy[k];
     }
-    dmr_fingerprint(tp, e, c, m.fp);
+    dmr_fingerprint(d, tp, e, c, m.fp);
     for (int j = 0; j < nchk && m.nchk < 4; j++) m.chk[m.nchk++] = chk[j];
     if (!u) {
         u = calloc(1, sizeof *u);

@@ -120,7 +120,8 @@ void dmr_inject(FtDmr *d, int fi, const FtTape *tp, int i, void *const *outs, in
                 enum strat s);
 /* A check of entry i (covering `key`) by strategy s mismatched. */
 void dmr_mismatch(FtDmr *d, const FtTape *tp, int i, int key, enum strat s);
-void dmr_fingerprint(const FtTape *tp, const FtTapeEntry *e, const FtOpCall *c, uint64_t *fp);
+void dmr_fingerprint(const FtDmr *d, const FtTape *tp, const FtTapeEntry *e, const FtOpCall *c,
+                     uint64_t *fp);
 /* Runs entry i again into scratch (checker flips chk[0..nchk) applied there) and compares. */
 void dmr_check_naive(FtDmr *d, const FtTape *tp, int i, const FtOpCall *c, const int *chk,
                      int nchk);

@@ -169,6 +169,7 @@ static int open_backend(const FtConfig *cfg, MPI_Comm comm, const FtBackend **be
         cli_error(comm, err);
         return FT_EXIT_USAGE;
     }
+    b->set_precision(b->ctx, (int)cfg->run.precision);
     *be = b;
     return FT_EXIT_OK;
 }
