@@ -1,11 +1,15 @@
 # ftllm: one Makefile.
 #   make              build bin/ftllm (CPU)            make test    set up, build, run all tests
-#   make run          set up, build, train inputs/default.ini
+#   make run          set up, build, train inputs/system.ini on 4 ranks (DMR, SPARe, a spare,
+#                     a restart); NP=1 DECK=inputs/default.ini: the one-rank deck
 #   make bench        benchmarks (perf/)               make fuzz    libFuzzer on the deck parser
+#   make studies      the studies (perf/studies/: CSV + PNG into build/studies/; STUDIES_QUICK=1
+#                     tiny sizes, STUDIES_OUT another folder)
 #   make DEBUG=1      -O0 with address+undefined sanitizers; SAN=address (or thread, ...) alone
 #   make CUDA=1       bin/ftllm with the CUDA backend too (cuda/*.cu; run.backend = cuda), in
 #                     build/cuda/; `make cuda-check` builds it and the GPU tests (tests/gpu/)
-#   make deps         install missing Debian packages (scripts/install-deps)
+#   make deps         install missing Debian packages (scripts/install-deps; make test adds the
+#                     test-only ones, a one-node Slurm: make deps-test)
 #   make MPI=openmpi  bin/ftllm-openmpi: ftllm against Open MPI 5.0.11 with ULFM (survives real
 #                     process death: comm.h), in build/openmpi/ (not bin/ftllm, which MPICH's
 #                     mpiexec launches); `make MPI=openmpi deps` installs that MPI into
@@ -15,7 +19,7 @@
 #                     libmpi.so.40, which 5.0 keeps: checkpoints work (tests/e2e/ulfm.sh
 #                     writes and checks one). Run with .deps/openmpi/bin/mpirun --with-ft ulfm.
 # Variables you may set: OPT (default -O2 -march=native; -march=x86-64-v3 with CUDA=1, whose
-# binary runs on a GPU node's CPU), CFLAGS_EXTRA, LDFLAGS_EXTRA, NP (ranks for make run),
+# binary runs on a GPU node's CPU), CFLAGS_EXTRA, LDFLAGS_EXTRA, NP and DECK (make run),
 # FUZZ_SECONDS, CUDA_HOME (default /usr/local/cuda), CUDA_ARCH (default 90: sm_90 code + PTX).
 # Objects go to build/<variant>/, so variants never mix.
 
@@ -24,7 +28,8 @@ CC       := mpicc
 DEBUG    ?= 0
 SAN      ?=
 CUDA     ?= 0
-NP       ?= 1
+NP       ?= 4
+DECK     ?= inputs/system.ini
 FUZZ_SECONDS ?= 120
 CUDA_HOME ?= /usr/local/cuda
 CUDA_ARCH ?= 90
@@ -49,7 +54,7 @@ CUDA_VARIANT := $(if $(filter release,$(BASE_VARIANT)),cuda,cuda-$(BASE_VARIANT)
 VARIANT  := $(if $(filter 0,$(CUDA)),$(BASE_VARIANT),$(CUDA_VARIANT))
 SANFLAGS := $(if $(SAN),-fsanitize=$(SAN) -fno-omit-frame-pointer -fno-sanitize-recover=undefined)
 
-PKGS     := inih hdf5-mpich
+PKGS     := inih hdf5-mpich papi
 # Open MPI 5 with ULFM from .deps/ (scripts/install-openmpi): its mpicc, relocated through
 # OPAL_PREFIX; HDF5 from Debian's libhdf5-openmpi, unpacked there (not installed: its -dev
 # package would pull Open MPI 4.1's and switch the system's mpicc alternative).
@@ -63,7 +68,7 @@ ifeq ($(MPI),openmpi)
   endif
   export OPAL_PREFIX := $(OMPI_DIR)
   CC       := $(OMPI_DIR)/bin/mpicc
-  PKGS     := inih
+  PKGS     := inih papi
   VARIANT  := openmpi$(if $(filter release,$(VARIANT)),,-$(VARIANT))
   H5_LIB   := $(H5_DIR)/lib/x86_64-linux-gnu
   H5_FLAGS := -I$(H5_DIR)/include/hdf5/openmpi
@@ -103,15 +108,16 @@ ifneq ($(CUDA),0)
   CU_SRC   := $(wildcard cuda/*.cu)
   CU_OBJ   := $(CU_SRC:%.cu=$(BUILD)/%.o)
   LIB_OBJ  += $(CU_OBJ)
-  CFLAGS   += -DFTLLM_CUDA
+  CFLAGS   += -DFTLLM_CUDA -I$(CUDA_HOME)/include
   NVCCFLAGS := -std=c++17 -O2 -g -lineinfo --fmad=false \
                -gencode arch=compute_$(CUDA_ARCH),code=sm_$(CUDA_ARCH) \
                -gencode arch=compute_$(CUDA_ARCH),code=compute_$(CUDA_ARCH) \
                -Iinclude -Xcompiler -Wall,-Wextra,-Wno-unused-parameter $(NVCCFLAGS_EXTRA)
-  LDLIBS   += -L$(CUDA_HOME)/lib64 -lcublas -lcudart -lstdc++ -Wl,-rpath,$(CUDA_HOME)/lib64
+  LDLIBS   += -L$(CUDA_HOME)/lib64 -lcublas -lcudart -lstdc++ -ldl -Wl,-rpath,$(CUDA_HOME)/lib64
 endif
 
-.PHONY: all run test test-run bench bench-run fuzz deps clean inputs-doc FORCE data cuda-check
+.PHONY: all run test test-run test-slurm deps-test bench bench-run studies studies-run fuzz deps clean \
+  inputs-doc FORCE data cuda-check
 ifeq ($(MPI),openmpi)
 all: bin/ftllm-openmpi
 else
@@ -150,18 +156,20 @@ $(BUILD)/perf/%: $(BUILD)/perf/%.o $(LIB)
 deps:
 	@scripts/install-deps
 	@$(if $(filter openmpi,$(MPI)),scripts/install-openmpi)
+deps-test:
+	@scripts/install-deps --test
 
 # `make run` and `make test` install what is missing first, then build in a fresh make (so the
 # libraries' pkg-config flags are read after the install).
 run: deps
 	@$(MAKE) --no-print-directory bin/ftllm
 	@$(MAKE) --no-print-directory data
-	mpiexec -n $(NP) bin/ftllm train inputs/default.ini
+	mpiexec -n $(NP) bin/ftllm train $(DECK)
 
 # `make test` also installs the Open MPI build's MPI (scripts/install-openmpi: ~5 s, 34 MB) and
 # builds build/openmpi/ftllm (under a minute) for tests/e2e/ulfm.sh (~20 s), which skips with a
 # message when that MPI could not be installed.
-test: deps
+test: deps-test
 	@scripts/install-openmpi || echo "make test: Open MPI (ULFM) not installed: e2e/ulfm skips"
 	@$(MAKE) --no-print-directory test-run
 
@@ -179,6 +187,11 @@ test-run: bin/ftllm $(TEST_BIN) $(BENCH_BIN)
 	  SAN= cuda-check > build/cuda/build.log 2>&1; echo $$? > build/cuda/build.rc; }, \
 	  rm -f build/cuda/build.rc)
 	@FTLLM_CUDA_BUILD=$(if $(HAVE_NVCC),build/cuda) tests/run.sh $(BUILD) $(SAN_BIN)
+
+# The jobscripts' test alone (part of `make test`): a one-node Slurm started and stopped for it.
+test-slurm: deps-test
+	@$(MAKE) --no-print-directory bin/ftllm data
+	@FTLLM_BUILD=$(BUILD) OMP_NUM_THREADS=1 bash tests/e2e/slurm.sh
 
 # The CUDA build and the GPU tests, compiled only (they run on a GPU machine: perf/gpu/run.sh).
 ifneq ($(CUDA),0)
@@ -201,6 +214,15 @@ bench: deps
 	@$(MAKE) --no-print-directory bench-run
 bench-run: bin/ftllm $(BENCH_BIN)
 	@perf/bench.sh $(BUILD)
+
+# Studies: perf/studies/run.sh runs every perf/studies/*.py (benchmarks and bin/ftllm -> CSV and
+# PNG plots in STUDIES_OUT); `make test` runs them in quick mode (tests/e2e/studies.sh).
+STUDIES_QUICK ?= 0
+STUDIES_OUT ?= build/studies
+studies: deps
+	@$(MAKE) --no-print-directory studies-run
+studies-run: bin/ftllm $(BENCH_BIN)
+	@STUDIES_QUICK=$(STUDIES_QUICK) STUDIES_OUT=$(STUDIES_OUT) perf/studies/run.sh $(BUILD)
 
 # libFuzzer on the deck parser (clang); corpus in tests/fuzz/corpus, findings in build/fuzz/.
 fuzz: deps

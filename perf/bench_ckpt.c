@@ -241,8 +241,8 @@ int main(int argc, char **argv)
         double v[6] = {tw, tc, trp, trc, tstall, tasync};
         for (int k = 0; k < 6; k++) res[k][round] = v[k];
         if (rank == 0)
-            printf("  round %d: plain write %.2f s, checkpoint write %.2f s, plain read %.2f s, "
-                   "checkpoint read %.2f s, async stall %.3f s (write %.2f s)\n",
+            printf("  round %d: plain write %.3f s, checkpoint write %.3f s, plain read %.3f s, "
+                   "checkpoint read %.3f s, async stall %.3f s (write %.3f s)\n",
                    round + 1, tw, tc, trp, trc, tstall, tasync);
     }
     ckpt_destroy(sync_w);
@@ -259,8 +259,9 @@ int main(int argc, char **argv)
             ratio[1][r] = res[2][r] / res[3][r];
             ratio[2][r] = res[4][r] / res[1][r];
         }
-        printf("bench_ckpt: GPT-2 124M-sized state (%.3f GB: params + AdamW m, v), %d rank%s, "
-               "folder %s, %d rounds\n", gb, size, size == 1 ? "" : "s", dir, rounds);
+        printf("bench_ckpt: GPT-2 124M-sized state (%.3f GB = %.0f bytes: params + AdamW m, v), "
+               "%d rank%s, folder %s, %d rounds\n", gb, bytes, size, size == 1 ? "" : "s", dir,
+               rounds);
         printf("  %-30s %8s %8s %8s %8s\n", "", "best s", "GB/s", "median s", "GB/s");
         const char *what[4] = {"plain write + fsync", "checkpoint write (sync)", "plain read (cold)",
                                "checkpoint read (cold)"};

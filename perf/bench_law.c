@@ -1,6 +1,6 @@
 /* bench_law.c: the time-to-train model against the simulator under both failure laws.
  *
- *   mpiexec -n 2 build/release/perf/bench_law [grid|600k|sched|all] [half-width target] [trials]
+ *   mpiexec -n 2 build/release/perf/bench_law [grid|600k|sched|sparing|all] [half-width] [trials]
  *
  * grid: the settings of test_sim's law grid (and more), each policy at the optimizer's r and
  *   interval: predicted vs simulated TTT, trials picked from a pilot's variance so the 99.9%
@@ -8,7 +8,11 @@
  * 600k: inputs/cluster-spare600k.ini's cluster (exponential and Weibull 0.8), policies at the
  *   points of perf/README.md's table.
  * sched: a growing checkpoint interval against the best fixed one, predicted and simulated
- *   (paired: the same seeds). */
+ *   (paired: the same seeds).
+ * sparing: inputs/cluster-meta-sparing.ini's cluster (Meta's spares) under the exponential law and
+ *   Weibull 1.0 / 0.8 / 0.7: the recommended spares and the best without intra-block spares,
+ *   predicted CETT (the law's model; the stationary model; the law's model without the burn-in
+ *   of idle spares) beside the simulated one (trials: the third argument, default 20). */
 #include <math.h>
 #include <mpi.h>
 #include <stdio.h>
@@ -192,6 +196,79 @@ static void sched(int rank, int trials)
     sched_one(rank, "600k (Weibull 0.8)", c, FT_POL_CKPT, 10, trials < 8 ? trials : 8);
 }
 
+static int sparing_fn(int trial, double *out, void *ctx)
+{
+    return sim_sparing_trial(ctx, trial, out);
+}
+
+/* The Meta deck's cluster: 4 zones x 256 blocks x 18 trays of 4 GPUs (values in perf/README.md). */
+static FtSparing meta_sparing(int law, double shape, int I)
+{
+    return (FtSparing){.B = 4, .L = 256, .K = 18 - I, .I = I, .gpus_per_tray = 4,
+                       .tray_mtbf = 12000, .tray_mttr = 24, .rack_mtbf = 50000, .rack_mttr = 24,
+                       .ckpt = 250, .restart = 600, .law = law, .shape = shape, .horizon = 20000};
+}
+
+static void sparing(int rank, int trials)
+{
+    const struct {
+        int law;
+        double shape;
+    } laws[] = {
+        {FT_LAW_EXP, 1}, {FT_LAW_WEIBULL, 1.0}, {FT_LAW_WEIBULL, 0.8}, {FT_LAW_WEIBULL, 0.7}};
+    for (int l = 0; l < 4; l++) {
+        double t0 = now_s();
+        FtSparing best[9];
+        FtSparingResult res[9];
+        int bi = 0;
+        for (int I = 0; I <= 8; I++) {
+            best[I] = meta_sparing(laws[l].law, laws[l].shape, I);
+            best[I].R = analytic_sparing_best_R(&best[I], best[I].L, &res[I]);
+            if (res[I].cett > res[bi].cett) bi = I;
+        }
+        double t_opt = now_s() - t0;
+        const int pts[2] = {bi, 0};
+        for (int k = 0; k < (bi ? 2 : 1); k++) {
+            FtSparing s = best[pts[k]], x = s;
+            FtSparingResult st_res, pop_res;
+            char err[256];
+            x.law = FT_LAW_EXP;
+            analytic_sparing(&x, &st_res, err, sizeof err);
+            x = s, x.pop_rate = 1;
+            analytic_sparing(&x, &pop_res, err, sizeof err);
+            FtSparingSim ss = {.s = s, .horizon = s.horizon, .seed = 4242 + (uint64_t)k};
+            ss.s.interval = res[pts[k]].interval;
+            double *all = malloc((size_t)trials * SPS_NOUT * sizeof *all),
+                   *y = malloc((size_t)trials * sizeof *y);
+            t0 = now_s();
+            sim_trials(MPI_COMM_WORLD, trials, SPS_NOUT, sparing_fn, &ss, all);
+            double intr = 0;
+            for (int i = 0; i < trials; i++)
+                y[i] = all[i * SPS_NOUT + SPS_CETT], intr += all[i * SPS_NOUT + SPS_INTERRUPTS];
+            FtStat st = stat_of(y, trials, Z);
+            if (rank == 0)
+                printf("sparing %-11s %.1f %s I=%d R=%2d every %4.0f s | simulated CETT %.4f +- "
+                       "%.4f (%d trials, 99.9%%, %.0f s) predicted %.4f (%+.2f%%), stationary %.4f "
+                       "(%+.2f%%), without burn-in %.4f (%+.2f%%) | "
+                       "interrupts/h sim %.3f pred %.3f | optimizer %.1f s\n",
+                       laws[l].law ? "Weibull" : "exponential", laws[l].shape,
+                       k ? "no-intra" : "best    ", pts[k], s.R, res[pts[k]].interval, st.mean,
+                       st.half, trials, now_s() - t0, res[pts[k]].cett,
+                       100 * (res[pts[k]].cett / st.mean - 1), st_res.cett,
+                       100 * (st_res.cett / st.mean - 1), pop_res.cett,
+                       100 * (pop_res.cett / st.mean - 1), intr / trials / s.horizon,
+                       res[pts[k]].lam * 3600 * res[pts[k]].avail, t_opt);
+            fflush(stdout);
+            free(all), free(y);
+        }
+        if (rank == 0 && bi)
+            printf("sparing %-11s %.1f: best I=%d R=%d gives %.3fx the CETT of the best without "
+                   "intra-block spares (I=0 R=%d), predicted\n",
+                   laws[l].law ? "Weibull" : "exponential", laws[l].shape, bi, best[bi].R,
+                   res[bi].cett / res[0].cett, best[0].R);
+    }
+}
+
 int main(int argc, char **argv)
 {
     MPI_Init(&argc, &argv);
@@ -202,6 +279,8 @@ int main(int argc, char **argv)
     if (!strcmp(what, "grid") || !strcmp(what, "all")) grid(rank, target);
     if (!strcmp(what, "600k") || !strcmp(what, "all")) spare600k(rank, argc > 3 ? atoi(argv[3]) : 100);
     if (!strcmp(what, "sched") || !strcmp(what, "all")) sched(rank, argc > 3 ? atoi(argv[3]) : 100);
+    if (!strcmp(what, "sparing") || !strcmp(what, "all"))
+        sparing(rank, argc > 3 ? atoi(argv[3]) : 20);
     MPI_Finalize();
     return 0;
 }

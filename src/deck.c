@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <unistd.h>
 
 #define KEY_ENTRY_(sec, nm, type, def, lo, hi, choices, flags, help)                             \
     {#sec, #nm, FT_T_##type, def, lo, hi, choices, flags, help, offsetof(FtConfig, sec.nm)},
@@ -361,6 +362,11 @@ static void error_prefix(const FtConfig *cfg, int id, char *buf, size_t len)
     else snprintf(buf, len, "%s: ", cfg->path[0] ? cfg->path : "deck");
 }
 
+void deck_error_prefix(const FtConfig *cfg, int id, char *buf, size_t len)
+{
+    error_prefix(cfg, id, buf, len);
+}
+
 /* Rejects a non-default value of a key whose feature is not built yet. */
 static int check_reserved(const FtConfig *cfg, const FtDeckKey *k, char *err, size_t errlen)
 {
@@ -620,6 +626,51 @@ static int cross_fail(const FtConfig *cfg, int a, int b, char *err, size_t errle
 
 #define KID(sec, name) FT_KEY_##sec##_##name
 
+/* perf.papi_events: NAME,NAME,... with no blank inside a name, no empty or repeated name, at
+ * most FT_DECK_EVENTS_MAX (counters.h's FT_COUNTERS_MAX); which names exist is PAPI's call. */
+#define FT_DECK_EVENTS_MAX 16
+static int check_papi_events(const FtConfig *cfg, char *err, size_t errlen)
+{
+    const char *list = cfg->perf.papi_events;
+    char names[FT_DECK_EVENTS_MAX][FT_DECK_STR_MAX], pre[FT_DECK_STR_MAX + 64];
+    char msg[FT_DECK_ERR_MAX];
+    int n = 0;
+    msg[0] = 0;
+    if (!list[0]) return 0;
+    for (const char *p = list;; p++) {
+        const char *end = strchr(p, ',');
+        size_t len = end ? (size_t)(end - p) : strlen(p);
+        char raw[FT_DECK_STR_MAX], name[FT_DECK_STR_MAX];
+        snprintf(raw, sizeof raw, "%.*s", (int)len, p);
+        trim_copy(name, sizeof name, raw);
+        if (!name[0]) {
+            snprintf(msg, sizeof msg, "perf.papi_events: empty event name in '%s' (expected "
+                     "NAME,NAME,..., e.g. perf::TASK-CLOCK,perf::PAGE-FAULTS)", list);
+            break;
+        }
+        if (strcspn(name, " \t") != strlen(name)) {
+            snprintf(msg, sizeof msg, "perf.papi_events: '%s' is not one event name (names are "
+                     "separated by commas)", name);
+            break;
+        }
+        for (int k = 0; k < n && !msg[0]; k++)
+            if (!strcmp(names[k], name))
+                snprintf(msg, sizeof msg, "perf.papi_events: event '%s' is listed twice", name);
+        if (msg[0]) break;
+        if (n == FT_DECK_EVENTS_MAX) {
+            snprintf(msg, sizeof msg, "perf.papi_events: more than %d events", FT_DECK_EVENTS_MAX);
+            break;
+        }
+        snprintf(names[n++], sizeof names[0], "%s", name);
+        if (!end) break;
+        p = end;
+    }
+    if (!msg[0]) return 0;
+    error_prefix(cfg, KID(perf, papi_events), pre, sizeof pre);
+    snprintf(err, errlen, "%s%s", pre, msg);
+    return one_line(err);
+}
+
 int deck_check(const FtConfig *cfg, int nranks, char *err, size_t errlen)
 {
     const struct ft_cfg_model *m = &cfg->model;
@@ -628,6 +679,11 @@ int deck_check(const FtConfig *cfg, int nranks, char *err, size_t errlen)
         return cross_fail(cfg, KID(model, channels), KID(model, heads), err, errlen,
                           "model.channels = %lld is not a multiple of model.heads = %lld",
                           m->channels, m->heads);
+    if (m->kv_heads && m->heads % m->kv_heads)
+        return cross_fail(cfg, KID(model, kv_heads), KID(model, heads), err, errlen,
+                          "model.heads = %lld is not a multiple of model.kv_heads = %lld (each "
+                          "key/value head serves a group of query heads)", m->heads,
+                          m->kv_heads);
     if (m->heads % p->tp)
         return cross_fail(cfg, KID(parallel, tp), KID(model, heads), err, errlen,
                           "model.heads = %lld cannot be split over parallel.tp = %lld ranks",
@@ -641,6 +697,14 @@ int deck_check(const FtConfig *cfg, int nranks, char *err, size_t errlen)
                           "train.warmup = %lld is longer than the run (train.steps = %lld)",
                           cfg->train.warmup, cfg->train.steps);
     /* ---- training engine ---- */
+    if (cfg->run.precision == FT_PRECISION_BF16 && cfg->run.backend != FT_BACKEND_CUDA)
+        return cross_fail(cfg, KID(run, precision), KID(run, backend), err, errlen,
+                          "run.precision = bf16 needs run.backend = cuda (the CPU backend "
+                          "computes in fp32 only)");
+    if (cfg->dmr.mode == FT_DMR_PLANNED && cfg->run.backend != FT_BACKEND_CPU)
+        return cross_fail(cfg, KID(dmr, mode), KID(run, backend), err, errlen,
+                          "dmr.mode = planned needs run.backend = cpu (deferred checks keep "
+                          "host copies of their inputs; on the GPU use naive or piggyback)");
     if (cfg->train.seq_len > m->seq_len)
         return cross_fail(cfg, KID(train, seq_len), KID(model, seq_len), err, errlen,
                           "train.seq_len = %lld exceeds model.seq_len = %lld (the size of the "
@@ -684,16 +748,14 @@ int deck_check(const FtConfig *cfg, int nranks, char *err, size_t errlen)
                           "spare.r = %lld with parallel.ep = %lld: SPARe's shard-keyed reduction "
                           "does not handle expert parallelism yet (HINT: spare.r = 0, or "
                           "parallel.ep = 1)", sp->r, p->ep);
+    if (sp->spares > 0 && (sp->r < 1 || p->dp < 2))
+        return cross_fail(cfg, KID(spare, spares), sp->r < 1 ? KID(spare, r) : KID(parallel, dp),
+                          err, errlen, "spare.spares = %lld needs SPARe (spare.r >= 1, here "
+                          "%lld) and parallel.dp >= 2 (here %lld): a spare copies its state from "
+                          "a live replica", sp->spares, sp->r, p->dp);
     /* ---- end of SPARe ---- */
     /* ---- end of training engine ---- */
     /* ---- dmr ---- */
-    if (cfg->dmr.mode == FT_DMR_PLANNED) {
-        char pre[FT_DECK_STR_MAX + 64];
-        error_prefix(cfg, KID(dmr, mode), pre, sizeof pre);
-        snprintf(err, errlen, "%sdmr.mode = planned: not implemented yet (off, naive and "
-                              "piggyback are)", pre);
-        return one_line(err);
-    }
     /* ---- end of dmr ---- */
     /* ---- cluster: `optimize` / `simulate` (analytic, sim) ---- */
     const struct ft_cfg_cluster *cl = &cfg->cluster;
@@ -725,8 +787,9 @@ int deck_check(const FtConfig *cfg, int nranks, char *err, size_t errlen)
                           "(cluster.trays_per_block = %lld)", cl->spare_trays,
                           cl->trays_per_block);
     /* ---- end of cluster ---- */
+    if (check_papi_events(cfg, err, errlen)) return -1;
     if (nranks > 0) {
-        long double world = (long double)p->tp * p->pp * p->dp * p->ep;
+        long double world = (long double)p->tp * p->pp * (p->dp + cfg->spare.spares) * p->ep;
         if (world != nranks) {
             /* blame the last-set of the four widths */
             int ids[4] = {KID(parallel, tp), KID(parallel, pp), KID(parallel, dp),
@@ -738,34 +801,109 @@ int deck_check(const FtConfig *cfg, int nranks, char *err, size_t errlen)
             }
             char pre[FT_DECK_STR_MAX + 64];
             error_prefix(cfg, at, pre, sizeof pre);
-            snprintf(err, errlen,
-                     "%sthe layout dp x pp x ep x tp = %lld x %lld x %lld x %lld = %.0Lf ranks, "
-                     "but the job has %d (HINT: change parallel.dp or mpiexec -n)",
-                     pre, p->dp, p->pp, p->ep, p->tp, world, nranks);
+            if (cfg->spare.spares > 0)
+                snprintf(err, errlen,
+                         "%sthe layout (dp + spare.spares) x pp x ep x tp = (%lld + %lld) x %lld "
+                         "x %lld x %lld = %.0Lf ranks, but the job has %d (HINT: change "
+                         "parallel.dp, spare.spares or mpiexec -n)", pre, p->dp,
+                         cfg->spare.spares, p->pp, p->ep, p->tp, world, nranks);
+            else
+                snprintf(err, errlen,
+                         "%sthe layout dp x pp x ep x tp = %lld x %lld x %lld x %lld = %.0Lf "
+                         "ranks, but the job has %d (HINT: change parallel.dp or mpiexec -n)",
+                         pre, p->dp, p->pp, p->ep, p->tp, world, nranks);
             return one_line(err);
         }
     }
     return 0;
 }
 
+int deck_check_trainable(const FtConfig *cfg, char *err, size_t errlen)
+{
+    const struct ft_cfg_model *m = &cfg->model;
+    int id = -1;
+    char val[64] = "";
+    if (m->ffn && m->ffn != 4 * m->channels)
+        id = KID(model, ffn), snprintf(val, sizeof val, "%lld", m->ffn);
+    else if (m->kv_heads && m->kv_heads != m->heads)
+        id = KID(model, kv_heads), snprintf(val, sizeof val, "%lld", m->kv_heads);
+    else if (m->mlp != FT_MLP_GELU)
+        id = KID(model, mlp), snprintf(val, sizeof val, "swiglu");
+    if (id < 0) return 0;
+    char pre[FT_DECK_STR_MAX + 64];
+    error_prefix(cfg, id, pre, sizeof pre);
+    snprintf(err, errlen, "%s%s.%s = %s: the trainer builds the GPT-2 block (MLP 4 x "
+             "model.channels with GELU, one key/value head per head); this shape is for "
+             "`ftllm plan --predict` (HINT: remove the key to train)", pre, g_keys[id].section,
+             g_keys[id].name, val);
+    return one_line(err);
+}
+
 /* ---- printing and help ------------------------------------------------------------------ */
 
-void deck_print(FILE *out, const FtConfig *cfg)
+/* The keys of cfg (those whose value differs from def's when def is given), by section, each
+ * commented with where its value came from. */
+static void print_keys(FILE *out, const FtConfig *cfg, const FtConfig *def)
 {
-    fprintf(out, "; resolved configuration of %s\n", cfg->path[0] ? cfg->path : "(defaults)");
     const char *cur = "";
     for (int i = 0; i < FT_NKEYS; i++) {
         const FtDeckKey *k = &g_keys[i];
+        char v[FT_DECK_STR_MAX], w[FT_DECK_STR_MAX + 64], line[FT_DECK_STR_MAX * 2];
+        deck_format_value(cfg, k, v, sizeof v);
+        if (def) {
+            char d[FT_DECK_STR_MAX];
+            deck_format_value(def, k, d, sizeof d);
+            if (!strcmp(v, d)) continue;
+        }
         if (strcmp(cur, k->section)) {
             fprintf(out, "\n[%s]\n", k->section);
             cur = k->section;
         }
-        char v[FT_DECK_STR_MAX], w[FT_DECK_STR_MAX + 64], line[FT_DECK_STR_MAX * 2];
-        deck_format_value(cfg, k, v, sizeof v);
         where_set(cfg, i, w, sizeof w);
         snprintf(line, sizeof line, "%s = %s", k->name, v);
         fprintf(out, "%-36s ; %s\n", line, w);
     }
+}
+
+void deck_print(FILE *out, const FtConfig *cfg)
+{
+    fprintf(out, "; resolved configuration of %s\n", cfg->path[0] ? cfg->path : "(defaults)");
+    print_keys(out, cfg, NULL);
+}
+
+void deck_print_changed(FILE *out, const FtConfig *cfg)
+{
+    FtConfig *def = malloc(sizeof *def);
+    char e[FT_DECK_ERR_MAX];
+    if (!def || deck_defaults(def, e, sizeof e)) { /* the tests keep the defaults valid */
+        free(def);
+        deck_print(out, cfg);
+        return;
+    }
+    fprintf(out, "; resolved configuration of %s: the keys that differ from the defaults\n",
+            cfg->path[0] ? cfg->path : "(defaults)");
+    print_keys(out, cfg, def);
+    fprintf(out, "; end of the keys that differ from the defaults\n");
+    free(def);
+}
+
+int deck_save(const FtConfig *cfg, const char *path, char *err, size_t errlen)
+{
+    char tmp[FT_DECK_STR_MAX * 2 + 32];
+    snprintf(tmp, sizeof tmp, "%s.tmp%ld", path, (long)getpid());
+    FILE *f = fopen(tmp, "w");
+    if (!f) {
+        snprintf(err, errlen, "%s: cannot write the resolved deck: %s", path, strerror(errno));
+        return -1;
+    }
+    deck_print(f, cfg);
+    int bad = ferror(f);
+    if (fclose(f) || bad || rename(tmp, path)) {
+        snprintf(err, errlen, "%s: cannot write the resolved deck: %s", path, strerror(errno));
+        remove(tmp);
+        return -1;
+    }
+    return 0;
 }
 
 static const char *type_name(const FtDeckKey *k)

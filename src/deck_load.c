@@ -49,12 +49,12 @@ out_fail:
     return -1;
 }
 
-int deck_load(FtConfig *cfg, const char *path, int noverrides, char **overrides, MPI_Comm comm,
-              char *err, size_t errlen)
+/* The load; nranks > 0: the layout must match it (deck_check). */
+static int load(FtConfig *cfg, const char *path, int noverrides, char **overrides, MPI_Comm comm,
+                int nranks, char *err, size_t errlen)
 {
-    int rank = 0, nranks = 1;
+    int rank = 0;
     FT_CHECK_MPI(MPI_Comm_rank(comm, &rank));
-    FT_CHECK_MPI(MPI_Comm_size(comm, &nranks));
     char *text = NULL;
     long len = 0;
     char msg[FT_DECK_ERR_MAX] = "";
@@ -80,4 +80,18 @@ int deck_load(FtConfig *cfg, const char *path, int noverrides, char **overrides,
         rc = deck_override(cfg, overrides[i], i + 1, err, errlen);
     if (rc == 0) rc = deck_check(cfg, nranks, err, errlen);
     return rc;
+}
+
+int deck_load(FtConfig *cfg, const char *path, int noverrides, char **overrides, MPI_Comm comm,
+              char *err, size_t errlen)
+{
+    int nranks = 1;
+    FT_CHECK_MPI(MPI_Comm_size(comm, &nranks));
+    return load(cfg, path, noverrides, overrides, comm, nranks, err, errlen);
+}
+
+int deck_load_any_layout(FtConfig *cfg, const char *path, int noverrides, char **overrides,
+                         MPI_Comm comm, char *err, size_t errlen)
+{
+    return load(cfg, path, noverrides, overrides, comm, 0, err, errlen);
 }

@@ -14,6 +14,7 @@
 
 static int g_rank = 0;
 static int g_level = FT_LOG_INFO;
+static char g_status[512]; /* the status line shown on stdout ("" = none) */
 
 void log_init(int rank, int level)
 {
@@ -33,16 +34,49 @@ static const char *level_tag(int level)
     }
 }
 
+/* "\r" + erase to the end of the line (ANSI): the status line's place, blank */
+static void status_clear(void)
+{
+    if (!g_status[0]) return;
+    fputs("\r\033[K", stdout);
+    fflush(stdout);
+}
+
+static void status_draw(void)
+{
+    if (!g_status[0]) return;
+    fputs(g_status, stdout);
+    fflush(stdout);
+}
+
+void log_status(const char *text)
+{
+    if (g_rank != 0) return;
+    if (!text) {
+        if (g_status[0]) fputs("\n", stdout), fflush(stdout);
+        g_status[0] = 0;
+        return;
+    }
+    status_clear();
+    snprintf(g_status, sizeof g_status, "%s", text);
+    for (char *q = g_status; *q; q++)
+        if (*q == '\n' || *q == '\r') *q = ' ';
+    if (!g_status[0]) snprintf(g_status, sizeof g_status, " ");
+    status_draw();
+}
+
 static void vlog(int level, int with_rank, const char *fmt, va_list ap)
 {
     FILE *out = level <= FT_LOG_WARN ? stderr : stdout;
     char buf[2048];
     vsnprintf(buf, sizeof buf, fmt, ap);
+    status_clear();
     if (with_rank)
         fprintf(out, "[r%d] %s%s\n", g_rank, level_tag(level), buf);
     else
         fprintf(out, "%s%s\n", level_tag(level), buf);
     fflush(out);
+    status_draw();
 }
 
 void ft_log(int level, const char *fmt, ...)
@@ -81,6 +115,7 @@ void ft_die_at(const char *file, int line, const char *func, const char *fmt, ..
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
+    status_clear();
     fprintf(stderr, "[r%d %s] FATAL %s:%d %s(): %s\n", g_rank, host, file, line, func, msg);
     fflush(stderr);
     abort_all();

@@ -396,8 +396,63 @@ static void test_epoch_real(void **state)
     epoch_stages_free(&st);
 }
 
+/* A part with repairs (renewal_alt): instant repairs give the renewal function through the same
+ * solve; exponential up times give the two-state Markov chain's closed forms; and the sparing
+ * model under the law: shape 1 over a long horizon is the stationary (exponential) model, bad
+ * parameters are refused. */
+static void test_renewal_alt(void **state)
+{
+    (void)state;
+    const int n = 2048;
+    double *Phi = malloc((n + 1) * sizeof *Phi), *Dn = malloc((n + 1) * sizeof *Dn);
+    assert_non_null(Phi);
+    assert_non_null(Dn);
+    const double mean = 1000, H = 8000;
+    FtRenewal rn;
+    assert_int_equal(renewal_init(&rn, FT_LAW_WEIBULL, 0.7, mean, H, n), 0);
+    assert_int_equal(renewal_alt(FT_LAW_WEIBULL, 0.7, mean, 0, H, n, Phi, Dn), 0);
+    for (int i = 0; i < n; i++) { /* (at H itself renewal_M reads its coarse table) */
+        assert_true(fabs(Phi[i] - renewal_M(&rn, i * H / n)) <= 1e-12 * (1 + Phi[i]));
+        assert_true(Dn[i] == 0);
+    }
+    renewal_free(&rn);
+    /* exponential up (mean m), exponential repair (mu): P(down) = d (1 - e^(-c t)) with
+     * d = mu / (m + mu), c = 1/m + 1/mu; failures = int P(up) / m */
+    const double m = 1000, mu = 50, c = 1 / m + 1 / mu, d = mu / (m + mu);
+    double worst = 0;
+    for (int law = 0; law < 2; law++) {
+        assert_int_equal(renewal_alt(law ? FT_LAW_WEIBULL : FT_LAW_EXP, 1.0, m, mu, H, n, Phi, Dn),
+                         0);
+        for (int i = 0; i <= n; i++) {
+            double t = i * H / n, D = d * -expm1(-c * t),
+                   P = ((1 - d) * t + d * -expm1(-c * t) / c) / m;
+            worst = fmax(worst, fmax(fabs(Dn[i] - D), fabs(Phi[i] - P) / (1 + P)));
+        }
+    }
+    printf("renewal_alt: exponential up and repair, largest error %.2e\n", worst);
+    assert_true(worst < 1e-5);
+    free(Phi), free(Dn);
+
+    FtSparing s = {.B = 2, .L = 12, .K = 6, .R = 2, .I = 1, .gpus_per_tray = 4, .tray_mtbf = 300,
+                   .tray_mttr = 20, .rack_mtbf = 3000, .rack_mttr = 50, .ckpt = 250, .restart = 600};
+    FtSparingResult ex, wb;
+    char err[256];
+    assert_int_equal(analytic_sparing(&s, &ex, err, sizeof err), 0);
+    s.law = FT_LAW_WEIBULL, s.shape = 1.0, s.horizon = 5e4;
+    assert_int_equal(analytic_sparing(&s, &wb, err, sizeof err), 0);
+    printf("sparing: Weibull shape 1 over 5e4 h: CETT %.5f, stationary %.5f; interrupts %.5f vs "
+           "%.5f per h\n",
+           wb.cett, ex.cett, wb.lam * 3600, ex.lam * 3600);
+    assert_true(fabs(wb.cett / ex.cett - 1) < 1e-3 && fabs(wb.avail / ex.avail - 1) < 1e-3);
+    assert_true(fabs(wb.lam / ex.lam - 1) < 1e-3);
+    s.horizon = 0;
+    assert_int_equal(analytic_sparing(&s, &wb, err, sizeof err), -1);
+    assert_non_null(strstr(err, "horizon"));
+}
+
 FT_TEST_MAIN(cmocka_unit_test(test_depth_vs_hall), cmocka_unit_test(test_oracle_incremental),
-             cmocka_unit_test(test_survival_and_S_enumerated), cmocka_unit_test(test_closed_form_gap),
-             cmocka_unit_test(test_young_daly), cmocka_unit_test(test_sparing_model),
-             cmocka_unit_test(test_optimizer), cmocka_unit_test(test_renewal),
-             cmocka_unit_test(test_epoch_curve), cmocka_unit_test(test_epoch_real))
+             cmocka_unit_test(test_survival_and_S_enumerated),
+             cmocka_unit_test(test_closed_form_gap), cmocka_unit_test(test_young_daly),
+             cmocka_unit_test(test_sparing_model), cmocka_unit_test(test_optimizer),
+             cmocka_unit_test(test_renewal), cmocka_unit_test(test_epoch_curve),
+             cmocka_unit_test(test_epoch_real), cmocka_unit_test(test_renewal_alt))

@@ -3,6 +3,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "ft_test.h"
 #include "ftllm/deck.h"
@@ -198,13 +199,15 @@ static void test_line_limits_and_binary(void **state)
 static void test_reserved_and_auto(void **state)
 {
     (void)state;
-    expect_error("[dmr]\nphases = 1\n", "t.ini:2: dmr.phases = 1: not implemented yet (only the default '1,2,3' is accepted)");
-    expect_error("[dmr]\ndeferred_mb = 512\n", "t.ini:2: dmr.deferred_mb = 512: not implemented yet");
+    assert_int_equal(parse("[dmr]\nphases = 1,2\ndeferred_mb = 512\n"), 0); /* built */
+    assert_int_equal(g_cfg.dmr.phases, FT_DMR_PHASES_12);
+    expect_error("[dmr]\ndeferred_mb = -1\n", "t.ini:2: dmr.deferred_mb = -1 is out of range");
+    expect_error("[dmr]\nprofile_steps = 0\n", "t.ini:2: dmr.profile_steps = 0 is out of range");
     assert_int_equal(parse("[dmr]\nmode = OFF\n"), 0);
     expect_error("[spare]\nr = -2\n", "spare.r = -2 is out of range: expected an integer in [0..1024] or auto");
     assert_int_equal(parse("[dmr]\nmode = naive\nsuspect_after = 0\n"), 0); /* built */
     assert_int_equal(g_cfg.dmr.mode, FT_DMR_NAIVE);
-    expect_check_error("[dmr]\nmode = planned\n", 1, "t.ini:2: dmr.mode = planned: not implemented yet (off, naive and piggyback are)");
+    assert_int_equal(parse("[dmr]\nmode = planned\nplan = p.txt\n"), 0); /* built */
     expect_error("[dmr]\nsuspect_after = -1\n", "t.ini:2: dmr.suspect_after = -1 is out of range");
     expect_error("[dmr]\nmode = pigyback\n", "t.ini:2: dmr.mode");
     assert_int_equal(parse("[checkpoint]\ninterval = auto\n"), 0); /* built: the train loop resolves it */
@@ -219,6 +222,26 @@ static void test_cross_checks(void **state)
     expect_check_error("[model]\nchannels = 130\n", 1, "t.ini:2: model.channels = 130 is not a multiple of model.heads = 4 (model.heads: default)");
     expect_check_error("[parallel]\ntp = 3\n", 0, "t.ini:2: model.heads = 4 cannot be split over parallel.tp = 3");
     expect_check_error("[model]\nlayers=3\n[parallel]\npp = 2\n", 0, "t.ini:4: model.layers = 3 cannot be split over parallel.pp = 2 stages");
+}
+
+/* perf.papi_events: the list's syntax is the deck's; which events exist is PAPI's (not here). */
+static void test_papi_events(void **state)
+{
+    (void)state;
+    assert_int_equal(parse("[perf]\npapi_events = perf::TASK-CLOCK, perf::PAGE-FAULTS,PAPI_TOT_INS\n"), 0);
+    assert_int_equal(deck_check(&g_cfg, 1, g_err, sizeof g_err), 0);
+    assert_int_equal(parse("[perf]\npapi_events = NO_SUCH_EVENT\n"), 0); /* PAPI refuses it later */
+    assert_int_equal(deck_check(&g_cfg, 1, g_err, sizeof g_err), 0);
+    expect_check_error("[perf]\npapi_events = perf::TASK-CLOCK,,perf::PAGE-FAULTS\n", 1,
+                       "t.ini:2: perf.papi_events: empty event name in 'perf::TASK-CLOCK,,perf::PAGE-FAULTS'");
+    expect_check_error("[perf]\npapi_events = perf::TASK-CLOCK,\n", 1, "t.ini:2: perf.papi_events: empty event name");
+    expect_check_error("[perf]\npapi_events = perf::TASK-CLOCK perf::PAGE-FAULTS\n", 1,
+                       "t.ini:2: perf.papi_events: 'perf::TASK-CLOCK perf::PAGE-FAULTS' is not one event name");
+    expect_check_error("[perf]\npapi_events = A,B,A\n", 1, "t.ini:2: perf.papi_events: event 'A' is listed twice");
+    expect_check_error("[perf]\npapi_events = a,b,c,d,e,f,g,h,i,j,k,l,m,n,o,p,q\n", 1,
+                       "t.ini:2: perf.papi_events: more than 16 events");
+    assert_int_equal(parse("[perf]\npapi_events = a,b,c,d,e,f,g,h,i,j,k,l,m,n,o,p\n"), 0);
+    assert_int_equal(deck_check(&g_cfg, 1, g_err, sizeof g_err), 0);
 }
 
 static void test_cross_world(void **state)
@@ -302,6 +325,58 @@ static void test_print_roundtrip(void **state)
     free(buf);
 }
 
+/* The echo of the changed keys: a deck that, with the defaults, gives every value back; it
+ * holds no key at its default (a key set to its default in the deck included); deck_save writes
+ * the full deck to a file. */
+static void test_print_changed(void **state)
+{
+    (void)state;
+    const char *deck = "[run]\nname = echo\nseed = 1337\n[model]\nlayers = 6\nheads = 6\n"
+                       "channels = 384\n[train]\nlr = 0.1\n[data]\nval =\n[perf]\n"
+                       "papi_events = perf::TASK-CLOCK\n";
+    assert_int_equal(parse(deck), 0);
+    FtConfig a = g_cfg;
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    deck_print_changed(f, &a);
+    fclose(f);
+    assert_non_null(strstr(buf, "\nlayers = 6 "));
+    assert_non_null(strstr(buf, "\npapi_events = perf::TASK-CLOCK "));
+    assert_null(strstr(buf, "seed =")); /* 1337 is the default, though the deck sets it */
+    assert_null(strstr(buf, "[cluster]")); /* no changed key there */
+    assert_non_null(strstr(buf, "; end of the keys that differ from the defaults\n"));
+    FtConfig b;
+    assert_int_equal(deck_parse(&b, "echo.ini", buf, len, g_err, sizeof g_err), 0);
+    int nkeys;
+    const FtDeckKey *keys = deck_keys(&nkeys);
+    for (int i = 0; i < nkeys; i++) {
+        char va[FT_DECK_STR_MAX], vb[FT_DECK_STR_MAX];
+        deck_format_value(&a, &keys[i], va, sizeof va);
+        deck_format_value(&b, &keys[i], vb, sizeof vb);
+        assert_string_equal(va, vb);
+    }
+    free(buf);
+    /* every key to a file, which parses back the same */
+    char path[] = "/tmp/ft_deck_save_XXXXXX";
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    close(fd);
+    assert_int_equal(deck_save(&a, path, g_err, sizeof g_err), 0);
+    f = fopen(path, "r");
+    assert_non_null(f);
+    char text[1 << 16];
+    size_t n = fread(text, 1, sizeof text, f);
+    fclose(f);
+    remove(path);
+    assert_non_null(strstr(text, "seed = 1337 "));
+    assert_int_equal(deck_parse(&b, path, text, n, g_err, sizeof g_err), 0);
+    assert_string_equal(b.perf.papi_events, "perf::TASK-CLOCK");
+    assert_int_equal(b.model.layers, 6);
+    assert_int_equal(deck_save(&a, "/nonexistent-dir/x.deck.ini", g_err, sizeof g_err), -1);
+    assert_non_null(strstr(g_err, "/nonexistent-dir/x.deck.ini: cannot write the resolved deck: "));
+}
+
 static void test_help_lists_every_key(void **state)
 {
     (void)state;
@@ -330,5 +405,6 @@ FT_TEST_MAIN(cmocka_unit_test(test_defaults_valid), cmocka_unit_test(test_parse_
              cmocka_unit_test(test_duplicates_and_syntax),
              cmocka_unit_test(test_line_limits_and_binary),
              cmocka_unit_test(test_reserved_and_auto), cmocka_unit_test(test_cross_checks),
+             cmocka_unit_test(test_papi_events), cmocka_unit_test(test_print_changed),
              cmocka_unit_test(test_cross_world), cmocka_unit_test(test_overrides),
              cmocka_unit_test(test_print_roundtrip), cmocka_unit_test(test_help_lists_every_key))

@@ -28,7 +28,10 @@
  * 2. Checkpointing: Young's and Daly's intervals, the exact expected time of a segment under
  *    Poisson failures, expected waste, and the interval when detection has latency.
  * 3. Sparing (Meta, PAPERS.md section 3): CETT of B zones x L blocks x K trays with R spare
- *    blocks per zone and I spare trays per block (equations in analytic_sparing.c).
+ *    blocks per zone and I spare trays per block (equations in analytic_sparing.c). Exponential
+ *    law: the stationary model. Weibull law (every tray and rack new at t = 0 and new again after
+ *    each repair, as the simulator does): CETT averaged over the horizon from new, with the part
+ *    processes' time-varying availability and failure rate (assumptions below).
  * 4. The failure process over a run: every GPU starts new, a failed GPU is replaced by a new one
  *    (the simulator's process), so one GPU slot is a renewal process and its renewal density
  *    m(t) (exponential: 1/MTBF; Weibull: computed numerically, analytic_renewal.c) times the
@@ -64,7 +67,24 @@
  *    times a factor of 2 apart, interpolated in log t); a piece is evaluated at the middle of its
  *    own span, which follows the fast fall of the rate in the first minutes of new GPUs. The
  *    state distribution of the pieces is followed exactly from the start (a run shorter than an
- *    epoch is all start) until it has settled. */
+ *    epoch is all start) until it has settled.
+ *
+ * Assumptions of the sparing model (3), next to its Poisson ones (parts independent, hot spares,
+ * one repair per failed part, interrupts Poisson at the rate of the parts in use):
+ *  - Law: each tray and rack alternates a Weibull up time (new at t = 0 and after each repair)
+ *    and an exponential repair; its availability A(t) and failures Phi(t) come from the
+ *    alternating renewal equation (renewal_alt). Block usability and the not-blocked fraction at
+ *    t follow exactly from A(t), as in the stationary model (use does not change a part's law).
+ *  - Parts in use are not a random sample of the up parts: a repaired part waits as an idle spare
+ *    until a failure in use calls it, burning in meanwhile (shape < 1: the parts in use fail up to
+ *    13% less often than the average up part, measured). Mean field: the fresh spares' ages are
+ *    followed per class, a part entering use is drawn at random from all idle up parts (intra-
+ *    and inter-block spares pooled), and the idle parts that were in use before (the other trays
+ *    of a swapped block) fail like the parts in use. Left out: that an intra-block spare serves
+ *    only its own block and that a zone takes its first usable spare block (not a random one).
+ *  - Quasi-static: the interrupt rate at t gives the checkpoint pieces' cost at t (Young/Daly
+ *    exact model at that rate), averaged over the horizon on intervals short at the start, where
+ *    new parts fail fast; one fixed interval over the horizon, the one maximizing that average. */
 #ifndef FTLLM_ANALYTIC_H
 #define FTLLM_ANALYTIC_H
 
@@ -184,6 +204,11 @@ typedef struct ft_sparing {
     double tray_mtbf, tray_mttr, rack_mtbf, rack_mttr; /* hours */
     double ckpt, restart; /* seconds: checkpoint cost, restart cost */
     double interval;      /* seconds of work between checkpoints; <= 0: optimal */
+    int law;              /* up-time law of trays and racks (enum ft_failure_law, same means) */
+    double shape;         /* Weibull shape (law = FT_LAW_WEIBULL) */
+    double horizon;       /* hours of hardware life from new that CETT averages (Weibull) */
+    int pop_rate;         /* Weibull, for comparison only: 1 = parts in use fail at the rate of
+                           * the average up part (idle spares' burn-in ignored) */
 } FtSparing;
 
 typedef struct ft_sparing_result {
@@ -271,6 +296,13 @@ void renewal_free(FtRenewal *rn);
 double renewal_M(const FtRenewal *rn, double t);
 /* (M(t1) - M(t0)) / (t1 - t0): the mean renewal density over [t0, t1] (t1 <= t0: at t0). */
 double renewal_rate(const FtRenewal *rn, double t0, double t1);
+
+/* One part that alternates up (lifetimes of `law` with this shape and mean, new at t = 0 and
+ * after each repair) and down (exponential repair, mean mttr; 0 = instant: the renewal function),
+ * on n cells of width tmax / n: Phi[i] = E[failures in [0, i h]], Down[i] = P(down at i h)
+ * (n + 1 entries each). Same product integration as renewal_init. 0 or -1. */
+int renewal_alt(int law, double shape, double mean, double mttr, double tmax, int n, double *Phi,
+                double *Down);
 
 /* An epoch's distribution in operational time (every group in use failing at rate 1), exact
  * from the stages by uniformization, tabulated (analytic_epoch.c). */

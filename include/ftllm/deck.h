@@ -103,15 +103,38 @@ int deck_override(FtConfig *cfg, const char *arg, int index, char *err, size_t e
  * Returns 0 or -1 with err naming where the offending value was set. */
 int deck_check(const FtConfig *cfg, int nranks, char *err, size_t errlen);
 
+/* The keys only `ftllm plan --predict` understands (model.ffn, model.kv_heads, model.mlp)
+ * describe the block the trainer builds (GPT-2: 4 x channels, GELU, kv_heads = heads). Returns
+ * 0, or -1 with a one-line message naming the key's line. */
+int deck_check_trainable(const FtConfig *cfg, char *err, size_t errlen);
+
+/* "deck.ini:12: " / "command line override 2: " / "deck.ini: " (a default): where key id
+ * (enum ft_key_id) was set, as the prefix of an error about it. */
+void deck_error_prefix(const FtConfig *cfg, int id, char *buf, size_t len);
+
 /* The whole load, collective over comm (path, overrides and nranks must be equal on every
  * rank; only rank 0 opens the file). Reads, broadcasts, parses, applies overrides, checks.
  * Returns the same status on every rank: 0, or -1 with err set. */
 int deck_load(FtConfig *cfg, const char *path, int noverrides, char **overrides, MPI_Comm comm,
               char *err, size_t errlen);
 
+/* deck_load for a layout this job does not run (`ftllm plan --predict`): the same, except that
+ * dp x pp x ep x tp is not checked against the job's ranks. */
+int deck_load_any_layout(FtConfig *cfg, const char *path, int noverrides, char **overrides,
+                         MPI_Comm comm, char *err, size_t errlen);
+
 /* Writes the resolved configuration as a deck (it parses back to the same values), each value
  * commented with where it came from. */
 void deck_print(FILE *out, const FtConfig *cfg);
+
+/* Writes the keys whose value differs from the default, by section, each commented with where
+ * it came from, between a first and a last comment line: a deck that, keys left out taking
+ * their defaults, gives cfg's values back. Sections without such a key are left out. */
+void deck_print_changed(FILE *out, const FtConfig *cfg);
+
+/* Writes deck_print's text to the file path (through a temporary file renamed into place).
+ * Returns 0, or -1 with err naming the file and the system's reason. */
+int deck_save(const FtConfig *cfg, const char *path, char *err, size_t errlen);
 
 /* Writes the value of key k of cfg as deck text into buf. */
 void deck_format_value(const FtConfig *cfg, const FtDeckKey *k, char *buf, size_t len);

@@ -26,7 +26,7 @@
     S(spare, "stacked data-parallel shards and reordering against failed ranks (SPARe)")         \
     S(checkpoint, "parallel HDF5 checkpoints: where, how often, how many to keep")               \
     S(faults, "injected faults: SDC bit flips and fail-stop events")                             \
-    S(cluster, "the cluster that `optimize` and `simulate` plan for")                            \
+    S(cluster, "the cluster that `optimize`, `simulate` and `plan --predict` plan for")          \
     S(perf, "timers and hardware counters")
 
 #define FT_KEYS_run(K)                                                                           \
@@ -41,7 +41,15 @@
       "write the final weights to this llm.c model file (fp32, version 3); empty = none")       \
     K(run, backend, ENUM, "cpu", 0, 0, "cpu|cuda", 0,                                            \
       "where ops run: cpu (OpenMP + OpenBLAS) or cuda (one GPU per rank; needs a build with "   \
-      "make CUDA=1; fp32, one rank, no checkpoints yet)")
+      "make CUDA=1; one rank, no checkpoints yet)")                                              \
+    K(run, precision, ENUM, "fp32", 0, 0, "fp32|bf16", 0,                                        \
+      "GEMM precision: fp32, or bf16 (run.backend = cuda only): weights and activations rounded " \
+      "to bf16 for every GEMM, fp32 accumulation, fp32 outputs, master weights and optimizer "   \
+      "state")                                                                                   \
+    K(run, progress, ENUM, "auto", 0, 0, "auto|live|lines", 0,                                   \
+      "per-step output: live = one line rewritten in place (step, loss, tokens/s, ETA); lines = " \
+      "a line per step; auto = live when rank 0's stdout is a terminal (under mpiexec it is a "  \
+      "pipe: give live)")
 
 #define FT_KEYS_model(K)                                                                         \
     K(model, layers, INT, "4", 1, 4096, "", 0, "transformer blocks (L)")                         \
@@ -63,7 +71,16 @@
     K(model, aux_loss_coef, REAL, "0.01", 0, 1e6, "", 0,                                         \
       "weight of the load-balance loss coef x E x sum_e f_e P_e (Switch/GShard) in the objective") \
     K(model, init, STR, "", 0, 0, "", 0,                                                         \
-      "llm.c GPT-2 model file (fp32, version 3) to start from; empty = random initialization")
+      "llm.c GPT-2 model file (fp32, version 3) to start from; empty = random initialization")   \
+    K(model, ffn, INT, "0", 0, 16777216, "", 0,                                                  \
+      "MLP hidden width; 0 = 4 x model.channels (the trainer builds only that; other widths "    \
+      "are for `ftllm plan --predict`)")                                                         \
+    K(model, kv_heads, INT, "0", 0, 4096, "", 0,                                                 \
+      "key/value heads (grouped-query attention, a divisor of model.heads); 0 = model.heads "    \
+      "(the trainer builds only that; GQA is for `ftllm plan --predict`)")                       \
+    K(model, mlp, ENUM, "gelu", 0, 0, "gelu|swiglu", 0,                                          \
+      "MLP kind: gelu (GPT-2, the trainer's) or swiglu (Llama/Mistral: gate and up "             \
+      "projections; for `ftllm plan --predict`)")
 
 #define FT_KEYS_parallel(K)                                                                      \
     K(parallel, tp, INT, "1", 1, 1048576, "", 0, "tensor-parallel width")                        \
@@ -126,11 +143,19 @@
     K(dmr, mode, ENUM, "off", 0, 0, "off|naive|piggyback|planned", 0,                            \
       "how every op of a training step is executed twice and compared: naive = run again at "   \
       "once; piggyback = compare forward ops with their AC recomputation, the rest naive; "      \
-      "planned is not implemented yet")                                                          \
-    K(dmr, phases, ENUM, "1,2,3", 0, 0, "1|1,2|1,2,3", FT_KEY_RESERVED,                          \
-      "planner phases used by mode = planned (ablations)")                                       \
-    K(dmr, deferred_mb, REAL, "1024", 0, 1e9, "", FT_KEY_RESERVED,                               \
+      "planned = a per-op plan (SpareTrain's three phases: piggyback, AGC segments and "         \
+      "deferred checkers in communication windows, the rest naive) from dmr.plan or profiled")  \
+    K(dmr, phases, ENUM, "1,2,3", 0, 0, "1|1,2|1,2,3", 0,                                        \
+      "planner phases used by mode = planned (ablations): 1 piggyback, 2 AGC segments in PP "   \
+      "windows, 3 deferred checkers in any window")                                              \
+    K(dmr, deferred_mb, REAL, "1024", 0, 1e9, "", 0,                                             \
       "memory budget for the tensors deferred checkers keep, MiB per rank (mode = planned)")     \
+    K(dmr, profile_steps, INT, "3", 1, 1000, "", 0,                                              \
+      "mode = planned without a plan file: steps profiled (checked naively) before planning; "  \
+      "the first is left out of the measurements when there are several")                      \
+    K(dmr, plan, STR, "", 0, 0, "", 0,                                                           \
+      "plan file (mode = planned): loaded when it exists, else written after profiling; with "  \
+      "several ranks one file per rank, FILE.rN; empty = profile, keep the plan in memory")     \
     K(dmr, suspect_after, INT, "3", 0, 1000000000, "", 0,                                        \
       "a rank whose checks mismatch in this many steps is reported as suspect (for SPARe to "    \
       "retire); 0 = never")
@@ -139,7 +164,15 @@
     K(spare, r, INT, "0", 0, 1024, "", FT_KEY_AUTO,                                              \
       "redundancy: shards of the global batch each data-parallel replica stacks (at most "       \
       "parallel.dp), reduced in a fixed shard order with exactly-once counts; 0 = off (bucketed " \
-      "all-reduce); auto (the optimizer's choice) is not supported yet")
+      "all-reduce); auto (the optimizer's choice) is not supported yet")                         \
+    K(spare, spares, INT, "0", 0, 1024, "", 0,                                                   \
+      "hot spare replicas (tp x pp x ep ranks each, beyond the layout's): they hold no shard and " \
+      "idle; a failed replica's place is taken by one (state copied from a live replica), so " \
+      "the redundancy is restored without a restart; needs spare.r >= 1 and parallel.dp >= 2")   \
+    K(spare, wipeout, ENUM, "restart", 0, 0, "restart|requeue", 0,                               \
+      "a wipe-out (a shard lost every live holder): restart = in-process from the newest "       \
+      "verified checkpoint, every replica back (exit 5 when there is none); requeue = exit 5 " \
+      "at once (the job script requeues it)")
 
 #define FT_KEYS_checkpoint(K)                                                                    \
     K(checkpoint, dir, STR, "checkpoint", 0, 0, "", 0, "folder of the checkpoint files")         \
@@ -170,7 +203,8 @@
     K(cluster, gpu_mtbf_h, REAL, "50000", 0, 1e12, "", FT_KEY_GT_MIN,                            \
       "mean time between failures of one GPU, hours (system MTBF = this / gpus)")                \
     K(cluster, failure_law, ENUM, "exponential", 0, 0, "exponential|weibull", 0,                 \
-      "law of each GPU's time to failure (same mean either way)")                                \
+      "law of each GPU's time to failure (same mean either way); in the sparing study, of each " \
+      "tray's and rack's up time (Weibull: every part new at the start and after each repair)")  \
     K(cluster, weibull_shape, REAL, "0.8", 0.05, 20, "", 0,                                      \
       "Weibull shape k (k < 1: infant mortality); used with failure_law = weibull")              \
     K(cluster, restart_s, REAL, "3600", 0, 1e9, "", 0, "global restart after a wipe-out, seconds") \
@@ -212,17 +246,46 @@
       "MTBF of a rack (a whole block), hours")                                                   \
     K(cluster, rack_mttr_h, REAL, "24", 0, 1e9, "", 0, "repair time of a rack, hours")           \
     K(cluster, sparing_horizon_h, REAL, "100000", 1, 1e12, "", 0,                                \
-      "hours of hardware life each simulated sparing trial covers")
+      "hours of hardware life each simulated sparing trial covers (Weibull: also the span from "  \
+      "new over which the sparing model averages CETT)")                                         \
+    K(cluster, gpu_tflops, REAL, "989", 0, 1e9, "", FT_KEY_GT_MIN,                               \
+      "plan --predict: a GPU's peak dense bf16 TFLOP/s (H100/H200 SXM: 989)")                    \
+    K(cluster, gpu_eff, REAL, "0.6", 0, 1, "", FT_KEY_GT_MIN,                                    \
+      "plan --predict: the fraction of gpu_tflops a GEMM or attention kernel achieves")          \
+    K(cluster, hbm_gbs, REAL, "4000", 0, 1e9, "", FT_KEY_GT_MIN,                                 \
+      "plan --predict: achievable memory bandwidth of a GPU, GB/s (H200: 4.8 TB/s peak)")        \
+    K(cluster, gpu_mem_gb, REAL, "141", 0, 1e9, "", FT_KEY_GT_MIN,                               \
+      "plan --predict: memory per GPU, GB (H200 141, H100 80, H100 NVL 94)")                     \
+    K(cluster, mem_reserve_gb, REAL, "4", 0, 1e9, "", 0,                                         \
+      "plan --predict: GPU memory training cannot use, GB (CUDA context, NCCL buffers, "         \
+      "allocator fragmentation)")                                                                \
+    K(cluster, gpus_per_node, INT, "8", 1, 1048576, "", 0,                                       \
+      "plan --predict: GPUs per node (tensor parallelism stays inside one)")                     \
+    K(cluster, intra_gbs, REAL, "360", 0, 1e9, "", FT_KEY_GT_MIN,                                \
+      "plan --predict: intra-node (NVLink) bandwidth per GPU a ring collective achieves, GB/s")  \
+    K(cluster, intra_lat_us, REAL, "3", 0, 1e9, "", 0,                                           \
+      "plan --predict: intra-node latency per message step, microseconds")                       \
+    K(cluster, inter_gbs, REAL, "45", 0, 1e9, "", FT_KEY_GT_MIN,                                 \
+      "plan --predict: inter-node (InfiniBand) bandwidth per GPU, GB/s (400 Gb/s NDR: 50)")      \
+    K(cluster, inter_lat_us, REAL, "5", 0, 1e9, "", 0,                                           \
+      "plan --predict: inter-node latency per message, microseconds")
 
 #define FT_KEYS_perf(K)                                                                          \
-    K(perf, papi_events, STR, "", 0, 0, "", FT_KEY_RESERVED,                                     \
-      "comma-separated PAPI events counted per phase")
+    K(perf, papi_events, STR, "", 0, 0, "", 0,                                                   \
+      "comma-separated PAPI events (at most 16) counted per named region of the end-of-run "    \
+      "table, e.g. perf::TASK-CLOCK,perf::PAGE-FAULTS; an event PAPI refuses is reported once "  \
+      "and left out; empty = no counters")
 
 /* C enums matching the ENUM keys' choices, in the same order. */
 enum ft_schedule { FT_SCHED_CONSTANT, FT_SCHED_COSINE, FT_SCHED_LINEAR };
 enum ft_ac_choice { FT_AC_CHOICE_NONE, FT_AC_CHOICE_FULL, FT_AC_CHOICE_EVERY };
 enum ft_dmr_mode { FT_DMR_OFF, FT_DMR_NAIVE, FT_DMR_PIGGYBACK, FT_DMR_PLANNED };
+enum ft_spare_wipeout { FT_WIPEOUT_RESTART, FT_WIPEOUT_REQUEUE };
+enum ft_dmr_phases { FT_DMR_PHASES_1, FT_DMR_PHASES_12, FT_DMR_PHASES_123 };
 enum ft_backend_choice { FT_BACKEND_CPU, FT_BACKEND_CUDA };
+enum ft_precision_choice { FT_PRECISION_FP32, FT_PRECISION_BF16 };
+enum ft_progress_choice { FT_PROGRESS_AUTO, FT_PROGRESS_LIVE, FT_PROGRESS_LINES };
+enum ft_mlp_choice { FT_MLP_GELU, FT_MLP_SWIGLU };
 /* run.log_level uses enum ft_log_level from log.h (error|warn|info|debug). */
 
 #endif

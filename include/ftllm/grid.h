@@ -49,6 +49,19 @@ int grid_shrink_dp(const FtGrid *g, int leave, FtGrid *out, char *err, size_t er
 int grid_without(const FtGrid *g, MPI_Comm from, const int *leave, int nleave, FtGrid *out,
                  char *err, size_t errlen);
 
+/* The grid of tp x pp x dp x ep ranks picked out of parent: the ranks with member set, in the
+ * order of their key (a rank's place in the grid: rank = key's position among the members).
+ * Collective over parent (every rank calls, members or not); tp, pp, dp, ep equal everywhere.
+ * Returns 0 on a member, 1 on a rank that is not (g->world is MPI_COMM_NULL), -1 with a message
+ * when the members are not tp*pp*dp*ep ranks (the same on every member). Used for a job with
+ * ranks beyond the layout (hot spares), and to rebuild a grid after a failure or a restart. */
+int grid_create_sub(FtGrid *g, MPI_Comm parent, int member, int key, int tp, int pp, int dp,
+                    int ep, char *err, size_t errlen);
+
+/* The (tp, pp, ep) place of the within-th rank of a replica (0 <= within < tp*pp*ep), in the
+ * grid's order: within = (pp_rank * ep + ep_rank) * tp + tp_rank. */
+void grid_place(int within, int tp, int ep, int *tp_rank, int *pp_rank, int *ep_rank);
+
 /* Frees the communicators; the grid can be created again. */
 void grid_destroy(FtGrid *g);
 

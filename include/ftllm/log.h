@@ -7,7 +7,11 @@
  *
  * Logging: ft_log() prints on rank 0 only, when the level is enabled; ft_log_rank() prints on
  * the calling rank with a "[r3]" prefix. Messages go to stderr for warnings and errors and to
- * stdout otherwise, each as one line. */
+ * stdout otherwise, each as one line.
+ *
+ * A status line (log_status: the live progress line of a run on a terminal) sits at the bottom
+ * of rank 0's stdout, rewritten in place with '\r'; a message logged while it is shown clears
+ * it, prints, and draws it again below, so messages and the status never share a line. */
 #ifndef FTLLM_LOG_H
 #define FTLLM_LOG_H
 
@@ -23,6 +27,10 @@ int log_level(void);
 
 void ft_log(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void ft_log_rank(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* Rank 0: shows text (one line, no newline) as the status line, replacing the previous one;
+ * NULL ends it, leaving its last text as an ordinary line. Other ranks: nothing. */
+void log_status(const char *text);
 
 #define log_error(...) ft_log(FT_LOG_ERROR, __VA_ARGS__)
 #define log_warn(...) ft_log(FT_LOG_WARN, __VA_ARGS__)

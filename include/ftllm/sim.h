@@ -15,7 +15,10 @@
  * segment in which the piece starts), none after the last piece; a checkpoint
  * continues through masked failures. Policies: checkpoint only (any failure wipes out),
  * replication r (floor(N/r) sets, throughput floor(N/r)/N), SPARe r (depth from the oracle,
- * throughput 1/depth). */
+ * throughput 1/depth).
+ * Sparing composite process (sim_sparing.c): trays and racks up / in repair, blocks in and out of
+ * use, a synchronous job on top; exponential up times from the stationary state, or Weibull up
+ * times with every part new at t = 0 and after each repair (FtSparing.law). */
 #ifndef FTLLM_SIM_H
 #define FTLLM_SIM_H
 

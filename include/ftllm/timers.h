@@ -4,12 +4,17 @@
  * begin/end calls are the one place where per-region instruments hang (wall time here; PAPI
  * counters and NVTX ranges go into timers_begin / timers_end). Regions nest (forward inside
  * step); the end-of-run table gives, per region, calls, total seconds and the share of the
- * step time, each as min / avg / max over ranks. No globals: one FtTimers per trainer. */
+ * step time, each as min / avg / max over ranks. Event counters (counters.h, the deck's
+ * perf.papi_events) attached with timers_attach are read at the same begin/end calls, so they
+ * nest the same way, and add one column per event (min / avg / max over ranks) to the table.
+ * No globals: one FtTimers per trainer. */
 #ifndef FTLLM_TIMERS_H
 #define FTLLM_TIMERS_H
 
 #include <mpi.h>
 #include <stdio.h>
+
+#include "ftllm/counters.h"
 
 /* X(enum suffix, name, what it covers) */
 #define FT_REGION_LIST(X)                                                                      \
@@ -32,6 +37,7 @@ typedef enum ft_region {
 typedef struct ft_timers {
     double t0[FT_NREGIONS], total[FT_NREGIONS];
     long long calls[FT_NREGIONS];
+    FtCounters *ctr;     /* event counters read at the same boundaries (NULL: none; not owned) */
     int kill_region;     /* testing aid (timers_kill_at): the region, or -1 */
     long long kill_left; /* entries into it still to go */
 } FtTimers;
@@ -39,8 +45,11 @@ typedef struct ft_timers {
 /* Wall-clock seconds (CLOCK_REALTIME): comparable between the processes of a node (a test
  * kill's time against the survivors' detection, perf/bench_ulfm.sh); MPI_Wtime need not be. */
 double timers_wall(void);
-/* Zeroes the times and counts (a kill point set by timers_kill_at stays). */
+/* Zeroes the times and calls (and the attached counters' totals); keeps the counters and a
+ * kill point set by timers_kill_at (its count is not restarted). */
 void timers_reset(FtTimers *t);
+/* Attaches counters opened with FT_NREGIONS slots (NULL detaches); their totals are reset. */
+void timers_attach(FtTimers *t, FtCounters *ctr);
 /* The region named `name` ("backward"), or -1. */
 int timers_region_of(const char *name);
 /* Testing aid for real process failures (tests/e2e/ulfm.sh): this process raises SIGKILL on
@@ -50,7 +59,8 @@ void timers_begin(FtTimers *t, FtRegion r);
 void timers_end(FtTimers *t, FtRegion r);
 
 /* Collective over comm: rank 0 prints the table (region, calls, seconds and % of step as
- * min / avg / max over the ranks) to out (NULL: nothing). Regions never entered are left out. */
+ * min / avg / max over the ranks, then each counter's min / avg / max) to out (NULL: nothing).
+ * Regions never entered are left out. Counters must be attached on every rank or on none. */
 void timers_report(const FtTimers *t, MPI_Comm comm, FILE *out);
 
 #endif

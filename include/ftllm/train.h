@@ -43,14 +43,21 @@
  * 1 / (M N) and the cursor moves by M N B whatever fails. A failed replica (train_fail_replica)
  * leaves the training communicators; the survivors regrid and compute their plan's deeper
  * levels, so a masked failure changes no bit of the parameters. Expert parallelism is refused
- * (deck_check).
+ * (deck_check). With the job channel (train_spare_attach, train_spare.c) a hot spare takes a
+ * failed replica's place instead (spare.spares), and a wipe-out restarts the job in-process
+ * from its newest verified checkpoint with every replica back; ranks that do not train (failed
+ * replicas, spares) wait inside train_run for the job's next event.
  *
  * Real process death (the ULFM build, comm.h's comm_ft_*): every step ends (after the
- * before-commit hook) with an agreement over the world on whether a process died during it; if
- * one did, the survivors shrink the world, fail the dead ranks' replicas through the same path
- * as train_fail_replica (ranks of those replicas that are alive leave: tr->left), regrid, and
- * compute the step again from the same state; train_step returns FT_STEP_STOPPED on a rank
- * that left or on a wipe-out. Without ULFM there is no agreement and no cost. */
+ * before-commit hook) with an agreement over the grid on whether a process died during it; if
+ * one did, the survivors shrink the grid's world and the job channel (the waiting ranks take
+ * part: the failure revoked their wait), and the dead ranks' replicas fail through the same
+ * path as train_fail_replicas (a hot spare takes a dead replica's place while one is left,
+ * else the controller masks it; ranks of those replicas that are alive leave and wait), then
+ * the survivors compute the step again from the same state; train_step returns
+ * FT_STEP_STOPPED on a rank that left or on a wipe-out. A wipe-out after a real death is not
+ * restarted in-process (the dead process cannot come back): the run stops with exit 5. Without
+ * ULFM there is no agreement and no cost. */
 #ifndef FTLLM_TRAIN_H
 #define FTLLM_TRAIN_H
 
@@ -98,8 +105,10 @@ typedef struct ft_train_summary {
     double first_loss, last_loss, val_loss; /* val_loss NAN when there is no validation */
     double mean_ms, tokens_per_s, gflops;   /* over the steps after train.rate_skip */
     bool ok;                                /* every loss finite */
-    bool left;    /* SPARe: this rank's replica failed and left the run (not an error) */
-    bool wipeout; /* SPARe: a failure left some shard with no live holder: the run stopped */
+    bool left;    /* SPARe: this rank was not training at the end (its replica failed, or an
+                     unused hot spare): not an error */
+    bool wipeout; /* SPARe: a failure left some shard with no live holder and no in-process
+                     restart was possible: the run stopped */
 } FtTrainSummary;
 
 /* SPARe's counters: the same on every live rank (the plan is), times on this rank. */
@@ -115,11 +124,19 @@ typedef struct ft_spare_stats {
     long long mine, mine_deep; /* shards this replica computed; those at levels >= 1 */
     double deep_s;            /* this rank's time computing levels >= 1 (lost to failures) */
     double regrid_s;          /* this rank's time in train_fail_replica (regrid included) */
-    long long ckpt_stopped;   /* steps whose checkpoint hook was skipped after a failure */
+    long long restarts;       /* wipe-outs answered by an in-process restart from a checkpoint */
+    long long recomputed;     /* steps computed again after those restarts (the work lost) */
+    long long spares_used;    /* hot spares that took a failed replica's place */
+    long long fail_upto;      /* the last step whose fail-stop events fired (the faults hook):
+                                 a step computed again after a restart does not fail again */
+    double restart_s;         /* this rank's time in restarts (agreement, regrid, restore) */
+    double join_s;            /* this rank's time in spare joins (regrid, state copy) */
     double ulfm_s;            /* ULFM: time from the failure verdict to the redo (shrink,
-                                 controller, regrid) */
+                                 controller or spare, regrid) */
     double ulfm_detect_s;     /* ULFM: from this rank's first failed operation to the verdict */
 } FtSpareStats;
+
+typedef struct ft_spare_job FtSpareJob; /* the whole job's control channel (train_spare.c) */
 
 
 typedef struct ft_trainer {
@@ -161,9 +178,22 @@ typedef struct ft_trainer {
     FtSparePlan plan;  /* this step's plan */
     int replica;       /* this rank's replica in the first grid: the shard type it holds first */
     FtGrid *own_grid;  /* the grid after the last failure (owned; NULL: the caller's grid) */
-    bool left;         /* this rank's replica failed: it computes nothing more */
+    bool left;         /* this rank does not train now (its replica failed, or a hot spare):
+                          train_step must not be called; train_run idles it */
     double *shard_loss; /* [N] the step's loss per shard (last stage, tp rank 0) */
     FtSpareStats spare;
+    FtSpareJob *job;   /* train_spare_attach: every rank of the job, training or not (NULL: a
+                          wipe-out stops the run, no spares) */
+    /* checkpoint hooks for SPARe (train_ckpt.h installs them; ctx: on_step_ctx; NULL = none):
+     * ckpt_regrid: the writer moves onto world (MPI_COMM_NULL: this rank stops training);
+     *   called on every rank of the old grid (collective there) and then of the new one;
+     * ckpt_newest: the step of the newest verified checkpoint (any write in flight finished
+     *   first), -1 when there is none; collective over the grid;
+     * ckpt_restore: model and cursor from the checkpoint of that step; collective over the
+     *   grid (it was verified by ckpt_newest: a failure is fatal). */
+    void (*ckpt_regrid)(void *ctx, struct ft_trainer *tr, MPI_Comm world);
+    long long (*ckpt_newest)(void *ctx, struct ft_trainer *tr);
+    void (*ckpt_restore)(void *ctx, struct ft_trainer *tr, long long step);
     /* faults hook: called by train_run before each step (step: the 1-based step about to run);
      * the fault schedule (`fail step=S replica=I` lines) calls train_fail_replica from here.
      * NULL = none. */
@@ -194,21 +224,46 @@ void train_free(FtTrainer *tr);
  * may be destroyed after. */
 void train_regrid(FtTrainer *tr, const FtGrid *grid);
 
+/* SPARe, a hot spare's rank (spare.spares): a trainer with no grid that idles (tr->left) until
+ * train_run's job channel asks it to take a failed replica's place; model: its shard for its
+ * place in a replica (grid_place). Call train_spare_attach on it too. Not collective. */
+void train_init_spare(FtTrainer *tr, const FtConfig *cfg, FtModel *model,
+                      const FtBatchSource *train, const FtBatchSource *val);
+
+/* SPARe: the job channel over `all` (every rank of the job: the layout's tp*pp*dp*ep ranks
+ * first, in grid order, then spare.spares replicas of tp*pp*ep ranks), which must outlive the
+ * trainer. With it, train_run answers a wipe-out by an in-process restart from the newest
+ * verified checkpoint (spare.wipeout = restart, checkpoint hooks installed), with every
+ * replica back; a failed replica's ranks and the spares idle inside train_run until they are
+ * needed or the run ends. Collective over all; nothing when SPARe is off. */
+void train_spare_attach(FtTrainer *tr, MPI_Comm all);
+
+/* SPARe: the replicas of one step's fail-stops (n <= FT_SPARE_BATCH_MAX), in order, as
+ * train_fail_replica does one; a hot spare, while one is left, takes a failed replica's place
+ * instead (its index and stack: the controller is unchanged, the redundancy restored; state
+ * copied from a live replica), and joins the rest of the batch. Stops at a wipe-out. Returns
+ * the outcome of the last failure handled (enum ft_spare_outcome), -1 as train_fail_replica. */
+#define FT_SPARE_BATCH_MAX 32
+int train_fail_replicas(FtTrainer *tr, const int *replicas, int n);
+
 /* SPARe: replica `replica` (an index of the first grid's dp replicas) fails by injection (a
  * fail-stop on MPICH, which has no working ULFM): the controller masks it (spare_fail, RECTLR);
  * the replica's ranks leave the training communicators (MPI_Comm_split with MPI_UNDEFINED,
  * grid_shrink_dp) and stop (tr->left; train_step must not be called again there); the
  * survivors regrid (train_regrid: model, cursor, hooks kept) and compute their plan's deeper
  * levels from the next step on. Call between steps, collectively over the current grid, with
- * the same replica on every rank. Returns the outcome (enum ft_spare_outcome): on
- * SPARE_WIPEOUT nothing changes and the run cannot go on (restart from a checkpoint); -1 when
+ * the same replica on every rank (and, with the job channel, on every rank of the job that
+ * waits: a hot spare, while one is left, takes the replica's place instead, see
+ * train_fail_replicas). Returns the outcome (enum ft_spare_outcome): on SPARE_WIPEOUT nothing
+ * changes and this step cannot run (train_run restarts from a checkpoint when it can); -1 when
  * SPARe is off, the replica is out of range or already failed (nothing changes). */
 int train_fail_replica(FtTrainer *tr, int replica);
 
 /* SPARe: rank 0 of the current grid prints one line to out (NULL: nothing): "spare: r R, N
  * replicas, live L, depth D; failures masked K, wipe-outs W; shards computed C vs needed X
- * (...); time lost: deeper levels A s, regrid B s". Collective over the current grid (call on
- * the ranks that did not leave). Nothing when SPARe is off. */
+ * (...); spares used U of S; restarts Q (P steps recomputed); time lost: deeper levels A s,
+ * regrid B s, spare joins J s, restarts T s". Collective over the current grid (call on the
+ * ranks that did not leave). Nothing when SPARe is off. */
 void train_report_spare(const FtTrainer *tr, FILE *out);
 
 /* One optimizer step over parallel.microbatches micro-batches of train.batch sequences (on

@@ -34,6 +34,7 @@
 #include <mpi.h>
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdio.h>
 #include <stdint.h>
 
 #include "ftllm/ckpt.h"
@@ -64,7 +65,12 @@ void train_ckpt_slabs(const FtTrainer *tr, MPI_Comm comm, FtCkptSlab slabs[FT_NP
 int train_ckpt_create(FtTrainCkpt **out, const FtConfig *cfg, MPI_Comm comm, char *err,
                       size_t errlen);
 
-/* Waits for a write in flight and frees the writer (NULL is fine). */
+/* Waits for a write in flight (the end of a run; NULL is fine, calling it again too). */
+void train_ckpt_finish(FtTrainCkpt *tc);
+/* Rank 0 prints "checkpoints: N written, the training loop spent S s in them (M ms each)" to
+ * out (NULL, or no checkpoint written: nothing). */
+void train_ckpt_report(const FtTrainCkpt *tc, FILE *out);
+/* Waits for a write in flight (train_ckpt_finish) and frees the writer (NULL is fine). */
 void train_ckpt_destroy(FtTrainCkpt *tc);
 
 /* Installs the per-step hook on tr (train_run then checkpoints on schedule). */

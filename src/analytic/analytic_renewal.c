@@ -20,7 +20,12 @@
  * |M_h - M_2h| over the common points, an upper bound of the fine grid's error for any
  * convergence order >= 1 (test_analytic checks it against a 4x finer solve and the values
  * against a Monte Carlo count; the relative error of M is below 1e-4 from 1% of a lifetime on,
- * 4096 cells, shapes 0.7-2). */
+ * 4096 cells, shapes 0.7-2).
+ * renewal_alt: the same solve for a part that is down for an exponential repair after each
+ * failure (Meta's sparing model): failures Phi(t) = F(t) + int_0^t Psi(t - s) dF(s) with Psi the
+ * repairs completed, Psi = Phi - Down and Down' = Phi' - Down / mttr integrated exactly over a cell
+ * with failures at a constant rate, so each step is one linear equation in Phi_m. mttr = 0 gives
+ * the renewal function. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -63,29 +68,36 @@ static double int_cdf_gl(const FtRenewal *rn, double a, double b)
     return d * s;
 }
 
+/* F at the grid points and the product-integration weights a_j, b_j (j = 1..n). NULL when out
+ * of memory, else F (one allocation holding the three arrays). */
+static double *weights(const FtRenewal *rn, int n, double h, double **a, double **b)
+{
+    double *F = malloc(3 * ((size_t)n + 1) * sizeof *F);
+    if (!F) return NULL;
+    *a = F + n + 1, *b = F + 2 * ((size_t)n + 1);
+    for (int i = 0; i <= n; i++) F[i] = cdf(rn, i * h);
+    for (int j = 1; j <= n; j++) {
+        double I = (j == 1 && rn->law == FT_LAW_WEIBULL && pow(h / rn->scale, rn->shape) < 0.5)
+                       ? int_cdf_first(rn, h)
+                       : int_cdf_gl(rn, (j - 1) * h, j * h);
+        (*b)[j] = F[j] - I / h;
+        (*a)[j] = I / h - F[j - 1];
+    }
+    return F;
+}
+
 /* The solve on n cells of width h into M[0..n]. */
 static int solve(const FtRenewal *rn, int n, double h, double *M)
 {
-    double *F = malloc(((size_t)n + 1) * sizeof *F), *a = malloc(((size_t)n + 1) * sizeof *a),
-           *b = malloc(((size_t)n + 1) * sizeof *b);
-    if (!F || !a || !b) {
-        free(F), free(a), free(b);
-        return -1;
-    }
-    for (int i = 0; i <= n; i++) F[i] = cdf(rn, i * h);
-    for (int j = 1; j <= n; j++) {
-        double I = (j == 1 && pow(h / rn->scale, rn->shape) < 0.5) ? int_cdf_first(rn, h)
-                                                                 : int_cdf_gl(rn, (j - 1) * h, j * h);
-        b[j] = F[j] - I / h;
-        a[j] = I / h - F[j - 1];
-    }
+    double *a, *b, *F = weights(rn, n, h, &a, &b);
+    if (!F) return -1;
     M[0] = 0;
     for (int m = 1; m <= n; m++) {
         double s = F[m] + b[1] * M[m - 1];
         for (int j = 2; j <= m; j++) s += a[j] * M[m - j + 1] + b[j] * M[m - j];
         M[m] = s / (1.0 - a[1]);
     }
-    free(F), free(a), free(b);
+    free(F);
     return 0;
 }
 
@@ -156,4 +168,34 @@ double renewal_rate(const FtRenewal *rn, double t0, double t1)
         t0 = fmax(0, t0 - d), t1 = t0 + 2 * d;
     }
     return (renewal_M(rn, t1) - renewal_M(rn, t0)) / (t1 - t0);
+}
+
+int renewal_alt(int law, double shape, double mean, double mttr, double tmax, int n, double *Phi,
+                double *Down)
+{
+    FtRenewal rn = {.law = law == FT_LAW_WEIBULL ? FT_LAW_WEIBULL : FT_LAW_EXP, .mean = mean};
+    if (!(mean > 0) || !(tmax > 0) || n < 1 || !(mttr >= 0)) return -1;
+    rn.shape = rn.law == FT_LAW_WEIBULL ? shape : 1.0;
+    if (!(rn.shape > 0)) return -1;
+    rn.scale = wb_scale(rn.shape, mean);
+    double h = tmax / n, *a, *b, *F = weights(&rn, n, h, &a, &b);
+    double *Psi = malloc(((size_t)n + 1) * sizeof *Psi);
+    if (!F || !Psi) {
+        free(F), free(Psi);
+        return -1;
+    }
+    /* repairs over a cell where failures arrive at a constant rate: D_m = E D_{m-1} + g dPhi */
+    double E = mttr > 0 ? exp(-h / mttr) : 0, g = mttr > 0 ? -expm1(-h / mttr) * mttr / h : 0;
+    Phi[0] = Psi[0] = Down[0] = 0;
+    for (int m = 1; m <= n; m++) {
+        double d = g * Phi[m - 1] - E * Down[m - 1]; /* Psi_m = (1 - g) Phi_m + d */
+        double s = F[m] + a[1] * d + b[1] * Psi[m - 1];
+        for (int j = 2; j <= m; j++)
+            s += a[j] * Psi[m - j + 1] + b[j] * Psi[m - j];
+        Phi[m] = s / (1.0 - a[1] * (1 - g));
+        Psi[m] = (1 - g) * Phi[m] + d;
+        Down[m] = Phi[m] - Psi[m];
+    }
+    free(F), free(Psi);
+    return 0;
 }

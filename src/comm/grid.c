@@ -95,6 +95,25 @@ int grid_without(const FtGrid *g, MPI_Comm from, const int *leave, int nleave, F
     return rc;
 }
 
+int grid_create_sub(FtGrid *g, MPI_Comm parent, int member, int key, int tp, int pp, int dp,
+                    int ep, char *err, size_t errlen)
+{
+    memset(g, 0, sizeof *g);
+    g->world = MPI_COMM_NULL;
+    MPI_Comm sub = split(parent, member ? 0 : MPI_UNDEFINED, key);
+    if (sub == MPI_COMM_NULL) return 1;
+    int rc = grid_create(g, sub, tp, pp, dp, ep, err, errlen);
+    FT_CHECK_MPI(MPI_Comm_free(&sub));
+    return rc;
+}
+
+void grid_place(int within, int tp, int ep, int *tp_rank, int *pp_rank, int *ep_rank)
+{
+    *tp_rank = within % tp;
+    *ep_rank = within / tp % ep;
+    *pp_rank = within / (tp * ep);
+}
+
 void grid_destroy(FtGrid *g)
 {
     MPI_Comm *all[] = {&g->tp_comm, &g->ep_comm,      &g->pp_comm,

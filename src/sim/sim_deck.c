@@ -56,4 +56,7 @@ void sim_sparing_from_cfg(const FtConfig *cfg, int R, int I, FtSparing *s)
     s->rack_mtbf = k->rack_mtbf_h, s->rack_mttr = k->rack_mttr_h;
     s->ckpt = k->checkpoint_s, s->restart = k->restart_s;
     s->interval = 0;
+    s->law = k->failure_law;
+    s->shape = k->weibull_shape;
+    s->horizon = k->sparing_horizon_h;
 }

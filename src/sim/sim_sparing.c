@@ -10,8 +10,12 @@
  * spare); a repaired part may make a block usable again, and a zone short of blocks takes it.
  * The job runs while every zone has L blocks in use; a failure of an in-use part while it runs
  * interrupts it (the piece since the last checkpoint is lost, a restart follows; a failure during
- * the restart starts it over). Parts start in their stationary state (up with probability
- * mtbf / (mtbf + mttr)), so there is no warm-up bias; the job starts with a restart. */
+ * the restart starts it over). The job starts with a restart.
+ * Failure law (FtSparing.law): exponential up times, and parts start in their stationary state (up
+ * with probability mtbf / (mtbf + mttr)), so there is no warm-up bias; Weibull up times (shape
+ * FtSparing.shape, the same mean), every part up and new at t = 0 and new again after each repair
+ * (shape < 1: infant mortality at the start and after every repair). Repair times are
+ * exponential under both laws. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -64,6 +68,13 @@ static void fill(struct sps *s, int z)
     }
 }
 
+/* The up time of a part that starts new (exponential: memoryless, drawn as before). */
+static double up_time(FtRng *g, const FtSparing *p, int tray, const double wb_scale[2])
+{
+    if (p->law == FT_LAW_WEIBULL) return rng_weibull(g, p->shape, wb_scale[tray]);
+    return rng_exp(g, tray ? p->tray_mtbf : p->rack_mtbf);
+}
+
 int sim_sparing_trial(const FtSparingSim *ss, int trial, double *out)
 {
     const FtSparing *p = &ss->s;
@@ -86,7 +97,16 @@ int sim_sparing_trial(const FtSparingSim *ss, int trial, double *out)
     rng_seed(&g, ss->seed, (uint64_t)trial);
     const double at = p->tray_mtbf / (p->tray_mtbf + p->tray_mttr);
     const double ar = p->rack_mtbf / (p->rack_mtbf + p->rack_mttr);
-    for (int i = 0; i < nparts; i++) {
+    const int wb = p->law == FT_LAW_WEIBULL;
+    if (wb && !(p->shape > 0)) goto out;
+    const double gk = wb ? tgamma(1.0 + 1.0 / p->shape) : 1.0;
+    const double wb_scale[2] = {p->rack_mtbf / gk, p->tray_mtbf / gk}; /* [tray?] */
+    for (int i = 0; wb && i < nparts; i++) { /* every part up and new */
+        s.up[i] = 1;
+        if (i < s.nt) s.ups[i / KI]++;
+        heap_set(&h, i, up_time(&g, p, i < s.nt, wb_scale));
+    }
+    for (int i = 0; !wb && i < nparts; i++) {
         int tray = i < s.nt;
         double a = tray ? at : ar, mtbf = tray ? p->tray_mtbf : p->rack_mtbf,
                mttr = tray ? p->tray_mttr : p->rack_mttr;
@@ -158,7 +178,7 @@ int sim_sparing_trial(const FtSparingSim *ss, int trial, double *out)
             s.up[id] = 1;
             if (tray) s.ups[b]++;
             if (!s.bin[b] && s.zin[z] < p->L && usable(&s, b)) assign(&s, b);
-            heap_set(&h, id, now + rng_exp(&g, tray ? p->tray_mtbf : p->rack_mtbf));
+            heap_set(&h, id, now + up_time(&g, p, tray, wb_scale));
         }
     }
     work += pending;

@@ -27,6 +27,8 @@
 
 #include "ftllm/log.h"
 #include "ftllm/pipeline.h"
+#include "ftllm/progress.h"
+#include "train_spare.h"
 
 /* ---- set-up -------------------------------------------------------------------------------- */
 
@@ -52,18 +54,18 @@ static void spare_setup(FtTrainer *tr, const FtConfig *cfg, const FtGrid *grid,
         tr->own_grid = keep->own_grid, tr->left = keep->left;
         tr->shard_loss = keep->shard_loss, tr->spare = keep->spare;
     } else if (cfg->spare.r > 0) {
-        int N = grid ? grid->dp : 1;
+        int N = (int)cfg->parallel.dp; /* also on a hot spare, which has no grid yet */
         if (cfg->spare.r > N || (grid && grid->ep > 1))
             FT_DIE("train: spare.r = %lld needs 1 <= r <= dp = %d and ep = 1 (deck_check)",
                    cfg->spare.r, N);
         tr->sp = spare_create(N, (int)cfg->spare.r);
         FT_ASSERT(tr->sp && spare_plan_init(&tr->plan, N, (int)cfg->spare.r) == 0);
-        tr->replica = grid ? grid->dp_rank : 0;
+        tr->replica = grid ? grid->dp_rank : -1;
         tr->shard_loss = calloc((size_t)N, sizeof(double));
         FT_ASSERT(tr->shard_loss);
     }
     if (tr->sp) { /* data shards are the first grid's replicas, whatever failed since */
-        tr->data_rank = tr->replica;
+        tr->data_rank = tr->replica < 0 ? 0 : tr->replica;
         tr->data_width = tr->sp->N;
     }
 }
@@ -149,6 +151,14 @@ void train_init_grid(FtTrainer *tr, const FtConfig *cfg, FtModel *model, const F
     init_grid(tr, cfg, model, grid, train, val, NULL);
 }
 
+void train_init_spare(FtTrainer *tr, const FtConfig *cfg, FtModel *model,
+                      const FtBatchSource *train, const FtBatchSource *val)
+{
+    FT_ASSERT(cfg->spare.r > 0);
+    init_grid(tr, cfg, model, NULL, train, val, NULL);
+    tr->left = true; /* idles until it takes a failed replica's place (train_spare.c) */
+}
+
 /* The grid the trainer made after a failure, if any. */
 static void free_own_grid(FtGrid *g)
 {
@@ -159,6 +169,7 @@ static void free_own_grid(FtGrid *g)
 
 void train_free(FtTrainer *tr)
 {
+    train_spare_detach(tr);
     if (tr->sp) {
         spare_destroy(tr->sp);
         spare_plan_free(&tr->plan);
@@ -181,12 +192,13 @@ void train_free(FtTrainer *tr)
 
 void train_regrid(FtTrainer *tr, const FtGrid *grid)
 {
-    FT_ASSERT(grid && tr->grid && grid->tp == tr->grid->tp && grid->pp == tr->grid->pp &&
+    /* a hot spare joins from no grid: init_grid checks its model's place instead */
+    FT_ASSERT(grid && (!tr->grid || (grid->tp == tr->grid->tp && grid->pp == tr->grid->pp &&
               grid->ep == tr->grid->ep && grid->tp_rank == tr->grid->tp_rank &&
-              grid->pp_rank == tr->grid->pp_rank && grid->ep_rank == tr->grid->ep_rank);
+              grid->pp_rank == tr->grid->pp_rank && grid->ep_rank == tr->grid->ep_rank)));
     FtTrainer keep = *tr; /* what outlives the grid: the job's state and the hooks */
     keep.tl = (FtTimeline){0}; /* freed with the rest */
-    tr->sp = NULL, tr->own_grid = NULL; /* SPARe's state is kept, not freed */
+    tr->sp = NULL, tr->own_grid = NULL, tr->job = NULL; /* SPARe's state is kept, not freed */
     train_free(tr);
     init_grid(tr, keep.cfg, keep.model, grid, &keep.train, keep.has_val ? &keep.val : NULL,
               &keep);
@@ -199,9 +211,10 @@ void train_regrid(FtTrainer *tr, const FtGrid *grid)
     tr->ex.poll = keep.ex.poll;
     tr->ex.no_progress = keep.ex.no_progress;
     tr->before_step = keep.before_step, tr->before_step_ctx = keep.before_step_ctx;
+    tr->job = keep.job;
+    tr->ckpt_regrid = keep.ckpt_regrid, tr->ckpt_newest = keep.ckpt_newest;
+    tr->ckpt_restore = keep.ckpt_restore;
 }
-
-static int recover_failure(FtTrainer *tr, long long step); /* below, with the failures */
 
 /* ---- the step ------------------------------------------------------------------------------ */
 
@@ -370,7 +383,7 @@ FtStepStatus train_step(FtTrainer *tr, FtStepInfo *info)
         int redo = tr->before_commit ? tr->before_commit(tr->before_commit_ctx, tr, attempt) : 0;
         /* ULFM: did a process die during the step (its DMR agreement included)? Then the
          * survivors compute it again from the same state; not a DMR attempt */
-        int f = recover_failure(tr, m->step + 1);
+        int f = train_spare_recover(tr, m->step + 1); /* train_spare.c */
         if (f < 0) {
             st = FT_STEP_STOPPED;
             break;
@@ -404,155 +417,6 @@ FtStepStatus train_step(FtTrainer *tr, FtStepInfo *info)
     timeline_add(&tr->tl, FT_TL_STEP, t0, t1);
     timers_end(&tr->regions, FT_REGION_STEP);
     return st;
-}
-
-/* ---- SPARe: failures and the report --------------------------------------------------------- */
-
-/* The first-grid replicas[0 .. n-1] (ascending, live) fail together: the controller masks them
- * (or reports the wipe-out), their ranks leave, and the survivors' grid is split out of `from`
- * (the current world, or its survivors after a real process failure). how: for the log. After
- * a real failure the survivors move to their grid even on a wipe-out (the old one holds dead
- * ranks, and the end-of-run reports are collective); an injected wipe-out changes nothing. */
-static int fail_replicas(FtTrainer *tr, const int *replicas, int n, MPI_Comm from,
-                         const char *how)
-{
-    bool real = tr->grid && from != tr->grid->world;
-    double t0 = MPI_Wtime();
-    long long step = tr->model->step;
-    int *leave = malloc(sizeof(int) * (size_t)n);
-    FT_ASSERT(leave);
-    for (int k = 0; k < n; k++) { /* its place in the current grid: survivors keep their order */
-        leave[k] = 0;
-        for (int i = 0; i < replicas[k]; i++) leave[k] += spare_alive(tr->sp, i);
-    }
-    FtSpareEvent ev;
-    int rc = -1;
-    for (int k = 0; k < n; k++) {
-        int one = spare_fail(tr->sp, replicas[k], &ev);
-        if (one < 0 || one == SPARE_WIPEOUT) {
-            rc = one;
-            break;
-        }
-        rc = one > rc ? one : rc;
-    }
-    if (rc == SPARE_WIPEOUT) {
-        tr->spare.wipeouts++;
-        log_error("spare: replica %d failed after step %lld (%s): wipe-out (a shard type it held "
-                  "has no live holder left; %d of %d replicas live, r %d): the run cannot go on "
-                  "(HINT: restart from the last checkpoint)", replicas[n - 1], step, how,
-                  tr->sp->nlive, tr->sp->N, tr->sp->r);
-    }
-    if (rc < 0 || (rc == SPARE_WIPEOUT && !real)) {
-        free(leave);
-        return rc;
-    }
-    FtGrid *ng = malloc(sizeof *ng);
-    FT_ASSERT(ng);
-    char err[256];
-    int g = grid_without(tr->grid, from, leave, n, ng, err, sizeof err);
-    free(leave);
-    if (g < 0) FT_DIE("spare: %s", err);
-    if (g == 1) { /* this rank's replica failed: a fail-stop, it computes nothing more */
-        free(ng);
-        tr->left = true;
-        ft_log_rank(FT_LOG_INFO, "spare: replica %d failed after step %lld (%s): this rank "
-                    "left the training communicators and stops", tr->replica, step, how);
-        if (log_rank() == 0) log_init(-1, log_level()); /* a survivor speaks from now on */
-        return rc;
-    }
-    FtGrid *old = tr->own_grid;
-    tr->own_grid = NULL; /* kept alive until the trainer moved off it */
-    train_regrid(tr, ng);
-    tr->own_grid = ng;
-    free_own_grid(old);
-    if (ng->rank == 0 && log_rank() != 0) log_init(0, log_level());
-    if (rc == SPARE_WIPEOUT) return rc;
-    tr->spare.masked += n;
-    tr->spare.regrid_s += MPI_Wtime() - t0;
-    for (int k = 0; k < n; k++)
-        log_info("spare: replica %d failed after step %lld (%s): %s (depth %d -> %d, RECTLR "
-                 "phase %d, %d stack positions moved); %d of %d replicas live", replicas[k],
-                 step, how, rc == SPARE_MASKED ? "masked" : "masked deeper", ev.depth_before,
-                 ev.depth, ev.phase, ev.moved, tr->sp->nlive, tr->sp->N);
-    return rc;
-}
-
-int train_fail_replica(FtTrainer *tr, int replica)
-{
-    if (!tr->sp || tr->left || replica < 0 || replica >= tr->sp->N ||
-        !spare_alive(tr->sp, replica))
-        return -1;
-    return fail_replicas(tr, &replica, 1, tr->grid ? tr->grid->world : MPI_COMM_NULL,
-                         "injected fail-stop"); /* one rank, no grid: only a wipe-out is possible */
-}
-
-/* ULFM: did a process of the world die during the step? Every survivor gets the same answer
- * (comm_ft_agree). If so: shrink the world to the survivors, map the dead ranks to their
- * replicas and fail those replicas as an injected fail-stop would. Returns 0 (no failure), 1
- * (recovered: compute the step again from the same state) or -1 (this rank's replica failed,
- * tr->left, or a wipe-out: the run stops). */
-static int recover_failure(FtTrainer *tr, long long step)
-{
-    if (!tr->c_world || !comm_ft_enabled()) return 0;
-    if (comm_ft_agree(tr->c_world, 1)) return 0;
-    double t0 = MPI_Wtime(), agreed = timers_wall(), seen = comm_ft_failed_at();
-    if (!tr->sp)
-        FT_DIE("step %lld: a process failed; surviving it needs SPARe (spare.r >= 1)", step);
-    int n = comm_size(tr->c_world), width = tr->grid->tp * tr->grid->pp * tr->grid->ep;
-    int *dead = malloc(sizeof(int) * 2 * (size_t)n), ndead = 0, *gone = dead + n, ngone = 0;
-    FT_ASSERT(dead);
-    MPI_Comm live;
-    comm_ft_shrink(tr->c_world, &live, dead, &ndead);
-    for (int k = 0; k < ndead; k++) { /* current dp index -> first-grid replica, ascending */
-        int d = dead[k] / width, i = -1;
-        for (int alive = -1; alive < d;) alive += spare_alive(tr->sp, ++i);
-        if (ngone == 0 || gone[ngone - 1] != i) gone[ngone++] = i;
-    }
-    char how[96];
-    snprintf(how, sizeof how, "process failure, %d rank%s dead, ULFM", ndead, ndead == 1 ? "" : "s");
-    long long wipes = tr->spare.wipeouts;
-    int rc = fail_replicas(tr, gone, ngone, live, how);
-    free(dead);
-    FT_CHECK_MPI(MPI_Comm_free(&live));
-    comm_ft_clear();
-    if (rc < 0) FT_DIE("step %lld: a process failed in a replica SPARe has already failed", step);
-    tr->spare.ulfm_s += MPI_Wtime() - t0;
-    tr->spare.ulfm_detect_s += seen > 0 ? agreed - seen : 0.0;
-    if (tr->left || tr->spare.wipeouts > wipes) return -1;
-    log_info("ulfm: step %lld: recovered on %d ranks in %.4f s (shrink, controller, regrid); "
-             "this rank saw the failure at wall %.6f, %.4f s before the agreement ended; the "
-             "step is computed again from wall %.6f", step, comm_size(tr->c_world),
-             MPI_Wtime() - t0, seen, seen > 0 ? agreed - seen : 0.0, timers_wall());
-    return 1;
-}
-
-void train_report_spare(const FtTrainer *tr, FILE *out)
-{
-    if (!tr->sp || tr->left) return;
-    const FtSpareStats *c = &tr->spare;
-    double t[2] = {c->deep_s, c->regrid_s};
-    if (tr->c_world) { /* the slowest rank's times */
-        double all[2];
-        for (int k = 0; k < 2; k++) all[k] = comm_max_f64_poll(tr->c_world, t[k], NULL);
-        t[0] = all[0], t[1] = all[1];
-    }
-    double u[2] = {c->ulfm_detect_s, c->ulfm_s}; /* ULFM: real failures (0 elsewhere) */
-    if (tr->c_world && comm_ft_enabled())
-        for (int k = 0; k < 2; k++) u[k] = comm_max_f64_poll(tr->c_world, u[k], NULL);
-    if (!out || (tr->grid && tr->grid->rank != 0)) return;
-    if (u[1] > 0)
-        fprintf(out, "ulfm: process failures survived; slowest rank: %.4f s from its first failed "
-                "operation to the agreement, %.4f s recovering (shrink, controller, regrid)\n",
-                u[0], u[1]);
-    fprintf(out, "spare: r %d, %d replicas, live %d, depth %d; failures masked %lld, wipe-outs "
-            "%lld; shards computed %lld vs needed %lld (%lld stack slots within the depth "
-            "skipped: counted on another replica); levels computed %lld over %lld steps "
-            "(+%.1f%%); time lost: deeper levels %.3f s, regrid %.3f s\n",
-            tr->sp->r, tr->sp->N, tr->sp->nlive, tr->sp->depth, c->masked, c->wipeouts,
-            c->computed, c->needed, c->skipped, c->levels, c->steps,
-            c->steps ? 100.0 * (double)(c->levels - c->steps) / (double)c->steps : 0.0, t[0],
-            t[1]);
-    fflush(out);
 }
 
 double train_eval(FtTrainer *tr, int n)
@@ -602,7 +466,6 @@ void train_run(FtTrainer *tr, FtTrainSummary *s)
     double timed = 0;
     long long ntimed = 0;
     double tokens = (double)tr->B * tr->T * tr->micro * tr->data_width;
-    long long i0 = tr->model->step; /* checkpoint hook: a resumed run continues after its step */
     log_info("model: %zu parameters on this rank (%.2f M), L %d, NH %d, C %d, V %d (Vp %d), T %d; "
              "tape %d entries x %d slot%s, activations %.1f MiB; %.3f GFLOP per step per rank",
              tr->model->nparams, tr->model->nparams / 1e6, tr->model->cfg.L, tr->model->cfg.NH,
@@ -611,30 +474,29 @@ void train_run(FtTrainer *tr, FtTrainSummary *s)
              tr->step_flops / 1e9);
     timeline_reset(&tr->tl);
     timers_reset(&tr->regions);
-    for (long long i = 0; i0 + i < steps; i++) { /* checkpoint hook: i0 + */
+    FtProgress pr; /* the per-step line, or the live line on a terminal */
+    progress_start(&pr, cfg->run.progress, steps);
+    long long i = 0; /* steps this rank computed in this call (train.rate_skip counts these) */
+    while (tr->model->step < steps) { /* a resumed or restarted run continues after its step */
+        /* faults hook, failures, spares, restarts (train_spare.c); idle ranks wait there */
+        int next = train_spare_before_step(tr);
+        if (next == FT_SPARE_AGAIN) continue;
+        if (next == FT_SPARE_LEFT || next == FT_SPARE_WIPEOUT) {
+            s->left = next == FT_SPARE_LEFT;
+            s->wipeout = next == FT_SPARE_WIPEOUT;
+            s->ok = !s->wipeout;
+            break;
+        }
         if (i == skip) { /* warm-up steps out of the waiting fractions and the regions */
             timeline_reset(&tr->tl);
             timers_reset(&tr->regions);
         }
-        if (tr->before_step) { /* faults hook: may fail replicas (train_fail_replica) */
-            long long wipes = tr->spare.wipeouts;
-            tr->before_step(tr->before_step_ctx, tr, i0 + i + 1);
-            if (tr->left) { /* this rank's replica failed: not an error, it just stops */
-                s->left = true;
-                break;
-            }
-            if (tr->spare.wipeouts > wipes) {
-                s->wipeout = true;
-                s->ok = false;
-                break;
-            }
-        }
         FtStepInfo st;
         FtStepStatus ss = train_step(tr, &st);
-        if (ss == FT_STEP_STOPPED) { /* ULFM: as the before-step hook's failures above */
-            s->left = tr->left;
-            s->wipeout = !tr->left;
-            s->ok = tr->left;
+        if (ss == FT_STEP_STOPPED) { /* ULFM: a process died (train_spare_recover) */
+            if (tr->left) continue; /* this rank's replica failed: it waits, as above */
+            s->wipeout = true;      /* no in-process restart after a real death: exit 5 */
+            s->ok = false;
             break;
         }
         if (ss == FT_STEP_FAILED) {
@@ -650,35 +512,31 @@ void train_run(FtTrainer *tr, FtTrainSummary *s)
             timed += st.seconds;
             ntimed++;
         }
+        i++;
         char spare[48] = "";
         if (tr->sp) snprintf(spare, sizeof spare, " | live %d depth %d", st.live, st.depth);
-        log_info("step %5lld/%lld | loss %.4f | lr %.3e | norm %.4f | %8.1f ms | %9.0f tok/s%s",
-                 st.step, steps, st.loss, st.lr, st.grad_norm, 1e3 * st.seconds,
-                 tokens / st.seconds, spare);
+        progress_step(&pr, &st, tokens / st.seconds, spare);
         if (!isfinite(st.loss) || !isfinite(st.grad_norm)) {
             log_error("step %lld: the loss is %g and the gradient norm %g: stopping", st.step,
                       st.loss, st.grad_norm);
             s->ok = false;
             break;
         }
-        bool last = i0 + i == steps - 1; /* checkpoint hook: i0 + */
+        bool last = st.step == steps;
         if (nval && (last || (cfg->train.val_every > 0 && st.step % cfg->train.val_every == 0))) {
             s->val_loss = train_eval(tr, nval);
             log_info("step %5lld/%lld | val loss %.4f (%d x %d sequences)", st.step, steps,
                      s->val_loss, nval, tr->B);
             if (!isfinite(s->val_loss)) s->ok = false;
         }
-        bool failed = tr->sp && tr->sp->nlive < tr->sp->N;
-        if (tr->on_step && failed && !tr->spare.ckpt_stopped++)
-            log_warn("spare: checkpoints stop after a replica failed (the writer's communicator "
-                     "still holds the failed ranks; writing on the survivors comes with "
-                     "restart-from-checkpoint)");
-        if (tr->on_step && !failed) { /* checkpoint hook */
+        if (tr->on_step) { /* checkpoint hook: on the live ranks, after failures too */
             timers_begin(&tr->regions, FT_REGION_CHECKPOINT);
             tr->on_step(tr->on_step_ctx, tr, &st, last);
             timers_end(&tr->regions, FT_REGION_CHECKPOINT);
         }
     }
+    progress_end(&pr);
+    train_spare_end(tr); /* the ranks that idle leave their wait */
     if (ntimed) {
         s->mean_ms = 1e3 * timed / ntimed;
         s->tokens_per_s = tokens * ntimed / timed;

@@ -59,6 +59,7 @@ struct ft_train_ckpt {
     int count;
     double stall;
     char *resolved; /* deck_print text */
+    FtCkptOpts opts;
 };
 
 static const char *g_part_name[3] = {"params", "optim/m", "optim/v"};
@@ -132,6 +133,7 @@ int train_ckpt_create(FtTrainCkpt **out, const FtConfig *cfg, MPI_Comm comm, cha
     tc->last_step = -1;
     FtCkptOpts o = {.keep = (int)k->keep, .async = k->async,
                     .debug_delay_ms = (int)k->debug_delay_ms};
+    tc->opts = o;
     tc->w = ckpt_create(k->dir, cfg->run.name, comm, &o, err, errlen);
     if (!tc->w) {
         free(tc);
@@ -278,25 +280,102 @@ static void on_step(void *ctx, FtTrainer *tr, const FtStepInfo *st, bool last)
     if (tc->every_s > 0 && !last) time_decide_next(tc, st->seconds);
 }
 
+/* SPARe: the writer follows the trainer onto another grid (train.h, ckpt_regrid): the write in
+ * flight and the time trigger's broadcast finish on the old grid, then a writer on the new one
+ * (none when this rank stops training). Checkpoint files are named by run and step only, so
+ * the new writer continues the old one's series (keep-last-K reads the folder). */
+static void on_regrid(void *ctx, FtTrainer *tr, MPI_Comm world)
+{
+    (void)tr;
+    FtTrainCkpt *tc = ctx;
+    if (tc->w) { /* collective over the old grid */
+        double t0 = MPI_Wtime();
+        ckpt_destroy(tc->w);
+        tc->stall += MPI_Wtime() - t0;
+        comm_wait(&tc->due_req, NULL);
+        comm_destroy(tc->agree);
+        tc->w = NULL, tc->agree = NULL;
+    }
+    if (world == MPI_COMM_NULL) return;
+    char err[512];
+    tc->w = ckpt_create(tc->cfg->checkpoint.dir, tc->cfg->run.name, world, &tc->opts, err,
+                        sizeof err);
+    if (!tc->w) FT_DIE("checkpoint: the writer cannot move onto the new grid: %s", err);
+    tc->comm = world;
+    FT_CHECK_MPI(MPI_Comm_rank(world, &tc->rank));
+    tc->agree = comm_create_mpi_dup(world, "checkpoint");
+    tc->due_req = (FtReq){0};
+    tc->last_t = MPI_Wtime();
+}
+
+/* SPARe: the step of the newest checkpoint this run wrote (or resumed from), when it verifies;
+ * -1 otherwise. Only this run's own: the folder may hold a later step of an earlier run of the
+ * same name. The step is agreed (max) over the grid: a spare that joined has written none. */
+static long long newest(void *ctx, FtTrainer *tr)
+{
+    (void)tr;
+    FtTrainCkpt *tc = ctx;
+    ckpt_wait(tc->w);
+    long long step = comm_max_i64_poll(tc->agree, tc->last_step, NULL);
+    if (step < 0) return -1;
+    char path[CKPT_PATH_MAX], err[512];
+    ckpt_path(path, sizeof path, tc->cfg->checkpoint.dir, tc->cfg->run.name, step);
+    FtCkptFile *f = ckpt_open(path, tc->comm, err, sizeof err);
+    int bad = !f || ckpt_verify(f, err, sizeof err);
+    if (f) ckpt_close(f);
+    if (bad) {
+        log_warn("spare: the newest checkpoint of this run does not verify: %s", err);
+        return -1;
+    }
+    return step;
+}
+
+/* SPARe: the checkpoint of `step` (verified by newest) back into tr, on tr's grid. */
+static void restore(void *ctx, FtTrainer *tr, long long step)
+{
+    FtTrainCkpt *tc = ctx;
+    char path[CKPT_PATH_MAX], err[512];
+    ckpt_path(path, sizeof path, tc->cfg->checkpoint.dir, tc->cfg->run.name, step);
+    if (train_ckpt_restore(tr, path, false, tr->grid->world, err, sizeof err))
+        FT_DIE("spare: restart: %s", err);
+    tc->last_step = step; /* not written again */
+    log_info("spare: restored %s: step %lld, data cursor %llu", path, step,
+             (unsigned long long)tr->cursor);
+}
+
 void train_ckpt_attach(FtTrainCkpt *tc, FtTrainer *tr)
 {
     if (!tc) return;
     tr->on_step = on_step;
     tr->on_step_ctx = tc;
+    tr->ckpt_regrid = on_regrid;
+    tr->ckpt_newest = newest;
+    tr->ckpt_restore = restore;
     tc->last_t = MPI_Wtime();
+}
+
+void train_ckpt_finish(FtTrainCkpt *tc)
+{
+    if (!tc) return;
+    double t0 = MPI_Wtime();
+    if (tc->w) ckpt_wait(tc->w);
+    tc->stall += MPI_Wtime() - t0; /* the run waits for its last write too */
+    comm_wait(&tc->due_req, NULL); /* a run that stopped early left one in flight */
+}
+
+void train_ckpt_report(const FtTrainCkpt *tc, FILE *out)
+{
+    if (!tc || !tc->count || !out || log_rank() != 0) return;
+    fprintf(out, "checkpoints: %d written, the training loop spent %.3f s in them (%.1f ms each)\n",
+            tc->count, tc->stall, 1e3 * tc->stall / tc->count);
+    fflush(out);
 }
 
 void train_ckpt_destroy(FtTrainCkpt *tc)
 {
     if (!tc) return;
-    double t0 = MPI_Wtime();
-    ckpt_wait(tc->w);
-    tc->stall += MPI_Wtime() - t0; /* the run waits for its last write too */
-    comm_wait(&tc->due_req, NULL); /* a run that stopped early left one in flight */
-    if (tc->count)
-        log_info("checkpoints: %d written, the training loop spent %.3f s in them (%.1f ms each)",
-                 tc->count, tc->stall, 1e3 * tc->stall / tc->count);
-    ckpt_destroy(tc->w);
+    train_ckpt_finish(tc);
+    if (tc->w) ckpt_destroy(tc->w);
     comm_destroy(tc->agree);
     free(tc->resolved);
     free(tc);
@@ -387,8 +466,10 @@ int train_ckpt_setup(FtTrainCkpt **out, FtTrainer *tr, const FtConfig *cfg, MPI_
                      char *err, size_t errlen)
 {
     *out = NULL;
-    if (train_ckpt_resume(tr, cfg, comm, NULL, 0, err, errlen) < 0) return -1;
+    int resumed = train_ckpt_resume(tr, cfg, comm, NULL, 0, err, errlen);
+    if (resumed < 0) return -1;
     if (train_ckpt_create(out, cfg, comm, err, errlen)) return -1;
+    if (*out && resumed) (*out)->last_step = tr->model->step; /* a restart may go back to it */
     train_ckpt_attach(*out, tr);
     return 0;
 }

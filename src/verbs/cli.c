@@ -22,7 +22,10 @@ static const struct verb g_verbs[] = {
      "train a model as the deck says (overrides after the deck)"},
     {"sample", verb_sample, "DECK [section.key=value ...]",
      "print text sampled from the model in model.init (an llm.c model file)"},
-    {"plan", NULL, "DECK", "profile, then print the DMR plan and its predicted overhead"},
+    {"plan", verb_plan, "DECK | --predict DECK [section.key=value ...]",
+     "profile dmr.profile_steps steps, plan DMR (dmr.mode = planned), write dmr.plan, print the "
+     "plan and its predicted overhead; --predict: the plan and overhead predicted for the deck's "
+     "[cluster] hardware, without running"},
     {"optimize", verb_optimize, "DECK [--verify]",
      "recommend redundancy r, checkpoint interval and spares (--verify: simulate it and its neighbours)"},
     {"simulate", verb_simulate, "DECK", "simulate a whole training run on a large cluster"},
@@ -59,7 +62,7 @@ static void usage(FILE *out)
     fprintf(out, "\n  --help, -h       this text\n  --version        the version\n\n"
                  "Decks are INI files; `ftllm help deck` lists every key. Exit codes: 0 ok, "
                  "1 run failed its verdict,\n2 bad input, 3 not implemented yet, 4 fatal error, "
-                 "5 SPARe wipe-out (restart from the\nnewest checkpoint).\n");
+                 "5 SPARe wipe-out with no in-process\nrestart (requeue: resume from the newest checkpoint).\n");
 }
 
 static int is_rank0(MPI_Comm comm)
@@ -123,6 +126,8 @@ int cli_main(int argc, char **argv, MPI_Comm comm)
         return FT_EXIT_OK;
     }
     if (!strcmp(verb, "help")) return verb_help(argc - 1, argv + 1, comm);
+    if (!strcmp(verb, "plan") && argc > 2 && !strcmp(argv[2], "--predict"))
+        return verb_plan_predict(argc - 2, argv + 2, comm);
     for (int i = 0; i < NVERBS; i++) {
         if (strcmp(verb, g_verbs[i].name)) continue;
         if (!g_verbs[i].fn) {

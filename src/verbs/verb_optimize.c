@@ -90,6 +90,12 @@ static void sparing_study(int rank, const FtConfig *cfg)
        "MTTR %g h; rack MTBF %g h, MTTR %g h; checkpoint %g s, restart %g s\n",
        k->zones, k->blocks_per_zone, k->trays_per_block, k->gpus_per_tray, k->tray_mtbf_h,
        k->tray_mttr_h, k->rack_mtbf_h, k->rack_mttr_h, k->checkpoint_s, k->restart_s);
+    if (k->failure_law == FT_LAW_WEIBULL)
+        P0("  up times Weibull k = %g, every part new at the start and after each repair (spares "
+           "burn in while idle); CETT averaged over the first %g h\n",
+           k->weibull_shape, k->sparing_horizon_h);
+    else
+        P0("  up times exponential, parts in their steady state\n");
     P0("  %11s %11s %8s %8s %8s %7s %7s %7s %10s\n", "spare trays", "spare blks", "P(block)",
        "unblkd", "run eff", "util", "ckpt(s)", "CETT", "work(GPUs)");
     double best0 = -1, best = -1;

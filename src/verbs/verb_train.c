@@ -1,9 +1,12 @@
 /* verb_train.c: `ftllm train DECK [section.key=value ...]`.
  *
- * Loads and checks the deck collectively, echoes the resolved configuration, builds the model
- * (random initialization, or model.init, an llm.c model file), opens the token shards (data.h),
- * runs the one training loop (train.h), then prints a summary, optionally writes the weights
- * (run.save_model) and a sample, and ends with a verdict line. Exit codes: 0 trained with
+ * Loads and checks the deck collectively, echoes the keys that differ from the defaults (every
+ * key at log_level = debug; every key always into <checkpoint.dir>/<run.name>.deck.ini), builds
+ * the model (random initialization, or model.init, an llm.c model file), opens the token shards
+ * (data.h), opens the PAPI counters of perf.papi_events (counters.h) on the region timers, runs
+ * the one training loop (train.h), optionally writes the weights (run.save_model) and a sample,
+ * then prints the end-of-run block (waiting, regions with their counters, SPARe, faults and DMR,
+ * checkpoints, summary) and ends with a verdict line. Exit codes: 0 trained with
  * finite losses, 1 a loss was NaN/inf (or the weights could not be written), 2 bad input.
  * A multi-rank job is decomposed by the deck's [parallel] layout (grid.h): each rank builds its
  * shard of the model (model.h) and the one training loop runs the layout (train.h); at the end
@@ -13,16 +16,22 @@
  * copied back before run.save_model writes it (model_copy_state); checkpoints are not staged
  * yet, so a CUDA run refuses the checkpoint keys.
  * With SPARe (spare.r > 0) the run ends with a `spare:` line (failures masked, wipe-outs, shards
- * computed vs needed, time lost); a replica that failed (train_fail_replica, from the faults hook)
- * leaves the training communicators: its ranks skip the reports of the grid they left and wait,
- * yielding, for the others at the end. A wipe-out ends the run with FT_EXIT_WIPEOUT. */
+ * computed vs needed, spares used, restarts, time lost); a replica that failed (from the faults
+ * hook) leaves the training communicators: its ranks wait inside train_run (job channel,
+ * train_spare_attach) and skip the reports of the grid they left. spare.spares hot spares are
+ * the ranks after the layout's: they idle in train_run until one takes a failed replica's place.
+ * A wipe-out restarts in-process from the newest verified checkpoint (every replica back); with
+ * none (or spare.wipeout = requeue) the run ends with FT_EXIT_WIPEOUT. */
+#include <errno.h>
 #include <math.h>
 #include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "ftllm/cli.h"
+#include "ftllm/counters.h"
 #include "ftllm/data.h"
 #include "ftllm/deck.h"
 #include "ftllm/ftllm.h"
@@ -125,7 +134,8 @@ static int load_deck(const char *verb, int argc, char **argv, MPI_Comm comm, FtC
     int rank = 0;
     FT_CHECK_MPI(MPI_Comm_rank(comm, &rank));
     char err[FT_DECK_ERR_MAX];
-    if (deck_load(cfg, argv[1], argc - 2, argv + 2, comm, err, sizeof err)) {
+    if (deck_load(cfg, argv[1], argc - 2, argv + 2, comm, err, sizeof err) ||
+        deck_check_trainable(cfg, err, sizeof err)) {
         cli_error(comm, err);
         deck_free(cfg);
         return FT_EXIT_USAGE;
@@ -159,6 +169,7 @@ static int open_backend(const FtConfig *cfg, MPI_Comm comm, const FtBackend **be
         cli_error(comm, err);
         return FT_EXIT_USAGE;
     }
+    b->set_precision(b->ctx, (int)cfg->run.precision);
     *be = b;
     return FT_EXIT_OK;
 }
@@ -218,11 +229,104 @@ static int test_kill_setup(FtTrainer *tr, MPI_Comm comm)
     return 0;
 }
 
-int verb_train(int argc, char **argv, MPI_Comm comm)
+
+/* `ftllm plan`: the deck's run cut down to the DMR profile (verb_plan.c). */
+static void plan_only(FtConfig *cfg, char *plan_path, size_t len)
+{
+    snprintf(plan_path, len, "%s", cfg->dmr.plan);
+    cfg->dmr.plan[0] = '\0'; /* profile even where the files exist: verb_plan writes them */
+    cfg->dmr.mode = FT_DMR_PLANNED;
+    cfg->train.steps = cfg->dmr.profile_steps;
+    cfg->train.val_batches = 0, cfg->train.sample_tokens = 0;
+    cfg->run.save_model[0] = cfg->faults.schedule[0] = '\0';
+    cfg->checkpoint.interval = 0, cfg->checkpoint.every_s = 0, cfg->checkpoint.resume[0] = '\0';
+}
+
+/* What a finished run leaves besides its checkpoints, on a whole (unsharded) model with finite
+ * losses: run.save_model's weights (collective over job, every rank of the run: the outcome is
+ * agreed) and the sample of train.sample_tokens tokens, both from the writer (the first rank
+ * that still trains: rank 0 unless its replica failed). Returns nonzero when the weights could
+ * not be written. */
+static int write_outputs(const FtConfig *cfg, const FtModel *model, FtComm *job, bool writer)
+{
+    int failed = 0;
+    if (cfg->run.save_model[0]) {
+        char err[1024] = "";
+        int bad = writer && save_weights(cfg->run.save_model, model, err, sizeof err) ? 1 : 0;
+        if (bad) { /* one line, as cli_error prints it (the writer may not be world rank 0) */
+            fprintf(stderr, "%s\n", err);
+            fflush(stderr);
+        }
+        failed = comm_max_i64_poll(job, bad, NULL) > 0;
+        if (!failed) log_info("saved the weights to %s (llm.c format, fp32)", cfg->run.save_model);
+    }
+    if (cfg->train.sample_tokens > 0 && writer && log_level() >= FT_LOG_INFO) {
+        int n = (int)cfg->train.sample_tokens, prompt = sample_default_prompt(model->cfg.V);
+        int *out = malloc(sizeof(int) * (size_t)n);
+        FT_ASSERT(out);
+        sample_generate(model, (uint64_t)cfg->run.seed, &prompt, 1, n, out);
+        printf("sample (%d tokens):\n", n);
+        sample_print(stdout, out, n, model->cfg.V);
+        fflush(stdout);
+        free(out);
+    }
+    return failed;
+}
+
+/* The end-of-run block, on the ranks still training (a rank whose replica left prints nothing
+ * and skips the reports that are collective over the grid it left): a header, each rank's time
+ * waiting on messages, the regions (with the PAPI columns), the `spare:`, `faults:` and `dmr:`
+ * lines, the checkpoints and the summary. The verdict line follows it (the caller's). */
+static void report_end_of_run(const FtConfig *cfg, FtTrainer *tr, const FtTrainSummary *s,
+                              FtTrainDmr *tdm, const FtTrainCkpt *tck, int nranks)
+{
+    FILE *rep = log_level() >= FT_LOG_INFO && !s->left ? stdout : NULL;
+    if (!s->left) { /* collective over the grid this rank still trains on */
+        log_info("---- end of run %s: %lld steps on %d rank%s ----", cfg->run.name, s->steps,
+                 nranks, nranks == 1 ? "" : "s");
+        if (log_level() >= FT_LOG_DEBUG && log_rank() == 0) exec_stats_print(stdout, &tr->stats);
+        log_info("waiting on communication, per rank (steps after the first %lld):",
+                 cfg->train.rate_skip);
+        train_report_waiting(tr, rep);
+        log_info("time per region, over the ranks (steps after the first %lld):",
+                 cfg->train.rate_skip);
+        train_report_regions(tr, rep);
+        train_report_spare(tr, rep);
+        train_dmr_report(tdm, rep); /* DMR hook */
+    }
+    train_ckpt_report(tck, rep);
+    char vl[32] = "none";
+    if (!isnan(s->val_loss)) snprintf(vl, sizeof vl, "%.4f", s->val_loss);
+    log_info("summary: %lld steps, loss %.4f -> %.4f, val loss %s, %.1f ms/step, %.0f tok/s, "
+             "%.2f GFLOP/s model FLOPs (steps after the first %lld)",
+             s->steps, s->first_loss, s->last_loss, vl, s->mean_ms, s->tokens_per_s, s->gflops,
+             cfg->train.rate_skip);
+}
+
+/* Rank 0: every key of the resolved configuration into <checkpoint.dir>/<run.name>.deck.ini,
+ * beside the run's checkpoints (the folder is made when missing). Not writing it is a warning:
+ * the run itself does not need it. */
+static void save_resolved_deck(const FtConfig *cfg)
+{
+    char path[2 * FT_DECK_STR_MAX + 16], err[FT_DECK_ERR_MAX];
+    snprintf(path, sizeof path, "%s/%s.deck.ini", cfg->checkpoint.dir, cfg->run.name);
+    if (mkdir(cfg->checkpoint.dir, 0777) && errno != EEXIST)
+        log_warn("%s: cannot make the folder for the resolved deck: %s (checkpoint.dir)",
+                 cfg->checkpoint.dir, strerror(errno));
+    else if (deck_save(cfg, path, err, sizeof err))
+        log_warn("%s (checkpoint.dir, run.name)", err);
+    else
+        log_info("deck: every key of the resolved configuration is in %s", path);
+}
+
+/* `ftllm train`, or with plan `ftllm plan` (the profile steps, then the plan's report). */
+static int train_or_plan(int argc, char **argv, MPI_Comm comm, bool plan)
 {
     FtConfig cfg;
-    int rc = load_deck("train", argc, argv, comm, &cfg);
+    int rc = load_deck(plan ? "plan" : "train", argc, argv, comm, &cfg);
     if (rc) return rc;
+    char plan_path[FT_DECK_STR_MAX] = "";
+    if (plan) plan_only(&cfg, plan_path, sizeof plan_path);
     const FtBackend *be;
     if ((rc = open_backend(&cfg, comm, &be))) {
         deck_free(&cfg);
@@ -231,26 +335,36 @@ int verb_train(int argc, char **argv, MPI_Comm comm)
     int rank = 0, nranks = 1;
     FT_CHECK_MPI(MPI_Comm_rank(comm, &rank));
     FT_CHECK_MPI(MPI_Comm_size(comm, &nranks));
-    log_info("ftllm %s train: deck %s, %d rank%s, layout dp %lld x pp %lld x ep %lld x tp %lld, "
+    log_info("ftllm %s %s: deck %s, %d rank%s, layout dp %lld x pp %lld x ep %lld x tp %lld, "
              "%d thread%s per rank, backend %s",
-             FTLLM_VERSION, cfg.path, nranks, nranks == 1 ? "" : "s", cfg.parallel.dp,
+             FTLLM_VERSION, plan ? "plan" : "train", cfg.path, nranks, nranks == 1 ? "" : "s", cfg.parallel.dp,
              cfg.parallel.pp, cfg.parallel.ep, cfg.parallel.tp, omp_get_max_threads(),
              omp_get_max_threads() == 1 ? "" : "s", be->name);
-    if (rank == 0 && log_level() >= FT_LOG_INFO) {
-        deck_print(stdout, &cfg);
+    if (rank == 0 && log_level() >= FT_LOG_INFO) { /* every key at debug */
+        if (log_level() >= FT_LOG_DEBUG) deck_print(stdout, &cfg);
+        else deck_print_changed(stdout, &cfg);
         fflush(stdout);
     }
     char err[1024] = "";
     FtGrid grid;
-    if (grid_create(&grid, comm, (int)cfg.parallel.tp, (int)cfg.parallel.pp, (int)cfg.parallel.dp,
-                    (int)cfg.parallel.ep, err, sizeof err)) { /* deck_check agreed already */
-        cli_error(comm, err);
+    /* SPARe's hot spares: the ranks after the layout's, tp x pp x ep per spare replica */
+    int W = (int)(cfg.parallel.tp * cfg.parallel.pp * cfg.parallel.ep);
+    bool spare_rank = rank >= W * cfg.parallel.dp;
+    if (grid_create_sub(&grid, comm, !spare_rank, rank, (int)cfg.parallel.tp, (int)cfg.parallel.pp,
+                        (int)cfg.parallel.dp, (int)cfg.parallel.ep, err, sizeof err) < 0) {
+        cli_error(comm, err); /* deck_check agreed already */
         deck_free(&cfg);
         return FT_EXIT_USAGE;
     }
     FtShard shard = {.tp = grid.tp, .tp_rank = grid.tp_rank, .pp = grid.pp, .pp_rank = grid.pp_rank,
                      .ep = grid.ep, .ep_rank = grid.ep_rank};
-    bool sharded = grid.tp > 1 || grid.pp > 1 || grid.ep > 1;
+    if (spare_rank) { /* its place in the replica it may replace */
+        shard = (FtShard){.tp = (int)cfg.parallel.tp, .pp = (int)cfg.parallel.pp,
+                          .ep = (int)cfg.parallel.ep};
+        grid_place(rank % W, shard.tp, shard.ep, &shard.tp_rank, &shard.pp_rank, &shard.ep_rank);
+    }
+    /* from the deck, so a spare (no grid) takes the same collective branches at the end */
+    bool sharded = cfg.parallel.tp > 1 || cfg.parallel.pp > 1 || cfg.parallel.ep > 1;
     FtModel model;
     FtData *train = NULL, *val = NULL;
     int T = train_seq_len(&cfg);
@@ -277,21 +391,30 @@ int verb_train(int argc, char **argv, MPI_Comm comm)
     FetchCtx tctx = {train, "train"}, vctx = {val, "val"};
     FtBatchSource tsrc = {data_fetch, &tctx}, vsrc = {data_fetch, &vctx};
     FtTrainer tr;
-    train_init_grid(&tr, &cfg, &model, &grid, &tsrc, val ? &vsrc : NULL);
+    if (spare_rank) train_init_spare(&tr, &cfg, &model, &tsrc, val ? &vsrc : NULL);
+    else train_init_grid(&tr, &cfg, &model, &grid, &tsrc, val ? &vsrc : NULL);
     if (log_level() >= FT_LOG_DEBUG && rank == 0) {
         printf("tape (one micro-batch; fwd / bwd / rec = AC recomputation):\n");
         tape_print(stdout, &tr.tape);
         fflush(stdout);
     }
-    FtTrainCkpt *tck = NULL; /* checkpoint hook: resume, then checkpoints on schedule */
-    if (train_ckpt_setup(&tck, &tr, &cfg, comm, err, sizeof err)) { /* checkpoint hook */
-        cli_error(comm, err);
+    /* checkpoint hook: resume, then checkpoints on schedule; written by the training ranks (a
+     * spare's writer is its own until it joins them) */
+    FtTrainCkpt *tck = NULL;
+    MPI_Comm writers = spare_rank ? MPI_COMM_SELF : grid.world;
+    bad = train_ckpt_setup(&tck, &tr, &cfg, writers, err, sizeof err) ? 1 : 0;
+    if (agree(bad, comm)) { /* checkpoint hook */
+        cli_error(comm, err[0] ? err : "checkpoint: resume failed on a spare's rank");
+        train_ckpt_destroy(tck);
         rc = FT_EXIT_USAGE;
         goto out_train;
     }
+    if (rank == 0 && !plan) save_resolved_deck(&cfg); /* after the checkpoint hook made its folder */
     FtTrainDmr *tdm = NULL; /* DMR hook: checks, injected faults, agreement before commit */
-    if (train_dmr_setup(&tdm, &tr, &cfg, err, sizeof err)) { /* DMR hook */
-        cli_error(comm, err);
+    bad = train_dmr_setup(&tdm, &tr, &cfg, err, sizeof err) ? 1 : 0;
+    if (agree(bad, comm)) { /* DMR hook */
+        cli_error(comm, err[0] ? err : "faults: the schedule failed on a spare's rank");
+        train_dmr_destroy(tdm);
         train_ckpt_destroy(tck);
         rc = FT_EXIT_USAGE;
         goto out_train;
@@ -301,65 +424,44 @@ int verb_train(int argc, char **argv, MPI_Comm comm)
         train_ckpt_destroy(tck);
         goto out_train;
     }
+    train_spare_attach(&tr, comm); /* SPARe: spares, restarts (nothing when SPARe is off) */
+    FtCounters *ctr = counters_open_papi(cfg.perf.papi_events, FT_NREGIONS, comm);
+    timers_attach(&tr.regions, ctr); /* perf.papi_events: counts per region */
     FtComm *job = comm_create_mpi_dup(comm, "job"); /* the end-of-run agreements */
     FtTrainSummary s;
     train_run(&tr, &s);
-    train_ckpt_destroy(tck); /* checkpoint hook: waits for the last write */
+    train_ckpt_finish(tck); /* checkpoint hook: waits for the last write */
+    if (plan) { /* ftllm plan: the plan's report instead of the run's */
+        comm_destroy(job);
+        rc = verb_plan_report(&tr, tdm, &cfg, plan_path, comm);
+        train_ckpt_destroy(tck);
+        train_dmr_destroy(tdm);
+        timers_attach(&tr.regions, NULL);
+        counters_close(ctr);
+        goto out_train;
+    }
     int dead = comm_ft_repair(job); /* ULFM: processes died: agree on the survivors */
     if (dead) log_info("ulfm: %d process%s died during the run; the survivors end it", dead,
                        dead == 1 ? "" : "es");
-    /* SPARe: did the run end in a wipe-out, did every rank end well (a left rank waits here) */
+    /* SPARe: did the run end in a wipe-out, did every rank end well (waiting ranks: ok) */
     bool wipeout = comm_max_i64_poll(job, s.wipeout ? 1 : 0, NULL) > 0;
-    bool all_ok = comm_max_i64_poll(job, !s.ok && !s.left, NULL) == 0; /* left ranks: ok */
-    FILE *rep = log_level() >= FT_LOG_INFO && !s.left ? stdout : NULL;
-    if (log_level() >= FT_LOG_DEBUG && log_rank() == 0) exec_stats_print(stdout, &tr.stats);
-    if (!s.left) { /* collective over the grid this rank still trains on */
-        log_info("waiting on communication, per rank (steps after the first %lld):",
-                 cfg.train.rate_skip);
-        train_report_waiting(&tr, rep);
-        log_info("time per region, over the ranks (steps after the first %lld):",
-                 cfg.train.rate_skip);
-        train_report_regions(&tr, rep);
-        train_report_spare(&tr, rep);
-        train_dmr_report(tdm, rep); /* DMR hook */
-    }
-    train_dmr_destroy(tdm);
-    char vl[32] = "none";
-    if (!isnan(s.val_loss)) snprintf(vl, sizeof vl, "%.4f", s.val_loss);
-    log_info("summary: %lld steps, loss %.4f -> %.4f, val loss %s, %.1f ms/step, %.0f tok/s, "
-             "%.2f GFLOP/s model FLOPs (steps after the first %lld)",
-             s.steps, s.first_loss, s.last_loss, vl, s.mean_ms, s.tokens_per_s, s.gflops,
-             cfg.train.rate_skip);
+    bool all_ok = comm_max_i64_poll(job, !s.ok && !s.left, NULL) == 0;
     rc = s.ok ? FT_EXIT_OK : FT_EXIT_FAILED;
     if (wipeout) rc = FT_EXIT_WIPEOUT;
     if (sharded && (cfg.run.save_model[0] || cfg.train.sample_tokens > 0))
         log_warn("run.save_model and the end-of-run sample need the whole model on one rank; "
                  "not done for a tp/pp/ep-sharded layout (use checkpoints)");
-    /* the whole model is on every rank that still trains: the first of them writes (rank 0,
-     * unless its replica failed) */
+    /* the whole model is on every rank that still trains: the first of them writes */
     bool writer = !s.left && tr.grid->rank == 0;
-    if (all_ok && cfg.run.save_model[0] && !sharded) {
-        bad = writer && save_weights(cfg.run.save_model, &model, err, sizeof err) ? 1 : 0;
-        if (bad) { /* one line, as cli_error prints it (the writer may not be world rank 0) */
-            fprintf(stderr, "%s\n", err);
-            fflush(stderr);
-        }
-        if (comm_max_i64_poll(job, bad, NULL) > 0) rc = FT_EXIT_FAILED;
-        else log_info("saved the weights to %s (llm.c format, fp32)", cfg.run.save_model);
-    }
+    if (all_ok && !sharded && write_outputs(&cfg, &model, job, writer)) rc = FT_EXIT_FAILED;
     comm_destroy(job);
-    if (s.ok && !sharded && cfg.train.sample_tokens > 0 && writer &&
-        log_level() >= FT_LOG_INFO) {
-        int n = (int)cfg.train.sample_tokens, prompt = sample_default_prompt(model.cfg.V);
-        int *out = malloc(sizeof(int) * (size_t)n);
-        FT_ASSERT(out);
-        sample_generate(&model, (uint64_t)cfg.run.seed, &prompt, 1, n, out);
-        printf("sample (%d tokens):\n", n);
-        sample_print(stdout, out, n, model.cfg.V);
-        fflush(stdout);
-        free(out);
-    }
-    if (rc == FT_EXIT_OK) log_info("verdict: OK (trained %lld steps, final loss %.4f)", s.steps, s.last_loss);
+    report_end_of_run(&cfg, &tr, &s, tdm, tck, nranks); /* the block before the verdict */
+    train_ckpt_destroy(tck);
+    train_dmr_destroy(tdm);
+    timers_attach(&tr.regions, NULL);
+    counters_close(ctr);
+    if (rc == FT_EXIT_OK)
+        log_info("verdict: OK (trained %lld steps, final loss %.4f)", s.steps, s.last_loss);
     else if (wipeout) log_info("verdict: FAILED (SPARe wipe-out after step %lld: restart from a "
                                "checkpoint)", s.steps);
     else if (!s.ok) log_info("verdict: FAILED (the loss was not finite at step %lld)", s.steps);
@@ -374,6 +476,10 @@ out_model:
     deck_free(&cfg);
     return rc;
 }
+
+int verb_train(int argc, char **argv, MPI_Comm comm) { return train_or_plan(argc, argv, comm, false); }
+
+int verb_plan(int argc, char **argv, MPI_Comm comm) { return train_or_plan(argc, argv, comm, true); }
 
 /* `ftllm sample DECK [overrides]`: train.sample_tokens tokens from the model in model.init. */
 int verb_sample(int argc, char **argv, MPI_Comm comm)

@@ -33,6 +33,10 @@ for bin in "${e2e_bins[@]}"; do
   cmp -s "$tmp/np1" "$tmp/np2" && ok "$tag simulate independent of ranks" || bad "$tag simulate independent of ranks" "$(diff "$tmp/np1" "$tmp/np2" | head -5)"
   run "$tag optimize sparing" 0 "" 1 "$bin" optimize inputs/cluster-meta-sparing.ini cluster.r_max=4
   has "$tag sparing table" '^recommended spares: [0-9]+ intra-block spare'
+  run "$tag optimize sparing weibull" 0 "" 1 "$bin" optimize inputs/cluster-meta-sparing.ini cluster.r_max=4 \
+    cluster.failure_law=weibull cluster.spare_trays=1
+  has "$tag sparing weibull law" '^  up times Weibull k = 0.8, every part new'
+  has "$tag sparing weibull table" '^recommended spares: 1 intra-block spare tray per block, [0-9]+ spare block'
 done
 
 e2e_finish

@@ -4,7 +4,9 @@
 # losses are those of the run without the failure (the shard-keyed reduction adds the same shard
 # gradients in the same order whichever replica computed them), the `spare:` line reports
 # "failures masked 1, wipe-outs 0"; a second failure of a replica holding the last copy of a
-# shard is a wipe-out: exit 5 and "wipe-outs 1". A `fail` line naming a rank fails its replica.
+# shard is a wipe-out: exit 5 and "wipe-outs 1" without checkpoints; with one, the run restarts
+# in-process from it and finishes with the same losses. A `fail` line naming a rank fails its
+# replica. A hot spare (spare.spares) takes a failed replica's place.
 set -u
 source "$(dirname "$0")/lib.bash"
 common="parallel.dp=4 spare.r=2 train.steps=5 dmr.mode=off train.val_batches=0 train.sample_tokens=0 model.channels=32 model.layers=2 model.heads=2 model.seq_len=16 train.batch=2"
@@ -27,11 +29,59 @@ printf 'fail step=3 rank=2   ; rank 2 is replica 2 (one rank per replica here)\n
 # shellcheck disable=SC2086
 run "a rank's failure fails its replica" 0 "" 4 "$FTLLM" train inputs/default.ini $common faults.schedule="$E2E_TMP/rank.faults"
 has "rank line masked" '^spare: .*live 3, depth 2; failures masked 1, wipe-outs 0;'
-grep -q "replica 2 fails before step 3 (masked by SPARe)" "$E2E_TMP/out" && ok "rank 2 -> replica 2" \
+grep -q "replica 2 fails before step 3" "$E2E_TMP/out" && grep -q "before step 3: 1 failure masked by SPARe" "$E2E_TMP/out" && ok "rank 2 -> replica 2" \
   || bad "rank 2 -> replica 2" "$(grep 'fails before' "$E2E_TMP/out")"
 
 printf 'fail step=3 replica=1\nfail step=4 replica=2   ; shard 2 was held by 1 and 2 only\n' > "$E2E_TMP/two.faults"
 # shellcheck disable=SC2086
 run "a wipe-out ends the run with exit 5" 5 "" 4 "$FTLLM" train inputs/default.ini $common faults.schedule="$E2E_TMP/two.faults"
 has "wipe-out counted" '^spare: .*failures masked 1, wipe-outs 1;'
+# a wipe-out restarts in-process from the newest verified checkpoint (written by the survivors
+# after the first failure), every replica back; only the steps after it are computed again
+printf 'fail step=3 replica=1\nfail step=5 replica=2   ; shard 2 lost both holders\n' > "$E2E_TMP/wipe.faults"
+# shellcheck disable=SC2086
+run "a wipe-out restarts from the checkpoint" 0 "" 4 "$FTLLM" train inputs/default.ini $common faults.schedule="$E2E_TMP/wipe.faults" checkpoint.interval=3 checkpoint.dir="$E2E_TMP/ck" run.name=wipe
+has "restart counted" '^spare: r 2, 4 replicas, live 4, depth 1; failures masked 1, wipe-outs 1;.* restarts 1 \(1 steps recomputed\);'
+has "restored the survivors' checkpoint" '^spare: restored .*wipe.step-00000003.h5: step 3'
+[ "$(grep -cE '^step +4/5 ' "$E2E_TMP/out")" = 2 ] && ok "step 4 computed twice, step 5 once" \
+  || bad "step 4 computed twice" "$(grep -E '^step ' "$E2E_TMP/out")"
+[ "$(losses | tr ' ' '\n' | awk 'NF' | uniq | tr '\n' ' ')" = "$clean" ] && ok "losses equal to the run without failures" \
+  || bad "losses equal to the run without failures" "clean: $clean; with the restart: $(losses)"
+# again into the same folder, which now holds the first run's step-5 checkpoint: a restart goes
+# back to this run's own newest checkpoint, not to another run's later one
+# shellcheck disable=SC2086
+run "a restart again, an earlier run's files present" 0 "" 4 "$FTLLM" train inputs/default.ini $common faults.schedule="$E2E_TMP/wipe.faults" checkpoint.interval=3 checkpoint.dir="$E2E_TMP/ck" run.name=wipe
+has "restored this run's checkpoint" '^spare: restored .*wipe.step-00000003.h5: step 3'
+has "time lost to each" 'time lost: deeper levels [0-9.]+ s, regrid [0-9.]+ s, spare joins [0-9.]+ s, restarts [0-9.]+ s$'
+# shellcheck disable=SC2086
+run "spare.wipeout = requeue: exit 5" 5 "" 4 "$FTLLM" train inputs/default.ini $common faults.schedule="$E2E_TMP/wipe.faults" checkpoint.interval=3 checkpoint.dir="$E2E_TMP/ck2" run.name=wipe spare.wipeout=requeue
+grep -q 'no in-process restart (spare.wipeout = requeue)' "$E2E_TMP/err" && ok "no restart" \
+  || bad "no restart" "$(cat "$E2E_TMP/err")"
+
+# a hot spare: dp 3 + 1 spare on 4 ranks; it takes replica 1's place before step 3, and
+# replica 2's failure before step 5 is still masked (without the spare: a wipe-out, above)
+spare3="parallel.dp=3 spare.spares=1 train.steps=6"
+# shellcheck disable=SC2086
+run "dp 3 + 1 spare without failures" 0 "" 4 "$FTLLM" train inputs/default.ini $common $spare3 faults.schedule=
+has "the spare idled" '^spare: r 2, 3 replicas, live 3, depth 1; failures masked 0, wipe-outs 0;.* spares used 0 of 1;'
+clean3=$(losses)
+printf 'fail step=3 replica=1\nfail step=5 replica=2\n' > "$E2E_TMP/spare.faults"
+# shellcheck disable=SC2086
+run "a hot spare takes replica 1's place" 0 "" 4 "$FTLLM" train inputs/default.ini $common $spare3 faults.schedule="$E2E_TMP/spare.faults"
+has "spare used, both masked" '^spare: r 2, 3 replicas, live 2, depth 2; failures masked 2, wipe-outs 0;.* spares used 1 of 1;'
+has "the spare joined" '^spare: replica 1 failed before step 3: hot spare 0 \(1 of 1\) took its place'
+has "redundancy restored until step 5" '^step +4/6 .*\| live 3 depth 1$'
+[ -n "$clean3" ] && [ "$(losses)" = "$clean3" ] && ok "losses equal to the run without failures (spare)" \
+  || bad "losses equal to the run without failures (spare)" "clean: $clean3; with the spare: $(losses)"
+# shellcheck disable=SC2086
+run "spares need the ranks" 2 "the layout (dp + spare.spares)" 4 "$FTLLM" train inputs/default.ini $common spare.spares=1
+# make run's deck (inputs/system.ini, 4 ranks): a flip caught, a spare used, a failure masked,
+# a wipe-out answered by a restart from the checkpoint of step 10, the summary
+run "make run's deck" 0 "" 4 "$FTLLM" train inputs/system.ini checkpoint.dir="$E2E_TMP/cksys" train.sample_tokens=0
+has "system: flip caught" '^faults: sdc injected 1, detected 1, rolled back 1, missed 0 '
+has "system: spare" '^spare: replica 1 failed before step 8: hot spare 0 \(1 of 1\) took its place'
+has "system: masked" '^spare: replica 2 failed after step 13: masked deeper'
+has "system: restart" '^spare: restarted in-process from the checkpoint of step 10 after the wipe-out before step 17: every replica back \(3 live, depth 1\), 6 steps to compute again'
+has "system: spare line" '^spare: r 2, 3 replicas, live 3, depth 1; failures masked 2, wipe-outs 1; shards computed 78 vs needed 78 .* spares used 1 of 1; restarts 1 \(6 steps recomputed\);'
+has "system: verdict" '^verdict: OK \(trained 20 steps'
 e2e_finish

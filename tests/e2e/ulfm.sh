@@ -8,6 +8,8 @@
 #    1, wipe-outs 0";
 #  - rank 0 (the speaker and the writer) killed in step 2's gradient sync: the same, bitwise;
 #  - ranks 1 and 2 killed (steps 2 and 4): shard 2 has no holder left: a wipe-out, exit 5;
+#  - dp 3 + a hot spare: the spare takes the first dead replica's place, the controller masks
+#    the second, bitwise; a wipe-out after a real death exits 5 even with a checkpoint;
 #  - parallel HDF5 in that build (Debian's libhdf5-openmpi on Open MPI 5): a checkpoint written
 #    at step 3 and resumed to step 6 gives the straight run's weights bitwise.
 # Skips (one line saying why) when the Open MPI build is not there.
@@ -31,7 +33,8 @@ EOS
 chmod +x "$E2E_TMP/bin/mpiexec"
 PATH=$E2E_TMP/bin:$PATH
 export FTLLM_TEST_KILL=
-common="parallel.dp=4 spare.r=2 train.steps=5 dmr.mode=off faults.schedule= train.val_batches=0 train.sample_tokens=0 model.channels=32 model.layers=2 model.heads=2 model.seq_len=16 train.batch=2"
+# run.progress=lines: Open MPI's launcher gives the ranks a pty, where auto picks the live line
+common="run.progress=lines parallel.dp=4 spare.r=2 train.steps=5 dmr.mode=off faults.schedule= train.val_batches=0 train.sample_tokens=0 model.channels=32 model.layers=2 model.heads=2 model.seq_len=16 train.batch=2"
 same() { # same NAME FILE: FILE is bitwise the fault-free run's weights
   if cmp -s "$E2E_TMP/clean.bin" "$2"; then ok "$1"; else bad "$1" "$2 differs from the fault-free run's weights"; fi
 }
@@ -58,6 +61,31 @@ export FTLLM_TEST_KILL=1:backward:2,2:backward:4
 # shellcheck disable=SC2086
 run "ranks 1 and 2 killed: a wipe-out, exit 5" 5 "" 4 "$FTLLM" train inputs/default.ini $common
 has "wipe-out counted" '^spare: .*failures masked 1, wipe-outs 1;'
+
+# hot spares (spare.spares, main's path for an injected fail-stop): dp 3 + 1 spare on 4 ranks;
+# rank 1 dies in step 3: the spare takes replica 1's place (redundancy back, depth 1); rank 2
+# dies in step 4: no spare left, the controller masks it; the weights are those of the run
+# without failures, bitwise
+sp="run.progress=lines parallel.dp=3 spare.spares=1 spare.r=2 train.steps=5 dmr.mode=off faults.schedule= train.val_batches=0 train.sample_tokens=0 model.channels=32 model.layers=2 model.heads=2 model.seq_len=16 train.batch=2"
+export FTLLM_TEST_KILL=
+# shellcheck disable=SC2086
+run "dp 3 + a hot spare, fault-free" 0 "" 4 "$FTLLM" train inputs/default.ini $sp run.save_model="$E2E_TMP/clean3.bin"
+has "the spare idled" '^spare: r 2, 3 replicas, live 3, depth 1; failures masked 0, .*spares used 0 of 1;'
+export FTLLM_TEST_KILL=1:backward:3,2:backward:5
+# shellcheck disable=SC2086
+run "ranks 1 and 2 killed (steps 3 and 4) with a hot spare" 0 "" 4 "$FTLLM" train inputs/default.ini $sp run.save_model="$E2E_TMP/spare3.bin"
+has "the spare took the dead replica's place" '^spare: replica 1 failed in step 3 \(process failure, ULFM\): a hot spare took its place'
+has "step 3 computed again with every replica (the spare in)" '^step +3/5 .*\| live 3 depth 1$'
+has "the second death masked by the controller" '^spare: replica 2 failed in step 4 \(process failure, ULFM\): masked by the controller'
+has "spare line" '^spare: r 2, 3 replicas, live 2, depth 2; failures masked 2, wipe-outs 0;.* spares used 1 of 1;'
+if cmp -s "$E2E_TMP/clean3.bin" "$E2E_TMP/spare3.bin"; then ok "weights bitwise equal with the spare"; else bad "weights bitwise equal with the spare" "differ"; fi
+
+# a wipe-out after a real death is not restarted in-process even with a checkpoint (the dead
+# process cannot come back): exit 5, the requeue path
+export FTLLM_TEST_KILL=1:backward:3
+# shellcheck disable=SC2086
+run "a wipe-out after a real death with checkpoints: exit 5" 5 "" 4 "$FTLLM" train inputs/default.ini $common spare.r=1 checkpoint.interval=1 checkpoint.dir="$E2E_TMP/ckw"
+if grep -q 'wipe-out .*no in-process restart (the dead process cannot come back)' "$E2E_TMP/out" "$E2E_TMP/err"; then ok "no in-process restart, said why"; else bad "no in-process restart, said why" "$(grep -a wipe "$E2E_TMP/out" "$E2E_TMP/err" | head -3)"; fi
 
 export FTLLM_TEST_KILL=1:sideways:2
 # shellcheck disable=SC2086

@@ -24,6 +24,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         if (deck_override(&cfg, line, 1, err, sizeof err) != 0 && strchr(err, '\n')) abort();
         FILE *f = fopen("/dev/null", "w");
         deck_print(f, &cfg);
+        deck_print_changed(f, &cfg);
         fclose(f);
     }
     return 0;

@@ -1,0 +1,37 @@
+#!/bin/bash
+# e2e/plan_predict.sh: `ftllm plan --predict` as a user meets it. Both paper decks (Llama-3-70B
+# and Mistral-Large on 32 H200) run on one rank and print a table per phase set and the
+# `overhead:` summary, and the same numbers on two ranks; overrides work (80 GB variants); bad
+# input gets one line on stderr and exit code 2: no deck, a missing deck, a bad override, MoE,
+# tensor parallelism beyond a node, a footprint over the GPU's memory, too many micro-batches.
+set -u
+source "$(dirname "$0")/lib.bash"
+tmp=$E2E_TMP
+llama=inputs/llama3-70b-h200x32.ini mistral=inputs/mistral-large-h200x32.ini
+pct='[0-9]+\.[0-9]%'
+for bin in "${e2e_bins[@]}"; do
+  tag=$(e2e_tag "$bin")
+  for deck in "$llama" "$mistral"; do
+    name=$(basename "$deck" .ini)
+    run "$tag predict $name" 0 "" 1 "$bin" plan --predict "$deck"
+    has "$tag predict $name overhead" "^overhead: naive $pct, phases 1 $pct, 1,2 $pct, 1,2,3 $pct of a [0-9.]+ s step"
+    has "$tag predict $name phase 1,2,3 table" '^phases 1,2,3:$'
+    has "$tag predict $name layout" '^layout: tp 8 x pp [24] x dp [12] = 32 GPUs \(4 nodes of 8\), TP in a node, PP hops inter-node'
+    cp "$tmp/out" "$tmp/np1"
+    run "$tag predict $name np2" 0 "" 2 "$bin" plan --predict "$deck"
+    cmp -s "$tmp/out" "$tmp/np1" && ok "$tag predict $name np2 same" || bad "$tag predict $name np2 same" "output differs"
+  done
+  run "$tag predict mistral 80 GB" 0 "" 1 "$bin" plan --predict "$mistral" cluster.gpu_mem_gb=80
+  has "$tag predict mistral 80 GB memory" 'of 80 GB .* deferred-check budget [0-9.]+ GB'
+  run "$tag predict llama 80 GB pp4" 0 "" 1 "$bin" plan --predict "$llama" cluster.gpu_mem_gb=80 parallel.pp=4 parallel.dp=1 parallel.microbatches=32
+  has "$tag predict llama pp4 overhead" "^overhead: naive $pct"
+  run "$tag predict without deck" 2 "usage: ftllm plan --predict DECK" 1 "$bin" plan --predict
+  run "$tag predict missing deck" 2 "nope.ini: cannot open the deck" 1 "$bin" plan --predict nope.ini
+  run "$tag predict bad override" 2 "command line override 1 'cluster.inter_gbs=0': cluster.inter_gbs = 0 is out of range" 1 "$bin" plan --predict "$llama" cluster.inter_gbs=0
+  run "$tag predict moe" 2 "command line override 1: model.experts = 8: plan --predict models dense models only" 1 "$bin" plan --predict "$llama" model.experts=8
+  run "$tag predict tp beyond a node" 2 "command line override 1: parallel.tp = 16: plan --predict keeps tensor parallelism inside a node" 1 "$bin" plan --predict "$llama" parallel.tp=16 parallel.dp=1
+  run "$tag predict does not fit" 2 "command line override 1: the training footprint (" 1 "$bin" plan --predict "$mistral" cluster.gpu_mem_gb=60
+  run "$tag predict too many micro-batches" 2 "command line override 1: parallel.microbatches = 1000000: about" 1 "$bin" plan --predict "$mistral" parallel.microbatches=1000000
+  run "$tag train refuses the shape" 2 "$llama:$(grep -n "^ffn" "$llama" | cut -d: -f1): model.ffn = 28672: the trainer builds the GPT-2 block" 1 "$bin" train "$llama" parallel.tp=1 parallel.pp=1 parallel.dp=1
+done
+e2e_finish

@@ -1,0 +1,381 @@
+/* test_plan_predict.c: the what-if planner input (plan_predict.h). A tiny model whose operator
+ * counts, FLOPs, kept bytes and windows are computed by hand (a compute rate of 1e6 FLOP/s and a
+ * memory bandwidth too large to matter, so each time is its FLOPs / 1e6); GQA, SwiGLU and tp 2
+ * change the shapes as the header says; AC marks every forward operator but a segment's last as
+ * recomputed; monotonicity (more phases never more overhead; faster links, shorter windows and a
+ * shorter step; more GPU memory, a larger budget and never more naive operators: the overhead
+ * itself may rise a little, as Phase 3's per-window best fits then differ, and is printed when
+ * it does) and the plan's
+ * invariants (every operator exactly once, windows not overfilled, the budget never exceeded) on
+ * the two paper decks and variants of them; refusals (MoE, tp beyond a node, a footprint over
+ * the GPU's memory) as one-line errors naming the key's line.
+ * ft-test: ranks 1 */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ft_test.h"
+#include "ftllm/deck.h"
+#include "ftllm/plan_predict.h"
+
+static char g_err[FT_DECK_ERR_MAX];
+
+/* A configuration from deck text plus overrides (NULL-terminated). */
+static void cfg_from(FtConfig *cfg, const char *text, const char *const *ov)
+{
+    assert_int_equal(deck_defaults(cfg, g_err, sizeof g_err), 0);
+    if (deck_parse(cfg, "test.ini", text, strlen(text), g_err, sizeof g_err)) fail_msg("%s", g_err);
+    for (int i = 0; ov && ov[i]; i++)
+        if (deck_override(cfg, ov[i], i + 1, g_err, sizeof g_err)) fail_msg("%s", g_err);
+    if (deck_check(cfg, 0, g_err, sizeof g_err)) fail_msg("%s", g_err);
+}
+
+static char *read_text(const char *path)
+{
+    FILE *f = fopen(path, "rb");
+    assert_non_null(f);
+    char *buf = calloc(1 << 16, 1);
+    assert_non_null(buf);
+    size_t n = fread(buf, 1, (1 << 16) - 1, f);
+    fclose(f);
+    buf[n] = 0;
+    return buf;
+}
+
+static void cfg_from_file(FtConfig *cfg, const char *path, const char *const *ov)
+{
+    char *text = read_text(path);
+    cfg_from(cfg, text, ov);
+    free(text);
+}
+
+/* The tiny model: N = 4 tokens (B 1, T 4), C 8, 2 heads of 4, ffn 32, vocab 16, 2 blocks. */
+static const char *g_tiny =
+    "[model]\nlayers = 2\nheads = 2\nchannels = 8\nvocab = 16\nseq_len = 4\n"
+    "[train]\nbatch = 1\n"
+    "[cluster]\ngpu_tflops = 1e-6\ngpu_eff = 1\nhbm_gbs = 1e9\ngpu_mem_gb = 1\n"
+    "mem_reserve_gb = 0\n";
+
+static int count_group(const FtPredict *p, int g)
+{
+    int n = 0;
+    for (int i = 0; i < p->nops; i++) n += p->group[i] == g;
+    return n;
+}
+
+/* The time of the first operator of group g, in FLOPs (rate 1e6 FLOP/s). */
+static double flops_of(const FtPredict *p, int g)
+{
+    for (int i = 0; i < p->nops; i++)
+        if (p->group[i] == g) return p->ops[i].time * 1e6;
+    fail_msg("no operator of group %s", predict_group_name(g));
+    return 0;
+}
+
+static size_t kept_of(const FtPredict *p, int g)
+{
+    for (int i = 0; i < p->nops; i++)
+        if (p->group[i] == g) return p->ops[i].mem;
+    return (size_t)-1;
+}
+
+#define assert_flops(p, g, want) assert_true(fabs(flops_of(p, g) - (want)) <= 1e-9 * (want))
+
+/* Hand counts, pp 1 tp 1, no AC, one micro-batch, GELU, one kv head per head:
+ *   qkv 2 N C 3C = 2*4*8*24 = 1536; attn 2 B T^2 C = 2*16*8 = 256; proj 2 N C C = 512;
+ *   up = down = 2 N C 4C = 2048; head 2 N C V = 1024; backward twice (attention 2.5x: 640).
+ *   operators: embed + 2 x 10 forward + normf, head, loss + loss', head', normf' + 2 x 8
+ *   backward + embed' = 44, + 3 AdamW (2 blocks, the head) = 47; no window (tp = pp = dp = 1). */
+static void test_tiny_counts(void **state)
+{
+    (void)state;
+    FtConfig cfg;
+    cfg_from(&cfg, g_tiny, NULL);
+    FtPredict p;
+    if (predict_build(&cfg, &p, g_err, sizeof g_err)) fail_msg("%s", g_err);
+    assert_int_equal(p.nops, 47);
+    assert_int_equal(p.nwin, 0);
+    assert_int_equal(p.Ls, 2);
+    assert_int_equal(count_group(&p, PRED_G_qkv), 2);
+    assert_int_equal(count_group(&p, PRED_G_qkv_b), 2);
+    assert_int_equal(count_group(&p, PRED_G_embed), 1);
+    assert_int_equal(count_group(&p, PRED_G_adamw), 3);
+    assert_flops(&p, PRED_G_qkv, 1536);
+    assert_flops(&p, PRED_G_attn, 256);
+    assert_flops(&p, PRED_G_proj, 512);
+    assert_flops(&p, PRED_G_up, 2048);
+    assert_flops(&p, PRED_G_down, 2048);
+    assert_flops(&p, PRED_G_head, 1024);
+    assert_flops(&p, PRED_G_qkv_b, 3072);
+    assert_flops(&p, PRED_G_attn_b, 640);
+    assert_flops(&p, PRED_G_up_b, 4096);
+    /* kept bytes (bf16): qkv keeps x (N C), attn keeps q k v (N 3C), down keeps N F */
+    assert_int_equal(kept_of(&p, PRED_G_qkv), 2 * 4 * 8);
+    assert_int_equal(kept_of(&p, PRED_G_attn), 2 * 4 * 24);
+    assert_int_equal(kept_of(&p, PRED_G_down), 2 * 4 * 32);
+    for (int i = 0; i < p.nops; i++) assert_int_equal(p.ops[i].recomputed, 0);
+    /* the step: forward + backward + optimizer, nothing recomputed, no communication */
+    assert_true(p.t_recompute == 0 && p.t_tp == 0 && p.t_pp == 0 && p.t_dp == 0);
+    assert_true(fabs(p.t_step - (p.t_fwd + p.t_bwd + p.t_opt)) <= 1e-12 * p.t_step);
+    double sum = 0;
+    for (int i = 0; i < p.nops; i++) sum += p.ops[i].time;
+    assert_true(fabs(p.t_naive - sum) <= 1e-12 * sum);
+    predict_free(&p);
+}
+
+/* GQA (1 kv head: K = HS = 4) and SwiGLU (g = 2): qkv 2 N C (C + 2*4) = 1024, up 2 N C 2*32 =
+ * 4096, act keeps g N F; tp 2 halves Q and F, the kv head is replicated (ceil(1/2) = 1):
+ * qkv 2 N C (4 + 8) = 768, up 2 N C 2*16 = 2048; the head is vocab-parallel: 2 N C 8 = 512. */
+static void test_tiny_shapes(void **state)
+{
+    (void)state;
+    FtConfig cfg;
+    const char *const gqa[] = {"model.kv_heads=1", "model.mlp=swiglu", NULL};
+    cfg_from(&cfg, g_tiny, gqa);
+    FtPredict p;
+    if (predict_build(&cfg, &p, g_err, sizeof g_err)) fail_msg("%s", g_err);
+    assert_flops(&p, PRED_G_qkv, 1024);
+    assert_flops(&p, PRED_G_up, 4096);
+    assert_int_equal(kept_of(&p, PRED_G_act), 2 * 2 * 4 * 32);
+    predict_free(&p);
+    const char *const tp2[] = {"model.kv_heads=1", "model.mlp=swiglu", "parallel.tp=2", NULL};
+    cfg_from(&cfg, g_tiny, tp2);
+    if (predict_build(&cfg, &p, g_err, sizeof g_err)) fail_msg("%s", g_err);
+    assert_flops(&p, PRED_G_qkv, 768);
+    assert_flops(&p, PRED_G_up, 2048);
+    assert_flops(&p, PRED_G_head, 512);
+    /* TP windows: 2 per block forward + 2 backward + 1 after the head's backward, no AC */
+    assert_int_equal(p.nwin, 2 * 2 + 2 * 2 + 1);
+    for (int w = 0; w < p.nwin; w++) assert_int_equal(p.win_class[w], PRED_W_TP);
+    predict_free(&p);
+}
+
+/* AC and pipeline: pp 2 (one block a stage, no embedding on the last), AC full, 3 micro-batches,
+ * dp 2: per micro-batch 10 forward (9 recomputed: res2 is the segment's end) + 6 head + 8
+ * backward; windows per micro-batch: TP 2 forward + 2 recompute + 2 backward + 1 head = 7, PP 1;
+ * one DP window; ac = every with 2 blocks a segment: only the second block's res2 is kept. */
+static void test_ac_pipeline(void **state)
+{
+    (void)state;
+    FtConfig cfg;
+    const char *const ov[] = {"parallel.tp=2", "parallel.pp=2", "parallel.dp=2",
+                              "parallel.microbatches=3", "train.ac=full", NULL};
+    cfg_from(&cfg, g_tiny, ov);
+    FtPredict p;
+    if (predict_build(&cfg, &p, g_err, sizeof g_err)) fail_msg("%s", g_err);
+    assert_int_equal(p.Ls, 1);
+    assert_int_equal(p.nops, 3 * (10 + 6 + 8) + 2);
+    int rec = 0, ntp = 0, npp = 0, ndp = 0;
+    for (int i = 0; i < p.nops; i++) rec += p.ops[i].recomputed;
+    assert_int_equal(rec, 3 * 9);
+    for (int w = 0; w < p.nwin; w++) {
+        ntp += p.win_class[w] == PRED_W_TP, npp += p.win_class[w] == PRED_W_PP;
+        ndp += p.win_class[w] == PRED_W_DP;
+        if (w) assert_true(p.win[w].after >= p.win[w - 1].after);
+    }
+    assert_int_equal(ntp, 3 * 7);
+    assert_int_equal(npp, 3);
+    assert_int_equal(ndp, 1);
+    assert_true(p.t_recompute > 0 && p.t_pp_hop > 0 && p.t_dp > 0);
+    /* the recomputation is the forward minus the kept res2 */
+    double res2 = 0;
+    for (int i = 0; i < p.nops; i++)
+        if (p.group[i] == PRED_G_res2) res2 = p.ops[i].time;
+    double blk = 0;
+    for (int i = 0; i < 10; i++) blk += p.ops[i].time;
+    assert_true(fabs(p.t_recompute - (blk - res2)) <= 1e-12 * blk);
+    predict_free(&p);
+    const char *const every[] = {"train.ac=every", "train.ac_every=2", NULL};
+    cfg_from(&cfg, g_tiny, every);
+    if (predict_build(&cfg, &p, g_err, sizeof g_err)) fail_msg("%s", g_err);
+    int kept = 0;
+    for (int i = 0; i < p.nops; i++)
+        if (p.group[i] == PRED_G_res2) kept += !p.ops[i].recomputed;
+    assert_int_equal(kept, 1);
+    predict_free(&p);
+}
+
+/* Every operator exactly once (a valid strategy; deferred / AGC ones in a window, the others
+ * not), windows not overfilled, AGC + queue memory within the budget at every window. */
+static void check_plan(const FtPredict *p, const FtDmrPlan *plan)
+{
+    assert_int_equal(plan->nops, p->nops);
+    for (int i = 0; i < p->nops; i++) {
+        int s = plan->strategy[i];
+        assert_true(s == PLAN_PIGGYBACK || s == PLAN_NAIVE || s == PLAN_DEFERRED || s == PLAN_AGC);
+        if (s == PLAN_DEFERRED || s == PLAN_AGC)
+            assert_true(plan->window[i] >= 0 && plan->window[i] < p->nwin &&
+                        p->win[plan->window[i]].after >= i);
+        else
+            assert_int_equal(plan->window[i], -1);
+        if (s == PLAN_PIGGYBACK) assert_true(p->ops[i].recomputed);
+    }
+    assert_true(plan->agc_mem <= p->budget);
+    for (int w = 0; w < p->nwin; w++) {
+        assert_true(plan->win_time[w] <= p->win[w].len * (1 + 1e-12));
+        assert_true(plan->agc_mem + plan->win_qmem[w] <= p->budget);
+    }
+}
+
+static void plans(const FtPredict *p, double pct[3], int naive[3])
+{
+    static const int sets[3] = {PLAN_PHASE1, PLAN_PHASE1 | PLAN_PHASE2,
+                                PLAN_PHASE1 | PLAN_PHASE2 | PLAN_PHASE3};
+    for (int k = 0; k < 3; k++) {
+        FtDmrPlan plan;
+        assert_int_equal(predict_plan(p, sets[k], &plan), 0);
+        check_plan(p, &plan);
+        pct[k] = predict_overhead_pct(p, &plan);
+        naive[k] = 0;
+        for (int i = 0; i < p->nops; i++) naive[k] += plan.strategy[i] == PLAN_NAIVE;
+        planner_free(&plan);
+    }
+}
+
+static const char *const g_decks[2] = {"inputs/llama3-70b-h200x32.ini",
+                                       "inputs/mistral-large-h200x32.ini"};
+
+/* Both decks and variants (memory sizes, micro-batches, AC every 2, no AC with more memory):
+ * invariants, and more phases never more overhead, all below naive DMR. */
+static void test_decks_phases(void **state)
+{
+    (void)state;
+    const char *const variants[][4] = {
+        {NULL},
+        {"cluster.gpu_mem_gb=94", NULL},
+        {"parallel.microbatches=16", "cluster.gpu_mem_gb=94", NULL},
+        {"train.ac=every", "train.ac_every=2", NULL},
+        {"train.ac=none", "cluster.gpu_mem_gb=1000", NULL},
+    };
+    for (int d = 0; d < 2; d++)
+        for (int v = 0; v < 5; v++) {
+            FtConfig cfg;
+            cfg_from_file(&cfg, g_decks[d], variants[v]);
+            FtPredict p;
+            if (predict_build(&cfg, &p, g_err, sizeof g_err)) fail_msg("%s", g_err);
+            double pct[3];
+            int naive[3];
+            plans(&p, pct, naive);
+            double all = predict_overhead_pct(&p, NULL);
+            printf("  %s variant %d: naive %.2f%%, phases 1 %.2f%%, 1,2 %.2f%%, 1,2,3 %.2f%%\n",
+                   g_decks[d], v, all, pct[0], pct[1], pct[2]);
+            assert_true(pct[0] <= all && pct[1] <= pct[0] && pct[2] <= pct[1]);
+            assert_true(naive[1] <= naive[0] && naive[2] <= naive[1]);
+            if (cfg.train.ac == FT_AC_CHOICE_NONE) assert_true(pct[0] == all);
+            else assert_true(pct[0] < all);
+            predict_free(&p);
+        }
+}
+
+/* Faster links: every TP window (intra_gbs) or PP window (inter_gbs) shorter, and the step. */
+static void test_faster_links(void **state)
+{
+    (void)state;
+    for (int d = 0; d < 2; d++) {
+        FtConfig cfg;
+        FtPredict a, b, c;
+        cfg_from_file(&cfg, g_decks[d], NULL);
+        if (predict_build(&cfg, &a, g_err, sizeof g_err)) fail_msg("%s", g_err);
+        const char *const fast_intra[] = {"cluster.intra_gbs=900", NULL};
+        cfg_from_file(&cfg, g_decks[d], fast_intra);
+        if (predict_build(&cfg, &b, g_err, sizeof g_err)) fail_msg("%s", g_err);
+        const char *const fast_inter[] = {"cluster.inter_gbs=100", "cluster.inter_lat_us=1",
+                                          NULL};
+        cfg_from_file(&cfg, g_decks[d], fast_inter);
+        if (predict_build(&cfg, &c, g_err, sizeof g_err)) fail_msg("%s", g_err);
+        assert_int_equal(a.nwin, b.nwin), assert_int_equal(a.nwin, c.nwin);
+        for (int w = 0; w < a.nwin; w++) {
+            if (a.win_class[w] == PRED_W_TP) {
+                assert_true(b.win[w].len < a.win[w].len);
+                assert_true(c.win[w].len == a.win[w].len);
+            } else {
+                assert_true(c.win[w].len < a.win[w].len);
+            }
+        }
+        assert_true(b.t_step < a.t_step && c.t_step < a.t_step);
+        /* the same operators: only the idle time changed */
+        assert_true(b.t_naive == a.t_naive && c.t_naive == a.t_naive);
+        predict_free(&a), predict_free(&b), predict_free(&c);
+    }
+}
+
+/* More GPU memory: the budget grows by exactly the added memory, and the plan never has more
+ * naive operators, for every phase set, over a sweep of sizes. Not asserted: the overhead. Each
+ * Phase-3 window takes the best fit of its queue; a larger queue can make an earlier window take
+ * other operators and leave a longer one to go naive later (seen: Llama-3-70B, 80 -> 86 GB). */
+static void test_more_memory(void **state)
+{
+    (void)state;
+    const double gb[] = {80, 86, 94, 110, 141, 200};
+    for (int d = 0; d < 2; d++) {
+        int prev_naive[3] = {0};
+        double prev_pct[3] = {0}, prev_budget = -1;
+        for (int k = 0; k < 6; k++) {
+            char ov0[64];
+            snprintf(ov0, sizeof ov0, "cluster.gpu_mem_gb=%g", gb[k]);
+            const char *const ov[] = {ov0, "parallel.pp=4", "parallel.dp=1",
+                                      "parallel.microbatches=8", NULL};
+            FtConfig cfg;
+            cfg_from_file(&cfg, g_decks[d], ov);
+            FtPredict p;
+            if (predict_build(&cfg, &p, g_err, sizeof g_err)) fail_msg("%s: %s", ov0, g_err);
+            double pct[3];
+            int naive[3];
+            plans(&p, pct, naive);
+            if (prev_budget >= 0) {
+                assert_true(fabs((double)p.budget - prev_budget - (gb[k] - gb[k - 1]) * 1e9) <
+                            2);
+                for (int s = 0; s < 3; s++) {
+                    if (pct[s] > prev_pct[s] + 1e-12)
+                        printf("  %s, phase set %d: %g GB predicts %.3f%% after %.3f%% at %g GB "
+                               "(naive operators: %d after %d)\n",
+                               g_decks[d], s, gb[k], pct[s], prev_pct[s], gb[k - 1], naive[s],
+                               prev_naive[s]);
+                    assert_true(naive[s] <= prev_naive[s]);
+                }
+            }
+            prev_budget = (double)p.budget;
+            memcpy(prev_naive, naive, sizeof naive), memcpy(prev_pct, pct, sizeof pct);
+            predict_free(&p);
+        }
+    }
+}
+
+/* Refusals: one line each, naming where the key was set. */
+static void test_refusals(void **state)
+{
+    (void)state;
+    FtConfig cfg;
+    FtPredict p;
+    const char *const moe[] = {"model.experts=4", NULL};
+    cfg_from(&cfg, g_tiny, moe);
+    assert_int_equal(predict_build(&cfg, &p, g_err, sizeof g_err), -1);
+    assert_non_null(strstr(g_err, "command line override 1: model.experts = 4"));
+    const char *const tp[] = {"cluster.gpus_per_node=2", "parallel.tp=2", NULL};
+    cfg_from(&cfg, g_tiny, tp);
+    assert_int_equal(predict_build(&cfg, &p, g_err, sizeof g_err), 0);
+    predict_free(&p);
+    const char *const tp3[] = {"cluster.gpus_per_node=3", "parallel.tp=2", NULL};
+    cfg_from(&cfg, g_tiny, tp3);
+    assert_int_equal(predict_build(&cfg, &p, g_err, sizeof g_err), -1);
+    assert_non_null(strstr(g_err, "command line override 2: parallel.tp = 2"));
+    const char *const tiny_mem[] = {"cluster.gpu_mem_gb=60", NULL};
+    cfg_from_file(&cfg, g_decks[1], tiny_mem);
+    assert_int_equal(predict_build(&cfg, &p, g_err, sizeof g_err), -1);
+    assert_non_null(strstr(g_err, "command line override 1: the training footprint ("));
+    assert_non_null(strstr(g_err, "does not fit cluster.gpu_mem_gb = 60.0 GB"));
+    assert_null(strchr(g_err, '\n'));
+    predict_free(&p); /* safe on an empty result */
+    /* the trainer refuses the predictor's shapes, naming the line */
+    cfg_from(&cfg, "[model]\nchannels = 8\nheads = 2\nffn = 24\n", NULL);
+    assert_int_equal(deck_check_trainable(&cfg, g_err, sizeof g_err), -1);
+    assert_non_null(strstr(g_err, "test.ini:4: model.ffn = 24"));
+    cfg_from(&cfg, "[model]\nchannels = 8\nheads = 2\nffn = 32\nkv_heads = 2\n", NULL);
+    assert_int_equal(deck_check_trainable(&cfg, g_err, sizeof g_err), 0);
+}
+
+FT_TEST_MAIN(cmocka_unit_test(test_tiny_counts), cmocka_unit_test(test_tiny_shapes),
+             cmocka_unit_test(test_ac_pipeline), cmocka_unit_test(test_decks_phases),
+             cmocka_unit_test(test_faster_links), cmocka_unit_test(test_more_memory),
+             cmocka_unit_test(test_refusals))
