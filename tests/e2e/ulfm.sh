@@ -23,12 +23,14 @@ if [ ! -x "$OMPI/bin/mpirun" ] || [ ! -x "$FTLLM" ]; then
   e2e_finish
   exit
 fi
-# lib.bash's `run` launches `mpiexec`: here, Open MPI's, fault tolerant, as root too
+# lib.bash's `run` launches `mpiexec`: here, Open MPI's, fault tolerant, as root too; a
+# sanitizer build (FTLLM_OPENMPI=build/openmpi-debug/ftllm) ignores Open MPI's own leaks
 mkdir -p "$E2E_TMP/bin"
 cat > "$E2E_TMP/bin/mpiexec" <<EOS
 #!/bin/bash
 export OPAL_PREFIX=$OMPI OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-exec $OMPI/bin/mpirun --oversubscribe --with-ft ulfm -x OMP_NUM_THREADS=\${OMP_NUM_THREADS:-1} -x FTLLM_TEST_KILL "\$@"
+export LSAN_OPTIONS=suppressions=$PWD/tests/e2e/openmpi.lsan.supp:print_suppressions=0
+exec $OMPI/bin/mpirun --oversubscribe --with-ft ulfm -x OMP_NUM_THREADS=\${OMP_NUM_THREADS:-1} -x FTLLM_TEST_KILL -x LSAN_OPTIONS "\$@"
 EOS
 chmod +x "$E2E_TMP/bin/mpiexec"
 PATH=$E2E_TMP/bin:$PATH
