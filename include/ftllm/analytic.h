@@ -372,6 +372,10 @@ int analytic_plan_sched(const FtFailModel *m, const FtPlan *fixed, FtPlan *out);
  * replication into `all` (size FT_POL_NPOL * r_max, may be NULL). best[FT_POL_NPOL]. */
 int analytic_optimize(const FtCluster *c, int r_max, FtPlan *best, FtPlan *all);
 int analytic_fail_optimize(const FtFailModel *m, int r_max, FtPlan *best, FtPlan *all);
+/* The policy `optimize` recommends among best[FT_POL_NPOL]: the least predicted time-to-train
+ * (ties to the lower policy; checkpoint-only when nothing else is finite). `train` with
+ * spare.r = auto uses the same choice. */
+int analytic_best_policy(const FtPlan *best);
 
 /* Estimates the ring epoch by Monte Carlo when the exact count is too costly (deterministic
  * given seed), and fills st (allocated there). Defined in sim_ring.c. */

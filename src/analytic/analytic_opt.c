@@ -706,3 +706,11 @@ int analytic_fail_optimize(const FtFailModel *m, int r_max, FtPlan *best, FtPlan
     }
     return best[FT_POL_CKPT].r ? 0 : -1;
 }
+
+int analytic_best_policy(const FtPlan *best)
+{
+    int win = FT_POL_CKPT;
+    for (int p = 0; p < FT_POL_NPOL; p++)
+        if (best[p].r && best[p].ttt < best[win].ttt) win = p;
+    return win;
+}
