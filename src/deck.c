@@ -742,7 +742,7 @@ int deck_check(const FtConfig *cfg, int nranks, char *err, size_t errlen)
                           "does not handle expert parallelism yet (HINT: spare.r = 0, or "
                           "parallel.ep = 1)", rbuf, p->ep);
     if (sp->spares > 0 && (!spare_on || p->dp < 2))
-        return cross_fail(cfg, KID(spare, spares), sp->r < 1 ? KID(spare, r) : KID(parallel, dp),
+        return cross_fail(cfg, KID(spare, spares), !spare_on ? KID(spare, r) : KID(parallel, dp),
                           err, errlen, "spare.spares = %lld needs SPARe (spare.r >= 1 or auto, "
                           "here %s) and parallel.dp >= 2 (here %lld): a spare copies its state "
                           "from a live replica", sp->spares, rbuf, p->dp);
