@@ -29,7 +29,8 @@ same_r() { # NAME WANT: train chose WANT, ran with it, and optimize recommends i
 run "high failure rate" 0 "" 4 "$FTLLM" train inputs/default.ini $common train.steps=2 cluster.gpu_mtbf_h=1
 want=$(recommends 4 2 cluster.gpu_mtbf_h=1)
 same_r "high failure rate: optimize's r" "$want"
-[ "$want" -gt 1 ] && ok "high failure rate: r > 1" || bad "high failure rate: r > 1" "r = $want"
+[ "${want:-0}" -gt 1 ] && ok "high failure rate: r > 1" || bad "high failure rate: r > 1" "r = $want"
+# shellcheck disable=SC2016 # the backquotes are in the log line
 has "the why: time-to-train vs r = 1" '^spare\.r = auto: r = [0-9]+: `ftllm optimize` recommends SPARe for N = parallel\.dp = 4 replicas .*predicted time-to-train .* goodput [0-9.]+ vs .* with r = 1$'
 
 # shellcheck disable=SC2086
