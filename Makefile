@@ -8,7 +8,8 @@
 #   make DEBUG=1      -O0 with address+undefined sanitizers; SAN=address (or thread, ...) alone
 #   make CUDA=1       bin/ftllm with the CUDA backend too (cuda/*.cu; run.backend = cuda), in
 #                     build/cuda/; `make cuda-check` builds it and the GPU tests (tests/gpu/)
-#   make deps         install missing Debian packages (scripts/install-deps)
+#   make deps         install missing Debian packages (scripts/install-deps; make test adds the
+#                     test-only ones, a one-node Slurm: make deps-test)
 # Variables you may set: OPT (default -O2 -march=native; -march=x86-64-v3 with CUDA=1, whose
 # binary runs on a GPU node's CPU), CFLAGS_EXTRA, LDFLAGS_EXTRA, NP and DECK (make run),
 # FUZZ_SECONDS, CUDA_HOME (default /usr/local/cuda), CUDA_ARCH (default 90: sm_90 code + PTX).
@@ -85,7 +86,8 @@ ifneq ($(CUDA),0)
   LDLIBS   += -L$(CUDA_HOME)/lib64 -lcublas -lcudart -lstdc++ -ldl -Wl,-rpath,$(CUDA_HOME)/lib64
 endif
 
-.PHONY: all run test test-run bench bench-run studies studies-run fuzz deps clean inputs-doc FORCE data cuda-check
+.PHONY: all run test test-run test-slurm deps-test bench bench-run studies studies-run fuzz deps clean \
+  inputs-doc FORCE data cuda-check
 all: bin/ftllm
 
 # Every variant links its own binary; bin/ftllm is a copy of the last one built.
@@ -115,6 +117,8 @@ $(BUILD)/perf/%: $(BUILD)/perf/%.o $(LIB)
 
 deps:
 	@scripts/install-deps
+deps-test:
+	@scripts/install-deps --test
 
 # `make run` and `make test` install what is missing first, then build in a fresh make (so the
 # libraries' pkg-config flags are read after the install).
@@ -123,7 +127,7 @@ run: deps
 	@$(MAKE) --no-print-directory data
 	mpiexec -n $(NP) bin/ftllm train $(DECK)
 
-test: deps
+test: deps-test
 	@$(MAKE) --no-print-directory test-run
 
 # the e2e checks also run a sanitizer build: this one when it is one, else build/san-address
@@ -138,6 +142,11 @@ test-run: bin/ftllm $(TEST_BIN) $(BENCH_BIN)
 	  SAN= cuda-check > build/cuda/build.log 2>&1; echo $$? > build/cuda/build.rc; }, \
 	  rm -f build/cuda/build.rc)
 	@FTLLM_CUDA_BUILD=$(if $(HAVE_NVCC),build/cuda) tests/run.sh $(BUILD) $(SAN_BIN)
+
+# The jobscripts' test alone (part of `make test`): a one-node Slurm started and stopped for it.
+test-slurm: deps-test
+	@$(MAKE) --no-print-directory bin/ftllm data
+	@FTLLM_BUILD=$(BUILD) OMP_NUM_THREADS=1 bash tests/e2e/slurm.sh
 
 # The CUDA build and the GPU tests, compiled only (they run on a GPU machine: perf/gpu/run.sh).
 ifneq ($(CUDA),0)

@@ -12,7 +12,12 @@
  *    reproducible results on a stream.
  *  - Opening it when there is no usable GPU returns NULL with the CUDA error in one line; it
  *    never dies, so `ftllm train` can exit 2 with that line and tests can skip.
- * Not yet: a second (checker) stream with its own handle and workspace, bf16, NCCL. */
+ *  - DMR's checker has a context of its own (a second stream, cuBLAS handle, workspace and op
+ *    scratch: dmr_cuda.cu), so a re-execution there reproduces the primary's bytes; the two
+ *    streams are ordered by events, never by the host.
+ *  - run.precision = bf16 rounds the GEMMs' operands to bf16 (gemm.cu); every other kernel,
+ *    the activations, master weights and optimizer state stay fp32.
+ * Not yet: bf16 storage of activations and weights, bf16 elementwise kernels, NCCL. */
 #include "cuda_common.cuh"
 
 #include <stdio.h>
@@ -22,8 +27,21 @@ extern "C" const FtOpDesc *ops_cuda_table(void); /* ops_table.cu */
 
 #define BLAS_WS_BYTES (32u << 20) /* cuBLAS's advice for Hopper: 32 MiB per handle */
 
-static CudaCtx g_ctx;
+static CudaCtx g_ctx, g_checker; /* the primary's context and DMR's checker's */
 static FtBackend g_be;
+
+void cuda_ctx_streams(CudaCtx *cx, int device)
+{
+    cx->device = device;
+    CUDA_CHECK(cudaStreamCreateWithFlags(&cx->stream, cudaStreamNonBlocking));
+    CUBLAS_CHECK(cublasCreate(&cx->blas));
+    CUBLAS_CHECK(cublasSetStream(cx->blas, cx->stream));
+    CUBLAS_CHECK(cublasSetMathMode(cx->blas, CUBLAS_PEDANTIC_MATH));
+    CUBLAS_CHECK(cublasSetAtomicsMode(cx->blas, CUBLAS_ATOMICS_NOT_ALLOWED));
+    cx->blas_ws_bytes = BLAS_WS_BYTES;
+    CUDA_CHECK(cudaMalloc(&cx->blas_ws, cx->blas_ws_bytes));
+    CUBLAS_CHECK(cublasSetWorkspace(cx->blas, cx->blas_ws, cx->blas_ws_bytes));
+}
 
 static void *cu_alloc(void *ctx, size_t bytes)
 {
@@ -139,15 +157,10 @@ extern "C" const FtBackend *backend_cuda_open(int device, char *err, size_t errl
     if (soft_fail(cudaSetDevice(device), "cudaSetDevice", err, errlen)) return NULL;
     CudaCtx *cx = &g_ctx;
     memset(cx, 0, sizeof *cx);
-    cx->device = device;
-    CUDA_CHECK(cudaStreamCreateWithFlags(&cx->stream, cudaStreamNonBlocking));
-    CUBLAS_CHECK(cublasCreate(&cx->blas));
-    CUBLAS_CHECK(cublasSetStream(cx->blas, cx->stream));
-    CUBLAS_CHECK(cublasSetMathMode(cx->blas, CUBLAS_PEDANTIC_MATH));
-    CUBLAS_CHECK(cublasSetAtomicsMode(cx->blas, CUBLAS_ATOMICS_NOT_ALLOWED));
-    cx->blas_ws_bytes = BLAS_WS_BYTES;
-    CUDA_CHECK(cudaMalloc(&cx->blas_ws, cx->blas_ws_bytes));
-    CUBLAS_CHECK(cublasSetWorkspace(cx->blas, cx->blas_ws, cx->blas_ws_bytes));
+    memset(&g_checker, 0, sizeof g_checker);
+    cuda_ctx_streams(cx, device);
+    cuda_ctx_streams(&g_checker, device);
+    cuda_dmr_init(cx, &g_checker);
     g_be.name = "cuda";
     g_be.ctx = cx;
     g_be.alloc = cu_alloc;
@@ -157,6 +170,10 @@ extern "C" const FtBackend *backend_cuda_open(int device, char *err, size_t errl
     g_be.copy = cu_copy;
     g_be.set = cu_set;
     g_be.sync = cu_sync;
+    g_be.checker_run = cuda_checker_run;
+    g_be.equal = cuda_equal;
+    g_be.fingerprint = cuda_fingerprint;
+    g_be.set_precision = cuda_set_precision;
     g_be.ops = ops_cuda_table(); /* last: a set ops marks the backend open */
     return &g_be;
 }

@@ -21,6 +21,7 @@
 #define _Noreturn [[noreturn]]
 extern "C" {
 #include "ftllm/backend.h"
+#include "ftllm/deck_keys.h"
 #include "ftllm/log.h"
 #include "ftllm/ops.h"
 }
@@ -38,6 +39,15 @@ typedef struct cuda_ctx {
     size_t scratch_bytes;
     int *ints_host;       /* pinned: small device arrays the host must read (MoE row counts) */
     size_t ints_host_n;
+    /* DMR (dmr_cuda.cu): the checker's context (its own stream, cuBLAS handle, workspace and
+     * scratch; NULL in the checker's own context), the events that order the two streams, and
+     * the answers of the compare and fingerprint kernels (device, and pinned for the host) */
+    int bf16;             /* run.precision = bf16: GEMM operands rounded to bf16 (gemm.cu) */
+    void *gemm_ws;        /* the GEMMs' bf16 copies of their operands; grows */
+    size_t gemm_ws_bytes;
+    struct cuda_ctx *checker;
+    cudaEvent_t ev_to_checker, ev_from_checker;
+    unsigned *res_dev, *res_host;
 } CudaCtx;
 
 static inline CudaCtx *cuda_ctx(const FtOpCall *c) { return (CudaCtx *)c->ctx; }
@@ -70,6 +80,17 @@ static inline unsigned cuda_blocks(long long n, int nt)
     long long b = (n + nt - 1) / nt;
     return (unsigned)(b < 1 ? 1 : b > 65536 ? 65536 : b);
 }
+
+/* dmr_cuda.cu: the backend's DMR functions (backend.h: checker_run, equal, fingerprint), and
+ * the set-up of the checker's context and the answer buffers (at backend_cuda_open). */
+void cuda_dmr_init(CudaCtx *cx, CudaCtx *checker);
+void cuda_checker_run(void *ctx, FtOpFn fn, FtOpCall *c);
+int cuda_equal(void *ctx, const void *a, const void *b, size_t bytes);
+uint64_t cuda_fingerprint(void *ctx, const void *p, size_t esize, size_t n);
+/* gemm.cu: run.precision for the context and its checker (backend.h set_precision). */
+extern "C" void cuda_set_precision(void *ctx, int precision);
+/* A stream with a cuBLAS handle bound to it: pedantic fp32, no atomics, its own workspace. */
+void cuda_ctx_streams(CudaCtx *cx, int device);
 
 /* Scratch of at least `bytes` for the op being launched (backend_cuda.cu); valid until the next
  * call. Growing it waits for the stream, so the old buffer is not freed under a running kernel. */

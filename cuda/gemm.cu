@@ -2,10 +2,80 @@
  * small fills a matmul needs (bias rows, a gradient's start from its earlier sum).
  *
  * A row-major (r, c) matrix is cuBLAS's column-major (c, r) matrix with leading dimension c, so
- * each product below is computed transposed: y^T = w x^T, dx^T = w^T dy^T, dw^T = x^T dy. */
+ * each product below is computed transposed: y^T = w x^T, dx^T = w^T dy^T, dw^T = x^T dy.
+ *
+ * run.precision = bf16 (CudaCtx.bf16): both operands are rounded to bf16 (round to nearest
+ * even) into the context's own GEMM workspace, and cublasGemmEx multiplies them with fp32
+ * accumulation (CUBLAS_COMPUTE_32F) into the fp32 output, beta onto its fp32 earlier sum: the
+ * autocast recipe for GEMMs, with fp32 master weights, optimizer state and activations. The
+ * handle's math mode is then the default one (tensor cores; pedantic mode may refuse them
+ * for bf16), with the same fixed workspace and no atomics: still bitwise reproducible on one
+ * stream, and the checker's handle makes the same choices. */
 #include "ops_cuda.h"
 
+#include <cuda_bf16.h>
 #include <limits.h>
+
+extern "C" void cuda_set_precision(void *ctx, int precision)
+{
+    CudaCtx *cxs[2] = {(CudaCtx *)ctx, ((CudaCtx *)ctx)->checker};
+    for (int i = 0; i < 2; i++) {
+        CudaCtx *cx = cxs[i];
+        if (!cx) continue;
+        cx->bf16 = precision == FT_PRECISION_BF16;
+        CUBLAS_CHECK(cublasSetMathMode(cx->blas, cx->bf16 ? CUBLAS_DEFAULT_MATH
+                                                          : CUBLAS_PEDANTIC_MATH));
+    }
+}
+
+__global__ void to_bf16_kernel(__nv_bfloat16 *dst, const float *src, size_t n)
+{
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
+         i += (size_t)gridDim.x * blockDim.x)
+        dst[i] = __float2bfloat16_rn(src[i]);
+}
+
+/* bf16 copies of a (na floats) and b (nb floats) in cx's GEMM workspace. */
+static void operands_bf16(CudaCtx *cx, const float *a, size_t na, const float *b, size_t nb,
+                          __nv_bfloat16 **a16, __nv_bfloat16 **b16)
+{
+    size_t off = cuda_align(sizeof(__nv_bfloat16) * na), bytes = off + sizeof(__nv_bfloat16) * nb;
+    if (bytes > cx->gemm_ws_bytes) {
+        CUDA_CHECK(cudaStreamSynchronize(cx->stream)); /* no GEMM still reads the old one */
+        if (cx->gemm_ws) CUDA_CHECK(cudaFree(cx->gemm_ws));
+        cx->gemm_ws = NULL, cx->gemm_ws_bytes = 0;
+        size_t n = cuda_align(bytes + bytes / 4);
+        cudaError_t e = cudaMalloc(&cx->gemm_ws, n);
+        if (e != cudaSuccess)
+            FT_DIE("cuda: no memory for %zu bytes of bf16 GEMM operands: %s", n,
+                   cudaGetErrorString(e));
+        cx->gemm_ws_bytes = n;
+    }
+    *a16 = (__nv_bfloat16 *)cx->gemm_ws;
+    *b16 = (__nv_bfloat16 *)((char *)cx->gemm_ws + off);
+    to_bf16_kernel<<<cuda_blocks((long long)na, 256), 256, 0, cx->stream>>>(*a16, a, na);
+    CUDA_LAUNCHED();
+    to_bf16_kernel<<<cuda_blocks((long long)nb, 256), 256, 0, cx->stream>>>(*b16, b, nb);
+    CUDA_LAUNCHED();
+}
+
+/* C (m, n; ldc) = op(A) op(B) + beta C, column-major, A holding na and B nb floats: sgemm in
+ * fp32, GemmEx on bf16 copies under run.precision = bf16. */
+static void gemm(CudaCtx *cx, cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k,
+                 const float *A, int lda, size_t na, const float *B, int ldb, size_t nb,
+                 float beta, float *C, int ldc)
+{
+    const float one = 1.0f;
+    if (!cx->bf16) {
+        CUBLAS_CHECK(cublasSgemm(cx->blas, ta, tb, m, n, k, &one, A, lda, B, ldb, &beta, C, ldc));
+        return;
+    }
+    __nv_bfloat16 *a16, *b16;
+    operands_bf16(cx, A, na, B, nb, &a16, &b16);
+    CUBLAS_CHECK(cublasGemmEx(cx->blas, ta, tb, m, n, k, &one, a16, CUDA_R_16BF, lda, b16,
+                              CUDA_R_16BF, ldb, &beta, C, CUDA_R_32F, ldc, CUBLAS_COMPUTE_32F,
+                              CUBLAS_GEMM_DEFAULT));
+}
 
 static int as_int(long long v, const char *what)
 {
@@ -16,31 +86,28 @@ static int as_int(long long v, const char *what)
 void cuda_gemm_xwt(CudaCtx *cx, const float *x, const float *w, float *y, long long N,
                    long long C, long long OC, float beta)
 {
-    const float one = 1.0f;
     int n = as_int(N, "N"), k = as_int(C, "C"), m = as_int(OC, "OC");
     if (!n || !m) return;
-    CUBLAS_CHECK(cublasSgemm(cx->blas, CUBLAS_OP_T, CUBLAS_OP_N, m, n, k, &one, w, k, x, k,
-                             &beta, y, m));
+    gemm(cx, CUBLAS_OP_T, CUBLAS_OP_N, m, n, k, w, k, (size_t)(OC * C), x, k, (size_t)(N * C),
+         beta, y, m);
 }
 
 void cuda_gemm_dyw(CudaCtx *cx, const float *dy, const float *w, float *dx, long long N,
                    long long C, long long OC)
 {
-    const float one = 1.0f, zero = 0.0f;
     int n = as_int(N, "N"), m = as_int(C, "C"), k = as_int(OC, "OC");
     if (!n || !m) return;
-    CUBLAS_CHECK(cublasSgemm(cx->blas, CUBLAS_OP_N, CUBLAS_OP_N, m, n, k, &one, w, m, dy, k,
-                             &zero, dx, m));
+    gemm(cx, CUBLAS_OP_N, CUBLAS_OP_N, m, n, k, w, m, (size_t)(OC * C), dy, k, (size_t)(N * OC),
+         0.0f, dx, m);
 }
 
 void cuda_gemm_dytx(CudaCtx *cx, const float *dy, const float *x, float *dw, long long N,
                     long long C, long long OC, float beta)
 {
-    const float one = 1.0f;
     int k = as_int(N, "N"), m = as_int(C, "C"), n = as_int(OC, "OC");
     if (!m || !n) return;
-    CUBLAS_CHECK(cublasSgemm(cx->blas, CUBLAS_OP_N, CUBLAS_OP_T, m, n, k, &one, x, m, dy, n,
-                             &beta, dw, m));
+    gemm(cx, CUBLAS_OP_N, CUBLAS_OP_T, m, n, k, x, m, (size_t)(N * C), dy, n, (size_t)(N * OC),
+         beta, dw, m);
 }
 
 __global__ void rows_fill_kernel(float *y, const float *b, long long N, long long OC)

@@ -697,6 +697,14 @@ int deck_check(const FtConfig *cfg, int nranks, char *err, size_t errlen)
                           "train.warmup = %lld is longer than the run (train.steps = %lld)",
                           cfg->train.warmup, cfg->train.steps);
     /* ---- training engine ---- */
+    if (cfg->run.precision == FT_PRECISION_BF16 && cfg->run.backend != FT_BACKEND_CUDA)
+        return cross_fail(cfg, KID(run, precision), KID(run, backend), err, errlen,
+                          "run.precision = bf16 needs run.backend = cuda (the CPU backend "
+                          "computes in fp32 only)");
+    if (cfg->dmr.mode == FT_DMR_PLANNED && cfg->run.backend != FT_BACKEND_CPU)
+        return cross_fail(cfg, KID(dmr, mode), KID(run, backend), err, errlen,
+                          "dmr.mode = planned needs run.backend = cpu (deferred checks keep "
+                          "host copies of their inputs; on the GPU use naive or piggyback)");
     if (cfg->train.seq_len > m->seq_len)
         return cross_fail(cfg, KID(train, seq_len), KID(model, seq_len), err, errlen,
                           "train.seq_len = %lld exceeds model.seq_len = %lld (the size of the "
@@ -749,13 +757,6 @@ int deck_check(const FtConfig *cfg, int nranks, char *err, size_t errlen)
     /* ---- end of SPARe ---- */
     /* ---- end of training engine ---- */
     /* ---- dmr ---- */
-    if (cfg->dmr.mode == FT_DMR_PLANNED) {
-        char pre[FT_DECK_STR_MAX + 64];
-        error_prefix(cfg, KID(dmr, mode), pre, sizeof pre);
-        snprintf(err, errlen, "%sdmr.mode = planned: not implemented yet (off, naive and "
-                              "piggyback are)", pre);
-        return one_line(err);
-    }
     /* ---- end of dmr ---- */
     /* ---- cluster: `optimize` / `simulate` (analytic, sim) ---- */
     const struct ft_cfg_cluster *cl = &cfg->cluster;

@@ -199,13 +199,15 @@ static void test_line_limits_and_binary(void **state)
 static void test_reserved_and_auto(void **state)
 {
     (void)state;
-    expect_error("[dmr]\nphases = 1\n", "t.ini:2: dmr.phases = 1: not implemented yet (only the default '1,2,3' is accepted)");
-    expect_error("[dmr]\ndeferred_mb = 512\n", "t.ini:2: dmr.deferred_mb = 512: not implemented yet");
+    assert_int_equal(parse("[dmr]\nphases = 1,2\ndeferred_mb = 512\n"), 0); /* built */
+    assert_int_equal(g_cfg.dmr.phases, FT_DMR_PHASES_12);
+    expect_error("[dmr]\ndeferred_mb = -1\n", "t.ini:2: dmr.deferred_mb = -1 is out of range");
+    expect_error("[dmr]\nprofile_steps = 0\n", "t.ini:2: dmr.profile_steps = 0 is out of range");
     assert_int_equal(parse("[dmr]\nmode = OFF\n"), 0);
     expect_error("[spare]\nr = -2\n", "spare.r = -2 is out of range: expected an integer in [0..1024] or auto");
     assert_int_equal(parse("[dmr]\nmode = naive\nsuspect_after = 0\n"), 0); /* built */
     assert_int_equal(g_cfg.dmr.mode, FT_DMR_NAIVE);
-    expect_check_error("[dmr]\nmode = planned\n", 1, "t.ini:2: dmr.mode = planned: not implemented yet (off, naive and piggyback are)");
+    assert_int_equal(parse("[dmr]\nmode = planned\nplan = p.txt\n"), 0); /* built */
     expect_error("[dmr]\nsuspect_after = -1\n", "t.ini:2: dmr.suspect_after = -1 is out of range");
     expect_error("[dmr]\nmode = pigyback\n", "t.ini:2: dmr.mode");
     assert_int_equal(parse("[checkpoint]\ninterval = auto\n"), 0); /* built: the train loop resolves it */

@@ -9,7 +9,11 @@
  * (train_dmr_setup). Every flip must be detected and its step redone, and the run must end with
  * parameters and both AdamW moments bitwise equal to the fault-free run without DMR. Clean runs
  * (no faults) with each mode check at least 10,000 op executions without one mismatch and end
- * bitwise where DMR off ends. A rank that keeps mismatching is reported suspect on every rank.
+ * bitwise where DMR off ends. Mode planned: campaigns with phases 1 / 1,2 / 1,2,3 on every
+ * layout (deferred checks and AGC segment replays really run, within dmr.deferred_mb, and every
+ * flip is caught), clean runs planned from a real profile (AC on and off) bitwise equal to DMR
+ * off with every op covered once, and the plan file read back as written.
+ * A rank that keeps mismatching is reported suspect on every rank.
  * A replica that leaves mid-run (train_regrid) leaves DMR working on the survivors. */
 #include <stdio.h>
 #include <stdlib.h>
@@ -18,6 +22,7 @@
 
 #include "ft_test.h"
 #include "ftllm/deck.h"
+#include "ftllm/dmr_plan.h"
 #include "ftllm/grid.h"
 #include "ftllm/log.h"
 #include "ftllm/model.h"
@@ -60,6 +65,53 @@ static FtConfig cfg_of(const Layout *l, int mode, long long steps)
     return c;
 }
 
+/* A plan whose shape depends on the tapes alone, not on this machine's speed (mode planned,
+ * for the campaigns): a profile where op entry i takes (1 + i % 5) ms and a 1 s wait follows
+ * every communication point (a pipeline send or receive: a PP window; a tensor-parallel
+ * all-reduce, an expert all-to-all, a layer's gradients ready: intra) and the backward (the
+ * data-parallel reduction), planned with dmr_plan_build. */
+static void synthetic_plan(const FtTrainer *tr, int phases, size_t budget, FtDmrEntryPlan *p)
+{
+    const FtTape *mt = &tr->tape, *ot = &tr->opt_tape;
+    FtDmrProfile pf;
+    dmr_profile_init(&pf, mt->ne, ot->ne);
+    pf.steps = 1, pf.step_s = 1.0;
+    for (int i = 0; i < mt->ne + ot->ne; i++) {
+        const FtTapeEntry *e = i < mt->ne ? &mt->e[i] : &ot->e[i - mt->ne];
+        pf.time[i] = 1e-3 * (1 + i % 5);
+        if (e->kind != FT_OP_MARK) continue;
+        if (e->mark == FT_MARK_PP_RECV || e->mark == FT_MARK_PP_SEND) pf.wait_pp[i + 1] = 1.0;
+        else if (e->mark == FT_MARK_COMM_TP || e->mark == FT_MARK_COMM_GRADS ||
+                 e->mark == FT_MARK_EP_TO_EXPERTS || e->mark == FT_MARK_EP_TO_SOURCES)
+            pf.wait_other[i + 1] = 1.0;
+    }
+    pf.wait_other[mt->ne] = 1.0;
+    assert_int_equal(dmr_plan_build(&pf, mt, ot, budget, phases, p), 0);
+    dmr_profile_free(&pf);
+}
+
+/* Every op entry of the tapes has exactly one strategy, markers none (on every rank). */
+static bool plan_covers(const FtTrainer *tr, const FtDmrEntryPlan *p)
+{
+    const FtTape *mt = &tr->tape, *ot = &tr->opt_tape;
+    bool ok = p && p->n == mt->ne + ot->ne;
+    for (int i = 0; ok && i < p->n; i++) {
+        const FtTapeEntry *e = i < mt->ne ? &mt->e[i] : &ot->e[i - mt->ne];
+        ok = e->kind == FT_OP_MARK ? p->strat[i] == -1 : p->strat[i] >= PLAN_PIGGYBACK &&
+                                                              p->strat[i] <= PLAN_AGC;
+    }
+    return ok;
+}
+
+static int phase_mask(long long choice)
+{
+    return choice == FT_DMR_PHASES_1 ? PLAN_PHASE1 : choice == FT_DMR_PHASES_12
+           ? PLAN_PHASE1 | PLAN_PHASE2 : PLAN_PHASE1 | PLAN_PHASE2 | PLAN_PHASE3;
+}
+
+static bool g_synthetic; /* mode planned: train_layout gives the run synthetic_plan's plan */
+static bool g_covered;   /* mode planned: the plan in use covered every op (set by train_layout) */
+
 /* Trains c's steps (DMR and faults from c; schedule: the fault file's text or NULL), leaves
  * the model in *m (caller frees) and the job's DMR counters in *st (zero without DMR). */
 static void train_layout(FtConfig *c, const char *schedule, FtModel *m, FtDmrStats *st)
@@ -90,10 +142,17 @@ static void train_layout(FtConfig *c, const char *schedule, FtModel *m, FtDmrSta
     assert_all(rc == 0);
     if (path[0] && ft_test_rank() == 0) unlink(path);
     c->faults.schedule[0] = '\0';
+    if (c->dmr.mode == FT_DMR_PLANNED && g_synthetic) {
+        FtDmrEntryPlan p;
+        synthetic_plan(&tr, phase_mask(c->dmr.phases), (size_t)(c->dmr.deferred_mb * 1048576.0), &p);
+        dmr_set_plan(train_dmr_get(td), &p);
+    }
     for (long long s = 0; s < c->train.steps; s++) {
         FtStepInfo info;
         assert_all(train_step(&tr, &info) != FT_STEP_FAILED);
     }
+    if (c->dmr.mode == FT_DMR_PLANNED)
+        g_covered = ft_all(plan_covers(&tr, dmr_plan(train_dmr_get(td))) ? 1 : 0) == 1;
     memset(st, 0, sizeof *st);
     if (td) train_dmr_stats(td, st);
     train_dmr_destroy(td);
@@ -184,7 +243,7 @@ static void test_flip_campaign(void **state)
     assert_all(ph[FT_PH_FWD] > 0 && ph[FT_PH_BWD] > 0 && ph[FT_PH_RECOMPUTE] > 0);
     assert_all(tot.injected_at[FT_OP_ADAMW][FT_PH_FWD] > 0 &&
                tot.injected_at[FT_OP_GRADNORM][FT_PH_FWD] > 0);
-    for (int a = 0; a < FT_DMR_NSTRAT; a++)
+    for (int a = FT_DMR_S_NAIVE; a <= FT_DMR_S_PIGGYBACK; a++)
         for (int t = 0; t < 2; t++) assert_all(tot.injected_by[a][t] > 0);
 }
 
@@ -220,6 +279,155 @@ static void test_clean_runs_match_off(void **state)
     if (!runs) skip();
     if (ft_test_rank() == 0) printf("  %lld clean checked executions, no mismatch\n", checks);
     assert_all(checks >= 10000);
+}
+
+
+/* ---- mode planned ---------------------------------------------------------------------------- */
+
+enum { PLANNED_STEPS = 60, PLANNED_FLIPS = 60 };
+#define PLANNED_BUDGET_MB 0.05 /* small enough that some deferred checks do not fit */
+
+/* Campaigns with dmr.mode = planned, phases 1 / 1,2 / 1,2,3, on every layout of this rank count
+ * (synthetic_plan's plan: its shape does not depend on this machine's speed): every flip
+ * detected and rolled back, the run ending bitwise where the fault-free run without DMR ends;
+ * deferred checks run wherever phase 3 is on, AGC segments replay on the pipeline (whose PP
+ * windows Phase 2 takes); the plan covers every op once and what the deferred checks kept never
+ * passed dmr.deferred_mb. */
+static void test_planned_campaign(void **state)
+{
+    (void)state;
+    log_init(ft_test_rank(), FT_LOG_WARN);
+    long long configs = 0, deferred = 0, agc = 0, flips = 0;
+    g_synthetic = true;
+    for (int li = 0; li < NLAYOUTS; li++) {
+        const Layout *l = &g_layouts[li];
+        if (!runs_here(l)) continue;
+        FtConfig c0 = cfg_of(l, FT_DMR_OFF, PLANNED_STEPS);
+        FtModel ref;
+        FtDmrStats none;
+        train_layout(&c0, NULL, &ref, &none);
+        for (int ph = FT_DMR_PHASES_1; ph <= FT_DMR_PHASES_123; ph++) {
+            char text[256];
+            snprintf(text, sizeof text, "; planned campaign: %s, phases %d\nsdc-random count=%d "
+                     "seed=%d steps=1-%d target=both\n", l->name, ph, PLANNED_FLIPS,
+                     2000 + 10 * li + ph, PLANNED_STEPS);
+            FtConfig c = cfg_of(l, FT_DMR_PLANNED, PLANNED_STEPS);
+            c.dmr.phases = ph, c.dmr.deferred_mb = PLANNED_BUDGET_MB;
+            FtModel m;
+            FtDmrStats s;
+            train_layout(&c, text, &m, &s);
+            if (ft_test_rank() == 0)
+                printf("  %-5s phases %-5s: %lld flips, %lld detected, %lld missed; checks naive "
+                       "%lld piggyback %lld deferred %lld agc %lld; units in windows %lld, "
+                       "drained %lld, over budget %lld; kept at most %lld bytes\n", l->name,
+                       ph == 0 ? "1" : ph == 1 ? "1,2" : "1,2,3", s.injected, s.detected,
+                       s.missed, s.checks[0], s.checks[1], s.checks[2], s.checks[3], s.windowed,
+                       s.drained, s.demoted, s.kept_peak);
+            assert_all(g_covered);
+            assert_all(s.injected == PLANNED_FLIPS && s.not_fired == 0);
+            assert_all(s.detected == s.injected && s.missed == 0 && s.rolled_back == s.injected);
+            assert_all(s.unchecked == 0 && s.attempts == PLANNED_STEPS + s.redone);
+            assert_all(s.kept_peak <= (long long)(PLANNED_BUDGET_MB * 1048576.0));
+            if (ph == FT_DMR_PHASES_123) assert_all(s.checks[FT_DMR_S_DEFERRED] > 0);
+            else assert_all(s.checks[FT_DMR_S_DEFERRED] == 0);
+            if (ph != FT_DMR_PHASES_1 && l->pp > 1) assert_all(s.checks[FT_DMR_S_AGC] > 0);
+            if (ph == FT_DMR_PHASES_1) assert_all(s.checks[FT_DMR_S_AGC] == 0);
+            assert_all(same_state(&m, &ref));
+            model_free(&m);
+            deferred += s.checks[FT_DMR_S_DEFERRED], agc += s.checks[FT_DMR_S_AGC];
+            flips += s.injected;
+            configs++;
+        }
+        model_free(&ref);
+    }
+    g_synthetic = false;
+    if (!configs) skip();
+    if (ft_test_rank() == 0)
+        printf("  planned: %lld flips, all caught; %lld deferred and %lld AGC checks\n", flips,
+               deferred, agc);
+}
+
+/* Planned from a real profile (dmr.profile_steps = 2), no faults, on every layout with its AC
+ * and with AC off: no mismatch, every op covered once, the budget kept, and the parameters
+ * bitwise where DMR off ends. */
+static void test_planned_clean(void **state)
+{
+    (void)state;
+    log_init(ft_test_rank(), FT_LOG_WARN);
+    int runs = 0;
+    for (int li = 0; li < NLAYOUTS; li++) {
+        Layout l = g_layouts[li];
+        if (!runs_here(&l)) continue;
+        for (int pass = 0; pass < 2; pass++) {
+            if (pass) l.ac = FT_AC_CHOICE_NONE;
+            FtConfig c0 = cfg_of(&l, FT_DMR_OFF, 6), c = cfg_of(&l, FT_DMR_PLANNED, 6);
+            c.dmr.profile_steps = 2, c.dmr.deferred_mb = PLANNED_BUDGET_MB;
+            FtModel ref, m;
+            FtDmrStats s0, s;
+            train_layout(&c0, NULL, &ref, &s0);
+            train_layout(&c, NULL, &m, &s);
+            assert_all(g_covered);
+            assert_all(s.mismatches == 0 && s.redone == 0 && s.unchecked == 0 && s.attempts == 6);
+            assert_all(s.kept_peak <= (long long)(PLANNED_BUDGET_MB * 1048576.0));
+            if (l.ac == FT_AC_CHOICE_NONE) assert_all(s.checks[FT_DMR_S_PIGGYBACK] == 0);
+            else assert_all(s.checks[FT_DMR_S_PIGGYBACK] > 0);
+            assert_all(same_state(&m, &ref));
+            model_free(&ref), model_free(&m);
+            runs++;
+        }
+    }
+    if (!runs) skip();
+}
+
+/* A plan written and read back is the same plan; the reader checks it against the tapes. */
+static void test_plan_file_roundtrip(void **state)
+{
+    (void)state;
+    if (ft_test_size() != 1) skip();
+    log_init(0, FT_LOG_WARN);
+    FtConfig c = cfg_of(&g_layouts[3], FT_DMR_PLANNED, 1); /* pp2's settings, on one rank */
+    c.parallel.pp = 1;
+    FtGrid g;
+    char err[FT_DECK_ERR_MAX];
+    assert_int_equal(grid_create(&g, ft_test_comm(), 1, 1, 1, 1, err, sizeof err), 0);
+    FtGpt2Config mc;
+    model_config_from_deck(&c, &mc);
+    FtModel m;
+    model_create(&m, &mc);
+    FtBatchSource src = {ft_synth_fetch, g_dims};
+    FtTrainer tr;
+    train_init_grid(&tr, &c, &m, &g, &src, NULL);
+    FtDmrEntryPlan p, q;
+    synthetic_plan(&tr, PLAN_PHASE1 | PLAN_PHASE2 | PLAN_PHASE3, 1 << 16, &p);
+    char path[64];
+    ft_tmpfile("", 0, path);
+    assert_int_equal(dmr_plan_write(&p, &tr.tape, &tr.opt_tape, path, "rank 0 of 1 layout x",
+                                    err, sizeof err), 0);
+    assert_int_equal(dmr_plan_read(&q, &tr.tape, &tr.opt_tape, path, "rank 0 of 1 layout x", err,
+                                   sizeof err), 0);
+    assert_int_equal(q.n, p.n);
+    assert_int_equal(q.nwin, p.nwin);
+    assert_int_equal(q.nseg, p.nseg);
+    assert_memory_equal(q.strat, p.strat, sizeof *p.strat * (size_t)p.n);
+    assert_memory_equal(q.seg, p.seg, sizeof *p.seg * (size_t)p.n);
+    assert_memory_equal(q.window, p.window, sizeof *p.window * (size_t)p.n);
+    assert_memory_equal(q.win_after, p.win_after, sizeof *p.win_after * (size_t)p.nwin);
+    int n[4] = {0};
+    for (int i = 0; i < p.n; i++)
+        if (p.strat[i] >= 0) n[p.strat[i]]++;
+    assert_true(n[PLAN_PIGGYBACK] > 0 && n[PLAN_NAIVE] > 0 && n[PLAN_DEFERRED] > 0);
+    /* another rank's line is refused, naming the line */
+    dmr_plan_free(&q);
+    assert_int_equal(dmr_plan_read(&q, &tr.tape, &tr.opt_tape, path, "rank 1 of 2 layout x", err,
+                                   sizeof err), -1);
+    char want[160];
+    snprintf(want, sizeof want, "%s:5: 'rank 0 of 1 layout x': this plan is for another", path);
+    assert_true(strncmp(err, want, strlen(want)) == 0);
+    unlink(path);
+    dmr_plan_free(&p), dmr_plan_free(&q);
+    train_free(&tr);
+    model_free(&m);
+    grid_destroy(&g);
 }
 
 /* ---- suspects and the faults-only mode ------------------------------------------------------ */
@@ -359,4 +567,6 @@ static void test_regrid(void **state)
 }
 
 FT_TEST_MAIN(cmocka_unit_test(test_flip_campaign), cmocka_unit_test(test_clean_runs_match_off),
+             cmocka_unit_test(test_planned_campaign), cmocka_unit_test(test_planned_clean),
+             cmocka_unit_test(test_plan_file_roundtrip),
              cmocka_unit_test(test_suspect_and_off), cmocka_unit_test(test_regrid))

@@ -10,6 +10,7 @@
 #define FTLLM_BACKEND_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "ftllm/ops.h"
 
@@ -25,6 +26,19 @@ typedef struct ft_backend {
     void (*copy)(void *ctx, void *dst, const void *src, size_t bytes); /* within the device */
     void (*set)(void *ctx, void *dst, int byte, size_t bytes);
     void (*sync)(void *ctx); /* waits for everything launched so far */
+    /* DMR's device side (dmr.h), so checks never read outputs through host pointers:
+     * checker_run runs fn(c) with c->ctx the checker's context (CUDA: a second stream with its
+     * own cuBLAS handle, fixed workspace and op scratch, so it reproduces the primary's bytes;
+     * CPU: the same thread), ordered after everything launched so far and before everything
+     * launched after it; equal says whether two buffers of the backend hold the same bytes;
+     * fingerprint is ckpt_checksum_array of the bytes at p (n elements of esize 1, 2, 4 or 8),
+     * the same value on every backend. equal and fingerprint wait for their answer. */
+    void (*checker_run)(void *ctx, FtOpFn fn, FtOpCall *c);
+    int (*equal)(void *ctx, const void *a, const void *b, size_t bytes);
+    uint64_t (*fingerprint)(void *ctx, const void *p, size_t esize, size_t n);
+    /* GEMM precision (enum ft_precision_choice, deck_keys.h: run.precision), for the primary
+     * and the checker alike; NULL: fp32 only (the CPU) */
+    void (*set_precision)(void *ctx, int precision);
 } FtBackend;
 
 /* The CPU backend (C + OpenMP + OpenBLAS, ops_cpu.c). */

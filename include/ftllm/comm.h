@@ -1,8 +1,8 @@
 /* comm.h: the collectives and point-to-point messages ftllm needs, behind one interface.
  *
- * An FtComm wraps a communicator (a grid dimension) with a backend: MPI now (host buffers), NCCL
- * with the CUDA backend later (device buffers), both filling the same table of operations
- * (struct ft_comm_backend in comm_impl.h). Every operation is non-blocking and returns a request
+ * An FtComm wraps a communicator (a grid dimension) with a backend: MPI (host buffers) or NCCL
+ * (device buffers of the CUDA backend: compiled, not yet used by the trainer, never run on a
+ * GPU), both filling the same table of operations (struct ft_comm_backend in comm_impl.h). Every operation is non-blocking and returns a request
  * that can be tested; the "blocking" calls are the non-blocking call plus comm_wait(). The wait
  * is this module's own loop of test + poll hook + sched_yield(), never a blocking MPI call:
  * MPICH busy-polls, and with more ranks than cores a blocking call starves the rank it waits
@@ -67,6 +67,35 @@ FtComm *comm_create_mpi(MPI_Comm comm, const char *name);
  * comm_destroy frees the duplicate. Collective. */
 FtComm *comm_create_mpi_dup(MPI_Comm comm, const char *name);
 void comm_destroy(FtComm *c);
+
+/* ---- device buffers (the CUDA backend; comm_select.c, comm_nccl.c) ----
+ * How the ranks of a CUDA job talk: NCCL when every rank of a node has a GPU of its own (NCCL
+ * refuses two ranks on one GPU) and NCCL loads, else MPI with host staging (not built yet: a
+ * multi-rank CUDA run is still refused, verb_train.c). */
+typedef enum ft_devcomm { FT_DEVCOMM_NCCL, FT_DEVCOMM_MPI_STAGED } FtDevComm;
+
+/* This rank's choice, not collective: local_rank of local_size ranks on this node, ngpus GPUs
+ * visible there, nccl_ok whether NCCL loaded. *device = the GPU this rank drives (local_rank
+ * mod ngpus). Returns -1 with a reason when there is no GPU (ngpus < 1) or the arguments are
+ * inconsistent; otherwise the choice, with why it is not NCCL in why ("" for NCCL). */
+int comm_device_choice(int local_rank, int local_size, int ngpus, bool nccl_ok, int *device,
+                       char *why, size_t whylen);
+/* The job's choice (collective over world, NULL: one rank): NCCL only where every rank chose
+ * it, the same answer on every rank. */
+FtDevComm comm_device_agree(FtComm *world, FtDevComm mine);
+
+/* An FtComm over comm with the NCCL backend (device buffers; one GPU per rank, the current CUDA
+ * device): its own communication stream, which waits for what compute_stream (a cudaStream_t)
+ * has launched before each operation starts; a request completes when its operation has
+ * finished on the device. NCCL is loaded at run time (dlopen libnccl.so.2), so binaries start
+ * where it is missing. Point-to-point tags are ignored (NCCL keeps per-peer order).
+ * Collective over comm. NULL with a one-line reason in err when NCCL cannot be had (a build
+ * without CUDA, no libnccl, an NCCL error). */
+FtComm *comm_create_nccl(MPI_Comm comm, const char *name, void *compute_stream, char *err,
+                         size_t errlen);
+/* Whether NCCL loads here (libnccl.so.2 and its symbols); reason in err when not. Not
+ * collective. */
+bool comm_nccl_available(char *err, size_t errlen);
 
 int comm_rank(const FtComm *c);
 int comm_size(const FtComm *c);

@@ -41,7 +41,11 @@
       "write the final weights to this llm.c model file (fp32, version 3); empty = none")       \
     K(run, backend, ENUM, "cpu", 0, 0, "cpu|cuda", 0,                                            \
       "where ops run: cpu (OpenMP + OpenBLAS) or cuda (one GPU per rank; needs a build with "   \
-      "make CUDA=1; fp32, one rank, no checkpoints yet)")                                        \
+      "make CUDA=1; one rank, no checkpoints yet)")                                              \
+    K(run, precision, ENUM, "fp32", 0, 0, "fp32|bf16", 0,                                        \
+      "GEMM precision: fp32, or bf16 (run.backend = cuda only): weights and activations rounded " \
+      "to bf16 for every GEMM, fp32 accumulation, fp32 outputs, master weights and optimizer "   \
+      "state")                                                                                   \
     K(run, progress, ENUM, "auto", 0, 0, "auto|live|lines", 0,                                   \
       "per-step output: live = one line rewritten in place (step, loss, tokens/s, ETA); lines = " \
       "a line per step; auto = live when rank 0's stdout is a terminal (under mpiexec it is a "  \
@@ -139,11 +143,19 @@
     K(dmr, mode, ENUM, "off", 0, 0, "off|naive|piggyback|planned", 0,                            \
       "how every op of a training step is executed twice and compared: naive = run again at "   \
       "once; piggyback = compare forward ops with their AC recomputation, the rest naive; "      \
-      "planned is not implemented yet")                                                          \
-    K(dmr, phases, ENUM, "1,2,3", 0, 0, "1|1,2|1,2,3", FT_KEY_RESERVED,                          \
-      "planner phases used by mode = planned (ablations)")                                       \
-    K(dmr, deferred_mb, REAL, "1024", 0, 1e9, "", FT_KEY_RESERVED,                               \
+      "planned = a per-op plan (SpareTrain's three phases: piggyback, AGC segments and "         \
+      "deferred checkers in communication windows, the rest naive) from dmr.plan or profiled")  \
+    K(dmr, phases, ENUM, "1,2,3", 0, 0, "1|1,2|1,2,3", 0,                                        \
+      "planner phases used by mode = planned (ablations): 1 piggyback, 2 AGC segments in PP "   \
+      "windows, 3 deferred checkers in any window")                                              \
+    K(dmr, deferred_mb, REAL, "1024", 0, 1e9, "", 0,                                             \
       "memory budget for the tensors deferred checkers keep, MiB per rank (mode = planned)")     \
+    K(dmr, profile_steps, INT, "3", 1, 1000, "", 0,                                              \
+      "mode = planned without a plan file: steps profiled (checked naively) before planning; "  \
+      "the first is left out of the measurements when there are several")                      \
+    K(dmr, plan, STR, "", 0, 0, "", 0,                                                           \
+      "plan file (mode = planned): loaded when it exists, else written after profiling; with "  \
+      "several ranks one file per rank, FILE.rN; empty = profile, keep the plan in memory")     \
     K(dmr, suspect_after, INT, "3", 0, 1000000000, "", 0,                                        \
       "a rank whose checks mismatch in this many steps is reported as suspect (for SPARe to "    \
       "retire); 0 = never")
@@ -272,7 +284,9 @@ enum ft_schedule { FT_SCHED_CONSTANT, FT_SCHED_COSINE, FT_SCHED_LINEAR };
 enum ft_ac_choice { FT_AC_CHOICE_NONE, FT_AC_CHOICE_FULL, FT_AC_CHOICE_EVERY };
 enum ft_dmr_mode { FT_DMR_OFF, FT_DMR_NAIVE, FT_DMR_PIGGYBACK, FT_DMR_PLANNED };
 enum ft_spare_wipeout { FT_WIPEOUT_RESTART, FT_WIPEOUT_REQUEUE };
+enum ft_dmr_phases { FT_DMR_PHASES_1, FT_DMR_PHASES_12, FT_DMR_PHASES_123 };
 enum ft_backend_choice { FT_BACKEND_CPU, FT_BACKEND_CUDA };
+enum ft_precision_choice { FT_PRECISION_FP32, FT_PRECISION_BF16 };
 enum ft_progress_choice { FT_PROGRESS_AUTO, FT_PROGRESS_LIVE, FT_PROGRESS_LINES };
 enum ft_mlp_choice { FT_MLP_GELU, FT_MLP_SWIGLU };
 /* run.log_level uses enum ft_log_level from log.h (error|warn|info|debug). */

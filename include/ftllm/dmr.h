@@ -17,6 +17,27 @@
  *              nothing is recomputed) and entries that write integers (MoE routing indices and
  *              counts, which later ops use as addresses before the twin could compare them) are
  *              checked naively.
+ *   planned    a plan (dmr_plan.h) gives each op entry one strategy, from a profile of the
+ *              first dmr.profile_steps steps (checked naively) or from the plan file dmr.plan:
+ *              piggyback and naive as above, and
+ *              deferred  the primary's inputs that are not model state are copied and its
+ *                        outputs fingerprinted; the checker runs later from the copies into
+ *                        scratch and compares fingerprints. Queued checkers run from the
+ *                        executor's poll hook (dmr_poll: FtExec.poll, called while a message is
+ *                        in flight), one op per call, so the wait tests its requests between
+ *                        chunks (MPICH has no progress thread); what is still queued runs in
+ *                        dmr_agree before the agreement, so no step commits unchecked.
+ *              agc       the ops of an AGC segment (a run of one block's ops) form one deferred
+ *                        unit: an input another member of the unit wrote (with nothing else
+ *                        writing or sending it in between) is not kept but replayed, so only
+ *                        the segment's boundary tensors are kept; each replayed op's output
+ *                        fingerprint is compared (piggyback ops inside are replayed, not
+ *                        counted as checks).
+ *              At most dmr.deferred_mb bytes are kept at once (copies + fingerprints): an op
+ *              that would pass it is checked at once (naive) and its open segment replayed
+ *              first. Entries that write integers (MoE routing) are never deferred. A corrupted
+ *              output a deferred check has not compared yet reaches later ops (floats only) and
+ *              maybe other ranks, but not the parameters: the step is redone by every rank.
  * Validation passes are not checked (they change no state) and not counted.
  *
  * A step is one or more attempts (train.h before_commit): dmr_agree ends one. Every check of the
@@ -33,8 +54,10 @@
  * the checker, so both targets flip its output). An injected flip counts as detected
  * when a check of that very execution mismatched, as rolled back when its attempt was redone.
  *
- * The checks read outputs through host pointers (the CPU backend); flips go through the
- * backend's copies. */
+ * The checks go through the backend (backend.h: checker_run, equal, fingerprint), so they run
+ * where the tensors live (CUDA: the naive re-execution on the checker stream into device
+ * scratch, the compare and the fingerprints as device kernels); flips go through the backend's
+ * copies. */
 #ifndef FTLLM_DMR_H
 #define FTLLM_DMR_H
 
@@ -44,9 +67,19 @@
 #include "ftllm/backend.h"
 #include "ftllm/comm.h"
 #include "ftllm/exec.h"
+#include "ftllm/dmr_plan.h"
 #include "ftllm/fault.h"
+#include "ftllm/timeline.h"
 
-typedef enum ft_dmr_strategy { FT_DMR_S_NAIVE, FT_DMR_S_PIGGYBACK, FT_DMR_NSTRAT } FtDmrStrategy;
+typedef enum ft_dmr_strategy {
+    FT_DMR_S_NAIVE,
+    FT_DMR_S_PIGGYBACK,
+    FT_DMR_S_DEFERRED, /* planned: one op's checker, queued */
+    FT_DMR_S_AGC,      /* planned: an op replayed in its AGC segment */
+    FT_DMR_NSTRAT
+} FtDmrStrategy;
+
+typedef struct ft_dmr FtDmr;
 
 typedef struct ft_dmr_cfg {
     int mode;            /* enum ft_dmr_mode (deck_keys.h): off (injection only), naive, piggyback */
@@ -56,6 +89,17 @@ typedef struct ft_dmr_cfg {
                             rank's number picks its flips */
     const FtFlip *flips; /* the schedule's flips (every rank's: this rank keeps its own) */
     int nflips;
+    /* mode planned */
+    const FtTape *micro, *opt; /* the entry space (dmr_plan.h): the micro-batch tape (every
+                                  other tape the hooks see is a pipeline slot's copy of it) and
+                                  the optimizer tape */
+    int phases;                /* enum ft_plan_phase mask */
+    size_t budget;             /* bytes deferred checks may keep at once */
+    int profile_steps;         /* steps profiled when no plan is given */
+    const FtTimeline *tl;      /* the executor's timeline: the profiler reads its waits */
+    /* called once the profile is planned (dmr_plan has it), at the end of an attempt */
+    void (*on_plan)(void *arg, FtDmr *d);
+    void *on_plan_arg;
 } FtDmrCfg;
 
 /* Counters of one rank (dmr_stats) or summed over the job (dmr_stats_job). */
@@ -64,6 +108,9 @@ typedef struct ft_dmr_stats {
     long long mismatches;            /* checks whose outputs differed */
     long long attempts, redone;      /* step attempts, and those rolled back (job-wide) */
     long long unchecked;             /* piggyback fingerprints whose twin never ran */
+    long long windowed;  /* deferred units (an op, or an AGC segment) checked in windows */
+    long long drained;   /* ... checked before the agreement (no window came) */
+    long long demoted;   /* ... checked at once: keeping them would pass dmr.deferred_mb */
     long long injected, detected, rolled_back, missed, not_fired;
     long long injected_at[FT_OP_NKINDS][3]; /* by op kind and phase (FtPhase; optimizer = fwd) */
     long long injected_by[FT_DMR_NSTRAT + 1][2]; /* by the strategy checking it (last: none) and
@@ -71,16 +118,25 @@ typedef struct ft_dmr_stats {
     double check_s;   /* inside the checks, the injections and the agreement */
     double compute_s; /* step attempts, from the first micro-batch to the agreement */
     double redo_s;    /* attempts that were rolled back */
+    double window_s;  /* deferred checks run inside windows (part of check_s) */
+    long long kept_peak; /* most bytes deferred checks kept at once (job: the largest rank's) */
 } FtDmrStats;
-
-typedef struct ft_dmr FtDmr;
 
 /* Not collective. cfg->flips is copied (this rank's). */
 FtDmr *dmr_create(const FtDmrCfg *cfg);
 void dmr_free(FtDmr *d);
 
-/* The executor hooks to install (FtExec.hooks). */
+/* The executor hooks to install (FtExec.hooks), and the poll hook (FtExec.poll) that runs
+ * queued deferred checks while a message is in flight (mode planned; it does nothing
+ * otherwise). */
 FtExecHooks dmr_hooks(FtDmr *d);
+FtPoll dmr_poll(FtDmr *d);
+
+/* Mode planned: gives d the plan to follow from the next attempt (d owns *p afterwards, p is
+ * zeroed); without one, d profiles dmr.profile_steps attempts first (checked naively) and plans
+ * them. dmr_plan is the plan in use, NULL while profiling. */
+void dmr_set_plan(FtDmr *d, FtDmrEntryPlan *p);
+const FtDmrEntryPlan *dmr_plan(const FtDmr *d);
 
 /* A training micro-batch of step `step` (1-based: the step being computed) begins; the first
  * call after dmr_agree opens a new attempt (execution counts start from 0). */

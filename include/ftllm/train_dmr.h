@@ -40,6 +40,11 @@ void train_dmr_stats(FtTrainDmr *td, FtDmrStats *s);
 /* The DMR context and the schedule (fail-stop events for SPARe). */
 FtDmr *train_dmr_get(FtTrainDmr *td);
 
+/* Mode planned, once planned: writes this rank's plan to path (with several ranks to
+ * path.rN; the name written into *file). Collective: returns 0, or -1 on every rank with the
+ * first failing rank's "FILE: why" in err. */
+int train_dmr_write_plan(FtTrainDmr *td, const char *path, char *file, size_t filelen, char *err,
+                         size_t errlen);
 /* Puts the trainer's hooks and batch sources back as they were and frees td (NULL is fine).
  * Call it while the trainer is still alive. */
 void train_dmr_destroy(FtTrainDmr *td);

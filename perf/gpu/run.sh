@@ -4,22 +4,45 @@
 # made on the build machine with
 #   make CUDA=1 cuda-check
 #   gpu-bundle build/gpu build/cuda/ftllm build/cuda/tests/gpu/test_gpu_ops \
-#       build/cuda/tests/gpu/test_gpu_train
+#       build/cuda/tests/gpu/test_gpu_train build/cuda/tests/gpu/test_gpu_dmr \
+#       build/cuda/tests/gpu/test_gpu_nccl
 # (gpu-bundle packs binaries with the shared libraries they need, but not CUDA's). Run it from
 # the repository root: it reads inputs/default.ini and, when data/ has no token shards, makes
 # some from the repository's own text with `ftllm tokenize`.
 #
-# Steps: unpack; nvidia-smi; the GPU tests (every op against the CPU, short training runs
-# against the CPU); then training runs, each printing a summary line that the table quotes:
-#   small   inputs/default.ini (L 4, C 128, T 64, B 4), 20 steps, on cpu and on cuda
+# Steps: unpack; nvidia-smi; the GPU tests (every op against the CPU and on the checker stream,
+# short training runs against the CPU, DMR's device checks and a flip campaign on the GPU, the
+# NCCL comm backend on one rank);
+# then training runs, each printing a summary line that the table quotes:
+#   small   inputs/default.ini (L 4, C 128, T 64, B 4), 20 steps, on cpu and on cuda, and on
+#           cuda with naive DMR and inputs/default.faults' flips (all caught: the dmr line)
 #   gpt2s   GPT-2 small's shape with the byte vocabulary (L 12, NH 12, C 768, T 1024, B 8),
 #           $GPU_STEPS steps on cuda (default 20), $CPU_STEPS on cpu (default 3: the baseline)
+#   124M    GPT-2 124M as the issue's benchmark (V 50257 padded to 50304, B 16, T 1024),
+#           $BENCH_STEPS steps (default 8) on cuda, fp32 and bf16 (run.precision: bf16 GEMM
+#           operands, everything else fp32), each with DMR off, full activation checkpointing,
+#           naive DMR; MFU against the H200's 989 TFLOP/s dense bf16 peak (the issue's anchors
+#           use it; the fp32 rows' own peak is far lower).
+# On the lent H200 (the device tool: one command of at most 10 minutes, at most 8 files back
+# from $OUT), carry build/gpu.tar.xz and run
+#   LOGS_TAR=$OUT/gpu-run-logs.tar.xz perf/gpu/run.sh build/gpu.tar.xz 2>&1 | tee $OUT/run.log
+# with timeout_s 590: every step gets at most what is left of $DEADLINE seconds (default 540)
+# since the start, so the table and the logs' tarball come back even when a step hangs.
+# Every run has DMR off and no faults (the default deck turns both on) unless its row says so.
 # Rates leave out the first step (train.rate_skip = 1). Logs go to $LOGS (default
 # build/gpu-run/). Exit code 0 when every check passed; a skipped GPU test counts as failed
 # here (on a GPU machine a skip means the GPU was not usable).
 set -u
+DEADLINE=${DEADLINE:-540}
+# cap SECONDS: a step's timeout, at most what is left before the deadline (0: none left)
+cap() {
+  local left=$((DEADLINE - SECONDS - 15))
+  [ "$left" -lt 0 ] && left=0
+  echo $(("$1" < left ? "$1" : left))
+}
 bundle=${1:?usage: perf/gpu/run.sh BUNDLE (a gpu-bundle folder or .tar.xz)}
 GPU_STEPS=${GPU_STEPS:-20}
+BENCH_STEPS=${BENCH_STEPS:-8}
 CPU_STEPS=${CPU_STEPS:-3}
 work=$(mktemp -d "${TMPDIR:-/tmp}/ftllm_gpu_XXXXXX") # the unpacked bundle, the shards
 trap 'rm -rf "$work"' EXIT
@@ -38,23 +61,29 @@ source "$bundle/env.sh"
 bin=$bundle/bin
 rows=() failed=0
 
-row() { rows+=("$(printf '%-28s | %-40s | %9s | %10s | %8s | %s' "$@")"); }
+row() { rows+=("$(printf '%-28s | %-40s | %9s | %10s | %8s | %6s | %s' "$@")"); }
 
 echo "== GPU"
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader ||
   echo "(no nvidia-smi)"
 
 echo "== GPU tests"
-for t in test_gpu_ops test_gpu_train; do
+for t in test_gpu_ops test_gpu_train test_gpu_dmr test_gpu_nccl; do
   log=$logs/$t.log
-  timeout 600 mpiexec -n 1 "$bin/$t" > "$log" 2>&1
+  lim=$(cap 300)
+  if [ "$lim" -le 0 ]; then # timeout 0 would mean no limit at all
+    failed=$((failed + 1))
+    row "$t" "NOT RUN: past the deadline ($DEADLINE s)" "" "" "" "" ""
+    continue
+  fi
+  timeout "$lim" mpiexec -n 1 "$bin/$t" > "$log" 2>&1
   rc=$?
   cat "$log"
   p=$(sed -n 's/^\[  PASSED  \] \([0-9]*\) test.*/\1/p' "$log" | tail -1)
   f=$(sed -n 's/^\[  FAILED  \] \([0-9]*\) test.*/\1/p' "$log" | tail -1)
   s=$(sed -n 's/^\[  SKIPPED \] \([0-9]*\) test.*/\1/p' "$log" | tail -1)
   [ "$rc" -ne 0 ] || [ "${f:-0}" -ne 0 ] || [ "${s:-0}" -ne 0 ] && failed=$((failed + 1))
-  row "$t" "${p:-0} passed, ${f:-0} failed, ${s:-0} skipped (rc $rc)" "" "" "" ""
+  row "$t" "${p:-0} passed, ${f:-0} failed, ${s:-0} skipped (rc $rc)" "" "" "" "" ""
 done
 
 echo "== data"
@@ -69,42 +98,81 @@ else
   data=""
 fi
 
-# train NAME BACKEND STEPS OVERRIDES...: one run; its summary and verdict into the table
+# [label=TEXT] train NAME BACKEND STEPS OVERRIDES...: one run; its summary (and the faults:
+# line of a run with flips, whose every flip must be detected) into the table
 train() {
   local name=$1 be=$2 steps=$3; shift 3
-  local log=$logs/$name.$be.log
+  local tag=${label:-plain}
+  local log=$logs/$name.$be.${tag//[^a-z0-9]/_}.log
   echo "== train $name on $be ($steps steps)"
+  local lim
+  lim=$(cap 300)
+  if [ "$lim" -le 0 ]; then
+    failed=$((failed + 1))
+    row "train $name" "$be${label:+, $label}: NOT RUN: past the deadline" "" "" "" "" ""
+    return
+  fi
   # shellcheck disable=SC2086
-  timeout 900 mpiexec -n 1 "$bin/ftllm" train inputs/default.ini $data run.backend="$be" \
-    train.steps="$steps" train.rate_skip=1 train.val_batches=0 train.sample_tokens=0 "$@" \
+  timeout "$lim" mpiexec -n 1 "$bin/ftllm" train inputs/default.ini $data run.backend="$be" \
+    train.steps="$steps" train.rate_skip=1 train.val_batches=0 train.sample_tokens=0 \
+    dmr.mode=off faults.schedule= "$@" \
     > "$log" 2>&1
   local rc=$? sum
   tail -n 3 "$log"
   sum=$(grep '^summary:' "$log" | tail -1)
   if [ "$rc" -ne 0 ] || [ -z "$sum" ]; then
     failed=$((failed + 1))
-    row "train $name" "$be: FAILED (rc $rc, $log)" "" "" "" ""
+    row "train $name" "$be${label:+, $label}: FAILED (rc $rc, $(basename "$log"))" "" "" "" "" ""
     return
   fi
-  local ms tok gf loss
+  local ms tok gf loss mfu dmr
   ms=$(sed -n 's/.* \([0-9.]*\) ms\/step.*/\1/p' <<< "$sum")
   tok=$(sed -n 's/.* \([0-9.]*\) tok\/s.*/\1/p' <<< "$sum")
   gf=$(sed -n 's/.* \([0-9.]*\) GFLOP\/s.*/\1/p' <<< "$sum")
   loss=$(sed -n 's/.*loss \([0-9.]* -> [0-9.]*\).*/\1/p' <<< "$sum")
-  row "train $name" "$be, $steps steps" "$ms" "$tok" "$gf" "$loss"
+  mfu=$(awk -v g="${gf:-0}" 'BEGIN { printf "%.1f%%", g / 989000 * 100 }')
+  # a run with DMR or faults: its counts after the loss (every flip must be caught)
+  dmr=$(grep -o 'sdc injected [0-9]*, detected [0-9]*, rolled back [0-9]*, missed [0-9]*' \
+    "$log" | tail -1)
+  if [ -n "$dmr" ]; then
+    loss="$loss; $dmr"
+    local inj det
+    inj=$(sed -n 's/sdc injected \([0-9]*\),.*/\1/p' <<< "$dmr")
+    det=$(sed -n 's/.*detected \([0-9]*\),.*/\1/p' <<< "$dmr")
+    if [ "$inj" != "$det" ] || { [[ $label == *flips* ]] && [ "$inj" -eq 0 ]; }; then
+      failed=$((failed + 1))
+      loss="$loss (FAILED)"
+    fi
+  fi
+  row "train $name" "$be, $steps steps${label:+, $label}" "$ms" "$tok" "$gf" "$mfu" "$loss"
 }
 
-train small cpu 20
-train small cuda 20
+label="" train small cpu 20
+label="" train small cuda 20
+label="dmr naive + flips" train small cuda 20 dmr.mode=naive faults.schedule=inputs/default.faults
 gpt2s="model.layers=12 model.heads=12 model.channels=768 model.seq_len=1024 train.batch=8"
 # shellcheck disable=SC2086
-train gpt2s cuda "$GPU_STEPS" $gpt2s
+label="" train gpt2s cuda "$GPU_STEPS" $gpt2s
+g124="model.layers=12 model.heads=12 model.channels=768 model.seq_len=1024 model.vocab=50257"
+g124="$g124 model.vocab_pad=128 train.batch=16"
+for prec in fp32 bf16; do
+  # shellcheck disable=SC2086
+  label="$prec, dmr off" train 124M cuda "$BENCH_STEPS" $g124 run.precision=$prec
+  # shellcheck disable=SC2086
+  label="$prec, ac full" train 124M cuda "$BENCH_STEPS" $g124 run.precision=$prec train.ac=full
+  # shellcheck disable=SC2086
+  label="$prec, dmr naive" train 124M cuda "$BENCH_STEPS" $g124 run.precision=$prec \
+    dmr.mode=naive
+done
 # shellcheck disable=SC2086
-train gpt2s cpu "$CPU_STEPS" $gpt2s
+label="" train gpt2s cpu "$CPU_STEPS" $gpt2s
 
 echo
-printf '%-28s | %-40s | %9s | %10s | %8s | %s\n' check result ms/step tok/s GFLOP/s \
-  "loss first -> last"
+printf '%-28s | %-40s | %9s | %10s | %8s | %6s | %s\n' check result ms/step tok/s GFLOP/s \
+  MFU "loss first -> last"
 printf '%s\n' "${rows[@]}"
-echo "verdict: $([ $failed -eq 0 ] && echo OK || echo "FAILED ($failed)")"
+echo "verdict: $([ $failed -eq 0 ] && echo OK || echo "FAILED ($failed)") (${SECONDS} s)"
+if [ -n "${LOGS_TAR:-}" ]; then
+  tar -cJf "$LOGS_TAR" -C "$(dirname "$logs")" "$(basename "$logs")" && echo "logs: $LOGS_TAR"
+fi
 [ "$failed" -eq 0 ]

@@ -35,6 +35,7 @@ static inline uint64_t load_bits(const unsigned char *p, size_t esize)
 {
     switch (esize) {
     case 1: return p[0];
+    case 2: { uint16_t v; memcpy(&v, p, 2); return v; }
     case 4: { uint32_t v; memcpy(&v, p, 4); return v; }
     default: { uint64_t v; memcpy(&v, p, 8); return v; }
     }

@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ftllm/ckpt.h"
 #include "ftllm/log.h"
 
 static void *cpu_alloc(void *ctx, size_t bytes)
@@ -23,6 +24,17 @@ static void cpu_copy(void *ctx, void *dst, const void *src, size_t bytes)
 }
 static void cpu_set(void *ctx, void *dst, int byte, size_t bytes) { (void)ctx, memset(dst, byte, bytes); }
 static void cpu_sync(void *ctx) { (void)ctx; }
+static void cpu_checker_run(void *ctx, FtOpFn fn, FtOpCall *c) { (void)ctx, fn(c); }
+static int cpu_equal(void *ctx, const void *a, const void *b, size_t bytes)
+{
+    (void)ctx;
+    return !bytes || !memcmp(a, b, bytes);
+}
+static uint64_t cpu_fingerprint(void *ctx, const void *p, size_t esize, size_t n)
+{
+    (void)ctx;
+    return ckpt_checksum_array(p, esize, n);
+}
 
 const FtBackend *backend_cpu(void)
 {
@@ -30,7 +42,9 @@ const FtBackend *backend_cpu(void)
     if (!be.ops) /* constant fields only: the same values from any thread */
         be = (FtBackend){.name = "cpu", .ops = ops_cpu_table(), .alloc = cpu_alloc,
                          .release = cpu_release, .to_device = cpu_copy, .to_host = cpu_copy,
-                         .copy = cpu_copy, .set = cpu_set, .sync = cpu_sync};
+                         .copy = cpu_copy, .set = cpu_set, .sync = cpu_sync,
+                         .checker_run = cpu_checker_run, .equal = cpu_equal,
+                         .fingerprint = cpu_fingerprint};
     return &be;
 }
 

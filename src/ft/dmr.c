@@ -1,9 +1,12 @@
-/* dmr.c: dual modular redundancy and fault injection on the executor's after-op hook (dmr.h).
+/* dmr.c: dual modular redundancy and fault injection on the executor's after-op hook (dmr.h);
+ * mode planned's deferred checks and profile are in dmr_defer.c (shared types: dmr_impl.h).
  *
  * Key decisions:
  *  - The naive checker runs the op's own call with its outputs pointed at scratch memory (ops
  *    write every output byte from their inputs alone, ops.h), so the primary's bytes are never
- *    touched by a clean check and the comparison is exact (memcmp), not a hash.
+ *    touched by a clean check and the comparison is exact (every byte), not a hash. It runs
+ *    through the backend's checker_run (CUDA: the checker stream with its own cuBLAS handle)
+ *    and compares with the backend's equal, so the outputs never leave the device.
  *  - Piggyback keeps one fingerprint per output of each forward entry that has a recompute
  *    twin (per tape: the pipeline slots are separate tapes), not a copy: the checkpoint
  *    checksum, whose per-element terms are bijections, so a single corrupted element can never
@@ -21,64 +24,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "ftllm/ckpt.h"
 #include "ftllm/deck_keys.h"
 #include "ftllm/log.h"
-
-enum strat { S_NONE, S_NAIVE, S_PB_SAVE, S_PB_CHECK };
-
-/* Piggyback fingerprints of one tape. */
-typedef struct fp_store {
-    const FtTape *tp;
-    int ne;
-    uint64_t *fp;           /* ne x FT_OP_MAX_OUT */
-    unsigned char *pending; /* ne: fingerprinted, twin not run yet */
-    int npending;
-} FpStore;
-
-typedef struct inj { /* a flip applied in this attempt */
-    int flip;
-    const FtTape *tp;
-    int key; /* the entry whose check covers it */
-    bool detected;
-} Inj;
-
-typedef struct deferred { /* a checker flip waiting for its recompute twin */
-    int flip;
-    const FtTape *tp;
-    int entry, key;
-} Deferred;
-
-#define MAX_STORES (FT_EXEC_MAX_TAPES + 2)
-
-struct ft_dmr {
-    int mode, suspect_after;
-    const FtBackend *be;
-    int rank, nranks; /* in the world of the last agreement */
-    FtFlip *flips;
-    bool *fired;
-    int nflips;
-    FpStore st[MAX_STORES];
-    int nst;
-    void *scratch;
-    size_t scratch_bytes;
-    /* the attempt */
-    bool in_attempt, active;
-    long long step;
-    long long count[FT_OP_NKINDS];
-    int *armed, narmed; /* this step's flips not fired yet (-1: fired) */
-    Inj *inj;
-    int ninj, capinj;
-    Deferred *def;
-    int ndef, capdef;
-    long long mism;
-    char first[256];
-    double t_attempt;
-    /* the run */
-    FtDmrStats s;
-    int *bad_steps, *who; /* per world rank */
-    bool *suspect;
-};
+#include "dmr_impl.h"
 
 const char *dmr_mode_name(int mode)
 {
@@ -86,7 +34,8 @@ const char *dmr_mode_name(int mode)
     return mode >= 0 && mode < 4 ? names[mode] : "?";
 }
 
-static const char *const g_strat_name[] = {"none", "naive", "piggyback", "piggyback"};
+static const char *const g_strat_name[] = {"none", "naive", "piggyback", "piggyback", "deferred",
+                                           "agc"};
 
 /* ---- set-up -------------------------------------------------------------------------------- */
 
@@ -95,12 +44,21 @@ FtDmr *dmr_create(const FtDmrCfg *cfg)
     FtDmr *d = calloc(1, sizeof *d);
     FT_ASSERT(d);
     d->mode = cfg->mode;
-    FT_ASSERT(d->mode == FT_DMR_OFF || d->mode == FT_DMR_NAIVE || d->mode == FT_DMR_PIGGYBACK);
+    FT_ASSERT(d->mode >= FT_DMR_OFF && d->mode <= FT_DMR_PLANNED);
+    if (d->mode == FT_DMR_PLANNED) {
+        FT_ASSERT(cfg->micro && cfg->opt);
+        d->micro = cfg->micro, d->opt = cfg->opt, d->tl = cfg->tl;
+        d->phases = cfg->phases, d->budget = cfg->budget;
+        d->profile_steps = d->profile_left = cfg->profile_steps > 0 ? cfg->profile_steps : 1;
+        d->on_plan = cfg->on_plan, d->on_plan_arg = cfg->on_plan_arg;
+        dmr_profile_init(&d->prof, d->micro->ne, d->opt->ne);
+    }
     d->suspect_after = cfg->suspect_after;
     d->be = cfg->be ? cfg->be : backend_cpu();
-    if (strcmp(d->be->name, "cpu"))
-        FT_DIE("dmr: the checks compare outputs through host pointers; the %s backend needs a "
-               "device-side compare first", d->be->name);
+    FT_ASSERT(d->be->checker_run && d->be->equal && d->be->fingerprint);
+    /* deferred checks and AGC replays copy inputs through host pointers (dmr_defer.c): the
+     * deck check refuses dmr.mode = planned on another backend before we get here */
+    FT_ASSERT(d->mode != FT_DMR_PLANNED || !strcmp(d->be->name, "cpu"));
     d->rank = cfg->world ? comm_rank(cfg->world) : 0;
     d->nranks = cfg->world ? comm_size(cfg->world) : 1;
     for (int i = 0; i < cfg->nflips; i++) d->nflips += cfg->flips[i].rank == d->rank;
@@ -124,6 +82,10 @@ void dmr_free(FtDmr *d)
     if (d->scratch) d->be->release(d->be->ctx, d->scratch);
     free(d->flips), free(d->fired), free(d->armed), free(d->inj), free(d->def);
     free(d->bad_steps), free(d->who), free(d->suspect);
+    for (int i = 0; i < d->nunits; i++) dmr_unit_free(d, d->units[i]);
+    free(d->units), free(d->link), free(d->seg_last), free(d->rscratch);
+    dmr_plan_free(&d->plan);
+    dmr_profile_free(&d->prof);
     free(d);
 }
 
@@ -137,12 +99,26 @@ static bool writes_ints(const FtTape *tp, const FtTapeEntry *e)
     return false;
 }
 
-static enum strat strategy(const FtDmr *d, const FtTape *tp, const FtTapeEntry *e)
+/* Entry i of tape tp in the plan's entry space (dmr_plan.h). */
+int dmr_entry_index(const FtDmr *d, const FtTape *tp, int i)
+{
+    return tp == d->opt ? d->micro->ne + i : i;
+}
+
+static enum strat strategy(const FtDmr *d, const FtTape *tp, const FtTapeEntry *e, int idx)
 {
     if (d->mode == FT_DMR_OFF) return S_NONE;
-    if (d->mode == FT_DMR_PIGGYBACK && e->twin >= 0 && !writes_ints(tp, e))
-        return e->phase == FT_PH_RECOMPUTE ? S_PB_CHECK : S_PB_SAVE;
-    return S_NAIVE;
+    bool pb = e->twin >= 0 && !writes_ints(tp, e);
+    if (d->mode == FT_DMR_PIGGYBACK && pb) return e->phase == FT_PH_RECOMPUTE ? S_PB_CHECK : S_PB_SAVE;
+    if (d->mode != FT_DMR_PLANNED || !d->plan.strat) return S_NAIVE; /* planned: profiling */
+    switch (d->plan.strat[idx]) {
+    case PLAN_PIGGYBACK:
+        if (pb) return e->phase == FT_PH_RECOMPUTE ? S_PB_CHECK : S_PB_SAVE;
+        return S_NAIVE;
+    case PLAN_DEFERRED: return S_DEFER;
+    case PLAN_AGC: return S_AGC;
+    default: return S_NAIVE;
+    }
 }
 
 static FpStore *store(FtDmr *d, const FtTape *tp)
@@ -166,10 +142,15 @@ static FpStore *store(FtDmr *d, const FtTape *tp)
     return s;
 }
 
-static void run_op(const FtDmr *d, const FtTapeEntry *e, const FtOpCall *c)
+static FtOpFn op_fn(const FtDmr *d, const FtTapeEntry *e)
 {
     const FtOpDesc *od = &d->be->ops[e->kind];
-    (e->dir == FT_FWD ? od->fwd : od->bwd)(c);
+    return e->dir == FT_FWD ? od->fwd : od->bwd;
+}
+
+void dmr_run_op(const FtDmr *d, const FtTapeEntry *e, const FtOpCall *c)
+{
+    op_fn(d, e)(c);
 }
 
 static void entry_name(const FtTape *tp, int i, char *buf, size_t len)
@@ -217,10 +198,17 @@ static bool flip_bit(FtDmr *d, const FtTape *tp, int i, void *const *outs, const
     return false;
 }
 
-static int strat_index(enum strat s) { return s == S_NAIVE ? 0 : s == S_NONE ? 2 : 1; }
+static int strat_index(enum strat s)
+{
+    return s == S_NAIVE   ? FT_DMR_S_NAIVE
+           : s == S_NONE  ? FT_DMR_NSTRAT
+           : s == S_DEFER ? FT_DMR_S_DEFERRED
+           : s == S_AGC   ? FT_DMR_S_AGC
+                          : FT_DMR_S_PIGGYBACK;
+}
 
 /* Applies flip fi to outs of entry i; its check covers `key`. */
-static void inject(FtDmr *d, int fi, const FtTape *tp, int i, void *const *outs, int key,
+void dmr_inject(FtDmr *d, int fi, const FtTape *tp, int i, void *const *outs, int key,
                    enum strat s)
 {
     const FtFlip *f = &d->flips[fi];
@@ -263,7 +251,7 @@ static void defer(FtDmr *d, int fi, const FtTape *tp, int twin, int key)
     d->def[d->ndef++] = (Deferred){.flip = fi, .tp = tp, .entry = twin, .key = key};
 }
 
-static void mismatch(FtDmr *d, const FtTape *tp, int i, int key, enum strat s)
+void dmr_mismatch(FtDmr *d, const FtTape *tp, int i, int key, enum strat s)
 {
     d->mism++;
     d->s.mismatches++;
@@ -288,7 +276,7 @@ static void scratch_reserve(FtDmr *d, size_t bytes)
 
 /* Runs entry i again into scratch outputs (flipping the checker flips chk[0..nchk) there) and
  * compares with the primary's outputs c->out. */
-static void check_naive(FtDmr *d, const FtTape *tp, int i, const FtOpCall *c, const int *chk,
+void dmr_check_naive(FtDmr *d, const FtTape *tp, int i, const FtOpCall *c, const int *chk,
                         int nchk)
 {
     const FtTapeEntry *e = &tp->e[i];
@@ -303,26 +291,33 @@ static void check_naive(FtDmr *d, const FtTape *tp, int i, const FtOpCall *c, co
     FtOpCall cc = *c;
     for (int k = 0; k < FT_OP_MAX_OUT; k++)
         if (nb[k]) cc.out[k] = (char *)d->scratch + off[k];
-    run_op(d, e, &cc);
-    for (int j = 0; j < nchk; j++) inject(d, chk[j], tp, i, cc.out, i, S_NAIVE);
+    double t0 = omp_get_wtime();
+    d->be->checker_run(d->be->ctx, op_fn(d, e), &cc);
+    if (d->mode == FT_DMR_PLANNED && !d->plan.strat && d->prof_count)
+        d->prof.time[dmr_entry_index(d, tp, i)] += omp_get_wtime() - t0; /* the checker's time */
+    for (int j = 0; j < nchk; j++) dmr_inject(d, chk[j], tp, i, cc.out, i, S_NAIVE);
     bool same = true;
     for (int k = 0; k < FT_OP_MAX_OUT && same; k++)
-        if (nb[k] && memcmp(c->out[k], cc.out[k], nb[k])) same = false;
+        if (nb[k] && !d->be->equal(d->be->ctx, c->out[k], cc.out[k], nb[k])) same = false;
     d->s.checks[FT_DMR_S_NAIVE]++;
     if (same) return;
-    mismatch(d, tp, i, i, S_NAIVE);
-    run_op(d, e, c); /* a third run into the primary's outputs: clean bytes go on */
+    dmr_mismatch(d, tp, i, i, S_NAIVE);
+    dmr_run_op(d, e, c); /* a third run into the primary's outputs: clean bytes go on */
 }
 
-static void fingerprint(const FtTape *tp, const FtTapeEntry *e, const FtOpCall *c, uint64_t *fp)
+void dmr_fingerprint(const FtDmr *d, const FtTape *tp, const FtTapeEntry *e, const FtOpCall *c,
+                     uint64_t *fp)
 {
     for (int k = 0; k < FT_OP_MAX_OUT; k++) {
         fp[k] = 0;
         if (e->out[k] < 0 || !c->out[k]) continue;
         const FtTensor *t = &tp->t[e->out[k]];
-        fp[k] = ckpt_checksum_array(c->out[k], ft_dtype_size(t->dtype), t->n);
+        fp[k] = d->be->fingerprint(d->be->ctx, c->out[k], ft_dtype_size(t->dtype), t->n);
     }
 }
+
+
+/* ---- the after-op hook --------------------------------------------------------------------- */
 
 static void after_op(void *arg, const FtTape *tp, int i, const FtOpCall *c)
 {
@@ -331,7 +326,13 @@ static void after_op(void *arg, const FtTape *tp, int i, const FtOpCall *c)
     double t0 = omp_get_wtime();
     const FtTapeEntry *e = &tp->e[i];
     long long nth = d->count[e->kind]++;
-    enum strat s = strategy(d, tp, e);
+    int idx = 0;
+    if (d->mode == FT_DMR_PLANNED) {
+        FT_ASSERT(tp == d->opt || tp->ne == d->micro->ne); /* a pipeline slot: a copy */
+        idx = dmr_entry_index(d, tp, i);
+        if (!d->plan.strat) dmr_prof_note(d, idx);
+    }
+    enum strat s = strategy(d, tp, e, idx);
     int key = s == S_PB_CHECK ? e->twin : i;
     int chk[16], nchk = 0;
     for (int a = 0; a < d->narmed; a++) {
@@ -341,8 +342,8 @@ static void after_op(void *arg, const FtTape *tp, int i, const FtOpCall *c)
         d->fired[fi] = true;
         const FtFlip *f = &d->flips[fi];
         if (f->target == FT_TARGET_PRIMARY || s == S_PB_CHECK) {
-            inject(d, fi, tp, i, c->out, key, s);
-        } else if (s == S_NAIVE && nchk < 16) {
+            dmr_inject(d, fi, tp, i, c->out, key, s);
+        } else if ((s == S_NAIVE || s == S_DEFER || s == S_AGC) && nchk < 16) {
             chk[nchk++] = fi;
         } else if (s == S_PB_SAVE) {
             defer(d, fi, tp, e->twin, i);
@@ -355,15 +356,17 @@ static void after_op(void *arg, const FtTape *tp, int i, const FtOpCall *c)
     if (s == S_PB_CHECK)
         for (int j = 0; j < d->ndef; j++)
             if (d->def[j].tp == tp && d->def[j].entry == i) {
-                inject(d, d->def[j].flip, tp, i, c->out, d->def[j].key, s);
+                dmr_inject(d, d->def[j].flip, tp, i, c->out, d->def[j].key, s);
                 d->def[j--] = d->def[--d->ndef];
             }
     switch (s) {
     case S_NONE: break;
-    case S_NAIVE: check_naive(d, tp, i, c, chk, nchk); break;
+    case S_NAIVE: dmr_check_naive(d, tp, i, c, chk, nchk); break;
+    case S_DEFER: dmr_defer_add(d, tp, i, c, -1, true, chk, nchk); break;
+    case S_AGC: dmr_defer_add(d, tp, i, c, d->plan.seg[idx], true, chk, nchk); break;
     case S_PB_SAVE: {
         FpStore *st = store(d, tp);
-        fingerprint(tp, e, c, st->fp + (size_t)i * FT_OP_MAX_OUT);
+        dmr_fingerprint(d, tp, e, c, st->fp + (size_t)i * FT_OP_MAX_OUT);
         if (!st->pending[i]) st->pending[i] = 1, st->npending++;
         break;
     }
@@ -375,14 +378,16 @@ static void after_op(void *arg, const FtTape *tp, int i, const FtOpCall *c)
             break;
         }
         uint64_t fp[FT_OP_MAX_OUT];
-        fingerprint(tp, e, c, fp);
+        dmr_fingerprint(d, tp, e, c, fp);
         st->pending[f] = 0;
         st->npending--;
         d->s.checks[FT_DMR_S_PIGGYBACK]++;
-        if (memcmp(fp, st->fp + (size_t)f * FT_OP_MAX_OUT, sizeof fp)) mismatch(d, tp, i, f, s);
+        if (memcmp(fp, st->fp + (size_t)f * FT_OP_MAX_OUT, sizeof fp)) dmr_mismatch(d, tp, i, f, s);
         break;
     }
     }
+    if ((s == S_PB_SAVE || s == S_PB_CHECK) && d->plan.strat && d->plan.seg[idx] >= 0)
+        dmr_defer_add(d, tp, i, c, d->plan.seg[idx], false, NULL, 0); /* replayed in its segment */
     d->s.check_s += omp_get_wtime() - t0;
 }
 
@@ -419,6 +424,13 @@ void dmr_step_begin(FtDmr *d, long long step)
             if (!d->fired[i] && d->flips[i].step == step) d->armed[d->narmed++] = i;
         d->t_attempt = omp_get_wtime();
         d->s.attempts++;
+        d->att_check_s = d->s.check_s;
+        if (d->mode == FT_DMR_PLANNED && !d->plan.strat) {
+            d->prof_attempt++;
+            d->prof_count = d->profile_steps == 1 || d->prof_attempt > 1; /* 1st: warm-up */
+            d->prof_last = -1;
+            dmr_prof_waits(d, d->prof_w);
+        }
     }
     FT_ASSERT(d->step == step);
     d->active = true;
@@ -430,6 +442,8 @@ int dmr_agree(FtDmr *d, FtExec *ex, FtComm *world)
 {
     double t0 = omp_get_wtime();
     resize_world(d, world);
+    if (d->mode == FT_DMR_PLANNED && !d->plan.strat) dmr_prof_note(d, -2);
+    dmr_drain(d);
     for (int i = 0; i < d->nst; i++) { /* forward fingerprints whose twin never ran */
         FpStore *st = &d->st[i];
         for (int j = 0; j < st->ne && st->npending; j++)
@@ -486,6 +500,7 @@ int dmr_agree(FtDmr *d, FtExec *ex, FtComm *world)
     if (redo) d->s.redo_s += now - d->t_attempt;
     d->s.check_s += now - t0;
     d->in_attempt = d->active = false;
+    if (d->mode == FT_DMR_PLANNED && !d->plan.strat) dmr_profile_end(d, now);
     return redo;
 }
 
@@ -507,10 +522,12 @@ void dmr_stats_job(FtDmr *d, FtComm *world, FtDmrStats *s)
     long long c[NCOUNT];
     memcpy(c, s, sizeof c);
     comm_allreduce_sum(world, FT_IN_PLACE, c, NCOUNT, FT_I64);
-    double t[3] = {s->check_s, s->compute_s, s->redo_s};
-    comm_allreduce_sum(world, FT_IN_PLACE, t, 3, FT_F64);
+    double t[4] = {s->check_s, s->compute_s, s->redo_s, s->window_s};
+    comm_allreduce_sum(world, FT_IN_PLACE, t, 4, FT_F64);
+    long long peak = comm_max_i64(world, s->kept_peak);
     memcpy(s, c, sizeof c);
-    s->check_s = t[0], s->compute_s = t[1], s->redo_s = t[2];
+    s->check_s = t[0], s->compute_s = t[1], s->redo_s = t[2], s->window_s = t[3];
+    s->kept_peak = peak;
     s->attempts = d->s.attempts; /* job-wide already: every rank takes part in each */
     s->redone = d->s.redone;
 }
@@ -537,6 +554,21 @@ void dmr_report(FtDmr *d, FtComm *world, const char *schedule, int nfail, FILE *
     if (d->mode == FT_DMR_OFF) {
         fprintf(out, "dmr: mode off (no checks), steps redone %lld of %lld attempts\n", s.redone,
                 s.attempts);
+    } else if (d->mode == FT_DMR_PLANNED) {
+        fprintf(out, "dmr: mode planned, checks naive %lld piggyback %lld deferred %lld agc %lld, "
+                     "mismatches %lld, steps redone %lld of %lld attempts, unchecked %lld, "
+                     "suspects %s, overhead %.1f%% (checks %.3f s, %.3f s of them in windows, vs "
+                     "the rest of the steps %.3f s, summed over ranks; rolled-back attempts "
+                     "%.3f s)\n",
+                s.checks[FT_DMR_S_NAIVE], s.checks[FT_DMR_S_PIGGYBACK],
+                s.checks[FT_DMR_S_DEFERRED], s.checks[FT_DMR_S_AGC], s.mismatches, s.redone,
+                s.attempts, s.unchecked, sus, rest > 0 ? 100.0 * (s.check_s - s.window_s) / rest : 0.0,
+                s.check_s, s.window_s, rest, s.redo_s);
+        fprintf(out, "dmr: planned: deferred units (an op or an AGC segment) checked in windows "
+                     "%lld, before the agreement %lld, at once over the budget %lld; kept at most "
+                     "%.3f MiB (dmr.deferred_mb = %.3f, the largest rank's)\n",
+                s.windowed, s.drained, s.demoted, (double)s.kept_peak / 1048576.0,
+                (double)d->budget / 1048576.0);
     } else {
         fprintf(out, "dmr: mode %s, checks naive %lld piggyback %lld, mismatches %lld, steps "
                      "redone %lld of %lld attempts, unchecked %lld, suspects %s, overhead %.1f%% "

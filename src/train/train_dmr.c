@@ -13,7 +13,9 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
+#include "ftllm/deck_keys.h"
 #include "ftllm/log.h"
 
 struct ft_train_dmr {
@@ -23,6 +25,10 @@ struct ft_train_dmr {
     bool has_sched;
     FtBatchSource train, val; /* the trainer's own sources */
     FtExecHooks hooks;        /* and hooks, put back by train_dmr_destroy */
+    FtPoll poll;
+    char plan_path[FT_DECK_STR_MAX + 16]; /* mode planned: this rank's plan file, "" = none */
+    char rank_line[160];                  /* its "rank R of N layout ..." line */
+    bool plan_loaded;
     int (*prev_commit)(void *ctx, FtTrainer *tr, int attempt);
     void *prev_ctx;
     void (*prev_step)(void *ctx, FtTrainer *tr, long long step);
@@ -125,6 +131,90 @@ static int ops_on(const FtTape *tp)
     return n;
 }
 
+/* The profile was planned (dmr.h on_plan): this rank writes its plan file when dmr.plan names
+ * one (a failure is a warning: the run goes on with the plan in memory). */
+static void plan_made(void *arg, FtDmr *d)
+{
+    FtTrainDmr *td = arg;
+    const FtDmrEntryPlan *p = dmr_plan(d);
+    FtDmrPlanTotals t;
+    dmr_plan_totals(p, &t);
+    ft_log_rank(FT_LOG_INFO, "dmr: planned from %d profiled step%s: piggyback %d, agc %d (%d "
+                "segment%s), deferred %d, naive %d ops; predicted overhead %.3f ms of a %.3f ms "
+                "step", p->profile_steps, p->profile_steps == 1 ? "" : "s", t.ops[PLAN_PIGGYBACK],
+                t.ops[PLAN_AGC], t.segments, t.segments == 1 ? "" : "s", t.ops[PLAN_DEFERRED],
+                t.ops[PLAN_NAIVE], 1e3 * p->overhead, 1e3 * p->step_s);
+    if (!td->plan_path[0]) return;
+    char err[FT_DECK_STR_MAX + 256];
+    if (dmr_plan_write(p, &td->tr->tape, &td->tr->opt_tape, td->plan_path, td->rank_line, err,
+                       sizeof err))
+        ft_log_rank(FT_LOG_WARN, "%s", err);
+    else
+        ft_log_rank(FT_LOG_INFO, "dmr: wrote the plan to %s", td->plan_path);
+}
+
+static int plan_phases(long long choice)
+{
+    return choice == FT_DMR_PHASES_1    ? PLAN_PHASE1
+           : choice == FT_DMR_PHASES_12 ? PLAN_PHASE1 | PLAN_PHASE2
+                                        : PLAN_PHASE1 | PLAN_PHASE2 | PLAN_PHASE3;
+}
+
+/* Mode planned with dmr.plan set: every rank's file exists -> each loads and checks its own;
+ * none exists -> profile (and write them); some -> an error. Collective over the world: the
+ * verdict, and the first bad rank's message, are the same on every rank. */
+static int plan_load(FtTrainDmr *td, const FtConfig *cfg, int nranks, char *err, size_t errlen)
+{
+    FtTrainer *tr = td->tr;
+    int rank = tr->c_world ? comm_rank(tr->c_world) : 0;
+    const FtGrid *g = tr->grid;
+    snprintf(td->rank_line, sizeof td->rank_line, "rank %d of %d layout tp=%d pp=%d dp=%d ep=%d",
+             rank, nranks, g ? g->tp : 1, g ? g->pp : 1, g ? g->dp : 1, g ? g->ep : 1);
+    if (!cfg->dmr.plan[0]) return 0;
+    if (nranks == 1) snprintf(td->plan_path, sizeof td->plan_path, "%s", cfg->dmr.plan);
+    else snprintf(td->plan_path, sizeof td->plan_path, "%s.r%d", cfg->dmr.plan, rank);
+    int here = access(td->plan_path, F_OK) == 0;
+    int have = here, all = here;
+    if (nranks > 1) {
+        have = (int)comm_max_i64(tr->c_world, here);
+        all = !comm_max_i64(tr->c_world, !here);
+    }
+    if (!have) return 0;
+    char msg[512] = "";
+    FtDmrEntryPlan p = {0};
+    if (!all) {
+        if (!here)
+            snprintf(msg, sizeof msg, "%.200s: missing, while other ranks have their plan "
+                     "files (HINT: remove them all, or make them again with ftllm plan)",
+                     td->plan_path);
+    } else {
+        dmr_plan_read(&p, &tr->tape, &tr->opt_tape, td->plan_path, td->rank_line, msg, sizeof msg);
+    }
+    /* the first rank's message, on every rank */
+    char *msgs = calloc((size_t)nranks, sizeof msg);
+    FT_ASSERT(msgs);
+    if (nranks > 1) comm_allgather(tr->c_world, msg, msgs, sizeof msg, FT_U8);
+    else memcpy(msgs, msg, sizeof msg);
+    int bad = -1;
+    for (int q = 0; q < nranks && bad < 0; q++)
+        if (msgs[(size_t)q * sizeof msg]) bad = q;
+    if (bad >= 0) {
+        snprintf(err, errlen, "%s", msgs + (size_t)bad * sizeof msg);
+        free(msgs);
+        dmr_plan_free(&p);
+        return -1;
+    }
+    free(msgs);
+    if (p.phases != plan_phases(cfg->dmr.phases) || p.budget_mb != cfg->dmr.deferred_mb)
+        log_warn("dmr: %s was planned with other dmr.phases or dmr.deferred_mb than this run's: "
+                 "its strategies are followed as written; the run's budget (%.6g MiB) still "
+                 "bounds what deferred checks keep (HINT: ftllm plan with this deck makes a "
+                 "matching plan)", td->plan_path, cfg->dmr.deferred_mb);
+    dmr_set_plan(td->dmr, &p);
+    td->plan_loaded = true;
+    return 0;
+}
+
 int train_dmr_setup(FtTrainDmr **out, FtTrainer *tr, const FtConfig *cfg, char *err,
                     size_t errlen)
 {
@@ -132,7 +222,6 @@ int train_dmr_setup(FtTrainDmr **out, FtTrainer *tr, const FtConfig *cfg, char *
     int mode = cfg->dmr.mode;
     const char *path = cfg->faults.schedule;
     if (mode == FT_DMR_OFF && !path[0]) return 0;
-    FT_ASSERT(mode != FT_DMR_PLANNED); /* deck_check refuses it */
     FtTrainDmr *td = calloc(1, sizeof *td);
     FT_ASSERT(td);
     td->tr = tr;
@@ -155,15 +244,25 @@ int train_dmr_setup(FtTrainDmr **out, FtTrainer *tr, const FtConfig *cfg, char *
         if (warn[0]) log_warn("%s", warn);
     }
     FtDmrCfg dc = {.mode = mode, .suspect_after = (int)cfg->dmr.suspect_after,
-                   .be = tr->model->be, .world = tr->c_world, .flips = flips, .nflips = nflips};
+                   .be = tr->model->be, .world = tr->c_world, .flips = flips, .nflips = nflips,
+                   .micro = &tr->tape, .opt = &tr->opt_tape, .phases = plan_phases(cfg->dmr.phases),
+                   .budget = (size_t)(cfg->dmr.deferred_mb * 1048576.0),
+                   .profile_steps = (int)cfg->dmr.profile_steps, .tl = &tr->tl,
+                   .on_plan = plan_made, .on_plan_arg = td};
     td->dmr = dmr_create(&dc);
     free(flips);
+    if (mode == FT_DMR_PLANNED && plan_load(td, cfg, nranks, err, errlen)) {
+        dmr_free(td->dmr);
+        goto out_free;
+    }
     td->train = tr->train, td->val = tr->val;
     td->hooks = tr->ex.hooks;
     td->prev_commit = tr->before_commit, td->prev_ctx = tr->before_commit_ctx;
     tr->train = (FtBatchSource){fetch_train, td};
     if (tr->has_val) tr->val = (FtBatchSource){fetch_val, td};
     tr->ex.hooks = dmr_hooks(td->dmr);
+    td->poll = tr->ex.poll;
+    if (mode == FT_DMR_PLANNED) tr->ex.poll = dmr_poll(td->dmr);
     tr->before_commit = before_commit, tr->before_commit_ctx = td;
 
     int nops = ops_on(&tr->tape), npb = piggybacked(&tr->tape);
@@ -175,6 +274,17 @@ int train_dmr_setup(FtTrainDmr **out, FtTrainer *tr, const FtConfig *cfg, char *
         log_info("dmr: mode piggyback: %d of the %d op entries of a micro-batch (rank 0) are "
                  "checked by their AC recomputation, the rest (and the optimizer) are run again "
                  "at once; a mismatch anywhere redoes the step on every rank", npb, nops);
+    else if (mode == FT_DMR_PLANNED && td->plan_loaded)
+        log_info("dmr: mode planned: the plan %s (per rank: FILE.rN) gives each op its check "
+                 "(piggyback on AC recomputation, AGC segment or deferred checker in a "
+                 "communication window, or naive)", cfg->dmr.plan);
+    else if (mode == FT_DMR_PLANNED)
+        log_info("dmr: mode planned: the first %lld step%s are profiled (checked naively), then "
+                 "planned (phases %s, deferred checks keep at most %.6g MiB)%s%s",
+                 cfg->dmr.profile_steps, cfg->dmr.profile_steps == 1 ? "" : "s",
+                 cfg->dmr.phases == FT_DMR_PHASES_1 ? "1" : cfg->dmr.phases == FT_DMR_PHASES_12 ? "1,2" : "1,2,3",
+                 cfg->dmr.deferred_mb, cfg->dmr.plan[0] ? "; the plan is written to " : "",
+                 cfg->dmr.plan);
     if (mode == FT_DMR_PIGGYBACK && cfg->train.ac == FT_AC_CHOICE_NONE)
         log_warn("dmr.mode = piggyback with train.ac = none: nothing is recomputed, so every op "
                  "is checked by running it again (as naive)");
@@ -187,6 +297,7 @@ int train_dmr_setup(FtTrainDmr **out, FtTrainer *tr, const FtConfig *cfg, char *
                      "data parallelism cannot mask a failed replica", path, e->line);
             dmr_free(td->dmr);
             tr->train = td->train, tr->val = td->val, tr->ex.hooks = td->hooks;
+            tr->ex.poll = td->poll;
             tr->before_commit = td->prev_commit, tr->before_commit_ctx = td->prev_ctx;
             goto out_free;
         }
@@ -229,6 +340,30 @@ void train_dmr_stats(FtTrainDmr *td, FtDmrStats *s)
 
 FtDmr *train_dmr_get(FtTrainDmr *td) { return td ? td->dmr : NULL; }
 
+int train_dmr_write_plan(FtTrainDmr *td, const char *path, char *file, size_t filelen, char *err,
+                         size_t errlen)
+{
+    FtTrainer *tr = td->tr;
+    int nranks = tr->c_world ? comm_size(tr->c_world) : 1;
+    int rank = tr->c_world ? comm_rank(tr->c_world) : 0;
+    const FtDmrEntryPlan *p = dmr_plan(td->dmr);
+    FT_ASSERT(p);
+    if (nranks == 1) snprintf(file, filelen, "%s", path);
+    else snprintf(file, filelen, "%s.r%d", path, rank);
+    char msg[512] = "";
+    dmr_plan_write(p, &tr->tape, &tr->opt_tape, file, td->rank_line, msg, sizeof msg);
+    char *msgs = calloc((size_t)nranks, sizeof msg);
+    FT_ASSERT(msgs);
+    if (nranks > 1) comm_allgather(tr->c_world, msg, msgs, sizeof msg, FT_U8);
+    else memcpy(msgs, msg, sizeof msg);
+    int bad = -1;
+    for (int q = 0; q < nranks && bad < 0; q++)
+        if (msgs[(size_t)q * sizeof msg]) bad = q;
+    if (bad >= 0) snprintf(err, errlen, "%s", msgs + (size_t)bad * sizeof msg);
+    free(msgs);
+    return bad >= 0 ? -1 : 0;
+}
+
 void train_dmr_destroy(FtTrainDmr *td)
 {
     if (!td) return;
@@ -236,6 +371,7 @@ void train_dmr_destroy(FtTrainDmr *td)
     tr->train = td->train;
     if (tr->has_val) tr->val = td->val;
     tr->ex.hooks = td->hooks;
+    tr->ex.poll = td->poll;
     tr->before_commit = td->prev_commit, tr->before_commit_ctx = td->prev_ctx;
     if (tr->before_step == before_step)
         tr->before_step = td->prev_step, tr->before_step_ctx = td->prev_step_ctx;

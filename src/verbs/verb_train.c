@@ -169,6 +169,7 @@ static int open_backend(const FtConfig *cfg, MPI_Comm comm, const FtBackend **be
         cli_error(comm, err);
         return FT_EXIT_USAGE;
     }
+    b->set_precision(b->ctx, (int)cfg->run.precision);
     *be = b;
     return FT_EXIT_OK;
 }
@@ -194,6 +195,18 @@ static int save_weights(const char *path, const FtModel *m, char *err, size_t er
     int rc = llmc_write_model(path, &host, err, errlen);
     model_free(&host);
     return rc;
+}
+
+/* `ftllm plan`: the deck's run cut down to the DMR profile (verb_plan.c). */
+static void plan_only(FtConfig *cfg, char *plan_path, size_t len)
+{
+    snprintf(plan_path, len, "%s", cfg->dmr.plan);
+    cfg->dmr.plan[0] = '\0'; /* profile even where the files exist: verb_plan writes them */
+    cfg->dmr.mode = FT_DMR_PLANNED;
+    cfg->train.steps = cfg->dmr.profile_steps;
+    cfg->train.val_batches = 0, cfg->train.sample_tokens = 0;
+    cfg->run.save_model[0] = cfg->faults.schedule[0] = '\0';
+    cfg->checkpoint.interval = 0, cfg->checkpoint.every_s = 0, cfg->checkpoint.resume[0] = '\0';
 }
 
 /* What a finished run leaves besides its checkpoints, on a whole (unsharded) model with finite
@@ -268,11 +281,14 @@ static void save_resolved_deck(const FtConfig *cfg)
         log_info("deck: every key of the resolved configuration is in %s", path);
 }
 
-int verb_train(int argc, char **argv, MPI_Comm comm)
+/* `ftllm train`, or with plan `ftllm plan` (the profile steps, then the plan's report). */
+static int train_or_plan(int argc, char **argv, MPI_Comm comm, bool plan)
 {
     FtConfig cfg;
-    int rc = load_deck("train", argc, argv, comm, &cfg);
+    int rc = load_deck(plan ? "plan" : "train", argc, argv, comm, &cfg);
     if (rc) return rc;
+    char plan_path[FT_DECK_STR_MAX] = "";
+    if (plan) plan_only(&cfg, plan_path, sizeof plan_path);
     const FtBackend *be;
     if ((rc = open_backend(&cfg, comm, &be))) {
         deck_free(&cfg);
@@ -281,9 +297,9 @@ int verb_train(int argc, char **argv, MPI_Comm comm)
     int rank = 0, nranks = 1;
     FT_CHECK_MPI(MPI_Comm_rank(comm, &rank));
     FT_CHECK_MPI(MPI_Comm_size(comm, &nranks));
-    log_info("ftllm %s train: deck %s, %d rank%s, layout dp %lld x pp %lld x ep %lld x tp %lld, "
+    log_info("ftllm %s %s: deck %s, %d rank%s, layout dp %lld x pp %lld x ep %lld x tp %lld, "
              "%d thread%s per rank, backend %s",
-             FTLLM_VERSION, cfg.path, nranks, nranks == 1 ? "" : "s", cfg.parallel.dp,
+             FTLLM_VERSION, plan ? "plan" : "train", cfg.path, nranks, nranks == 1 ? "" : "s", cfg.parallel.dp,
              cfg.parallel.pp, cfg.parallel.ep, cfg.parallel.tp, omp_get_max_threads(),
              omp_get_max_threads() == 1 ? "" : "s", be->name);
     char err[1024] = "";
@@ -360,7 +376,7 @@ int verb_train(int argc, char **argv, MPI_Comm comm)
         rc = FT_EXIT_USAGE;
         goto out_train;
     }
-    if (rank == 0) save_resolved_deck(&cfg); /* after the checkpoint hook made its folder */
+    if (rank == 0 && !plan) save_resolved_deck(&cfg); /* after the checkpoint hook made its folder */
     FtTrainDmr *tdm = NULL; /* DMR hook: checks, injected faults, agreement before commit */
     bad = train_dmr_setup(&tdm, &tr, &cfg, err, sizeof err) ? 1 : 0;
     if (agree(bad, comm)) { /* DMR hook */
@@ -377,6 +393,15 @@ int verb_train(int argc, char **argv, MPI_Comm comm)
     FtTrainSummary s;
     train_run(&tr, &s);
     train_ckpt_finish(tck); /* checkpoint hook: waits for the last write */
+    if (plan) { /* ftllm plan: the plan's report instead of the run's */
+        comm_destroy(job);
+        rc = verb_plan_report(&tr, tdm, &cfg, plan_path, comm);
+        train_ckpt_destroy(tck);
+        train_dmr_destroy(tdm);
+        timers_attach(&tr.regions, NULL);
+        counters_close(ctr);
+        goto out_train;
+    }
     /* SPARe: did rank 0's replica leave, did the run end in a wipe-out */
     bool lead_left = comm_max_i64_poll(job, s.left && rank == 0 ? 1 : 0, NULL) > 0;
     bool wipeout = comm_max_i64_poll(job, s.wipeout ? 1 : 0, NULL) > 0;
@@ -412,6 +437,10 @@ out_model:
     deck_free(&cfg);
     return rc;
 }
+
+int verb_train(int argc, char **argv, MPI_Comm comm) { return train_or_plan(argc, argv, comm, false); }
+
+int verb_plan(int argc, char **argv, MPI_Comm comm) { return train_or_plan(argc, argv, comm, true); }
 
 /* `ftllm sample DECK [overrides]`: train.sample_tokens tokens from the model in model.init. */
 int verb_sample(int argc, char **argv, MPI_Comm comm)

@@ -21,6 +21,7 @@ result_line() {
     bench_moe) echo '^ep2 +2 +[0-9.]+ +[0-9.]+$' ;;
     bench_train_ckpt) echo '^async stall / sync stall = [0-9.]+' ;;
     bench_dmr) echo '^RESULT naive vs off: [0-9.]+x' ;;
+    bench_dmr_plan) echo '^RESULT tp2: naive [-+][0-9.]+%, phase 1 [-+][0-9.]+%, .*lower bound [0-9.]+%' ;;
     bench_law) echo '\| pred +[0-9.]+ h sim +[0-9.]+ \+- +[0-9.]+ .* err +[-+][0-9.]+%' ;;
     bench_gradsync) echo '^P 2, C +[0-9]+, .* ratio [0-9.]+; results bitwise equal' ;;
     bench_spare) echo '^RESULT r [0-9] vs r 1: [0-9.]+x' ;;

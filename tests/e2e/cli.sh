@@ -23,9 +23,7 @@ for bin in "${e2e_bins[@]}"; do
   run "$tag layout vs ranks np2" 2 "but the job has 2" 2 "$bin" train inputs/default.ini
   run "$tag unknown verb" 2 "unknown verb 'trian' (did you mean 'train'?)" 1 "$bin" trian
   run "$tag no verb" 2 "" 1 "$bin"
-  for v in plan; do
-    run "$tag $v not implemented" 3 "ftllm $v: not implemented yet" 1 "$bin" $v x
-  done
+  run "$tag plan without deck" 2 "usage: ftllm plan DECK" 1 "$bin" plan
   run "$tag --version" 0 "" 1 "$bin" --version
   echo "$LAST_OUT" | grep -q '^ftllm [0-9]' && ok "$tag version text" || bad "$tag version text" "$LAST_OUT"
   run "$tag --help" 0 "" 1 "$bin" --help

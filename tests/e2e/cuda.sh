@@ -4,6 +4,7 @@
 # it where nvcc exists) says in one line (exit 2) that there is no usable GPU where there is
 # none, or trains on the GPU where there is one; it refuses what the CUDA backend cannot do yet
 # (more than one rank, checkpoints) in one line, and trains on the CPU with run.backend = cpu.
+# run.precision = bf16 without run.backend = cuda is one line (exit 2); on a GPU it trains.
 source tests/e2e/lib.bash
 
 deck=inputs/default.ini
@@ -15,6 +16,10 @@ run "cpu-only build: backend=cuda" 2 \
   "run.backend = cuda: this ftllm was built without the CUDA backend" \
   1 "$FTLLM" train $deck $short run.backend=cuda
 run "unknown backend" 2 "run.backend" 1 "$FTLLM" train $deck $short run.backend=tpu
+run "bf16 on the cpu backend" 2 "run.precision = bf16 needs run.backend = cuda" \
+  1 "$FTLLM" train $deck $short run.precision=bf16
+run "unknown precision" 2 "run.precision: expected one of fp32|bf16" \
+  1 "$FTLLM" train $deck $short run.precision=fp16
 
 if [ -z "$cuda" ] || [ ! -x "$cuda" ]; then
   echo "SKIP: no CUDA build to check (FTLLM_CUDA is empty: no nvcc, or run outside make test)"
@@ -22,6 +27,9 @@ else
   if command -v nvidia-smi > /dev/null && nvidia-smi -L > /dev/null 2>&1; then
     run "cuda build: trains on the GPU" 0 "" 1 "$cuda" train $deck $short run.backend=cuda
     has "cuda build: verdict" '^verdict: OK \(trained 2 steps'
+    run "cuda build: trains in bf16 on the GPU" 0 "" 1 "$cuda" train $deck $short \
+      run.backend=cuda run.precision=bf16
+    has "cuda build, bf16: verdict" '^verdict: OK \(trained 2 steps'
   else
     run "cuda build without a GPU: one line, exit 2" 2 "run.backend = cuda: no usable GPU:" \
       1 "$cuda" train $deck $short run.backend=cuda

@@ -6,6 +6,8 @@
 # ending bitwise where a run without faults and without DMR ends; piggyback DMR on a pp2 pipeline
 # with AC catches a seeded campaign; a fail-stop line without SPARe is a one-line error; a flip
 # after a shorter run's end is left out with a warning; with dmr.mode = off a flip is missed.
+# `ftllm plan` writes a plan that `ftllm train` loads (dmr.mode = planned); bad plan files (a good
+# one with one edit) and a plan file missing on one rank are one "FILE:LINE: message" line, exit 2.
 # Runs the sanitizer build ($FTLLM_SAN) too.
 set -u
 source "$(dirname "$0")/lib.bash"
@@ -24,6 +26,45 @@ for bin in "${e2e_bins[@]}"; do
   # shellcheck disable=SC2086
   run "$tag fault file is a directory" 2 "inputs: cannot read the fault schedule (is it a directory?)" 2 "$bin" train inputs/default.ini $short parallel.dp=2 faults.schedule=inputs
 done
+
+# mode planned: `ftllm plan` profiles, writes the plan and prints its table; `ftllm train` loads
+# it; bad plan files (each made from a good one by one edit) are one "FILE:LINE: message" line
+plan="$E2E_TMP/p.plan"
+# shellcheck disable=SC2086
+run "ftllm plan" 0 "" 1 "$FTLLM" plan inputs/default.ini train.ac=full dmr.plan="$plan" dmr.profile_steps=2
+has "plan table" '^ +[0-9]+ +matmul\.fwd +forward +0 +piggyback '
+has "plan totals" '^\[r0\] plan: windows [0-9]+ .*predicted overhead [0-9.]+ ms per step'
+has "plan written" "^plan: written to $plan"
+grep -q '^ftllm-dmr-plan 1$' "$plan" && ok "plan file header" || bad "plan file header" "$(head -c 300 "$plan")"
+# shellcheck disable=SC2086
+run "train loads the plan" 0 "" 1 "$FTLLM" train inputs/default.ini $short train.ac=full dmr.mode=planned dmr.plan="$plan"
+has "plan loaded" "^dmr: mode planned: the plan $plan "
+has "planned flip caught" '^faults: sdc injected 1, detected 1, rolled back 1, missed 0 '
+has "planned dmr line" '^dmr: mode planned, checks naive [0-9]+ piggyback [1-9][0-9]* deferred [0-9]+ agc [0-9]+, mismatches [1-9]'
+n_entry=$(grep -m1 '^op .* piggyback ' "$plan" | awk '{print $2}')
+n_line=$(grep -n -m1 '^op .* piggyback ' "$plan" | cut -d: -f1)
+n_kind=$(grep -m1 '^op .* piggyback ' "$plan" | awk '{print $3}')
+badplan() { # NAME LINE MESSAGE SED-SCRIPT [overrides]
+  sed "$4" "$plan" > "$E2E_TMP/bad.plan"
+  # shellcheck disable=SC2086
+  local want="$E2E_TMP/bad.plan:$2: $3"
+  [ -n "$2" ] || want=$3
+  run "bad plan: $1" 2 "$want" 1 "$FTLLM" train inputs/default.ini $short train.ac=full dmr.mode=planned dmr.plan="$E2E_TMP/bad.plan" ${5:-}
+}
+badplan "not a plan" 4 "expected 'ftllm-dmr-plan 1'" 's/^ftllm-dmr-plan 1$/ftllm-dmr-plan 2/'
+badplan "other rank" 5 "'rank 1 of 1 layout tp=1 pp=1 dp=1 ep=1': this plan is for another rank or layout" 's/^rank 0 of 1 /rank 1 of 1 /'
+badplan "other tape" 6 "the plan was made for other tapes" 's/^tape .*/tape 0123456789abcdef entries 149 optimizer 32/'
+badplan "other ac" "" "model, layout or train.ac differ" 's/^x//' train.ac=every
+badplan "bad strategy" "$n_line" "strategy 'twice': expected piggyback, naive, deferred or agc" "${n_line}s/ piggyback / twice /"
+badplan "short op line" "$n_line" "an op line has 11 fields" "${n_line}s/ - - / - /"
+badplan "wrong op" "$n_line" "entry $n_entry is $n_kind forward" "${n_line}s/ $n_kind / crossent.fwd /"
+badplan "missing op" "" ": expected the op entry $n_entry next" "${n_line}d"
+badplan "unknown line" 8 "'hello': expected a window or op line" '8s/^/hello /'
+badplan "twin split" "" "piggyback is for both or neither" "${n_line}s/ piggyback / naive /"
+badplan "truncated" "" "the file ends before the op line of entry" '$d'
+cp "$plan" "$E2E_TMP/half.r0"
+# shellcheck disable=SC2086
+run "plan file missing on one rank" 2 "$E2E_TMP/half.r1: missing, while other ranks have their plan files" 2 "$FTLLM" train inputs/default.ini $short parallel.dp=2 dmr.mode=planned dmr.plan="$E2E_TMP/half"
 
 # the default deck: one flip at step 3, caught, rolled back, and the weights end where a clean run ends
 # shellcheck disable=SC2086

@@ -1,7 +1,9 @@
 /* test_gpu_ops.c: every op kind of the CUDA backend against the CPU backend (the reference) on
  * random inputs, each CUDA op run twice into outputs pre-filled with two different byte
- * patterns: the two results must be the same bytes (bitwise determinism, and every output byte
- * written from the inputs alone, ops.h). Where no GPU is usable (CI, the build machine) every
+ * patterns, and a third time on DMR's checker stream (its own cuBLAS handle and workspace) into
+ * a third pattern: the three results must be the same bytes (bitwise determinism, every output
+ * byte written from the inputs alone, ops.h, and a checker that reproduces the primary).
+ * Where no GPU is usable (CI, the build machine) every
  * test skips with one line saying why.
  * ft-test: ranks 1
  *
@@ -27,6 +29,7 @@
 #include "../ft_test.h"
 #include "gpu_skip.h"
 #include "ftllm/backend.h"
+#include "ftllm/deck_keys.h"
 #include "ftllm/exec.h"
 #include "ftllm/ops.h"
 
@@ -120,11 +123,13 @@ static double rel_err(Ty t, const void *a, const void *ref, size_t n)
     return den > 0 ? sqrt(num / den) : sqrt(num);
 }
 
-static void run_case(OpCase *k)
+/* floor (NULL: none): per output, the least error allowed (bf16 GEMM outputs: the bf16 path
+ * ran, not fp32) */
+static void run_case_floor(OpCase *k, const double *floor)
 {
     const FtBackend *be = gpu();
-    void *ref[FT_OP_MAX_OUT], *got[2][FT_OP_MAX_OUT] = {{0}}, *din[FT_OP_MAX_IN] = {0};
-    void *dout[2][FT_OP_MAX_OUT] = {{0}};
+    void *ref[FT_OP_MAX_OUT], *got[3][FT_OP_MAX_OUT] = {{0}}, *din[FT_OP_MAX_IN] = {0};
+    void *dout[3][FT_OP_MAX_OUT] = {{0}};
     cpu_run(k->kind, k->dir, k->in, k->out, k->d, k->x, ref);
     for (int i = 0; i < FT_OP_MAX_IN; i++) {
         if (!k->in[i].n) continue;
@@ -132,8 +137,11 @@ static void run_case(OpCase *k)
         din[i] = backend_alloc(be, bytes, "a test input");
         be->to_device(be->ctx, din[i], k->in[i].host, bytes);
     }
-    static const int fill[2] = {0xFF, 0x5A}; /* NaN, then 1.5e16: unwritten bytes show */
-    for (int r = 0; r < 2; r++) {
+    /* NaN, then 1.5e16, then -2.9e-16: unwritten bytes show; the third run is DMR's checker's
+     * (backend.h checker_run: the second stream with its own cuBLAS handle and workspace) */
+    static const int fill[3] = {0xFF, 0x5A, 0xA5};
+    const FtOpDesc *od = &be->ops[k->kind];
+    for (int r = 0; r < 3; r++) {
         FtOpCall c;
         memset(&c, 0, sizeof c);
         for (int i = 0; i < FT_OP_MAX_IN; i++) c.in[i] = din[i];
@@ -146,7 +154,8 @@ static void run_case(OpCase *k)
         }
         memcpy(c.d, k->d, sizeof c.d);
         memcpy(c.x, k->x, sizeof c.x);
-        exec_op_on(be, k->kind, k->dir, &c, NULL);
+        if (r < 2) exec_op_on(be, k->kind, k->dir, &c, NULL);
+        else be->checker_run(be->ctx, k->dir == FT_FWD ? od->fwd : od->bwd, &c);
         be->sync(be->ctx);
         for (int i = 0; i < FT_OP_MAX_OUT; i++) {
             if (!k->out[i].n) continue;
@@ -162,14 +171,17 @@ static void run_case(OpCase *k)
         Ty t = k->out[i].ty;
         size_t bytes = ty_size(t) * k->out[i].n;
         int twice = !memcmp(got[0][i], got[1][i], bytes), same = !memcmp(got[0][i], ref[i], bytes);
+        int checker = !memcmp(got[0][i], got[2][i], bytes);
         double e = t == I32 ? (same ? 0.0 : 1.0) : rel_err(t, got[0][i], ref[i], k->out[i].n);
-        int ok = twice && (t == I32 || k->tol[i] == 0 ? same : e <= k->tol[i]);
-        printf("  %-24s out[%d] rel err %.2e (tol %.0e)%s%s\n", k->name, i, e, k->tol[i],
+        int ok = twice && checker && (t == I32 || k->tol[i] == 0 ? same : e <= k->tol[i]) &&
+                 (!floor || e >= floor[i]);
+        printf("  %-24s out[%d] rel err %.2e (tol %.0e)%s%s%s\n", k->name, i, e, k->tol[i],
                same ? ", the CPU's bytes" : "",
-               twice ? ", same bytes twice" : ", DIFFERS RUN TO RUN");
+               twice ? ", same bytes twice" : ", DIFFERS RUN TO RUN",
+               checker ? " and on the checker stream" : ", DIFFERS ON THE CHECKER STREAM");
         bad += !ok;
     }
-    for (int r = 0; r < 2; r++)
+    for (int r = 0; r < 3; r++)
         for (int i = 0; i < FT_OP_MAX_OUT; i++) {
             free(got[r][i]);
             if (dout[r][i]) be->release(be->ctx, dout[r][i]);
@@ -181,6 +193,8 @@ static void run_case(OpCase *k)
     }
     if (bad) fail_msg("%s: %d output(s) off (see the lines above)", k->name, bad);
 }
+
+static void run_case(OpCase *k) { run_case_floor(k, NULL); }
 
 /* ---- the cases ------------------------------------------------------------------------------ */
 
@@ -226,18 +240,25 @@ static void test_layernorm(void **s)
     layernorm_case("layernorm wide", 40, 770);
 }
 
-static void matmul_case(const char *name, long long n, long long c, long long oc, int with_prev)
+/* gt: the GEMM outputs' tolerance, gf their floor (bf16); the bias gradient is a column sum */
+static void matmul_case_tol(const char *name, long long n, long long c, long long oc,
+                            int with_prev, double gt, double gf)
 {
     size_t nc = (size_t)(n * c), noc = (size_t)(n * oc), occ = (size_t)(oc * c);
     OpCase f = {name, FT_OP_MATMUL, FT_FWD, {frand(nc, 1), frand(occ, 1), frand(oc, 1)},
-                {out_f(noc)}, {n, c, oc}, {0}, {1e-5}};
-    run_case(&f);
+                {out_f(noc)}, {n, c, oc}, {0}, {gt}};
+    run_case_floor(&f, (const double[FT_OP_MAX_OUT]){gf});
     OpCase b = {name, FT_OP_MATMUL, FT_BWD,
                 {frand(noc, 1), frand(nc, 1), frand(occ, 1), with_prev ? frand(occ, 1) : (Buf){0},
                  with_prev ? frand(oc, 1) : (Buf){0}},
                 {with_prev ? out_f(nc) : (Buf){0}, out_f(occ), out_f(oc)}, {n, c, oc}, {0},
-                {1e-5, 1e-5, 1e-5}};
-    run_case(&b);
+                {gt, gt, 1e-5}};
+    run_case_floor(&b, (const double[FT_OP_MAX_OUT]){with_prev ? gf : 0, gf, 0});
+}
+
+static void matmul_case(const char *name, long long n, long long c, long long oc, int with_prev)
+{
+    matmul_case_tol(name, n, c, oc, with_prev, 1e-5, 0);
 }
 
 static void test_matmul(void **s)
@@ -367,23 +388,54 @@ static void test_moe(void **s)
 }
 
 /* the grouped matmul: G = 2 source groups x El = 3 local experts, 28 of R = 40 rows used */
+static void moe_expert_case(const char *name, double gt, double gf)
+{
+    enum { G = 2, EL = 3, R = 40 };
+    static const int counts[G * EL] = {5, 0, 7, 3, 9, 4};
+    OpCase f = {name, FT_OP_MOE_EXPERT, FT_FWD,
+                {frand(R * C, 1), frand(EL * OC * C, 1), frand(EL * OC, 1),
+                 copy_of(I32, counts, G * EL)},
+                {out_f(R * OC)}, {R, C, OC, EL}, {G, 0}, {gt}};
+    run_case_floor(&f, (const double[FT_OP_MAX_OUT]){gf});
+    OpCase b = {name, FT_OP_MOE_EXPERT, FT_BWD,
+                {frand(R * OC, 1), frand(R * C, 1), frand(EL * OC * C, 1),
+                 copy_of(I32, counts, G * EL), frand(EL * OC * C, 1), frand(EL * OC, 1)},
+                {out_f(R * C), out_f(EL * OC * C), out_f(EL * OC)}, {R, C, OC, EL}, {G, 0},
+                {gt, gt, 1e-5}};
+    run_case_floor(&b, (const double[FT_OP_MAX_OUT]){gf, gf, 0});
+}
+
 static void test_moe_expert(void **s)
 {
     (void)s;
     gpu();
-    enum { G = 2, EL = 3, R = 40 };
-    static const int counts[G * EL] = {5, 0, 7, 3, 9, 4};
-    OpCase f = {"moe_expert.fwd", FT_OP_MOE_EXPERT, FT_FWD,
-                {frand(R * C, 1), frand(EL * OC * C, 1), frand(EL * OC, 1),
-                 copy_of(I32, counts, G * EL)},
-                {out_f(R * OC)}, {R, C, OC, EL}, {G, 0}, {1e-5}};
-    run_case(&f);
-    OpCase b = {"moe_expert.bwd", FT_OP_MOE_EXPERT, FT_BWD,
-                {frand(R * OC, 1), frand(R * C, 1), frand(EL * OC * C, 1),
-                 copy_of(I32, counts, G * EL), frand(EL * OC * C, 1), frand(EL * OC, 1)},
-                {out_f(R * C), out_f(EL * OC * C), out_f(EL * OC)}, {R, C, OC, EL}, {G, 0},
-                {1e-5, 1e-5, 1e-5}};
-    run_case(&b);
+    moe_expert_case("moe_expert", 1e-5, 0);
+}
+
+/* run.precision = bf16: every op that multiplies through cuBLAS (MATMUL, MOE_EXPERT, the tied
+ * LM head's part of ENCODER's backward) against the CPU's fp32, then fp32 again. Tolerance
+ * (reasoned, not yet measured): each operand rounded to bf16 is off by at most 2^-9 relative
+ * (RMS about 2^-9 / sqrt 3), so a product by about 1.6e-3 RMS and a sum of such products with
+ * random signs by about as much relative to its size: 1e-2 on the relative L2 error, and at
+ * least 1e-4 (an error that small means fp32 ran, not bf16). The fp32 parts (bias gradients:
+ * column sums; the earlier sums, the embedding rows) keep their fp32 tolerances. Bitwise
+ * twice and on the checker stream, as every case. */
+static void test_bf16_gemms(void **s)
+{
+    (void)s;
+    const FtBackend *be = gpu();
+    be->set_precision(be->ctx, FT_PRECISION_BF16);
+    matmul_case_tol("matmul bf16", N, C, OC, 1, 1e-2, 1e-4);
+    matmul_case_tol("matmul bf16 300x192x160", 300, 192, 160, 1, 1e-2, 1e-4);
+    matmul_case_tol("matmul bf16 no dx/prev", N, C, OC, 0, 1e-2, 1e-4);
+    moe_expert_case("moe_expert bf16", 1e-2, 1e-4);
+    OpCase b = {"encoder.bwd bf16 tied", FT_OP_ENCODER, FT_BWD,
+                {frand(N * C, 1), irand(N, 7), frand(VP * C, 1), frand(MAXT * C, 1),
+                 frand(N * VP, 1), frand(N * C, 1)},
+                {out_f(VP * C), out_f(MAXT * C)}, {B, T, C}, {VP, MAXT}, {1e-2, 1e-6}};
+    run_case_floor(&b, (const double[FT_OP_MAX_OUT]){1e-4, 0});
+    be->set_precision(be->ctx, FT_PRECISION_FP32);
+    matmul_case("matmul fp32 again", N, C, OC, 1);
 }
 
 /* Last: every kind the CPU table has (and its backward, where it has one) was compared. */
@@ -409,4 +461,5 @@ FT_TEST_MAIN(cmocka_unit_test(test_encoder), cmocka_unit_test(test_layernorm),
              cmocka_unit_test(test_matmul), cmocka_unit_test(test_attention),
              cmocka_unit_test(test_elementwise), cmocka_unit_test(test_crossent),
              cmocka_unit_test(test_optimizer), cmocka_unit_test(test_moe),
-             cmocka_unit_test(test_moe_expert), cmocka_unit_test(test_all_kinds_covered))
+             cmocka_unit_test(test_moe_expert), cmocka_unit_test(test_bf16_gemms),
+             cmocka_unit_test(test_all_kinds_covered))

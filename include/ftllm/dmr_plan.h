@@ -1,0 +1,136 @@
+/* dmr_plan.h: the DMR plan of one rank (dmr.mode = planned) in tape-entry space: what the
+ * profiler measured, the planner's strategy for each op, and the plan file.
+ *
+ * Entry space. A rank runs two tapes in a step: the micro-batch tape (forward, backward and AC
+ * recomputation; every pipeline slot is a copy of it, and each of its entries runs once per
+ * micro-batch) and the optimizer tape. Entry i < nmicro is the micro-batch tape's entry i,
+ * entry nmicro + k the optimizer tape's entry k. A plan gives every op entry (markers have
+ * none) one strategy, applied to each of its executions.
+ *
+ * Profile (dmr.c, during the first dmr.profile_steps steps, checked naively): per entry the
+ * checker time (the naive re-execution, timed: the op's own time), summed over micro-batches;
+ * per position (after entry i, the one that ran last before the wait) the time this rank waited
+ * on messages (timeline.h), pipeline waits apart from the others (tensor-parallel all-reduces,
+ * expert all-to-alls, data-parallel buckets, tied-embedding exchange, loss/norm sums). Pipeline
+ * waits are the PP windows and bubbles together: with 1F1B a stage's bubble is its wait for the
+ * neighbour's activation or gradient.
+ *
+ * Build (dmr_plan_build): planner.h's operators are the op entries that may be planned; entries
+ * that write integers (MoE routing indices and counts, which later ops use as addresses before a
+ * deferred check could run) are always naive. An op's kept bytes are its inputs that are not
+ * model state (parameters and AdamW moments do not change before the commit; everything else is
+ * copied) plus 8 bytes per output (a fingerprint). recomputed = the entry has an AC twin; block
+ * = layer + 1 (0: outside the blocks). One window per position and kind with time > 0, opening
+ * after the last planned op at or before it; a PP window's block is the block of the entry
+ * before it. Times and lengths are per step (means over the profiled steps). The waits were
+ * measured while every rank checked naively, which stretches a pipeline's bubbles and a
+ * neighbour's lateness with the compute: window lengths are scaled by step_s / wall_s (the
+ * step without its checks over the step with them), to first order what they are once most
+ * checks are off the critical path.
+ *
+ * The file (dmr_plan_write / dmr_plan_read): text, '#' starts a comment line:
+ *   ftllm-dmr-plan 1
+ *   rank R of N layout LAYOUT
+ *   tape HASH entries NMICRO optimizer NOPT
+ *   budget_mb X phases P profile_steps S step_ms X overhead_ms X
+ *   window W after ENTRY kind pp|intra len_ms X use -|agc|deferred used_ms X
+ *   op ENTRY KIND.DIR PHASE LAYER STRATEGY WINDOW SEGMENT TIME_MS KEPT_BYTES COST_MS
+ * one op line per op entry, in entry order (WINDOW and SEGMENT: - when none). Reading checks
+ * every field and the lines against this rank's tapes (same hash, same kind, direction, phase
+ * and layer at each entry, a strategy the entry allows: piggyback needs an AC twin, deferred
+ * and agc an entry that writes no integers, agc a segment): a bad line is "FILE:LINE: message". */
+#ifndef FTLLM_DMR_PLAN_H
+#define FTLLM_DMR_PLAN_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "ftllm/planner.h"
+#include "ftllm/tape.h"
+
+typedef struct ft_dmr_profile {
+    int nmicro, nopt;   /* entry space (above) */
+    int steps;          /* steps measured */
+    double *time;       /* [nmicro + nopt] checker seconds, summed over the steps */
+    double *wait_pp;    /* [nmicro + nopt + 1]: seconds waited after entry i - 1 (0: before */
+    double *wait_other; /*   any op of the step), summed over the steps */
+    double step_s;      /* step attempts' seconds without their checks, summed */
+    double wall_s;      /* step attempts' seconds, checks included, summed */
+} FtDmrProfile;
+
+typedef struct ft_dmr_entry_plan {
+    int nmicro, nopt, n; /* n = nmicro + nopt */
+    int *strat;          /* [n] enum ft_plan_strategy; -1: a marker */
+    int *seg;            /* [n] AGC segment of a member (covered, or a piggyback op replayed
+                            inside it), else -1 */
+    int *window;         /* [n] the window of a deferred or AGC check, else -1 */
+    double *time;        /* [n] checker seconds per step */
+    size_t *kept;        /* [n] bytes a deferred check of one execution keeps */
+    double *cost;        /* [n] predicted overhead seconds per step (naive: its time) */
+    int nwin, nseg;
+    int *win_after;      /* [nwin] entry it opens after (-1: before any) */
+    int *win_kind;       /* [nwin] enum ft_plan_window_kind */
+    int *win_use;        /* [nwin] 0 unused, 2 an AGC segment, 3 deferred checks */
+    double *win_len, *win_used; /* [nwin] seconds per step */
+    double overhead;     /* predicted seconds per step (planner.h's cost model) */
+    double step_s;       /* profiled step seconds (0: unknown) */
+    double budget_mb;
+    int phases;          /* enum ft_plan_phase mask */
+    int profile_steps;
+    uint64_t tape_hash;
+} FtDmrEntryPlan;
+
+/* Profile of nmicro + nopt entries, zeroed. */
+void dmr_profile_init(FtDmrProfile *pf, int nmicro, int nopt);
+void dmr_profile_free(FtDmrProfile *pf);
+
+/* Whether entry e may be deferred (it writes no integers) and whether AC checks it (a twin). */
+bool dmr_entry_deferrable(const FtTape *tp, const FtTapeEntry *e);
+bool dmr_entry_piggyback(const FtTape *tp, const FtTapeEntry *e);
+/* Bytes a deferred check of entry i keeps (copied inputs + fingerprints). */
+size_t dmr_entry_kept(const FtTape *tp, int i);
+/* A hash of the tapes' structure (kinds, directions, phases, layers, twins, tensor sizes). */
+uint64_t dmr_tape_hash(const FtTape *micro, const FtTape *opt);
+
+/* Plans the profiled tapes (phases: enum ft_plan_phase mask, budget in bytes). Returns 0, or -1
+ * when out of memory. */
+int dmr_plan_build(const FtDmrProfile *pf, const FtTape *micro, const FtTape *opt, size_t budget,
+                   int phases, FtDmrEntryPlan *p);
+void dmr_plan_free(FtDmrEntryPlan *p);
+
+/* The entry-space tape and index of entry i. */
+static inline const FtTape *dmr_plan_tape(const FtDmrEntryPlan *p, const FtTape *micro,
+                                          const FtTape *opt, int i, int *k)
+{
+    *k = i < p->nmicro ? i : i - p->nmicro;
+    return i < p->nmicro ? micro : opt;
+}
+
+/* Writes the plan to path; rank_line is "rank R of N layout L". Returns 0, or -1 with
+ * "PATH: why" in err. */
+int dmr_plan_write(const FtDmrEntryPlan *p, const FtTape *micro, const FtTape *opt,
+                   const char *path, const char *rank_line, char *err, size_t errlen);
+/* Reads path and checks it against the tapes and rank_line. Returns 0, or -1 with
+ * "PATH:LINE: message" (or "PATH: message") in err; p is then empty. */
+int dmr_plan_read(FtDmrEntryPlan *p, const FtTape *micro, const FtTape *opt, const char *path,
+                  const char *rank_line, char *err, size_t errlen);
+
+/* Per strategy: ops, checker seconds per step, predicted cost (naive: all of it). */
+typedef struct ft_dmr_plan_totals {
+    int ops[4];
+    double time[4], cost[4];
+    int segments, windows_used;
+    double hidden_s;  /* checker time assigned to windows */
+    double window_s;  /* all windows' length */
+    double exposed_s; /* checker time of ops AC does not recompute (the lower bound's work) */
+} FtDmrPlanTotals;
+void dmr_plan_totals(const FtDmrEntryPlan *p, FtDmrPlanTotals *t);
+
+/* The table (one row per op: entry, op, phase, layer, strategy, window, time, cost) when
+ * `table`, then the per-strategy totals and the predicted overhead. */
+void dmr_plan_print(FILE *out, const FtDmrEntryPlan *p, const FtTape *micro, const FtTape *opt,
+                    bool table);
+
+#endif

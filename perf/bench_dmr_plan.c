@@ -1,0 +1,202 @@
+/* bench_dmr_plan.c: SpareTrain's ablation on this machine: step time with DMR off, naive, and
+ * planned with phases 1, 1+2 and 1+2+3, as overheads against off measured in one run, beside
+ * the run's lower bound.
+ *
+ * Two ranks, pp 2 (1F1B, 4 micro-batches) or tp 2 (argument "tp"), a small GPT-2 (L 4, NH 8,
+ * C 256, V 256, T 128, B 2 per micro-batch), AC full in every row, synthetic tokens, no faults.
+ * Five trainers live side by side, each on its own grid and copy of the same model; each round
+ * runs one step of every trainer in an order rotated from round to round, and a step's time is
+ * the slowest rank's. The planned trainers profile their own first dmr.profile_steps steps
+ * (the warm-up rounds, checked naively) and plan them. Overheads are medians over rounds of a
+ * step against the off step of the same round.
+ * Lower bound, per rank, from the phases-1,2,3 trainer's profile: (checker time of the ops AC
+ * does not recompute - the idle time measured in windows) / the profiled step time, at least 0;
+ * the run's is the largest rank's. Beside it: what the pipeline's waits (PP windows: sends,
+ * receives and bubbles) and the other waits give, per rank.
+ * FT_BENCH_SMOKE=1: a tiny model, 1 round. Usage: mpiexec -n 2 bench_dmr_plan [pp|tp] [rounds]
+ * (default pp, 8 timed rounds). */
+#include <mpi.h>
+#include <omp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ftllm/deck.h"
+#include "ftllm/dmr_plan.h"
+#include "ftllm/grid.h"
+#include "ftllm/log.h"
+#include "ftllm/model.h"
+#include "ftllm/train.h"
+#include "ftllm/train_dmr.h"
+
+enum { NV = 5, WARMUP = 3, PROFILE_STEPS = 2 };
+static const struct {
+    const char *name;
+    int mode, phases;
+} g_var[NV] = {
+    {"off", FT_DMR_OFF, 0},
+    {"naive", FT_DMR_NAIVE, 0},
+    {"planned, phase 1", FT_DMR_PLANNED, FT_DMR_PHASES_1},
+    {"planned, phases 1,2", FT_DMR_PLANNED, FT_DMR_PHASES_12},
+    {"planned, phases 1,2,3", FT_DMR_PLANNED, FT_DMR_PHASES_123},
+};
+
+static void synth_fetch(void *ctx, uint64_t first, int B, int *in, int *tg)
+{
+    const int *dims = ctx; /* T, V */
+    uint64_t s = first * 2654435761u + 1;
+    for (int i = 0; i < B * dims[0]; i++) {
+        in[i] = (int)(model_rng_next(&s) % (uint64_t)dims[1]);
+        tg[i] = (int)(model_rng_next(&s) % (uint64_t)dims[1]);
+    }
+}
+
+static int cmp_d(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+static double median(double *v, int n)
+{
+    qsort(v, (size_t)n, sizeof *v, cmp_d);
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+typedef struct variant {
+    FtConfig c;
+    FtGrid g;
+    FtModel m;
+    FtTrainer tr;
+    FtTrainDmr *td;
+} Variant;
+
+static void setup(Variant *v, int k, bool tp, bool smoke, int *dims)
+{
+    char err[FT_DECK_ERR_MAX];
+    FtConfig *c = &v->c;
+    if (deck_defaults(c, err, sizeof err)) FT_DIE("%s", err);
+    c->model.layers = 4, c->model.heads = smoke ? 4 : 8, c->model.channels = smoke ? 64 : 256;
+    c->model.vocab = 256, c->model.vocab_pad = 128, c->model.seq_len = smoke ? 32 : 128;
+    c->train.batch = 2, c->train.steps = 1000, c->train.warmup = 10;
+    c->train.ac = FT_AC_CHOICE_FULL, c->train.val_batches = 0;
+    c->parallel.pp = tp ? 1 : 2, c->parallel.tp = tp ? 2 : 1;
+    c->parallel.microbatches = tp ? 1 : 4;
+    c->dmr.mode = g_var[k].mode, c->dmr.phases = g_var[k].phases;
+    c->dmr.profile_steps = PROFILE_STEPS;
+    if (deck_check(c, 2, err, sizeof err)) FT_DIE("%s", err);
+    dims[0] = (int)c->model.seq_len, dims[1] = (int)c->model.vocab;
+    if (grid_create(&v->g, MPI_COMM_WORLD, (int)c->parallel.tp, (int)c->parallel.pp, 1, 1, err,
+                    sizeof err))
+        FT_DIE("%s", err);
+    FtGpt2Config mc;
+    model_config_from_deck(c, &mc);
+    FtShard sh = {.tp = v->g.tp, .tp_rank = v->g.tp_rank, .pp = v->g.pp, .pp_rank = v->g.pp_rank,
+                  .ep = 1};
+    model_create_sharded(&v->m, &mc, &sh);
+    model_init_random(&v->m, 1337);
+    FtBatchSource src = {synth_fetch, dims};
+    train_init_grid(&v->tr, c, &v->m, &v->g, &src, NULL);
+    if (train_dmr_setup(&v->td, &v->tr, c, err, sizeof err)) FT_DIE("%s", err);
+}
+
+int main(int argc, char **argv)
+{
+    MPI_Init(&argc, &argv);
+    int rank, nranks;
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &nranks);
+    log_init(rank, FT_LOG_WARN);
+    if (nranks != 2) {
+        if (rank == 0) fprintf(stderr, "bench_dmr_plan: run it on 2 ranks (mpiexec -n 2)\n");
+        MPI_Finalize();
+        return 2;
+    }
+    bool tp = argc > 1 && !strcmp(argv[1], "tp");
+    bool smoke = getenv("FT_BENCH_SMOKE") && atoi(getenv("FT_BENCH_SMOKE"));
+    int rounds = argc > 2 ? atoi(argv[2]) : smoke ? 1 : 8;
+    if (rounds < 1) rounds = 1;
+    static int dims[2];
+    Variant *v = calloc(NV, sizeof *v);
+    FT_ASSERT(v);
+    for (int k = 0; k < NV; k++) setup(&v[k], k, tp, smoke, dims);
+    const char *lay = tp ? "tp2" : "pp2";
+    if (rank == 0)
+        printf("bench_dmr_plan: %s on 2 ranks (%s), GPT-2 L4 NH%lld C%lld V256 T%lld B2, AC full, "
+               "%d thread%s per rank, %d warm-up rounds (the planned rows profile %d of them), "
+               "%d timed rounds of one step per variant (order rotated)\n", lay,
+               tp ? "1 micro-batch" : "1F1B, 4 micro-batches", v[0].c.model.heads,
+               v[0].c.model.channels, v[0].c.model.seq_len, omp_get_max_threads(),
+               omp_get_max_threads() == 1 ? "" : "s", WARMUP, PROFILE_STEPS, rounds);
+    double *t = calloc((size_t)NV * rounds, sizeof *t);
+    FT_ASSERT(t);
+    for (int r = -WARMUP; r < rounds; r++)
+        for (int j = 0; j < NV; j++) {
+            int k = (j + (r < 0 ? 0 : r)) % NV;
+            FtStepInfo st;
+            train_step(&v[k].tr, &st);
+            double s = st.seconds, smax;
+            MPI_Allreduce(&s, &smax, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+            if (r >= 0) t[k * rounds + r] = smax;
+        }
+    double over[NV], ms[NV];
+    for (int k = 0; k < NV; k++) {
+        double rr[rounds], tt[rounds];
+        for (int r = 0; r < rounds; r++) tt[r] = t[k * rounds + r], rr[r] = tt[r] / t[r];
+        over[k] = 100 * (median(rr, rounds) - 1), ms[k] = 1e3 * median(tt, rounds);
+    }
+    /* per rank: the plans' predictions, the lower bound, what the windows give */
+    double mine[4 + NV] = {0}, all[2 * (4 + NV)];
+    const FtDmrEntryPlan *p3 = dmr_plan(train_dmr_get(v[4].td));
+    FT_ASSERT(p3);
+    FtDmrPlanTotals tot;
+    dmr_plan_totals(p3, &tot);
+    for (int w = 0; w < p3->nwin; w++) mine[p3->win_kind[w] == PLAN_WIN_PP ? 0 : 1] += p3->win_len[w];
+    mine[2] = tot.exposed_s, mine[3] = p3->step_s;
+    for (int k = 2; k < NV; k++) {
+        const FtDmrEntryPlan *p = dmr_plan(train_dmr_get(v[k].td));
+        mine[4 + k] = p && p->step_s > 0 ? 100 * p->overhead / p->step_s : 0;
+    }
+    MPI_Allgather(mine, 4 + NV, MPI_DOUBLE, all, 4 + NV, MPI_DOUBLE, MPI_COMM_WORLD);
+    FtDmrStats ds[NV];
+    for (int k = 1; k < NV; k++) train_dmr_stats(v[k].td, &ds[k]);
+    if (rank == 0) {
+        printf("%-22s %10s %12s %10s %9s %9s %9s\n", "variant (AC full)", "median ms",
+               "vs off", "predicted", "deferred", "agc", "windowed");
+        for (int k = 0; k < NV; k++) {
+            char pred[24] = "-", dc[16] = "-", ac[16] = "-", wc[16] = "-";
+            if (k >= 2) {
+                snprintf(pred, sizeof pred, "+%.1f%%", all[4 + k] > all[4 + NV + 4 + k]
+                                                           ? all[4 + k] : all[4 + NV + 4 + k]);
+                snprintf(dc, sizeof dc, "%lld", ds[k].checks[FT_DMR_S_DEFERRED]);
+                snprintf(ac, sizeof ac, "%lld", ds[k].checks[FT_DMR_S_AGC]);
+                snprintf(wc, sizeof wc, "%lld", ds[k].windowed);
+            }
+            printf("%-22s %10.1f %+11.1f%% %10s %9s %9s %9s\n", g_var[k].name, ms[k], over[k],
+                   pred, dc, ac, wc);
+        }
+        double lb = 0;
+        for (int q = 0; q < 2; q++) {
+            const double *a = all + q * (4 + NV);
+            double l = a[3] > 0 ? 100 * (a[2] - a[0] - a[1]) / a[3] : 0;
+            if (l < 0) l = 0;
+            if (l > lb) lb = l;
+            printf("rank %d: checker time not on recomputation %.2f ms per step; windows PP "
+                   "(sends, receives, bubbles) %.2f ms, other (tp/dp/ep/loss) %.2f ms; profiled "
+                   "step %.2f ms; lower bound %.1f%%\n", q, 1e3 * a[2], 1e3 * a[0], 1e3 * a[1],
+                   1e3 * a[3], l);
+        }
+        printf("RESULT %s: naive %+.1f%%, phase 1 %+.1f%%, phases 1,2 %+.1f%%, phases 1,2,3 "
+               "%+.1f%%; lower bound %.1f%%\n", lay, over[1], over[2], over[3], over[4], lb);
+        fflush(stdout);
+    }
+    for (int k = 0; k < NV; k++) {
+        train_dmr_destroy(v[k].td);
+        train_free(&v[k].tr);
+        model_free(&v[k].m);
+        grid_destroy(&v[k].g);
+    }
+    free(v), free(t);
+    MPI_Finalize();
+    return 0;
+}

@@ -1,0 +1,300 @@
+/* dmr_defer.c: mode planned's deferred checks (dmr.h): units (one op, or the members of an AGC
+ * segment) kept at the primary, replayed from the executor's poll hook one op per call and
+ * drained before the agreement; the plan's links between segment members; the profile that
+ * the first steps record and plan.
+ *
+ * Key decisions:
+ *  - One mechanism for D-DMR and AGC: a unit is a list of members; an input that an earlier
+ *    member of the same unit wrote (with nothing else writing or sending that tensor in
+ *    between, plan_prepare) is taken from that member's replay instead of being kept, so a
+ *    segment keeps its boundary and a lone op keeps all its inputs. A unit may start in the
+ *    middle of its segment (after the budget closed the earlier part): what it lacks is kept.
+ *  - The replay outputs of the unit being replayed live in one scratch buffer; one unit is
+ *    replayed at a time (a forced replay finishes the current one first).
+ *  - Memory is charged when a member is added and released when its unit is freed: the
+ *    budget holds at every moment, whatever the order of polls. */
+#include <omp.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ftllm/deck_keys.h"
+#include "ftllm/log.h"
+#include "dmr_impl.h"
+
+/* ---- deferred checks (mode planned) -------------------------------------------------------- */
+
+static bool stable_role(FtTensorRole r)
+{
+    return r == FT_TR_PARAM || r == FT_TR_MOM1 || r == FT_TR_MOM2; /* unchanged until commit */
+}
+
+void dmr_unit_free(FtDmr *d, Unit *u)
+{
+    if (!u) return;
+    for (int j = 0; j < u->nm; j++)
+        for (int k = 0; k < FT_OP_MAX_IN; k++) free(u->m[j].copy[k]);
+    d->kept -= u->kept;
+    free(u->m), free(u->roff), free(u);
+}
+
+static void unit_remove(FtDmr *d, Unit *u)
+{
+    for (int i = 0; i < d->nunits; i++)
+        if (d->units[i] == u) {
+            memmove(d->units + i, d->units + i + 1, sizeof *d->units * (size_t)(d->nunits - i - 1));
+            d->nunits--;
+            break;
+        }
+    if (d->cur == u) d->cur = NULL;
+    dmr_unit_free(d, u);
+}
+
+/* Replays u's next member into the replay scratch and compares its output fingerprints with
+ * the primary's; the last member frees u. */
+static void unit_step(FtDmr *d, Unit *u)
+{
+    if (u->next == 0) { /* the replay outputs of every member, carved from one buffer */
+        u->roff = calloc((size_t)u->nm * FT_OP_MAX_OUT, sizeof *u->roff);
+        FT_ASSERT(u->roff);
+        size_t total = 0;
+        for (int j = 0; j < u->nm; j++) {
+            const FtTapeEntry *e = &u->tp->e[u->m[j].entry];
+            for (int k = 0; k < FT_OP_MAX_OUT; k++) {
+                u->roff[j * FT_OP_MAX_OUT + k] = total;
+                if (e->out[k] >= 0 && u->m[j].c.out[k])
+                    total += (tape_tensor_bytes(u->tp, e->out[k]) + 63) & ~(size_t)63;
+            }
+        }
+        if (total > d->rscratch_bytes) {
+            free(d->rscratch);
+            d->rscratch_bytes = total + total / 4;
+            d->rscratch = aligned_alloc(64, (d->rscratch_bytes + 63) & ~(size_t)63);
+            FT_ASSERT(d->rscratch);
+        }
+        d->cur = u;
+    }
+    Member *m = &u->m[u->next];
+    const FtTapeEntry *e = &u->tp->e[m->entry];
+    char *rs = d->rscratch;
+    FtOpCall cc = m->c;
+    for (int k = 0; k < FT_OP_MAX_IN; k++)
+        if (m->link[k] >= 0) cc.in[k] = rs + u->roff[m->link[k]];
+    for (int k = 0; k < FT_OP_MAX_OUT; k++)
+        if (e->out[k] >= 0 && m->c.out[k]) cc.out[k] = rs + u->roff[u->next * FT_OP_MAX_OUT + k];
+    dmr_run_op(d, e, &cc);
+    enum strat s = u->seg < 0 ? S_DEFER : S_AGC;
+    for (int j = 0; j < m->nchk; j++) dmr_inject(d, m->chk[j], u->tp, m->entry, cc.out, m->entry, s);
+    uint64_t fp[FT_OP_MAX_OUT];
+    dmr_fingerprint(d, u->tp, e, &cc, fp);
+    if (m->covered) d->s.checks[u->seg < 0 ? FT_DMR_S_DEFERRED : FT_DMR_S_AGC]++;
+    if (memcmp(fp, m->fp, sizeof fp)) dmr_mismatch(d, u->tp, m->entry, m->entry, s);
+    if (++u->next == u->nm) unit_remove(d, u);
+}
+
+/* Replays all of u now (finishing the unit being replayed first: they share the scratch). */
+static void unit_run(FtDmr *d, Unit *u)
+{
+    if (d->cur && d->cur != u)
+        while (d->cur) unit_step(d, d->cur);
+    u->complete = true;
+    while (u->nm && u->next < u->nm) {
+        Unit *v = u;
+        int left = u->nm - u->next;
+        unit_step(d, v);
+        if (left == 1) return; /* freed */
+    }
+    if (u->nm == 0) unit_remove(d, u);
+}
+
+static bool poll_fn(void *arg)
+{
+    FtDmr *d = arg;
+    if (d->in_poll || !d->nunits) return false;
+    Unit *u = d->cur;
+    for (int i = 0; i < d->nunits && !u; i++)
+        if (d->units[i]->complete) u = d->units[i];
+    if (!u) return false;
+    d->in_poll = true;
+    double t0 = omp_get_wtime();
+    if (u->next == 0) d->s.windowed++;
+    unit_step(d, u); /* one op: then the wait tests its requests again */
+    double dt = omp_get_wtime() - t0;
+    d->s.check_s += dt, d->s.window_s += dt;
+    d->in_poll = false;
+    return true;
+}
+
+FtPoll dmr_poll(FtDmr *d) { return (FtPoll){.fn = poll_fn, .arg = d}; }
+
+/* Replays every queued unit (before the agreement: no step commits unchecked). */
+void dmr_drain(FtDmr *d)
+{
+    while (d->nunits) {
+        Unit *u = d->cur ? d->cur : d->units[0];
+        if (u->next == 0) d->s.drained++;
+        unit_run(d, u);
+    }
+}
+
+/* Entry i (primary outputs c->out) of tape tp becomes a member of a deferred unit: its own
+ * (seg < 0) or its AGC segment's. Inputs are kept (copied) unless they are model state or the
+ * output of an earlier member of the same unit; over the budget, the unit is replayed at once
+ * and entry i checked naively. */
+void dmr_defer_add(FtDmr *d, const FtTape *tp, int i, const FtOpCall *c, int seg,
+                      bool covered, const int *chk, int nchk)
+{
+    const FtTapeEntry *e = &tp->e[i];
+    int idx = dmr_entry_index(d, tp, i);
+    Unit *u = NULL;
+    for (int j = 0; j < d->nunits && seg >= 0 && !u; j++)
+        if (!d->units[j]->complete && d->units[j]->tp == tp && d->units[j]->seg == seg)
+            u = d->units[j];
+    if (u)
+        for (int j = 0; j < u->nm; j++)
+            if (u->m[j].entry == i) { /* the tape runs again (next micro-batch): close it */
+                u->complete = true;
+                u = NULL;
+                break;
+            }
+    Member m = {.entry = i, .c = *c, .covered = covered};
+    size_t bytes = 0, nb[FT_OP_MAX_IN] = {0};
+    for (int k = 0; k < FT_OP_MAX_IN; k++) {
+        m.link[k] = -1;
+        if (e->in[k] < 0 || !c->in[k] || stable_role(tp->t[e->in[k]].role)) continue;
+        int pr = u && d->link ? d->link[(size_t)idx * FT_OP_MAX_IN + k] : -1;
+        for (int j = u ? u->nm - 1 : -1; pr >= 0 && j >= 0; j--)
+            if (u->m[j].entry == pr / FT_OP_MAX_OUT) {
+                m.link[k] = j * FT_OP_MAX_OUT + pr % FT_OP_MAX_OUT;
+                m.c.in[k] = NULL;
+                break;
+            }
+        if (m.link[k] < 0) bytes += nb[k] = tape_tensor_bytes(tp, e->in[k]);
+    }
+    for (int k = 0; k < FT_OP_MAX_OUT; k++) bytes += e->out[k] >= 0 ? sizeof(uint64_t) : 0;
+    if (d->kept + bytes > d->budget) {
+        if (u) unit_run(d, u);
+        d->s.demoted++;
+        dmr_check_naive(d, tp, i, c, chk, nchk);
+        return;
+    }
+    for (int k = 0; k < FT_OP_MAX_IN; k++) {
+        if (!nb[k]) continue;
+        m.copy[k] = aligned_alloc(64, (nb[k] + 63) & ~(size_t)63); /* as the model's buffers */
+        FT_ASSERT(m.copy[k]);
+        memcpy(m.copy[k], c->in[k], nb[k]);
+        m.c.in[k] = m.copy[k];
+    }
+    dmr_fingerprint(d, tp, e, c, m.fp);
+    for (int j = 0; j < nchk && m.nchk < 4; j++) m.chk[m.nchk++] = chk[j];
+    if (!u) {
+        u = calloc(1, sizeof *u);
+        FT_ASSERT(u);
+        u->tp = tp, u->seg = seg;
+        if (d->nunits == d->capunits) {
+            d->capunits = d->capunits ? 2 * d->capunits : 16;
+            Unit **nu = realloc(d->units, sizeof *nu * (size_t)d->capunits);
+            FT_ASSERT(nu);
+            d->units = nu;
+        }
+        d->units[d->nunits++] = u;
+    }
+    if (u->nm == u->cap) {
+        u->cap = u->cap ? 2 * u->cap : 4;
+        Member *nm = realloc(u->m, sizeof *nm * (size_t)u->cap);
+        FT_ASSERT(nm);
+        u->m = nm;
+    }
+    u->m[u->nm++] = m;
+    u->kept += bytes, d->kept += bytes;
+    if ((long long)d->kept > d->s.kept_peak) d->s.kept_peak = (long long)d->kept;
+    if (seg < 0 || d->seg_last[seg] == idx) u->complete = true;
+}
+
+/* For the AGC members of the plan: which earlier member of the same segment (and tape) wrote
+ * each input, with no other entry writing or communicating it in between (else -1: kept). */
+static void plan_prepare(FtDmr *d)
+{
+    const FtDmrEntryPlan *p = &d->plan;
+    free(d->link), free(d->seg_last);
+    d->link = malloc(((size_t)p->n * FT_OP_MAX_IN + 1) * sizeof *d->link);
+    d->seg_last = malloc(((size_t)p->nseg + 1) * sizeof *d->seg_last);
+    FT_ASSERT(d->link && d->seg_last);
+    for (int s = 0; s < p->nseg; s++) d->seg_last[s] = -1;
+    for (int idx = 0; idx < p->n; idx++) {
+        for (int k = 0; k < FT_OP_MAX_IN; k++) d->link[(size_t)idx * FT_OP_MAX_IN + k] = -1;
+        if (p->seg[idx] < 0) continue;
+        d->seg_last[p->seg[idx]] = idx;
+        const FtTape *tp = idx < p->nmicro ? d->micro : d->opt;
+        int i = idx < p->nmicro ? idx : idx - p->nmicro, base = idx - i;
+        const FtTapeEntry *e = &tp->e[i];
+        for (int k = 0; k < FT_OP_MAX_IN; k++) {
+            int t = e->in[k];
+            if (t < 0) continue;
+            for (int j = i - 1; j >= 0; j--) {
+                const FtTapeEntry *f = &tp->e[j];
+                int w = -1;
+                bool touches = false;
+                for (int q = 0; q < FT_OP_MAX_OUT; q++)
+                    if (f->out[q] == t) w = q, touches = true;
+                for (int q = 0; q < FT_OP_MAX_IN && f->kind == FT_OP_MARK; q++)
+                    if (f->in[q] == t) touches = true;
+                if (!touches) continue;
+                if (w >= 0 && f->kind != FT_OP_MARK && p->seg[base + j] == p->seg[idx])
+                    d->link[(size_t)idx * FT_OP_MAX_IN + k] = j * FT_OP_MAX_OUT + w;
+                break;
+            }
+        }
+    }
+}
+
+void dmr_set_plan(FtDmr *d, FtDmrEntryPlan *p)
+{
+    FT_ASSERT(d->mode == FT_DMR_PLANNED && p->nmicro == d->micro->ne && p->nopt == d->opt->ne);
+    dmr_plan_free(&d->plan);
+    d->plan = *p;
+    memset(p, 0, sizeof *p);
+    d->profile_left = 0;
+    plan_prepare(d);
+}
+
+const FtDmrEntryPlan *dmr_plan(const FtDmr *d) { return d->plan.strat ? &d->plan : NULL; }
+
+/* ---- the profile --------------------------------------------------------------------------- */
+
+void dmr_prof_waits(const FtDmr *d, double *w)
+{
+    w[0] = w[1] = 0;
+    if (!d->tl) return;
+    for (int k = 0; k < FT_TL_NKINDS; k++)
+        if (k != FT_TL_STEP) w[k != FT_TL_PP] += d->tl->total[k];
+}
+
+/* The waits since the last op go after it; idx (-2: none) runs next. */
+void dmr_prof_note(FtDmr *d, int idx)
+{
+    double w[2];
+    dmr_prof_waits(d, w);
+    if (d->prof_count) {
+        d->prof.wait_pp[d->prof_last + 1] += w[0] - d->prof_w[0];
+        d->prof.wait_other[d->prof_last + 1] += w[1] - d->prof_w[1];
+    }
+    d->prof_w[0] = w[0], d->prof_w[1] = w[1];
+    if (idx > -2) d->prof_last = idx;
+}
+
+/* An attempt of the profile ended at `now`; after the last one, plan. */
+void dmr_profile_end(FtDmr *d, double now)
+{
+    if (d->prof_count) {
+        d->prof.steps++;
+        d->prof.step_s += now - d->t_attempt - (d->s.check_s - d->att_check_s); /* unchecked */
+        d->prof.wall_s += now - d->t_attempt;
+    }
+    if (--d->profile_left > 0) return;
+    FtDmrEntryPlan p;
+    if (dmr_plan_build(&d->prof, d->micro, d->opt, d->budget, d->phases, &p))
+        FT_DIE("dmr: out of memory planning %d entries", d->micro->ne + d->opt->ne);
+    p.profile_steps = d->profile_steps;
+    dmr_set_plan(d, &p);
+    if (d->on_plan) d->on_plan(d->on_plan_arg, d);
+}

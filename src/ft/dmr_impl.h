@@ -1,0 +1,139 @@
+/* dmr_impl.h: what the DMR module's files share (dmr.c: set-up, the after-op hook, naive and
+ * piggyback checks, injection, agreement, counters; dmr_defer.c: mode planned's deferred
+ * checks, AGC segment replays, the poll hook and the profile). Not a public header: only
+ * src/ft/dmr*.c include it. */
+#ifndef FTLLM_DMR_IMPL_H
+#define FTLLM_DMR_IMPL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "ftllm/dmr.h"
+#include "ftllm/dmr_plan.h"
+
+enum strat { S_NONE, S_NAIVE, S_PB_SAVE, S_PB_CHECK, S_DEFER, S_AGC };
+
+/* A deferred check (mode planned): one op (D-DMR) or the members of an AGC segment that ran so
+ * far, replayed from what was kept when each primary ran. */
+typedef struct member {
+    int entry;                  /* in its tape */
+    FtOpCall c;                 /* inputs: kept copies, model state, or NULL where link >= 0 */
+    int link[FT_OP_MAX_IN];     /* input k is member link/FT_OP_MAX_OUT's output link%MAX, or -1 */
+    void *copy[FT_OP_MAX_IN];   /* kept copies (freed with the unit) */
+    uint64_t fp[FT_OP_MAX_OUT]; /* the primary's output fingerprints */
+    int chk[4], nchk;           /* checker flips (applied to the replay's outputs) */
+    bool covered;               /* counted as a check (AGC: not a piggyback op replayed) */
+} Member;
+
+typedef struct unit {
+    const FtTape *tp;
+    int seg;        /* AGC segment, -1: one op */
+    Member *m;
+    int nm, cap;
+    size_t kept;    /* bytes charged to the budget */
+    bool complete;  /* its last member ran (or it was closed) */
+    int next;       /* members replayed so far */
+    size_t *roff;   /* [nm x FT_OP_MAX_OUT] replay output offsets in the replay scratch */
+} Unit;
+
+/* Piggyback fingerprints of one tape. */
+typedef struct fp_store {
+    const FtTape *tp;
+    int ne;
+    uint64_t *fp;           /* ne x FT_OP_MAX_OUT */
+    unsigned char *pending; /* ne: fingerprinted, twin not run yet */
+    int npending;
+} FpStore;
+
+typedef struct inj { /* a flip applied in this attempt */
+    int flip;
+    const FtTape *tp;
+    int key; /* the entry whose check covers it */
+    bool detected;
+} Inj;
+
+typedef struct deferred { /* a checker flip waiting for its recompute twin */
+    int flip;
+    const FtTape *tp;
+    int entry, key;
+} Deferred;
+
+#define MAX_STORES (FT_EXEC_MAX_TAPES + 2)
+
+struct ft_dmr {
+    int mode, suspect_after;
+    const FtBackend *be;
+    int rank, nranks; /* in the world of the last agreement */
+    FtFlip *flips;
+    bool *fired;
+    int nflips;
+    FpStore st[MAX_STORES];
+    int nst;
+    void *scratch;
+    size_t scratch_bytes;
+    /* the attempt */
+    bool in_attempt, active;
+    long long step;
+    long long count[FT_OP_NKINDS];
+    int *armed, narmed; /* this step's flips not fired yet (-1: fired) */
+    Inj *inj;
+    int ninj, capinj;
+    Deferred *def;
+    int ndef, capdef;
+    long long mism;
+    char first[256];
+    double t_attempt;
+    /* mode planned */
+    const FtTape *micro, *opt;
+    int phases, profile_left, profile_steps;
+    size_t budget, kept;
+    const FtTimeline *tl;
+    FtDmrEntryPlan plan; /* plan.strat NULL: profiling */
+    FtDmrProfile prof;
+    int prof_last;       /* entry space index of the op that ran last (-1: none this attempt) */
+    double prof_w[2];    /* the timeline's waits (pp, others) at the last op */
+    bool prof_count;     /* this attempt is measured */
+    int prof_attempt;    /* attempts profiled */
+    double att_check_s;  /* check_s when the attempt began */
+    int *seg_last;       /* [plan.nseg] entry of each segment's last member */
+    Unit *cur;           /* the unit being replayed (its outputs are in rscratch) */
+    int *link;           /* [n x FT_OP_MAX_IN] AGC members: producer entry * MAX_OUT + k, or -1 */
+    Unit **units;        /* deferred checks in order: open and complete */
+    int nunits, capunits;
+    void *rscratch;      /* the replay outputs of the unit being replayed */
+    size_t rscratch_bytes;
+    bool in_poll;
+    void (*on_plan)(void *arg, FtDmr *d);
+    void *on_plan_arg;
+    /* the run */
+    FtDmrStats s;
+    int *bad_steps, *who; /* per world rank */
+    bool *suspect;
+};
+
+/* dmr.c */
+int dmr_entry_index(const FtDmr *d, const FtTape *tp, int i); /* entry space (dmr_plan.h) */
+void dmr_run_op(const FtDmr *d, const FtTapeEntry *e, const FtOpCall *c);
+/* Applies flip fi to outs (outputs of entry i of tp); the check of `key` covers it. */
+void dmr_inject(FtDmr *d, int fi, const FtTape *tp, int i, void *const *outs, int key,
+                enum strat s);
+/* A check of entry i (covering `key`) by strategy s mismatched. */
+void dmr_mismatch(FtDmr *d, const FtTape *tp, int i, int key, enum strat s);
+void dmr_fingerprint(const FtDmr *d, const FtTape *tp, const FtTapeEntry *e, const FtOpCall *c,
+                     uint64_t *fp);
+/* Runs entry i again into scratch (checker flips chk[0..nchk) applied there) and compares. */
+void dmr_check_naive(FtDmr *d, const FtTape *tp, int i, const FtOpCall *c, const int *chk,
+                     int nchk);
+
+/* dmr_defer.c */
+/* Entry i becomes a member of a deferred unit: its own (seg < 0) or its AGC segment's. */
+void dmr_defer_add(FtDmr *d, const FtTape *tp, int i, const FtOpCall *c, int seg, bool covered,
+                   const int *chk, int nchk);
+void dmr_drain(FtDmr *d);              /* replays every queued unit */
+void dmr_unit_free(FtDmr *d, Unit *u); /* frees u and its kept copies */
+void dmr_prof_waits(const FtDmr *d, double *w);
+void dmr_prof_note(FtDmr *d, int idx);
+void dmr_profile_end(FtDmr *d, double now);
+
+#endif

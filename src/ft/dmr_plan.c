@@ -1,0 +1,556 @@
+/* dmr_plan.c: the DMR plan in tape-entry space: profile to planner input and back, the plan
+ * file, the table (dmr_plan.h).
+ *
+ * Key decisions:
+ *  - The planner (planner.h) sees only the entries that may be planned; the mapping back to
+ *    entries is one index array. Integer-writing entries are naive before the planner runs.
+ *  - The file is line-oriented text read with strtok_r over a copy of each line: every field is
+ *    checked (names against the tape, numbers for range), so a hand-edited plan that would
+ *    check an op wrongly is refused with its line number rather than trusted. */
+#include "ftllm/dmr_plan.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ftllm/log.h"
+
+static const char *const g_phase_name[] = {"forward", "backward", "recompute"};
+static const char *const g_kind_name[] = {"pp", "intra"};
+static const char *const g_use_name[] = {"-", "-", "agc", "deferred"};
+
+void dmr_profile_init(FtDmrProfile *pf, int nmicro, int nopt)
+{
+    memset(pf, 0, sizeof *pf);
+    pf->nmicro = nmicro, pf->nopt = nopt;
+    int n = nmicro + nopt;
+    pf->time = calloc((size_t)n + 1, sizeof *pf->time);
+    pf->wait_pp = calloc((size_t)n + 2, sizeof *pf->wait_pp);
+    pf->wait_other = calloc((size_t)n + 2, sizeof *pf->wait_other);
+    FT_ASSERT(pf->time && pf->wait_pp && pf->wait_other);
+}
+
+void dmr_profile_free(FtDmrProfile *pf)
+{
+    free(pf->time), free(pf->wait_pp), free(pf->wait_other);
+    memset(pf, 0, sizeof *pf);
+}
+
+bool dmr_entry_deferrable(const FtTape *tp, const FtTapeEntry *e)
+{
+    if (e->kind == FT_OP_MARK) return false;
+    for (int k = 0; k < FT_OP_MAX_OUT; k++)
+        if (e->out[k] >= 0 && (tp->t[e->out[k]].dtype == FT_I32 || tp->t[e->out[k]].dtype == FT_I64))
+            return false;
+    return true;
+}
+
+bool dmr_entry_piggyback(const FtTape *tp, const FtTapeEntry *e)
+{
+    return e->twin >= 0 && dmr_entry_deferrable(tp, e);
+}
+
+size_t dmr_entry_kept(const FtTape *tp, int i)
+{
+    const FtTapeEntry *e = &tp->e[i];
+    size_t b = 0;
+    for (int k = 0; k < FT_OP_MAX_IN; k++) {
+        if (e->in[k] < 0) continue;
+        FtTensorRole r = tp->t[e->in[k]].role;
+        if (r == FT_TR_PARAM || r == FT_TR_MOM1 || r == FT_TR_MOM2) continue; /* stable */
+        b += tape_tensor_bytes(tp, e->in[k]);
+    }
+    for (int k = 0; k < FT_OP_MAX_OUT; k++) b += e->out[k] >= 0 ? 8 : 0;
+    return b;
+}
+
+static uint64_t mix(uint64_t h, uint64_t v)
+{
+    h ^= v + 0x9e3779b97f4a7c15ULL + (h << 6) + (h >> 2);
+    return h * 0xff51afd7ed558ccdULL;
+}
+
+uint64_t dmr_tape_hash(const FtTape *micro, const FtTape *opt)
+{
+    uint64_t h = 1469598103934665603ULL;
+    const FtTape *tps[2] = {micro, opt};
+    for (int t = 0; t < 2; t++) {
+        const FtTape *tp = tps[t];
+        h = mix(h, (uint64_t)tp->ne);
+        for (int i = 0; i < tp->ne; i++) {
+            const FtTapeEntry *e = &tp->e[i];
+            h = mix(h, (uint64_t)e->kind * 131 + (uint64_t)e->dir * 17 + (uint64_t)e->phase);
+            h = mix(h, (uint64_t)(e->layer + 1) * 7919 + (uint64_t)(e->twin + 1));
+            h = mix(h, (uint64_t)e->mark);
+            for (int k = 0; k < FT_OP_MAX_IN; k++) h = mix(h, tape_tensor_bytes(tp, e->in[k]));
+            for (int k = 0; k < FT_OP_MAX_OUT; k++) h = mix(h, tape_tensor_bytes(tp, e->out[k]));
+        }
+    }
+    return h;
+}
+
+/* The planner's block of entry i: layer + 1 (0 outside the blocks), the optimizer apart. */
+static int block_of(const FtTape *micro, const FtTape *opt, int i)
+{
+    if (i >= micro->ne) {
+        int top = -1;
+        for (int j = 0; j < micro->ne; j++)
+            if (micro->e[j].layer > top) top = micro->e[j].layer;
+        return top + 2;
+    }
+    return micro->e[i].layer + 1;
+}
+
+static const FtTapeEntry *entry_of(const FtTape *micro, const FtTape *opt, int i, const FtTape **tp,
+                                   int *k)
+{
+    *k = i < micro->ne ? i : i - micro->ne;
+    *tp = i < micro->ne ? micro : opt;
+    return &(*tp)->e[*k];
+}
+
+void dmr_plan_free(FtDmrEntryPlan *p)
+{
+    if (!p) return;
+    free(p->strat), free(p->seg), free(p->window), free(p->time), free(p->kept), free(p->cost);
+    free(p->win_after), free(p->win_kind), free(p->win_use), free(p->win_len), free(p->win_used);
+    memset(p, 0, sizeof *p);
+}
+
+static void plan_alloc(FtDmrEntryPlan *p, int nmicro, int nopt, int nwin)
+{
+    memset(p, 0, sizeof *p);
+    p->nmicro = nmicro, p->nopt = nopt, p->n = nmicro + nopt, p->nwin = nwin;
+    size_t n = (size_t)p->n + 1, w = (size_t)nwin + 1;
+    p->strat = malloc(n * sizeof *p->strat), p->seg = malloc(n * sizeof *p->seg);
+    p->window = malloc(n * sizeof *p->window), p->time = calloc(n, sizeof *p->time);
+    p->kept = calloc(n, sizeof *p->kept), p->cost = calloc(n, sizeof *p->cost);
+    p->win_after = calloc(w, sizeof *p->win_after), p->win_kind = calloc(w, sizeof *p->win_kind);
+    p->win_use = calloc(w, sizeof *p->win_use), p->win_len = calloc(w, sizeof *p->win_len);
+    p->win_used = calloc(w, sizeof *p->win_used);
+    FT_ASSERT(p->strat && p->seg && p->window && p->time && p->kept && p->cost && p->win_after &&
+              p->win_kind && p->win_use && p->win_len && p->win_used);
+    for (int i = 0; i < p->n; i++) p->strat[i] = -1, p->seg[i] = p->window[i] = -1;
+}
+
+/* ---- build --------------------------------------------------------------------------------- */
+
+int dmr_plan_build(const FtDmrProfile *pf, const FtTape *micro, const FtTape *opt, size_t budget,
+                   int phases, FtDmrEntryPlan *p)
+{
+    FT_ASSERT(pf->nmicro == micro->ne && pf->nopt == opt->ne);
+    int n = micro->ne + opt->ne, steps = pf->steps > 0 ? pf->steps : 1, rc = -1;
+    FtPlanOp *ops = calloc((size_t)n + 1, sizeof *ops);
+    FtPlanWindow *win = calloc(2 * ((size_t)n + 1), sizeof *win);
+    int *ent = malloc(((size_t)n + 1) * sizeof *ent), *opi = malloc(((size_t)n + 1) * sizeof *opi);
+    int *went = malloc(2 * ((size_t)n + 1) * sizeof *went);
+    FtDmrPlan pl = {0};
+    if (!ops || !win || !ent || !opi || !went) goto out;
+    int nops = 0, nwin = 0, last = -1;
+    double scale = pf->wall_s > 0 && pf->step_s > 0 && pf->step_s < pf->wall_s
+                   ? pf->step_s / pf->wall_s : 1.0; /* waits measured under naive checks */
+    for (int i = 0; i <= n; i++) {
+        /* the waits just before entry i (after entry i - 1): one window per kind */
+        double w[2] = {scale * pf->wait_pp[i] / steps, scale * pf->wait_other[i] / steps};
+        for (int k = 0; k < 2; k++) {
+            if (!(w[k] > 0)) continue;
+            int blk = i > 0 ? block_of(micro, opt, i - 1) : 0;
+            win[nwin] = (FtPlanWindow){.after = last, .len = w[k],
+                                       .kind = k == 0 ? PLAN_WIN_PP : PLAN_WIN_INTRA, .block = blk};
+            went[nwin++] = i - 1;
+        }
+        if (i == n) break;
+        const FtTape *tp;
+        int j;
+        const FtTapeEntry *e = entry_of(micro, opt, i, &tp, &j);
+        opi[i] = -1;
+        if (e->kind == FT_OP_MARK || !dmr_entry_deferrable(tp, e)) continue;
+        ops[nops] = (FtPlanOp){.name = ops_desc(e->kind)->name, .time = pf->time[i] / steps,
+                               .mem = dmr_entry_kept(tp, j), .recomputed = e->twin >= 0,
+                               .block = block_of(micro, opt, i)};
+        opi[i] = nops, ent[nops++] = i, last = nops - 1;
+    }
+    if (planner_run(ops, nops, win, nwin, budget, phases, &pl)) goto out;
+    plan_alloc(p, micro->ne, opt->ne, nwin);
+    p->phases = phases, p->budget_mb = (double)budget / (1024.0 * 1024.0);
+    p->step_s = pf->step_s / steps, p->overhead = pl.overhead, p->nseg = pl.nseg;
+    p->tape_hash = dmr_tape_hash(micro, opt);
+    for (int i = 0; i < n; i++) {
+        const FtTape *tp;
+        int j;
+        const FtTapeEntry *e = entry_of(micro, opt, i, &tp, &j);
+        if (e->kind == FT_OP_MARK) continue;
+        p->time[i] = pf->time[i] / steps, p->kept[i] = dmr_entry_kept(tp, j);
+        int o = opi[i];
+        if (o < 0) { /* writes integers: naive */
+            p->strat[i] = PLAN_NAIVE, p->cost[i] = p->time[i];
+            p->overhead += p->time[i];
+            continue;
+        }
+        p->strat[i] = pl.strategy[o], p->window[i] = pl.window[o];
+        p->cost[i] = pl.strategy[o] == PLAN_NAIVE ? p->time[i] : 0;
+    }
+    for (int s = 0; s < pl.nseg; s++) { /* members: block b's ops from first to last */
+        int b = ops[pl.seg_first[s]].block;
+        for (int o = pl.seg_first[s]; o <= pl.seg_last[s]; o++)
+            if (ops[o].block == b) {
+                p->seg[ent[o]] = s;
+                if (pl.strategy[o] == PLAN_PIGGYBACK) p->cost[ent[o]] = ops[o].time; /* extra */
+            }
+    }
+    for (int w = 0; w < nwin; w++) {
+        p->win_after[w] = went[w], p->win_kind[w] = win[w].kind, p->win_len[w] = win[w].len;
+        p->win_use[w] = pl.win_phase[w], p->win_used[w] = pl.win_time[w];
+    }
+    rc = 0;
+out:
+    planner_free(&pl);
+    free(ops), free(win), free(ent), free(opi), free(went);
+    return rc;
+}
+
+/* ---- totals and table ---------------------------------------------------------------------- */
+
+void dmr_plan_totals(const FtDmrEntryPlan *p, FtDmrPlanTotals *t)
+{
+    memset(t, 0, sizeof *t);
+    for (int i = 0; i < p->n; i++) {
+        int s = p->strat[i];
+        if (s < 0) continue;
+        t->ops[s]++, t->time[s] += p->time[i], t->cost[s] += p->cost[i];
+        if (s != PLAN_PIGGYBACK) t->exposed_s += p->time[i];
+    }
+    t->segments = p->nseg;
+    for (int w = 0; w < p->nwin; w++) {
+        t->window_s += p->win_len[w];
+        t->hidden_s += p->win_used[w];
+        t->windows_used += p->win_use[w] != 0;
+    }
+}
+
+static const char *phases_text(int phases)
+{
+    return phases == (PLAN_PHASE1 | PLAN_PHASE2 | PLAN_PHASE3) ? "1,2,3"
+           : phases == (PLAN_PHASE1 | PLAN_PHASE2)             ? "1,2"
+           : phases == PLAN_PHASE1                             ? "1"
+                                                               : "?";
+}
+
+void dmr_plan_print(FILE *out, const FtDmrEntryPlan *p, const FtTape *micro, const FtTape *opt,
+                    bool table)
+{
+    if (table) {
+        fprintf(out, "%6s  %-18s %-9s %5s  %-9s %6s %4s %10s %10s\n", "entry", "op", "phase",
+                "layer", "strategy", "window", "seg", "time_ms", "cost_ms");
+        for (int i = 0; i < p->n; i++) {
+            if (p->strat[i] < 0) continue;
+            const FtTape *tp;
+            int j;
+            const FtTapeEntry *e = entry_of(micro, opt, i, &tp, &j);
+            char op[40], w[16] = "-", sg[16] = "-";
+            snprintf(op, sizeof op, "%s.%s", ops_desc(e->kind)->name, e->dir == FT_FWD ? "fwd" : "bwd");
+            if (p->window[i] >= 0)
+                snprintf(w, sizeof w, "%s%d", g_kind_name[p->win_kind[p->window[i]]], p->window[i]);
+            if (p->seg[i] >= 0) snprintf(sg, sizeof sg, "%d", p->seg[i]);
+            fprintf(out, "%6d  %-18s %-9s %5d  %-9s %6s %4s %10.4f %10.4f\n", i, op,
+                    tp == opt ? "optimizer" : g_phase_name[e->phase], e->layer,
+                    planner_strategy_name(p->strat[i]), w, sg, 1e3 * p->time[i], 1e3 * p->cost[i]);
+        }
+    }
+    FtDmrPlanTotals t;
+    dmr_plan_totals(p, &t);
+    fprintf(out, "plan: phases %s, budget %.1f MiB; phase 1 piggyback %d ops (%.3f ms hidden in "
+                 "AC recomputation); phase 2 agc %d segment%s, %d ops (%.3f ms in PP windows, "
+                 "%.3f ms replayed needlessly); phase 3 deferred %d ops (%.3f ms in windows); "
+                 "naive %d ops (%.3f ms)\n",
+            phases_text(p->phases), p->budget_mb, t.ops[PLAN_PIGGYBACK], 1e3 * t.time[PLAN_PIGGYBACK],
+            t.segments, t.segments == 1 ? "" : "s", t.ops[PLAN_AGC], 1e3 * t.time[PLAN_AGC],
+            1e3 * t.cost[PLAN_PIGGYBACK], t.ops[PLAN_DEFERRED], 1e3 * t.time[PLAN_DEFERRED],
+            t.ops[PLAN_NAIVE], 1e3 * t.time[PLAN_NAIVE]);
+    double lb = t.exposed_s - t.window_s;
+    fprintf(out, "plan: windows %d (%.3f ms per step, %d used), predicted overhead %.3f ms per "
+                 "step = %.1f%% of the profiled step %.3f ms; lower bound %.1f%% (checker time "
+                 "not on recomputation %.3f ms minus the windows)\n",
+            p->nwin, 1e3 * t.window_s, t.windows_used, 1e3 * p->overhead,
+            p->step_s > 0 ? 100 * p->overhead / p->step_s : 0.0, 1e3 * p->step_s,
+            p->step_s > 0 && lb > 0 ? 100 * lb / p->step_s : 0.0, 1e3 * t.exposed_s);
+}
+
+/* ---- the file ------------------------------------------------------------------------------ */
+
+int dmr_plan_write(const FtDmrEntryPlan *p, const FtTape *micro, const FtTape *opt,
+                   const char *path, const char *rank_line, char *err, size_t errlen)
+{
+    FILE *f = fopen(path, "w");
+    if (!f) {
+        snprintf(err, errlen, "%s: cannot write the DMR plan: %s", path, strerror(errno));
+        return -1;
+    }
+    fprintf(f, "# ftllm DMR plan (dmr.mode = planned, dmr.plan): one 'op' line per op entry of "
+               "this rank's micro-batch tape\n# (entries 0..%d) and optimizer tape (entries "
+               "%d..%d); '#' starts a comment. Made by `ftllm plan` or the\n# first "
+               "dmr.profile_steps steps of `ftllm train`; checked against the tapes when read.\n",
+            p->nmicro - 1, p->nmicro, p->n - 1);
+    fprintf(f, "ftllm-dmr-plan 1\n%s\ntape %016llx entries %d optimizer %d\n", rank_line,
+            (unsigned long long)p->tape_hash, p->nmicro, p->nopt);
+    fprintf(f, "budget_mb %.6g phases %s profile_steps %d step_ms %.6f overhead_ms %.6f\n",
+            p->budget_mb, phases_text(p->phases), p->profile_steps, 1e3 * p->step_s,
+            1e3 * p->overhead);
+    fprintf(f, "# window W after ENTRY kind pp|intra len_ms X use -|agc|deferred used_ms X\n");
+    for (int w = 0; w < p->nwin; w++)
+        fprintf(f, "window %d after %d kind %s len_ms %.6f use %s used_ms %.6f\n", w,
+                p->win_after[w], g_kind_name[p->win_kind[w]], 1e3 * p->win_len[w],
+                g_use_name[p->win_use[w]], 1e3 * p->win_used[w]);
+    fprintf(f, "# op ENTRY KIND.DIR PHASE LAYER STRATEGY WINDOW SEGMENT TIME_MS KEPT_BYTES "
+               "COST_MS\n");
+    for (int i = 0; i < p->n; i++) {
+        if (p->strat[i] < 0) continue;
+        const FtTape *tp;
+        int j;
+        const FtTapeEntry *e = entry_of(micro, opt, i, &tp, &j);
+        char w[16] = "-", sg[16] = "-";
+        if (p->window[i] >= 0) snprintf(w, sizeof w, "%d", p->window[i]);
+        if (p->seg[i] >= 0) snprintf(sg, sizeof sg, "%d", p->seg[i]);
+        fprintf(f, "op %d %s.%s %s %d %s %s %s %.6f %zu %.6f\n", i, ops_desc(e->kind)->name,
+                e->dir == FT_FWD ? "fwd" : "bwd", tp == opt ? "optimizer" : g_phase_name[e->phase],
+                e->layer, planner_strategy_name(p->strat[i]), w, sg, 1e3 * p->time[i], p->kept[i],
+                1e3 * p->cost[i]);
+    }
+    if (fclose(f)) {
+        snprintf(err, errlen, "%s: cannot write the DMR plan: %s", path, strerror(errno));
+        return -1;
+    }
+    return 0;
+}
+
+/* A line's tokens (at most 24). */
+static int split(char *s, char **tok)
+{
+    int n = 0;
+    char *save = NULL;
+    for (char *t = strtok_r(s, " \t\r\n", &save); t && n < 24; t = strtok_r(NULL, " \t\r\n", &save))
+        tok[n++] = t;
+    return n;
+}
+
+static bool num(const char *s, double *v)
+{
+    char *end;
+    errno = 0;
+    *v = strtod(s, &end);
+    return end != s && !*end && !errno && isfinite(*v) && *v >= 0;
+}
+
+static bool int_of(const char *s, long lo, long hi, int *v)
+{
+    char *end;
+    errno = 0;
+    long x = strtol(s, &end, 10);
+    if (end == s || *end || errno || x < lo || x > hi) return false;
+    *v = (int)x;
+    return true;
+}
+
+/* "-" or an integer in [0, hi]. */
+static bool opt_int(const char *s, int hi, int *v)
+{
+    if (!strcmp(s, "-")) return *v = -1, true;
+    return int_of(s, 0, hi, v);
+}
+
+static int strategy_of(const char *s)
+{
+    for (int k = 0; k < 4; k++)
+        if (!strcmp(s, planner_strategy_name(k))) return k;
+    return -1;
+}
+
+#define BAD(...) do { snprintf(msg, sizeof msg, __VA_ARGS__); goto bad; } while (0)
+
+/* One 'op' line (tok[0] == "op"); *next: the entry expected next (op entries in order). */
+static int read_op(FtDmrEntryPlan *p, const FtTape *micro, const FtTape *opt, char **tok, int nt,
+                   int *next, char *msg, size_t len)
+{
+    int i, layer, win, seg;
+    double t, c;
+    if (nt != 11) return snprintf(msg, len, "an op line has 11 fields (op ENTRY KIND.DIR PHASE "
+                                  "LAYER STRATEGY WINDOW SEGMENT TIME_MS KEPT_BYTES COST_MS), "
+                                  "not %d", nt), -1;
+    if (!int_of(tok[1], 0, p->n - 1, &i))
+        return snprintf(msg, len, "entry '%s': expected an integer in [0..%d]", tok[1], p->n - 1), -1;
+    while (*next < p->n) { /* the op entry expected next */
+        int k;
+        const FtTape *tp;
+        if (entry_of(micro, opt, *next, &tp, &k)->kind != FT_OP_MARK) break;
+        (*next)++;
+    }
+    if (i != *next)
+        return snprintf(msg, len, "entry %d: expected the op entry %d next (one line per op "
+                        "entry, in order)", i, *next), -1;
+    (*next)++;
+    const FtTape *tp;
+    int j;
+    const FtTapeEntry *e = entry_of(micro, opt, i, &tp, &j);
+    char op[48];
+    snprintf(op, sizeof op, "%s.%s", ops_desc(e->kind)->name, e->dir == FT_FWD ? "fwd" : "bwd");
+    const char *ph = tp == opt ? "optimizer" : g_phase_name[e->phase];
+    if (strcmp(tok[2], op) || strcmp(tok[3], ph) || !int_of(tok[4], -1, 1 << 20, &layer) ||
+        layer != e->layer)
+        return snprintf(msg, len, "entry %d is %s %s layer %d on this rank's tape, not '%s %s "
+                        "%s' (the plan is for another model, layout or train.ac)", i, op, ph,
+                        e->layer, tok[2], tok[3], tok[4]), -1;
+    int s = strategy_of(tok[5]);
+    if (s < 0)
+        return snprintf(msg, len, "strategy '%s': expected piggyback, naive, deferred or agc",
+                        tok[5]), -1;
+    if (s == PLAN_PIGGYBACK && !dmr_entry_piggyback(tp, e))
+        return snprintf(msg, len, "entry %d (%s): piggyback needs an AC recomputation twin "
+                        "writing floats; this entry has none", i, op), -1;
+    if ((s == PLAN_DEFERRED || s == PLAN_AGC) && !dmr_entry_deferrable(tp, e))
+        return snprintf(msg, len, "entry %d (%s) writes integers (addresses for later ops): it "
+                        "cannot be deferred, only naive or piggyback", i, op), -1;
+    if (!opt_int(tok[6], p->nwin - 1, &win))
+        return snprintf(msg, len, "window '%s': expected - or an integer in [0..%d]", tok[6],
+                        p->nwin - 1), -1;
+    if (!opt_int(tok[7], 1 << 20, &seg))
+        return snprintf(msg, len, "segment '%s': expected - or an integer >= 0", tok[7]), -1;
+    if (tp == micro && e->phase == FT_PH_RECOMPUTE && e->twin >= 0 && e->twin < i &&
+        (s == PLAN_PIGGYBACK) != (p->strat[e->twin] == PLAN_PIGGYBACK))
+        return snprintf(msg, len, "entry %d recomputes entry %d: piggyback is for both or "
+                        "neither (the recomputation is the forward's checker)", i, e->twin), -1;
+    if (s == PLAN_AGC && seg < 0)
+        return snprintf(msg, len, "entry %d: strategy agc needs a segment", i), -1;
+    if (seg >= 0 && s != PLAN_AGC && s != PLAN_PIGGYBACK)
+        return snprintf(msg, len, "entry %d: only agc ops and piggyback ops replayed inside a "
+                        "segment have one, not %s", i, tok[5]), -1;
+    if (!num(tok[8], &t) || !num(tok[10], &c))
+        return snprintf(msg, len, "time_ms '%s' / cost_ms '%s': expected numbers >= 0", tok[8],
+                        tok[10]), -1;
+    char *end;
+    errno = 0;
+    unsigned long long kept = strtoull(tok[9], &end, 10);
+    if (end == tok[9] || *end || errno || tok[9][0] == '-')
+        return snprintf(msg, len, "kept_bytes '%s': expected an integer >= 0", tok[9]), -1;
+    p->strat[i] = s, p->window[i] = win, p->seg[i] = seg;
+    p->time[i] = t / 1e3, p->cost[i] = c / 1e3, p->kept[i] = (size_t)kept;
+    if (seg + 1 > p->nseg) p->nseg = seg + 1;
+    return 0;
+}
+
+/* One 'window' line (tok[0] == "window"), appended to p's windows. */
+static int read_window(FtDmrEntryPlan *p, char **tok, int nt, char *msg, size_t len)
+{
+    int w, after, kind = -1, use = -1;
+    double wl, used;
+    if (nt != 12 || !int_of(tok[1], 0, 1 << 30, &w) || strcmp(tok[2], "after") ||
+        !int_of(tok[3], -1, p->n - 1, &after) || strcmp(tok[4], "kind") ||
+        strcmp(tok[6], "len_ms") || !num(tok[7], &wl) || strcmp(tok[8], "use") ||
+        strcmp(tok[10], "used_ms") || !num(tok[11], &used))
+        return snprintf(msg, len, "expected 'window %d after ENTRY kind pp|intra len_ms X use "
+                        "-|agc|deferred used_ms X' (ENTRY in [-1..%d], times >= 0)", p->nwin,
+                        p->n - 1), -1;
+    if (w != p->nwin) return snprintf(msg, len, "window %d: expected window %d next", w, p->nwin), -1;
+    if (p->nwin && after < p->win_after[p->nwin - 1])
+        return snprintf(msg, len, "window %d opens after entry %d, before window %d (entry %d): "
+                        "windows come in order", w, after, w - 1, p->win_after[w - 1]), -1;
+    for (int k = 0; k < 2; k++)
+        if (!strcmp(tok[5], g_kind_name[k])) kind = k;
+    for (int k = 1; k < 4; k++)
+        if (!strcmp(tok[9], g_use_name[k])) use = k == 1 ? 0 : k;
+    if (kind < 0) return snprintf(msg, len, "window kind '%s': expected pp or intra", tok[5]), -1;
+    if (use < 0) return snprintf(msg, len, "window use '%s': expected -, agc or deferred", tok[9]), -1;
+    size_t c = (size_t)p->nwin + 2;
+    int *a = realloc(p->win_after, c * sizeof *a), *k = realloc(p->win_kind, c * sizeof *k);
+    p->win_after = a ? a : p->win_after, p->win_kind = k ? k : p->win_kind;
+    int *u = realloc(p->win_use, c * sizeof *u);
+    p->win_use = u ? u : p->win_use;
+    double *l = realloc(p->win_len, c * sizeof *l), *d = realloc(p->win_used, c * sizeof *d);
+    p->win_len = l ? l : p->win_len, p->win_used = d ? d : p->win_used;
+    FT_ASSERT(a && k && u && l && d);
+    p->win_after[w] = after, p->win_kind[w] = kind, p->win_use[w] = use;
+    p->win_len[w] = wl / 1e3, p->win_used[w] = used / 1e3;
+    p->nwin++;
+    return 0;
+}
+
+int dmr_plan_read(FtDmrEntryPlan *p, const FtTape *micro, const FtTape *opt, const char *path,
+                  const char *rank_line, char *err, size_t errlen)
+{
+    memset(p, 0, sizeof *p);
+    FILE *f = fopen(path, "r");
+    if (!f) {
+        snprintf(err, errlen, "%s: cannot open the DMR plan: %s (dmr.plan)", path, strerror(errno));
+        return -1;
+    }
+    char line[1024], copy[1024], msg[512] = "", *tok[24];
+    int ln = 0, state = 0, next = 0;
+    while (fgets(line, sizeof line, f)) {
+        ln++;
+        if (!strchr(line, '\n') && !feof(f)) BAD("line longer than %zu characters", sizeof line - 2);
+        snprintf(copy, sizeof copy, "%s", line);
+        int nt = split(copy, tok);
+        if (nt == 0 || tok[0][0] == '#') continue;
+        if (state == 0) {
+            if (nt != 2 || strcmp(tok[0], "ftllm-dmr-plan") || strcmp(tok[1], "1"))
+                BAD("expected 'ftllm-dmr-plan 1' (not a DMR plan file, or another version)");
+        } else if (state == 1) {
+            line[strcspn(line, "\r\n")] = 0;
+            if (strcmp(line, rank_line))
+                BAD("'%.120s': this plan is for another rank or layout (expected '%.120s')", line,
+                    rank_line);
+        } else if (state == 2) {
+            int nm, no;
+            unsigned long long h = 0;
+            if (nt != 6 || strcmp(tok[0], "tape") || sscanf(tok[1], "%llx", &h) != 1 ||
+                strcmp(tok[2], "entries") || !int_of(tok[3], 0, 1 << 30, &nm) ||
+                strcmp(tok[4], "optimizer") || !int_of(tok[5], 0, 1 << 30, &no))
+                BAD("expected 'tape HASH entries N optimizer N'");
+            if (h != dmr_tape_hash(micro, opt) || nm != micro->ne || no != opt->ne)
+                BAD("the plan was made for other tapes (hash %016llx, %d + %d entries; this "
+                    "rank's: %016llx, %d + %d): model, layout or train.ac differ (HINT: make it "
+                    "again with ftllm plan)", h, nm, no,
+                    (unsigned long long)dmr_tape_hash(micro, opt), micro->ne, opt->ne);
+            plan_alloc(p, nm, no, 0);
+            p->tape_hash = h;
+        } else if (state == 3) {
+            double mb, st, ov;
+            int ps;
+            if (nt != 10 || strcmp(tok[0], "budget_mb") || !num(tok[1], &mb) ||
+                strcmp(tok[2], "phases") || strcmp(tok[4], "profile_steps") ||
+                !int_of(tok[5], 0, 1000000, &ps) || strcmp(tok[6], "step_ms") ||
+                !num(tok[7], &st) || strcmp(tok[8], "overhead_ms") || !num(tok[9], &ov))
+                BAD("expected 'budget_mb X phases P profile_steps N step_ms X overhead_ms X'");
+            p->phases = !strcmp(tok[3], "1")       ? PLAN_PHASE1
+                        : !strcmp(tok[3], "1,2")   ? PLAN_PHASE1 | PLAN_PHASE2
+                        : !strcmp(tok[3], "1,2,3") ? PLAN_PHASE1 | PLAN_PHASE2 | PLAN_PHASE3
+                                                   : 0;
+            if (!p->phases) BAD("phases '%s': expected 1, 1,2 or 1,2,3", tok[3]);
+            p->budget_mb = mb, p->profile_steps = ps, p->step_s = st / 1e3, p->overhead = ov / 1e3;
+        } else if (!strcmp(tok[0], "window")) {
+            if (next > 0) BAD("window lines come before the op lines");
+            if (read_window(p, tok, nt, msg, sizeof msg)) goto bad;
+        } else if (!strcmp(tok[0], "op")) {
+            if (read_op(p, micro, opt, tok, nt, &next, msg, sizeof msg)) goto bad;
+        } else {
+            BAD("'%s': expected a window or op line", tok[0]);
+        }
+        if (state < 4) state++;
+    }
+    if (ferror(f)) BAD("read error: %s", strerror(errno));
+    if (state < 4) BAD("the file ends before its header is complete");
+    while (next < p->n) {
+        const FtTape *tp;
+        int k;
+        if (entry_of(micro, opt, next, &tp, &k)->kind != FT_OP_MARK)
+            BAD("the file ends before the op line of entry %d (every op entry has one)", next);
+        next++;
+    }
+    fclose(f);
+    return 0;
+bad:
+    fclose(f);
+    snprintf(err, errlen, "%s:%d: %s", path, ln, msg);
+    dmr_plan_free(p);
+    return -1;
+}

@@ -1,0 +1,249 @@
+/* test_gpu_dmr.c: DMR on the CUDA backend (backend.h: checker_run, equal, fingerprint).
+ *   - The backends' DMR functions agree with the host: the CPU backend's fingerprint is
+ *     ckpt_checksum_array and its equal is memcmp, and the CUDA kernel's way of summing
+ *     checksum.h's terms (per thread over a grid-stride loop, then the threads' sums in
+ *     another order), emulated on the host, gives ckpt_checksum_array too (this test runs
+ *     everywhere); the CUDA fingerprint kernel gives ckpt_checksum_array's value for the same
+ *     bytes (1-, 2-, 4- and 8-byte elements, lengths that fill no block evenly) and any single
+ *     flipped bit changes it; the CUDA equal finds a single differing byte at the first, a middle and the last position,
+ *     on word-aligned and odd lengths.
+ *   - A flip campaign on the GPU: seeded sdc-random schedules (primary and checker targets) over
+ *     the forward, backward, AC recomputation and optimizer of a dense GPT-2 with AC every 2
+ *     blocks, naive and piggyback DMR, through train_dmr_setup as `ftllm train` uses it: every
+ *     flip detected and its step redone, and the run ends with parameters and both AdamW
+ *     moments bitwise equal to the fault-free GPU run without DMR. A clean run with naive DMR
+ *     (every op re-run on the checker stream) mismatches nowhere.
+ * (Each op kind on the checker stream against its primary: test_gpu_ops.c.) Where no GPU is
+ * usable the GPU tests skip with one line saying why.
+ * ft-test: ranks 1 */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "../ft_test.h"
+#include "gpu_skip.h"
+#include "ftllm/backend.h"
+#include "ftllm/checksum.h"
+#include "ftllm/ckpt.h"
+#include "ftllm/deck.h"
+#include "ftllm/log.h"
+#include "ftllm/model.h"
+#include "ftllm/train.h"
+#include "ftllm/train_dmr.h"
+
+static unsigned long long g_rng = 77;
+static unsigned char rbyte(void)
+{
+    unsigned long long z = (g_rng += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return (unsigned char)((z ^ (z >> 31)) >> 56);
+}
+
+/* ---- the functions themselves -------------------------------------------------------------- */
+
+static void test_cpu_backend(void **s)
+{
+    (void)s;
+    const FtBackend *be = backend_cpu();
+    enum { N = 1001 };
+    static unsigned char a[8 * N], b[8 * N];
+    for (size_t i = 0; i < sizeof a; i++) a[i] = b[i] = rbyte();
+    static const size_t es[] = {1, 2, 4, 8};
+    for (int k = 0; k < 4; k++)
+        assert_true(be->fingerprint(be->ctx, a, es[k], N) == ckpt_checksum_array(a, es[k], N));
+    assert_true(be->equal(be->ctx, a, b, sizeof a));
+    b[4321] ^= 0x10;
+    assert_false(be->equal(be->ctx, a, b, sizeof a));
+    /* the fingerprint kernel's sums, emulated on the host from checksum.h's terms: each of
+     * 3 blocks x 256 threads sums its grid-stride elements' lanes, then the threads' sums are
+     * added (the kernel: block trees, then one integer atomicAdd per block) */
+    for (int k = 0; k < 4; k++) {
+        enum { NT = 3 * 256 };
+        uint32_t lo[NT] = {0}, hi[NT] = {0};
+        for (size_t i = 0; i < N; i++) {
+            uint64_t bits = 0;
+            memcpy(&bits, a + i * es[k], es[k]);
+            uint64_t t = ckpt_term(i, bits, es[k]);
+            lo[i % NT] += (uint32_t)t, hi[i % NT] += (uint32_t)(t >> 32);
+        }
+        uint32_t slo = 0, shi = 0;
+        for (int t = NT - 1; t >= 0; t--) slo += lo[t], shi += hi[t];
+        assert_true(((uint64_t)shi << 32 | slo) == ckpt_checksum_array(a, es[k], N));
+    }
+    /* 2-byte elements (bf16): a flipped bit in one element changes the fingerprint */
+    uint64_t f0 = be->fingerprint(be->ctx, a, 2, N);
+    a[2 * 500 + 1] ^= 0x80;
+    assert_true(be->fingerprint(be->ctx, a, 2, N) != f0);
+}
+
+static void test_fingerprint(void **s)
+{
+    (void)s;
+    const FtBackend *be = gpu();
+    static const size_t es[] = {1, 2, 4, 8};
+    static const size_t ns[] = {1, 255, 257, 100003, 3 * 65536 * 256 + 17};
+    for (int k = 0; k < 4; k++)
+        for (int j = 0; j < 5; j++) {
+            size_t n = ns[j], bytes = es[k] * n;
+            unsigned char *h = malloc(bytes);
+            assert_non_null(h);
+            for (size_t i = 0; i < bytes; i++) h[i] = rbyte();
+            void *d = backend_alloc(be, bytes, "fingerprint test");
+            be->to_device(be->ctx, d, h, bytes);
+            uint64_t want = ckpt_checksum_array(h, es[k], n);
+            uint64_t got = be->fingerprint(be->ctx, d, es[k], n);
+            size_t el = n / 2, bit = (size_t)rbyte() % (8 * es[k]);
+            h[el * es[k] + bit / 8] ^= (unsigned char)(1u << (bit % 8));
+            be->to_device(be->ctx, d, h, bytes);
+            uint64_t flipped = be->fingerprint(be->ctx, d, es[k], n);
+            uint64_t want2 = ckpt_checksum_array(h, es[k], n);
+            printf("  fingerprint %zu-byte x %zu: %016llx (host %016llx), one bit flipped %016llx\n",
+                   es[k], n, (unsigned long long)got, (unsigned long long)want,
+                   (unsigned long long)flipped);
+            assert_true(got == want);
+            assert_true(flipped == want2 && flipped != got);
+            be->release(be->ctx, d);
+            free(h);
+        }
+}
+
+static void test_equal(void **s)
+{
+    (void)s;
+    const FtBackend *be = gpu();
+    static const size_t lens[] = {1, 4, 7, 4096, 1000001};
+    for (int j = 0; j < 5; j++) {
+        size_t n = lens[j];
+        unsigned char *h = malloc(n);
+        assert_non_null(h);
+        for (size_t i = 0; i < n; i++) h[i] = rbyte();
+        unsigned char *a = backend_alloc(be, n, "equal test"), *b = backend_alloc(be, n, "equal test");
+        be->to_device(be->ctx, a, h, n);
+        be->to_device(be->ctx, b, h, n);
+        assert_true(be->equal(be->ctx, a, b, n));
+        size_t pos[3] = {0, n / 2, n - 1};
+        for (int p = 0; p < 3; p++) {
+            unsigned char c = h[pos[p]] ^ 0x01;
+            be->to_device(be->ctx, b + pos[p], &c, 1);
+            assert_false(be->equal(be->ctx, a, b, n));
+            if (pos[p] != 0) /* misaligned pointers: the byte-wise kernel */
+                assert_false(be->equal(be->ctx, a + 1, b + 1, n - 1));
+            be->to_device(be->ctx, b + pos[p], h + pos[p], 1);
+            assert_true(be->equal(be->ctx, a, b, n));
+        }
+        be->release(be->ctx, a), be->release(be->ctx, b);
+        free(h);
+    }
+}
+
+/* ---- training with DMR on the GPU ---------------------------------------------------------- */
+
+enum { STEPS = 30 };
+static int g_dims[2];
+
+static FtConfig cfg_of(int mode)
+{
+    FtConfig c;
+    char err[FT_DECK_ERR_MAX];
+    assert_int_equal(deck_defaults(&c, err, sizeof err), 0);
+    c.model.layers = 4, c.model.heads = 4, c.model.channels = 32, c.model.vocab = 64;
+    c.model.vocab_pad = 16, c.model.seq_len = 8;
+    c.train.batch = 2, c.train.steps = STEPS, c.train.lr = 1e-2, c.train.warmup = 1;
+    c.train.val_batches = 0, c.train.ac = FT_AC_CHOICE_EVERY, c.train.ac_every = 2;
+    c.parallel.microbatches = 2;
+    c.dmr.mode = mode;
+    c.dmr.suspect_after = 0;
+    g_dims[0] = (int)c.model.seq_len, g_dims[1] = (int)c.model.vocab;
+    assert_int_equal(deck_check(&c, 1, err, sizeof err), 0);
+    return c;
+}
+
+/* Trains c's steps on the GPU from the seed-7 initialization (schedule: a fault file's text or
+ * NULL); the final state comes back into *host (caller frees), the DMR counters into *st. */
+static void train_gpu(const FtBackend *be, FtConfig *c, const char *schedule, FtModel *host,
+                      FtDmrStats *st)
+{
+    FtGpt2Config mc;
+    model_config_from_deck(c, &mc);
+    FtModel m;
+    model_create(host, &mc);
+    model_init_random(host, 7);
+    model_create_on(&m, &mc, NULL, be);
+    model_copy_state(&m, host);
+    FtBatchSource src = {ft_synth_fetch, g_dims};
+    FtTrainer tr;
+    train_init(&tr, c, &m, &src, NULL);
+    char path[64] = "", err[FT_DECK_ERR_MAX];
+    if (schedule) {
+        ft_tmpfile(schedule, strlen(schedule), path);
+        snprintf(c->faults.schedule, sizeof c->faults.schedule, "%s", path);
+    }
+    FtTrainDmr *td = NULL;
+    int rc = train_dmr_setup(&td, &tr, c, err, sizeof err);
+    if (rc) fprintf(stderr, "train_dmr_setup: %s\n", err);
+    assert_int_equal(rc, 0);
+    if (path[0]) unlink(path);
+    c->faults.schedule[0] = '\0';
+    for (long long s = 0; s < c->train.steps; s++) {
+        FtStepInfo info;
+        assert_true(train_step(&tr, &info) != FT_STEP_FAILED);
+    }
+    memset(st, 0, sizeof *st);
+    if (td) train_dmr_stats(td, st);
+    train_dmr_destroy(td);
+    train_free(&tr);
+    model_copy_state(host, &m);
+    model_free(&m);
+}
+
+static int same_state(const FtModel *a, const FtModel *b)
+{
+    return a->step == b->step && a->nparams == b->nparams &&
+           !memcmp(a->params, b->params, sizeof(float) * a->nparams) &&
+           !memcmp(a->m, b->m, sizeof(float) * a->nparams) &&
+           !memcmp(a->v, b->v, sizeof(float) * a->nparams);
+}
+
+static void test_flip_campaign(void **s)
+{
+    (void)s;
+    const FtBackend *be = gpu();
+    log_init(0, FT_LOG_WARN);
+    FtConfig c0 = cfg_of(FT_DMR_OFF);
+    FtModel ref, clean;
+    FtDmrStats none, cs;
+    train_gpu(be, &c0, NULL, &ref, &none);
+    FtConfig cc = cfg_of(FT_DMR_NAIVE);
+    train_gpu(be, &cc, NULL, &clean, &cs);
+    printf("  clean naive: %lld checks on the checker stream, %lld mismatches\n",
+           cs.checks[FT_DMR_S_NAIVE], cs.mismatches);
+    assert_true(cs.checks[FT_DMR_S_NAIVE] > 1000 && cs.mismatches == 0 && cs.redone == 0);
+    assert_true(same_state(&clean, &ref));
+    model_free(&clean);
+    for (int mode = FT_DMR_NAIVE; mode <= FT_DMR_PIGGYBACK; mode++) {
+        enum { COUNT = 60 };
+        char text[256];
+        snprintf(text, sizeof text, "; gpu campaign %s\nsdc-random count=%d seed=%d steps=1-%d "
+                 "target=both\n", dmr_mode_name(mode), COUNT, 2000 + mode, STEPS);
+        FtConfig c = cfg_of(mode);
+        FtModel m;
+        FtDmrStats st;
+        train_gpu(be, &c, text, &m, &st);
+        printf("  gpu %-9s: %lld flips injected, %lld detected, %lld missed, %lld of %lld "
+               "attempts redone, checks naive %lld piggyback %lld\n", dmr_mode_name(mode),
+               st.injected, st.detected, st.missed, st.redone, st.attempts,
+               st.checks[FT_DMR_S_NAIVE], st.checks[FT_DMR_S_PIGGYBACK]);
+        assert_true(st.injected == COUNT && st.not_fired == 0);
+        assert_true(st.detected == st.injected && st.missed == 0 && st.rolled_back == COUNT);
+        assert_true(st.redone > 0 && st.attempts == STEPS + st.redone && st.unchecked == 0);
+        if (mode == FT_DMR_PIGGYBACK) assert_true(st.checks[FT_DMR_S_PIGGYBACK] > 0);
+        assert_true(same_state(&m, &ref));
+        model_free(&m);
+    }
+    model_free(&ref);
+}
+
+FT_TEST_MAIN(cmocka_unit_test(test_cpu_backend), cmocka_unit_test(test_fingerprint),
+             cmocka_unit_test(test_equal), cmocka_unit_test(test_flip_campaign))

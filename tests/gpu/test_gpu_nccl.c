@@ -1,0 +1,56 @@
+/* test_gpu_nccl.c: the NCCL comm backend (src/comm/comm_nccl.c) on device buffers of the CUDA
+ * backend, one rank: NCCL loads (or says in one line why not), a communicator is made from the
+ * MPI one, and an in-place all-reduce, an all-gather, a broadcast and an all-to-all(v) of device
+ * buffers give the values the operations define (one rank: copies), through the comm layer's
+ * wait loop. Where no GPU is usable the GPU tests skip with one line saying why.
+ * ft-test: ranks 1 */
+#include <stdio.h>
+#include <string.h>
+
+#include "../ft_test.h"
+#include "gpu_skip.h"
+#include "ftllm/backend.h"
+#include "ftllm/comm.h"
+
+static void test_available(void **s)
+{
+    (void)s;
+    char err[256] = "";
+    bool ok = comm_nccl_available(err, sizeof err);
+    printf("  NCCL: %s\n", ok ? "loads" : err);
+    if (!ok) assert_non_null(strstr(err, "NCCL"));
+}
+
+static void test_ops(void **s)
+{
+    (void)s;
+    const FtBackend *be = gpu();
+    char err[256] = "";
+    FtComm *c = comm_create_nccl(ft_test_comm(), "world", NULL, err, sizeof err);
+    if (!c) fail_msg("comm_create_nccl: %s", err);
+    enum { N = 1000 };
+    float h[N], back[2 * N];
+    for (int i = 0; i < N; i++) h[i] = (float)i * 0.25f - 7.0f;
+    float *a = backend_alloc(be, sizeof h, "nccl test"), *b = backend_alloc(be, sizeof back, "nccl test");
+    be->to_device(be->ctx, a, h, sizeof h);
+    comm_allreduce_sum(c, FT_IN_PLACE, a, N, FT_F32);
+    be->to_host(be->ctx, back, a, sizeof h);
+    assert_memory_equal(back, h, sizeof h);
+    comm_allgather(c, a, b, N, FT_F32);
+    be->to_host(be->ctx, back, b, sizeof h);
+    assert_memory_equal(back, h, sizeof h);
+    comm_bcast(c, a, N, FT_F32, 0);
+    be->to_host(be->ctx, back, a, sizeof h);
+    assert_memory_equal(back, h, sizeof h);
+    int cnt = N, disp = 0;
+    be->set(be->ctx, b, 0, sizeof back);
+    FtReq r;
+    comm_ialltoallv(c, a, &cnt, &disp, b, &cnt, &disp, FT_F32, &r);
+    comm_wait(&r, NULL);
+    be->to_host(be->ctx, back, b, sizeof h);
+    assert_memory_equal(back, h, sizeof h);
+    be->release(be->ctx, a), be->release(be->ctx, b);
+    comm_destroy(c);
+}
+
+FT_TEST_MAIN(cmocka_unit_test(test_available), cmocka_unit_test(test_ops))
