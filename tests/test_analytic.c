@@ -231,6 +231,13 @@ static void test_optimizer(void **state)
     assert_int_equal(analytic_best_policy(t), FT_POL_CKPT);
     t[FT_POL_SPARE].r = 3;
     assert_int_equal(analytic_best_policy(t), FT_POL_SPARE);
+    /* failures negligible (a 2-step run on 32 GPUs of MTBF 1e9 h): every r predicts the same
+     * time-to-train to rounding, and the smallest r wins (no stacked shards for nothing) */
+    FtCluster q = {.gpus = 32, .gpus_per_replica = 8, .gpu_mtbf = 1e9 * 3600.0, .restart = 3600,
+                   .ckpt = 60, .step = 10, .steps = 2};
+    assert_int_equal(analytic_optimize(&q, 4, best, NULL), 0);
+    assert_int_equal(best[FT_POL_SPARE].r, 1);
+    assert_int_equal(best[FT_POL_REP].r, 1);
 }
 
 /* ---- the failure process ------------------------------------------------------------------ */
