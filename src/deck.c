@@ -735,24 +735,25 @@ int deck_check(const FtConfig *cfg, int nranks, char *err, size_t errlen)
     /* ---- end of mixture of experts ---- */
     /* ---- SPARe ---- */
     const struct ft_cfg_spare *sp = &cfg->spare;
-    if (sp->r == FT_AUTO)
-        return cross_fail(cfg, KID(spare, r), KID(parallel, dp), err, errlen,
-                          "spare.r = auto is not supported yet (HINT: give an integer from 1 to "
-                          "parallel.dp = %lld; `ftllm optimize` recommends one)", p->dp);
+    /* spare.r = auto: a number from 1 to dp before the grid (train_spare_auto) */
+    bool spare_on = sp->r > 0 || sp->r == FT_AUTO;
+    char rbuf[32];
+    if (sp->r == FT_AUTO) snprintf(rbuf, sizeof rbuf, "auto");
+    else snprintf(rbuf, sizeof rbuf, "%lld", sp->r);
     if (sp->r > p->dp)
         return cross_fail(cfg, KID(spare, r), KID(parallel, dp), err, errlen,
                           "spare.r = %lld exceeds parallel.dp = %lld (a replica stacks at most "
                           "one shard of each replica)", sp->r, p->dp);
-    if (sp->r > 0 && p->ep > 1)
+    if (spare_on && p->ep > 1)
         return cross_fail(cfg, KID(spare, r), KID(parallel, ep), err, errlen,
-                          "spare.r = %lld with parallel.ep = %lld: SPARe's shard-keyed reduction "
+                          "spare.r = %s with parallel.ep = %lld: SPARe's shard-keyed reduction "
                           "does not handle expert parallelism yet (HINT: spare.r = 0, or "
-                          "parallel.ep = 1)", sp->r, p->ep);
-    if (sp->spares > 0 && (sp->r < 1 || p->dp < 2))
-        return cross_fail(cfg, KID(spare, spares), sp->r < 1 ? KID(spare, r) : KID(parallel, dp),
-                          err, errlen, "spare.spares = %lld needs SPARe (spare.r >= 1, here "
-                          "%lld) and parallel.dp >= 2 (here %lld): a spare copies its state from "
-                          "a live replica", sp->spares, sp->r, p->dp);
+                          "parallel.ep = 1)", rbuf, p->ep);
+    if (sp->spares > 0 && (!spare_on || p->dp < 2))
+        return cross_fail(cfg, KID(spare, spares), !spare_on ? KID(spare, r) : KID(parallel, dp),
+                          err, errlen, "spare.spares = %lld needs SPARe (spare.r >= 1 or auto, "
+                          "here %s) and parallel.dp >= 2 (here %lld): a spare copies its state "
+                          "from a live replica", sp->spares, rbuf, p->dp);
     /* ---- end of SPARe ---- */
     /* ---- end of training engine ---- */
     /* ---- dmr ---- */

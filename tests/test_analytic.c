@@ -222,6 +222,22 @@ static void test_optimizer(void **state)
     analytic_plan(&c, FT_POL_SPARE, p->r, p->interval * 0.7, &lo);
     analytic_plan(&c, FT_POL_SPARE, p->r, p->interval * 1.4, &hi);
     assert_true(p->ttt <= lo.ttt && p->ttt <= hi.ttt);
+    /* the recommended policy (optimize, train's spare.r = auto): the least time-to-train */
+    int win = analytic_best_policy(best);
+    for (int q = 0; q < FT_POL_NPOL; q++) assert_true(best[win].ttt <= best[q].ttt);
+    assert_int_not_equal(win, FT_POL_CKPT);
+    /* ties go to the lower policy, and a policy with no plan (r = 0) never wins */
+    FtPlan t[FT_POL_NPOL] = {{.r = 1, .ttt = 5}, {.r = 2, .ttt = 5}, {.r = 0, .ttt = 1}};
+    assert_int_equal(analytic_best_policy(t), FT_POL_CKPT);
+    t[FT_POL_SPARE].r = 3;
+    assert_int_equal(analytic_best_policy(t), FT_POL_SPARE);
+    /* failures negligible (a 2-step run on 32 GPUs of MTBF 1e9 h): every r predicts the same
+     * time-to-train to rounding, and the smallest r wins (no stacked shards for nothing) */
+    FtCluster q = {.gpus = 32, .gpus_per_replica = 8, .gpu_mtbf = 1e9 * 3600.0, .restart = 3600,
+                   .ckpt = 60, .step = 10, .steps = 2};
+    assert_int_equal(analytic_optimize(&q, 4, best, NULL), 0);
+    assert_int_equal(best[FT_POL_SPARE].r, 1);
+    assert_int_equal(best[FT_POL_REP].r, 1);
 }
 
 /* ---- the failure process ------------------------------------------------------------------ */

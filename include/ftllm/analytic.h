@@ -368,10 +368,15 @@ int analytic_plan(const FtCluster *c, int policy, int r, double interval, FtPlan
  * wipe-out rate, the scale minimizing the time-to-train. Returns 0 or -1. */
 int analytic_plan_sched(const FtFailModel *m, const FtPlan *fixed, FtPlan *out);
 
-/* For each policy, the best r in [1, r_max] (ckpt: r = 1), plus every r of SPARe and
- * replication into `all` (size FT_POL_NPOL * r_max, may be NULL). best[FT_POL_NPOL]. */
+/* For each policy, the best r in [1, r_max] (ckpt: r = 1; a larger r wins only when its
+ * predicted time-to-train is lower by more than one part per million, so a run whose failures
+ * are negligible gets the smallest r), plus every r of SPARe and replication into `all` (size FT_POL_NPOL * r_max, may be NULL). best[FT_POL_NPOL]. */
 int analytic_optimize(const FtCluster *c, int r_max, FtPlan *best, FtPlan *all);
 int analytic_fail_optimize(const FtFailModel *m, int r_max, FtPlan *best, FtPlan *all);
+/* The policy `optimize` recommends among best[FT_POL_NPOL]: the least predicted time-to-train
+ * (ties to the lower policy; checkpoint-only when nothing else is finite). `train` with
+ * spare.r = auto uses the same choice. */
+int analytic_best_policy(const FtPlan *best);
 
 /* Estimates the ring epoch by Monte Carlo when the exact count is too costly (deterministic
  * given seed), and fills st (allocated there). Defined in sim_ring.c. */

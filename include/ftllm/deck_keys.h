@@ -164,7 +164,10 @@
     K(spare, r, INT, "0", 0, 1024, "", FT_KEY_AUTO,                                              \
       "redundancy: shards of the global batch each data-parallel replica stacks (at most "       \
       "parallel.dp), reduced in a fixed shard order with exactly-once counts; 0 = off (bucketed " \
-      "all-reduce); auto (the optimizer's choice) is not supported yet")                         \
+      "all-reduce); auto = what `ftllm optimize` recommends for N = parallel.dp replicas of "  \
+      "cluster.gpus_per_replica GPUs over train.steps steps with the [cluster] failure keys, "   \
+      "decided before step 1 from cluster.step_s and cluster.checkpoint_s (1 when checkpoints "  \
+      "alone win); a resumed run keeps its checkpoint's r when parallel.dp is the same")         \
     K(spare, spares, INT, "0", 0, 1024, "", 0,                                                   \
       "hot spare replicas (tp x pp x ep ranks each, beyond the layout's): they hold no shard and " \
       "idle; a failed replica's place is taken by one (state copied from a live replica), so " \

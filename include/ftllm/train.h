@@ -238,6 +238,14 @@ void train_init_spare(FtTrainer *tr, const FtConfig *cfg, FtModel *model,
  * needed or the run ends. Collective over all; nothing when SPARe is off. */
 void train_spare_attach(FtTrainer *tr, MPI_Comm all);
 
+/* SPARe, spare.r = auto (train_spare_auto.c): replaces FT_AUTO in cfg->spare.r by the
+ * redundancy `ftllm optimize` recommends for N = parallel.dp replicas with the deck's [cluster]
+ * keys (cluster.step_s: before the first step), clamped to 1..dp; on resume the checkpoint's r
+ * when its dp is the same. Logs one line with the choice and why. Call before the trainer is
+ * built. Collective over comm (rank 0 decides, everyone gets its r). 0, or -1 with err set
+ * (the same on every rank). Nothing to do (0) when spare.r is a number. */
+int train_spare_auto(FtConfig *cfg, MPI_Comm comm, char *err, size_t errlen);
+
 /* SPARe: the replicas of one step's fail-stops (n <= FT_SPARE_BATCH_MAX), in order, as
  * train_fail_replica does one; a hot spare, while one is left, takes a failed replica's place
  * instead (its index and stack: the controller is unchanged, the redundancy restored; state

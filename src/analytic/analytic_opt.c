@@ -687,6 +687,8 @@ int analytic_optimize(const FtCluster *c, int r_max, FtPlan *best, FtPlan *all)
     return rc;
 }
 
+#define FT_OPT_TIE_REL 1e-6
+
 int analytic_fail_optimize(const FtFailModel *m, int r_max, FtPlan *best, FtPlan *all)
 {
     int N = m->N;
@@ -701,8 +703,19 @@ int analytic_fail_optimize(const FtFailModel *m, int r_max, FtPlan *best, FtPlan
                 if (rc) memset(&all[p * r_max + r - 1], 0, sizeof pl), all[p * r_max + r - 1].ttt = INFINITY;
                 else all[p * r_max + r - 1] = pl;
             }
-            if (!rc && pl.ttt < best[p].ttt) best[p] = pl;
+            /* a larger r must be better by more than one part per million: below that the
+             * difference is rounding or a failure too unlikely to matter, and the smaller r
+             * (less memory, no stacked shards to feed) wins the tie */
+            if (!rc && pl.ttt < best[p].ttt * (1 - FT_OPT_TIE_REL)) best[p] = pl;
         }
     }
     return best[FT_POL_CKPT].r ? 0 : -1;
+}
+
+int analytic_best_policy(const FtPlan *best)
+{
+    int win = FT_POL_CKPT;
+    for (int p = 0; p < FT_POL_NPOL; p++)
+        if (best[p].r && best[p].ttt < best[win].ttt) win = p;
+    return win;
 }

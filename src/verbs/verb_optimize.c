@@ -256,9 +256,7 @@ int verb_optimize(int argc, char **argv, MPI_Comm comm)
         return FT_EXIT_USAGE;
     }
     print_law(rank, &fm, best);
-    int win = FT_POL_CKPT;
-    for (int p = 0; p < FT_POL_NPOL; p++)
-        if (best[p].r && best[p].ttt < best[win].ttt) win = p;
+    int win = analytic_best_policy(best);
 
     P0("every alternative (predicted; depth = mean stack depth, the compute overhead):\n");
     print_head(rank);

@@ -340,12 +340,17 @@ static int train_or_plan(int argc, char **argv, MPI_Comm comm, bool plan)
              FTLLM_VERSION, plan ? "plan" : "train", cfg.path, nranks, nranks == 1 ? "" : "s", cfg.parallel.dp,
              cfg.parallel.pp, cfg.parallel.ep, cfg.parallel.tp, omp_get_max_threads(),
              omp_get_max_threads() == 1 ? "" : "s", be->name);
+    char err[1024] = "";
+    if (train_spare_auto(&cfg, comm, err, sizeof err)) { /* spare.r = auto: before the grid */
+        cli_error(comm, err);
+        deck_free(&cfg);
+        return FT_EXIT_USAGE;
+    }
     if (rank == 0 && log_level() >= FT_LOG_INFO) { /* every key at debug */
         if (log_level() >= FT_LOG_DEBUG) deck_print(stdout, &cfg);
         else deck_print_changed(stdout, &cfg);
         fflush(stdout);
     }
-    char err[1024] = "";
     FtGrid grid;
     /* SPARe's hot spares: the ranks after the layout's, tp x pp x ep per spare replica */
     int W = (int)(cfg.parallel.tp * cfg.parallel.pp * cfg.parallel.ep);
