@@ -12,7 +12,9 @@
  * bitwise where DMR off ends. Mode planned: campaigns with phases 1 / 1,2 / 1,2,3 on every
  * layout (deferred checks and AGC segment replays really run, within dmr.deferred_mb, and every
  * flip is caught), clean runs planned from a real profile (AC on and off) bitwise equal to DMR
- * off with every op covered once, and the plan file read back as written.
+ * off with every op covered once, and the plan file read back as written. The dynamic planner
+ * (dmr.moe_dynamic) on the MoE layouts: a flip campaign on the expert ops all caught, expert
+ * checks deferred within its guard, and all naive (still caught) with a tiny budget.
  * A rank that keeps mismatching is reported suspect on every rank.
  * A replica that leaves mid-run (train_regrid) leaves DMR working on the survivors. */
 #include <stdio.h>
@@ -379,6 +381,66 @@ static void test_planned_clean(void **state)
     if (!runs) skip();
 }
 
+/* ---- the dynamic planner ------------------------------------------------------------------- */
+
+enum { DYN_STEPS = 40, DYN_FLIPS = 40 };
+#define DYN_BUDGET_MB 1.0   /* room for the expert ops' routed rows beside the static plan */
+#define DYN_TINY_MB (16.0 / 1048576.0) /* below any expert op's fixed bytes: its counts and
+                                         output fingerprints (all naive) */
+
+/* dmr.moe_dynamic on the MoE layouts of this rank count (synthetic_plan's static plan, phases
+ * 1,2,3), with a flip campaign on the expert ops: every flip detected and rolled back, the run
+ * ending bitwise where the fault-free run without DMR ends; with room the dynamic planner
+ * defers expert checks (and what they keep stays within its guard, all within the budget); with
+ * a tiny budget every one falls back to naive and the flips are still caught. */
+static void test_moe_dynamic(void **state)
+{
+    (void)state;
+    log_init(ft_test_rank(), FT_LOG_WARN);
+    int configs = 0;
+    g_synthetic = true;
+    for (int li = 0; li < NLAYOUTS; li++) {
+        const Layout *l = &g_layouts[li];
+        if (!runs_here(l) || !l->experts) continue;
+        FtConfig c0 = cfg_of(l, FT_DMR_OFF, DYN_STEPS);
+        FtModel ref;
+        FtDmrStats none;
+        train_layout(&c0, NULL, &ref, &none);
+        for (int tiny = 0; tiny < 2; tiny++) {
+            double mb = tiny ? DYN_TINY_MB : DYN_BUDGET_MB;
+            char text[256];
+            snprintf(text, sizeof text, "; dynamic campaign: %s\nsdc-random count=%d seed=%d "
+                     "steps=1-%d target=both ops=moe_expert\n", l->name, DYN_FLIPS,
+                     3000 + 10 * li + tiny, DYN_STEPS);
+            FtConfig c = cfg_of(l, FT_DMR_PLANNED, DYN_STEPS);
+            c.dmr.phases = FT_DMR_PHASES_123, c.dmr.deferred_mb = mb, c.dmr.moe_dynamic = true;
+            FtModel m;
+            FtDmrStats s;
+            train_layout(&c, text, &m, &s);
+            if (ft_test_rank() == 0)
+                printf("  %-5s %s budget: %lld flips, %lld detected; dynamic deferred %lld (in "
+                       "windows %lld) naive %lld; dynamic kept at most %lld of %lld bytes, all "
+                       "%lld\n", l->name, tiny ? "tiny" : "room", s.injected, s.detected,
+                       s.dyn_deferred, s.dyn_windowed, s.dyn_naive, s.dyn_kept_peak, s.dyn_guard,
+                       s.kept_peak);
+            assert_all(s.injected == DYN_FLIPS && s.not_fired == 0);
+            assert_all(s.detected == s.injected && s.missed == 0 && s.rolled_back == s.injected);
+            assert_all(s.unchecked == 0 && s.attempts == DYN_STEPS + s.redone);
+            long long budget = (long long)(mb * 1048576.0);
+            assert_all(s.kept_peak <= budget && s.dyn_guard <= budget);
+            assert_all(s.dyn_slack >= 0 && s.dyn_kept_peak <= s.dyn_guard); /* on every rank */
+            if (tiny) assert_all(s.dyn_deferred == 0 && s.dyn_naive > 0);
+            else assert_all(s.dyn_deferred > 0);
+            assert_all(same_state(&m, &ref));
+            model_free(&m);
+            configs++;
+        }
+        model_free(&ref);
+    }
+    g_synthetic = false;
+    if (!configs) skip();
+}
+
 /* A plan written and read back is the same plan; the reader checks it against the tapes. */
 static void test_plan_file_roundtrip(void **state)
 {
@@ -568,5 +630,5 @@ static void test_regrid(void **state)
 
 FT_TEST_MAIN(cmocka_unit_test(test_flip_campaign), cmocka_unit_test(test_clean_runs_match_off),
              cmocka_unit_test(test_planned_campaign), cmocka_unit_test(test_planned_clean),
-             cmocka_unit_test(test_plan_file_roundtrip),
+             cmocka_unit_test(test_moe_dynamic), cmocka_unit_test(test_plan_file_roundtrip),
              cmocka_unit_test(test_suspect_and_off), cmocka_unit_test(test_regrid))

@@ -34,6 +34,7 @@ void dmr_unit_free(FtDmr *d, Unit *u)
     for (int j = 0; j < u->nm; j++)
         for (int k = 0; k < FT_OP_MAX_IN; k++) free(u->m[j].copy[k]);
     d->kept -= u->kept;
+    if (u->dyn) d->dyn_kept -= u->kept;
     free(u->m), free(u->roff), free(u);
 }
 
@@ -116,7 +117,7 @@ static bool poll_fn(void *arg)
     if (!u) return false;
     d->in_poll = true;
     double t0 = omp_get_wtime();
-    if (u->next == 0) d->s.windowed++;
+    if (u->next == 0) d->s.windowed++, d->s.dyn_windowed += u->dyn;
     unit_step(d, u); /* one op: then the wait tests its requests again */
     double dt = omp_get_wtime() - t0;
     d->s.check_s += dt, d->s.window_s += dt;
@@ -135,6 +136,10 @@ void dmr_drain(FtDmr *d)
         unit_run(d, u);
     }
 }
+
+static Unit *unit_push(FtDmr *d, Unit *u, const FtTape *tp, int seg, const Member *mp,
+                       const size_t *nb, size_t bytes, const FtOpCall *c, const int *chk,
+                       int nchk);
 
 /* Entry i (primary outputs c->out) of tape tp becomes a member of a deferred unit: its own
  * (seg < 0) or its AGC segment's. Inputs are kept (copied) unless they are model state or the
@@ -177,6 +182,18 @@ void dmr_defer_add(FtDmr *d, const FtTape *tp, int i, const FtOpCall *c, int seg
         dmr_check_naive(d, tp, i, c, chk, nchk);
         return;
     }
+    u = unit_push(d, u, tp, seg, &m, nb, bytes, c, chk, nchk);
+    if (seg < 0 || d->seg_last[seg] == idx) u->complete = true;
+}
+
+/* Keeps nb[k] bytes of each input of m (the primary's call c), fingerprints its outputs and
+ * appends it to u (NULL: a new unit at the end of the queue); bytes are charged. */
+static Unit *unit_push(FtDmr *d, Unit *u, const FtTape *tp, int seg, const Member *mp,
+                       const size_t *nb, size_t bytes, const FtOpCall *c, const int *chk,
+                       int nchk)
+{
+    Member m = *mp;
+    const FtTapeEntry *e = &tp->e[m.entry];
     for (int k = 0; k < FT_OP_MAX_IN; k++) {
         if (!nb[k]) continue;
         m.copy[k] = aligned_alloc(64, (nb[k] + 63) & ~(size_t)63); /* as the model's buffers */
@@ -207,7 +224,20 @@ void dmr_defer_add(FtDmr *d, const FtTape *tp, int i, const FtOpCall *c, int seg
     u->m[u->nm++] = m;
     u->kept += bytes, d->kept += bytes;
     if ((long long)d->kept > d->s.kept_peak) d->s.kept_peak = (long long)d->kept;
-    if (seg < 0 || d->seg_last[seg] == idx) u->complete = true;
+    return u;
+}
+
+void dmr_defer_keep(FtDmr *d, const FtTape *tp, int i, const FtOpCall *c, const size_t *nb,
+                    size_t bytes, bool dyn, const int *chk, int nchk)
+{
+    Member m = {.entry = i, .c = *c, .covered = true};
+    for (int k = 0; k < FT_OP_MAX_IN; k++) m.link[k] = -1;
+    Unit *u = unit_push(d, NULL, tp, -1, &m, nb, bytes, c, chk, nchk);
+    u->dyn = dyn, u->complete = true;
+    if (dyn) {
+        d->dyn_kept += bytes;
+        if ((long long)d->dyn_kept > d->s.dyn_kept_peak) d->s.dyn_kept_peak = (long long)d->dyn_kept;
+    }
 }
 
 /* For the AGC members of the plan: which earlier member of the same segment (and tape) wrote
@@ -255,6 +285,7 @@ void dmr_set_plan(FtDmr *d, FtDmrEntryPlan *p)
     memset(p, 0, sizeof *p);
     d->profile_left = 0;
     plan_prepare(d);
+    dmr_dyn_prepare(d);
 }
 
 const FtDmrEntryPlan *dmr_plan(const FtDmr *d) { return d->plan.strat ? &d->plan : NULL; }
