@@ -72,12 +72,13 @@ static FtConfig cfg_of(const Layout *l, int mode, long long steps)
  * every communication point (a pipeline send or receive: a PP window; a tensor-parallel
  * all-reduce, an expert all-to-all, a layer's gradients ready: intra) and the backward (the
  * data-parallel reduction), planned with dmr_plan_build. */
-static void synthetic_plan(const FtTrainer *tr, int phases, size_t budget, FtDmrEntryPlan *p)
+static void synthetic_plan(const FtTrainer *tr, int phases, size_t budget, bool moe_dynamic,
+                           FtDmrEntryPlan *p)
 {
     const FtTape *mt = &tr->tape, *ot = &tr->opt_tape;
     FtDmrProfile pf;
     dmr_profile_init(&pf, mt->ne, ot->ne);
-    pf.steps = 1, pf.step_s = 1.0;
+    pf.steps = 1, pf.step_s = 1.0, pf.moe_dynamic = moe_dynamic;
     for (int i = 0; i < mt->ne + ot->ne; i++) {
         const FtTapeEntry *e = i < mt->ne ? &mt->e[i] : &ot->e[i - mt->ne];
         pf.time[i] = 1e-3 * (1 + i % 5);
@@ -113,6 +114,21 @@ static int phase_mask(long long choice)
 
 static bool g_synthetic; /* mode planned: train_layout gives the run synthetic_plan's plan */
 static bool g_covered;   /* mode planned: the plan in use covered every op (set by train_layout) */
+static int g_dyn_left;   /* ... and left this many expert entries without an AC twin naive (the
+                            dynamic planner's, dmr.moe_dynamic), on every rank */
+
+/* Expert entries without an AC twin the plan leaves naive, or -1 when one is planned otherwise. */
+static int dyn_left(const FtTrainer *tr, const FtDmrEntryPlan *p)
+{
+    int n = 0;
+    for (int i = 0; p && i < tr->tape.ne; i++) {
+        const FtTapeEntry *e = &tr->tape.e[i];
+        if (e->kind != FT_OP_MOE_EXPERT || e->twin >= 0) continue;
+        if (p->strat[i] != PLAN_NAIVE) return -1;
+        n++;
+    }
+    return n;
+}
 
 /* Trains c's steps (DMR and faults from c; schedule: the fault file's text or NULL), leaves
  * the model in *m (caller frees) and the job's DMR counters in *st (zero without DMR). */
@@ -146,15 +162,19 @@ static void train_layout(FtConfig *c, const char *schedule, FtModel *m, FtDmrSta
     c->faults.schedule[0] = '\0';
     if (c->dmr.mode == FT_DMR_PLANNED && g_synthetic) {
         FtDmrEntryPlan p;
-        synthetic_plan(&tr, phase_mask(c->dmr.phases), (size_t)(c->dmr.deferred_mb * 1048576.0), &p);
+        synthetic_plan(&tr, phase_mask(c->dmr.phases), (size_t)(c->dmr.deferred_mb * 1048576.0),
+                       c->dmr.moe_dynamic, &p);
         dmr_set_plan(train_dmr_get(td), &p);
     }
     for (long long s = 0; s < c->train.steps; s++) {
         FtStepInfo info;
         assert_all(train_step(&tr, &info) != FT_STEP_FAILED);
     }
-    if (c->dmr.mode == FT_DMR_PLANNED)
+    if (c->dmr.mode == FT_DMR_PLANNED) {
         g_covered = ft_all(plan_covers(&tr, dmr_plan(train_dmr_get(td))) ? 1 : 0) == 1;
+        int left = dyn_left(&tr, dmr_plan(train_dmr_get(td)));
+        g_dyn_left = ft_all(left > 0 ? 1 : 0) == 1 ? left : -1;
+    }
     memset(st, 0, sizeof *st);
     if (td) train_dmr_stats(td, st);
     train_dmr_destroy(td);
@@ -423,6 +443,7 @@ static void test_moe_dynamic(void **state)
                        "%lld\n", l->name, tiny ? "tiny" : "room", s.injected, s.detected,
                        s.dyn_deferred, s.dyn_windowed, s.dyn_naive, s.dyn_kept_peak, s.dyn_guard,
                        s.kept_peak);
+            assert_all(g_covered && g_dyn_left > 0); /* the static plan left them to us */
             assert_all(s.injected == DYN_FLIPS && s.not_fired == 0);
             assert_all(s.detected == s.injected && s.missed == 0 && s.rolled_back == s.injected);
             assert_all(s.unchecked == 0 && s.attempts == DYN_STEPS + s.redone);
@@ -460,7 +481,7 @@ static void test_plan_file_roundtrip(void **state)
     FtTrainer tr;
     train_init_grid(&tr, &c, &m, &g, &src, NULL);
     FtDmrEntryPlan p, q;
-    synthetic_plan(&tr, PLAN_PHASE1 | PLAN_PHASE2 | PLAN_PHASE3, 1 << 16, &p);
+    synthetic_plan(&tr, PLAN_PHASE1 | PLAN_PHASE2 | PLAN_PHASE3, 1 << 16, false, &p);
     char path[64];
     ft_tmpfile("", 0, path);
     assert_int_equal(dmr_plan_write(&p, &tr.tape, &tr.opt_tape, path, "rank 0 of 1 layout x",

@@ -53,6 +53,7 @@ FtDmr *dmr_create(const FtDmrCfg *cfg)
         d->on_plan = cfg->on_plan, d->on_plan_arg = cfg->on_plan_arg;
         d->moe_dyn = cfg->moe_dynamic;
         dmr_profile_init(&d->prof, d->micro->ne, d->opt->ne);
+        d->prof.moe_dynamic = cfg->moe_dynamic;
     }
     d->suspect_after = cfg->suspect_after;
     d->be = cfg->be ? cfg->be : backend_cpu();
