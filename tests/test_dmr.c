@@ -440,9 +440,9 @@ static void test_moe_dynamic(void **state)
             if (ft_test_rank() == 0)
                 printf("  %-5s %s budget: %lld flips, %lld detected; dynamic deferred %lld (in "
                        "windows %lld) naive %lld; dynamic kept at most %lld of %lld bytes, all "
-                       "%lld\n", l->name, tiny ? "tiny" : "room", s.injected, s.detected,
+                       "%lld; routed bytes %.1f%% of capacity-sized\n", l->name, tiny ? "tiny" : "room", s.injected, s.detected,
                        s.dyn_deferred, s.dyn_windowed, s.dyn_naive, s.dyn_kept_peak, s.dyn_guard,
-                       s.kept_peak);
+                       s.kept_peak, 100.0 * (double)s.dyn_bytes / (double)(s.dyn_cap_bytes + 1));
             assert_all(g_covered && g_dyn_left > 0); /* the static plan left them to us */
             assert_all(s.injected == DYN_FLIPS && s.not_fired == 0);
             assert_all(s.detected == s.injected && s.missed == 0 && s.rolled_back == s.injected);
@@ -450,6 +450,7 @@ static void test_moe_dynamic(void **state)
             long long budget = (long long)(mb * 1048576.0);
             assert_all(s.kept_peak <= budget && s.dyn_guard <= budget);
             assert_all(s.dyn_slack >= 0 && s.dyn_kept_peak <= s.dyn_guard); /* on every rank */
+            assert_all(s.dyn_bytes > 0 && s.dyn_bytes <= s.dyn_cap_bytes); /* rows <= capacity */
             if (tiny) assert_all(s.dyn_deferred == 0 && s.dyn_naive > 0);
             else assert_all(s.dyn_deferred > 0);
             assert_all(same_state(&m, &ref));

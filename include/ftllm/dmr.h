@@ -127,6 +127,8 @@ typedef struct ft_dmr_stats {
     long long dyn_deferred; /* dynamic planner: expert op executions deferred */
     long long dyn_naive;    /* ... checked at once: their routed bytes passed the guard */
     long long dyn_windowed; /* ... deferred ones replayed in a window (the rest: drained) */
+    long long dyn_bytes;     /* bytes the dynamic planner's executions would keep (routed rows) */
+    long long dyn_cap_bytes; /* ... sized by capacity instead (as the static plan does) */
     long long injected, detected, rolled_back, missed, not_fired;
     long long injected_at[FT_OP_NKINDS][3]; /* by op kind and phase (FtPhase; optimizer = fwd) */
     long long injected_by[FT_DMR_NSTRAT + 1][2]; /* by the strategy checking it (last: none) and

@@ -582,10 +582,11 @@ void dmr_report(FtDmr *d, FtComm *world, const char *schedule, int nfail, FILE *
                          "routed bytes passed the guard); kept at most %.3f MiB of a guard of "
                          "%.3f MiB (what dmr.deferred_mb leaves after the static plan's "
                          "reservations; the largest rank's each, %.3f MiB to spare on the "
-                         "tightest)\n",
+                         "tightest); routed rows %.1f%% of the capacity-sized bytes\n",
                     s.dyn_deferred, s.dyn_windowed, s.dyn_naive,
                     (double)s.dyn_kept_peak / 1048576.0, (double)s.dyn_guard / 1048576.0,
-                    (double)s.dyn_slack / 1048576.0);
+                    (double)s.dyn_slack / 1048576.0,
+                    s.dyn_cap_bytes > 0 ? 100.0 * (double)s.dyn_bytes / (double)s.dyn_cap_bytes : 0.0);
     } else {
         fprintf(out, "dmr: mode %s, checks naive %lld piggyback %lld, mismatches %lld, steps "
                      "redone %lld of %lld attempts, unchecked %lld, suspects %s, overhead %.1f%% "

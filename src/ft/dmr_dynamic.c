@@ -83,6 +83,8 @@ void dmr_dyn_check(FtDmr *d, const FtTape *tp, int i, const FtOpCall *c, const i
         bytes += nb[k];
     }
     for (int k = 0; k < FT_OP_MAX_OUT; k++) bytes += e->out[k] >= 0 ? sizeof(uint64_t) : 0;
+    d->s.dyn_bytes += (long long)bytes;
+    d->s.dyn_cap_bytes += (long long)dmr_entry_kept(tp, i);
     if (d->dyn_kept + bytes > d->dyn_guard || d->kept + bytes > d->budget) {
         d->s.dyn_naive++;
         dmr_check_naive(d, tp, i, c, chk, nchk);
