@@ -17,8 +17,6 @@
  *  - A deferred dynamic check is a unit of its own in the same queue (dmr_defer.c): the poll
  *    hook replays it in the next wait, which for an expert op is usually the EP all-to-all
  *    right after it (a window only known at run time), or dmr_drain before the agreement. */
-#include "ftllm/deck_keys.h"
-#include "ftllm/log.h"
 #include "dmr_impl.h"
 
 bool dmr_dyn_op(const FtTapeEntry *e) { return e->kind == FT_OP_MOE_EXPERT; }
@@ -79,6 +77,7 @@ void dmr_dyn_check(FtDmr *d, const FtTape *tp, int i, const FtOpCall *c, const i
         if (r == FT_TR_PARAM || r == FT_TR_MOM1 || r == FT_TR_MOM2) continue; /* stable */
         size_t whole = tape_tensor_bytes(tp, e->in[k]);
         bool by_row = k == 0 || (e->dir == FT_BWD && k == 1); /* x; dy, x (ops.h) */
+        /* routed rows only (none routed: nothing kept, the replay reads none of it) */
         nb[k] = by_row && R > 0 ? whole / (size_t)R * (size_t)rows : whole;
         bytes += nb[k];
     }

@@ -1,7 +1,7 @@
 /* dmr_impl.h: what the DMR module's files share (dmr.c: set-up, the after-op hook, naive and
  * piggyback checks, injection, agreement, counters; dmr_defer.c: mode planned's deferred
- * checks, AGC segment replays, the poll hook and the profile). Not a public header: only
- * src/ft/dmr*.c include it. */
+ * checks, AGC segment replays, the poll hook and the profile; dmr_dynamic.c: the MoE dynamic
+ * planner). Not a public header: only src/ft/dmr*.c include it. */
 #ifndef FTLLM_DMR_IMPL_H
 #define FTLLM_DMR_IMPL_H
 
