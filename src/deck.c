@@ -705,6 +705,10 @@ int deck_check(const FtConfig *cfg, int nranks, char *err, size_t errlen)
         return cross_fail(cfg, KID(dmr, mode), KID(run, backend), err, errlen,
                           "dmr.mode = planned needs run.backend = cpu (deferred checks keep "
                           "host copies of their inputs; on the GPU use naive or piggyback)");
+    if (cfg->dmr.moe_dynamic && cfg->dmr.mode != FT_DMR_PLANNED)
+        return cross_fail(cfg, KID(dmr, moe_dynamic), KID(dmr, mode), err, errlen,
+                          "dmr.moe_dynamic = true needs dmr.mode = planned (it decides the "
+                          "expert ops' deferred checks beside the plan's)");
     if (cfg->train.seq_len > m->seq_len)
         return cross_fail(cfg, KID(train, seq_len), KID(model, seq_len), err, errlen,
                           "train.seq_len = %lld exceeds model.seq_len = %lld (the size of the "

@@ -12,7 +12,9 @@
  * bitwise where DMR off ends. Mode planned: campaigns with phases 1 / 1,2 / 1,2,3 on every
  * layout (deferred checks and AGC segment replays really run, within dmr.deferred_mb, and every
  * flip is caught), clean runs planned from a real profile (AC on and off) bitwise equal to DMR
- * off with every op covered once, and the plan file read back as written.
+ * off with every op covered once, and the plan file read back as written. The dynamic planner
+ * (dmr.moe_dynamic) on the MoE layouts: a flip campaign on the expert ops all caught, expert
+ * checks deferred within its guard, and all naive (still caught) with a tiny budget.
  * A rank that keeps mismatching is reported suspect on every rank.
  * A replica that leaves mid-run (train_regrid) leaves DMR working on the survivors. */
 #include <stdio.h>
@@ -70,12 +72,13 @@ static FtConfig cfg_of(const Layout *l, int mode, long long steps)
  * every communication point (a pipeline send or receive: a PP window; a tensor-parallel
  * all-reduce, an expert all-to-all, a layer's gradients ready: intra) and the backward (the
  * data-parallel reduction), planned with dmr_plan_build. */
-static void synthetic_plan(const FtTrainer *tr, int phases, size_t budget, FtDmrEntryPlan *p)
+static void synthetic_plan(const FtTrainer *tr, int phases, size_t budget, bool moe_dynamic,
+                           FtDmrEntryPlan *p)
 {
     const FtTape *mt = &tr->tape, *ot = &tr->opt_tape;
     FtDmrProfile pf;
     dmr_profile_init(&pf, mt->ne, ot->ne);
-    pf.steps = 1, pf.step_s = 1.0;
+    pf.steps = 1, pf.step_s = 1.0, pf.moe_dynamic = moe_dynamic;
     for (int i = 0; i < mt->ne + ot->ne; i++) {
         const FtTapeEntry *e = i < mt->ne ? &mt->e[i] : &ot->e[i - mt->ne];
         pf.time[i] = 1e-3 * (1 + i % 5);
@@ -111,6 +114,21 @@ static int phase_mask(long long choice)
 
 static bool g_synthetic; /* mode planned: train_layout gives the run synthetic_plan's plan */
 static bool g_covered;   /* mode planned: the plan in use covered every op (set by train_layout) */
+static int g_dyn_left;   /* ... and left this many expert entries without an AC twin naive (the
+                            dynamic planner's, dmr.moe_dynamic), on every rank */
+
+/* Expert entries without an AC twin the plan leaves naive, or -1 when one is planned otherwise. */
+static int dyn_left(const FtTrainer *tr, const FtDmrEntryPlan *p)
+{
+    int n = 0;
+    for (int i = 0; p && i < tr->tape.ne; i++) {
+        const FtTapeEntry *e = &tr->tape.e[i];
+        if (e->kind != FT_OP_MOE_EXPERT || e->twin >= 0) continue;
+        if (p->strat[i] != PLAN_NAIVE) return -1;
+        n++;
+    }
+    return n;
+}
 
 /* Trains c's steps (DMR and faults from c; schedule: the fault file's text or NULL), leaves
  * the model in *m (caller frees) and the job's DMR counters in *st (zero without DMR). */
@@ -144,15 +162,19 @@ static void train_layout(FtConfig *c, const char *schedule, FtModel *m, FtDmrSta
     c->faults.schedule[0] = '\0';
     if (c->dmr.mode == FT_DMR_PLANNED && g_synthetic) {
         FtDmrEntryPlan p;
-        synthetic_plan(&tr, phase_mask(c->dmr.phases), (size_t)(c->dmr.deferred_mb * 1048576.0), &p);
+        synthetic_plan(&tr, phase_mask(c->dmr.phases), (size_t)(c->dmr.deferred_mb * 1048576.0),
+                       c->dmr.moe_dynamic, &p);
         dmr_set_plan(train_dmr_get(td), &p);
     }
     for (long long s = 0; s < c->train.steps; s++) {
         FtStepInfo info;
         assert_all(train_step(&tr, &info) != FT_STEP_FAILED);
     }
-    if (c->dmr.mode == FT_DMR_PLANNED)
+    if (c->dmr.mode == FT_DMR_PLANNED) {
         g_covered = ft_all(plan_covers(&tr, dmr_plan(train_dmr_get(td))) ? 1 : 0) == 1;
+        int left = dyn_left(&tr, dmr_plan(train_dmr_get(td)));
+        g_dyn_left = ft_all(left > 0 ? 1 : 0) == 1 ? left : -1;
+    }
     memset(st, 0, sizeof *st);
     if (td) train_dmr_stats(td, st);
     train_dmr_destroy(td);
@@ -379,6 +401,68 @@ static void test_planned_clean(void **state)
     if (!runs) skip();
 }
 
+/* ---- the dynamic planner ------------------------------------------------------------------- */
+
+enum { DYN_STEPS = 40, DYN_FLIPS = 40 };
+#define DYN_BUDGET_MB 1.0   /* room for the expert ops' routed rows beside the static plan */
+#define DYN_TINY_MB (16.0 / 1048576.0) /* below any expert op's fixed bytes: its counts and
+                                         output fingerprints (all naive) */
+
+/* dmr.moe_dynamic on the MoE layouts of this rank count (synthetic_plan's static plan, phases
+ * 1,2,3), with a flip campaign on the expert ops: every flip detected and rolled back, the run
+ * ending bitwise where the fault-free run without DMR ends; with room the dynamic planner
+ * defers expert checks (and what they keep stays within its guard, all within the budget); with
+ * a tiny budget every one falls back to naive and the flips are still caught. */
+static void test_moe_dynamic(void **state)
+{
+    (void)state;
+    log_init(ft_test_rank(), FT_LOG_WARN);
+    int configs = 0;
+    g_synthetic = true;
+    for (int li = 0; li < NLAYOUTS; li++) {
+        const Layout *l = &g_layouts[li];
+        if (!runs_here(l) || !l->experts) continue;
+        FtConfig c0 = cfg_of(l, FT_DMR_OFF, DYN_STEPS);
+        FtModel ref;
+        FtDmrStats none;
+        train_layout(&c0, NULL, &ref, &none);
+        for (int tiny = 0; tiny < 2; tiny++) {
+            double mb = tiny ? DYN_TINY_MB : DYN_BUDGET_MB;
+            char text[256];
+            snprintf(text, sizeof text, "; dynamic campaign: %s\nsdc-random count=%d seed=%d "
+                     "steps=1-%d target=both ops=moe_expert\n", l->name, DYN_FLIPS,
+                     3000 + 10 * li + tiny, DYN_STEPS);
+            FtConfig c = cfg_of(l, FT_DMR_PLANNED, DYN_STEPS);
+            c.dmr.phases = FT_DMR_PHASES_123, c.dmr.deferred_mb = mb, c.dmr.moe_dynamic = true;
+            FtModel m;
+            FtDmrStats s;
+            train_layout(&c, text, &m, &s);
+            if (ft_test_rank() == 0)
+                printf("  %-5s %s budget: %lld flips, %lld detected; dynamic deferred %lld (in "
+                       "windows %lld) naive %lld; dynamic kept at most %lld of %lld bytes, all "
+                       "%lld; routed bytes %.1f%% of capacity-sized\n", l->name, tiny ? "tiny" : "room", s.injected, s.detected,
+                       s.dyn_deferred, s.dyn_windowed, s.dyn_naive, s.dyn_kept_peak, s.dyn_guard,
+                       s.kept_peak, 100.0 * (double)s.dyn_bytes / (double)(s.dyn_cap_bytes + 1));
+            assert_all(g_covered && g_dyn_left > 0); /* the static plan left them to us */
+            assert_all(s.injected == DYN_FLIPS && s.not_fired == 0);
+            assert_all(s.detected == s.injected && s.missed == 0 && s.rolled_back == s.injected);
+            assert_all(s.unchecked == 0 && s.attempts == DYN_STEPS + s.redone);
+            long long budget = (long long)(mb * 1048576.0);
+            assert_all(s.kept_peak <= budget && s.dyn_guard <= budget);
+            assert_all(s.dyn_slack >= 0 && s.dyn_kept_peak <= s.dyn_guard); /* on every rank */
+            assert_all(s.dyn_bytes > 0 && s.dyn_bytes <= s.dyn_cap_bytes); /* rows <= capacity */
+            if (tiny) assert_all(s.dyn_deferred == 0 && s.dyn_naive > 0);
+            else assert_all(s.dyn_deferred > 0);
+            assert_all(same_state(&m, &ref));
+            model_free(&m);
+            configs++;
+        }
+        model_free(&ref);
+    }
+    g_synthetic = false;
+    if (!configs) skip();
+}
+
 /* A plan written and read back is the same plan; the reader checks it against the tapes. */
 static void test_plan_file_roundtrip(void **state)
 {
@@ -398,7 +482,7 @@ static void test_plan_file_roundtrip(void **state)
     FtTrainer tr;
     train_init_grid(&tr, &c, &m, &g, &src, NULL);
     FtDmrEntryPlan p, q;
-    synthetic_plan(&tr, PLAN_PHASE1 | PLAN_PHASE2 | PLAN_PHASE3, 1 << 16, &p);
+    synthetic_plan(&tr, PLAN_PHASE1 | PLAN_PHASE2 | PLAN_PHASE3, 1 << 16, false, &p);
     char path[64];
     ft_tmpfile("", 0, path);
     assert_int_equal(dmr_plan_write(&p, &tr.tape, &tr.opt_tape, path, "rank 0 of 1 layout x",
@@ -568,5 +652,5 @@ static void test_regrid(void **state)
 
 FT_TEST_MAIN(cmocka_unit_test(test_flip_campaign), cmocka_unit_test(test_clean_runs_match_off),
              cmocka_unit_test(test_planned_campaign), cmocka_unit_test(test_planned_clean),
-             cmocka_unit_test(test_plan_file_roundtrip),
+             cmocka_unit_test(test_moe_dynamic), cmocka_unit_test(test_plan_file_roundtrip),
              cmocka_unit_test(test_suspect_and_off), cmocka_unit_test(test_regrid))

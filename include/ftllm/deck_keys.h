@@ -156,6 +156,10 @@
     K(dmr, plan, STR, "", 0, 0, "", 0,                                                           \
       "plan file (mode = planned): loaded when it exists, else written after profiling; with "  \
       "several ranks one file per rank, FILE.rN; empty = profile, keep the plan in memory")     \
+    K(dmr, moe_dynamic, BOOL, "false", 0, 0, "", 0,                                              \
+      "mode = planned: decide at run time, from the rows actually routed, whether each MoE "     \
+      "expert op's check is deferred (its kept bytes fit what dmr.deferred_mb leaves after "     \
+      "the static plan's reservations) or naive at once; piggyback and AGC choices stay")        \
     K(dmr, suspect_after, INT, "3", 0, 1000000000, "", 0,                                        \
       "a rank whose checks mismatch in this many steps is reported as suspect (for SPARe to "    \
       "retire); 0 = never")

@@ -38,6 +38,18 @@
  *              first. Entries that write integers (MoE routing) are never deferred. A corrupted
  *              output a deferred check has not compared yet reaches later ops (floats only) and
  *              maybe other ranks, but not the parameters: the step is redone by every rank.
+ *              The dynamic planner (dmr.moe_dynamic, dmr_dynamic.c) decides the MoE expert ops
+ *              (moe_expert forward and backward, whose real work is the rows routed at run
+ *              time, not the capacity the static plan sized them by) when each one runs: its
+ *              kept bytes are counted from the actual routed rows (the row-indexed inputs are
+ *              kept up to the routed rows only: the op reads nothing past them), and the check
+ *              is deferred as a unit of its own when those bytes fit the dynamic guard (what
+ *              dmr.deferred_mb leaves after the static plan's reservations: its AGC boundaries
+ *              plus its largest deferred queue at any window) and the budget itself, else naive
+ *              at once. Its units drain into whatever waits come next, notably the EP
+ *              all-to-alls that open at run time (dynamic windows), beside the plan's windows.
+ *              Expert ops the plan gave piggyback or an AGC segment keep that (they keep
+ *              nothing of their own).
  * Validation passes are not checked (they change no state) and not counted.
  *
  * A step is one or more attempts (train.h before_commit): dmr_agree ends one. Every check of the
@@ -96,6 +108,7 @@ typedef struct ft_dmr_cfg {
     int phases;                /* enum ft_plan_phase mask */
     size_t budget;             /* bytes deferred checks may keep at once */
     int profile_steps;         /* steps profiled when no plan is given */
+    bool moe_dynamic;          /* the dynamic planner for MoE expert ops (above) */
     const FtTimeline *tl;      /* the executor's timeline: the profiler reads its waits */
     /* called once the profile is planned (dmr_plan has it), at the end of an attempt */
     void (*on_plan)(void *arg, FtDmr *d);
@@ -111,6 +124,11 @@ typedef struct ft_dmr_stats {
     long long windowed;  /* deferred units (an op, or an AGC segment) checked in windows */
     long long drained;   /* ... checked before the agreement (no window came) */
     long long demoted;   /* ... checked at once: keeping them would pass dmr.deferred_mb */
+    long long dyn_deferred; /* dynamic planner: expert op executions deferred */
+    long long dyn_naive;    /* ... checked at once: their routed bytes passed the guard */
+    long long dyn_windowed; /* ... deferred ones replayed in a window (the rest: drained) */
+    long long dyn_bytes;     /* bytes the dynamic planner's executions would keep (routed rows) */
+    long long dyn_cap_bytes; /* ... sized by capacity instead (as the static plan does) */
     long long injected, detected, rolled_back, missed, not_fired;
     long long injected_at[FT_OP_NKINDS][3]; /* by op kind and phase (FtPhase; optimizer = fwd) */
     long long injected_by[FT_DMR_NSTRAT + 1][2]; /* by the strategy checking it (last: none) and
@@ -120,6 +138,9 @@ typedef struct ft_dmr_stats {
     double redo_s;    /* attempts that were rolled back */
     double window_s;  /* deferred checks run inside windows (part of check_s) */
     long long kept_peak; /* most bytes deferred checks kept at once (job: the largest rank's) */
+    long long dyn_kept_peak; /* ... of them the dynamic planner's (job: the largest rank's) */
+    long long dyn_guard;     /* the dynamic guard in bytes (job: the largest rank's) */
+    long long dyn_slack;     /* dyn_guard - dyn_kept_peak (job: the smallest rank's) */
 } FtDmrStats;
 
 /* Not collective. cfg->flips is copied (this rank's). */

@@ -17,7 +17,9 @@
  *
  * Build (dmr_plan_build): planner.h's operators are the op entries that may be planned; entries
  * that write integers (MoE routing indices and counts, which later ops use as addresses before a
- * deferred check could run) are always naive. An op's kept bytes are its inputs that are not
+ * deferred check could run) are always naive, and so are, in the plan, the MoE expert ops
+ * without an AC twin when the profile says moe_dynamic (the dynamic planner decides them at run
+ * time from the rows routed: they take no window time and reserve no memory here). An op's kept bytes are its inputs that are not
  * model state (parameters and AdamW moments do not change before the commit; everything else is
  * copied) plus 8 bytes per output (a fingerprint). recomputed = the entry has an AC twin; block
  * = layer + 1 (0: outside the blocks). One window per position and kind with time > 0, opening
@@ -58,6 +60,8 @@ typedef struct ft_dmr_profile {
     double *wait_other; /*   any op of the step), summed over the steps */
     double step_s;      /* step attempts' seconds without their checks, summed */
     double wall_s;      /* step attempts' seconds, checks included, summed */
+    bool moe_dynamic;   /* dmr.moe_dynamic: expert ops without an AC twin are decided at run
+                           time (dmr.h), so the plan leaves them out (naive in it) */
 } FtDmrProfile;
 
 typedef struct ft_dmr_entry_plan {

@@ -35,7 +35,7 @@ const char *dmr_mode_name(int mode)
 }
 
 static const char *const g_strat_name[] = {"none", "naive", "piggyback", "piggyback", "deferred",
-                                           "agc"};
+                                           "agc", "dynamic"};
 
 /* ---- set-up -------------------------------------------------------------------------------- */
 
@@ -51,7 +51,9 @@ FtDmr *dmr_create(const FtDmrCfg *cfg)
         d->phases = cfg->phases, d->budget = cfg->budget;
         d->profile_steps = d->profile_left = cfg->profile_steps > 0 ? cfg->profile_steps : 1;
         d->on_plan = cfg->on_plan, d->on_plan_arg = cfg->on_plan_arg;
+        d->moe_dyn = cfg->moe_dynamic;
         dmr_profile_init(&d->prof, d->micro->ne, d->opt->ne);
+        d->prof.moe_dynamic = cfg->moe_dynamic;
     }
     d->suspect_after = cfg->suspect_after;
     d->be = cfg->be ? cfg->be : backend_cpu();
@@ -111,6 +113,7 @@ static enum strat strategy(const FtDmr *d, const FtTape *tp, const FtTapeEntry *
     bool pb = e->twin >= 0 && !writes_ints(tp, e);
     if (d->mode == FT_DMR_PIGGYBACK && pb) return e->phase == FT_PH_RECOMPUTE ? S_PB_CHECK : S_PB_SAVE;
     if (d->mode != FT_DMR_PLANNED || !d->plan.strat) return S_NAIVE; /* planned: profiling */
+    if (dmr_dyn_takes(d, e, idx)) return S_DYN;
     switch (d->plan.strat[idx]) {
     case PLAN_PIGGYBACK:
         if (pb) return e->phase == FT_PH_RECOMPUTE ? S_PB_CHECK : S_PB_SAVE;
@@ -202,7 +205,7 @@ static int strat_index(enum strat s)
 {
     return s == S_NAIVE   ? FT_DMR_S_NAIVE
            : s == S_NONE  ? FT_DMR_NSTRAT
-           : s == S_DEFER ? FT_DMR_S_DEFERRED
+           : s == S_DEFER || s == S_DYN ? FT_DMR_S_DEFERRED
            : s == S_AGC   ? FT_DMR_S_AGC
                           : FT_DMR_S_PIGGYBACK;
 }
@@ -343,7 +346,7 @@ static void after_op(void *arg, const FtTape *tp, int i, const FtOpCall *c)
         const FtFlip *f = &d->flips[fi];
         if (f->target == FT_TARGET_PRIMARY || s == S_PB_CHECK) {
             dmr_inject(d, fi, tp, i, c->out, key, s);
-        } else if ((s == S_NAIVE || s == S_DEFER || s == S_AGC) && nchk < 16) {
+        } else if ((s == S_NAIVE || s == S_DEFER || s == S_AGC || s == S_DYN) && nchk < 16) {
             chk[nchk++] = fi;
         } else if (s == S_PB_SAVE) {
             defer(d, fi, tp, e->twin, i);
@@ -364,6 +367,7 @@ static void after_op(void *arg, const FtTape *tp, int i, const FtOpCall *c)
     case S_NAIVE: dmr_check_naive(d, tp, i, c, chk, nchk); break;
     case S_DEFER: dmr_defer_add(d, tp, i, c, -1, true, chk, nchk); break;
     case S_AGC: dmr_defer_add(d, tp, i, c, d->plan.seg[idx], true, chk, nchk); break;
+    case S_DYN: dmr_dyn_check(d, tp, i, c, chk, nchk); break;
     case S_PB_SAVE: {
         FpStore *st = store(d, tp);
         dmr_fingerprint(d, tp, e, c, st->fp + (size_t)i * FT_OP_MAX_OUT);
@@ -510,6 +514,7 @@ void dmr_stats(const FtDmr *d, FtDmrStats *s)
 {
     *s = d->s;
     for (int i = 0; i < d->nflips; i++) s->not_fired += !d->fired[i];
+    s->dyn_slack = s->dyn_guard - s->dyn_kept_peak;
 }
 
 /* The counters as one array of long longs (and the times apart). */
@@ -525,9 +530,11 @@ void dmr_stats_job(FtDmr *d, FtComm *world, FtDmrStats *s)
     double t[4] = {s->check_s, s->compute_s, s->redo_s, s->window_s};
     comm_allreduce_sum(world, FT_IN_PLACE, t, 4, FT_F64);
     long long peak = comm_max_i64(world, s->kept_peak);
+    long long dpeak = comm_max_i64(world, s->dyn_kept_peak);
+    long long guard = comm_max_i64(world, s->dyn_guard), slack = -comm_max_i64(world, -s->dyn_slack);
     memcpy(s, c, sizeof c);
     s->check_s = t[0], s->compute_s = t[1], s->redo_s = t[2], s->window_s = t[3];
-    s->kept_peak = peak;
+    s->kept_peak = peak, s->dyn_kept_peak = dpeak, s->dyn_guard = guard, s->dyn_slack = slack;
     s->attempts = d->s.attempts; /* job-wide already: every rank takes part in each */
     s->redone = d->s.redone;
 }
@@ -569,6 +576,17 @@ void dmr_report(FtDmr *d, FtComm *world, const char *schedule, int nfail, FILE *
                      "%.3f MiB (dmr.deferred_mb = %.3f, the largest rank's)\n",
                 s.windowed, s.drained, s.demoted, (double)s.kept_peak / 1048576.0,
                 (double)d->budget / 1048576.0);
+        if (d->moe_dyn)
+            fprintf(out, "dmr: dynamic (MoE expert ops, dmr.moe_dynamic): deferred %lld (%lld "
+                         "replayed in windows, the rest before the agreement), naive %lld (their "
+                         "routed bytes passed the guard); kept at most %.3f MiB of a guard of "
+                         "%.3f MiB (what dmr.deferred_mb leaves after the static plan's "
+                         "reservations; the largest rank's each, %.3f MiB to spare on the "
+                         "tightest); routed rows %.1f%% of the capacity-sized bytes\n",
+                    s.dyn_deferred, s.dyn_windowed, s.dyn_naive,
+                    (double)s.dyn_kept_peak / 1048576.0, (double)s.dyn_guard / 1048576.0,
+                    (double)s.dyn_slack / 1048576.0,
+                    s.dyn_cap_bytes > 0 ? 100.0 * (double)s.dyn_bytes / (double)s.dyn_cap_bytes : 0.0);
     } else {
         fprintf(out, "dmr: mode %s, checks naive %lld piggyback %lld, mismatches %lld, steps "
                      "redone %lld of %lld attempts, unchecked %lld, suspects %s, overhead %.1f%% "

@@ -12,7 +12,8 @@
  *  - The replay outputs of the unit being replayed live in one scratch buffer; one unit is
  *    replayed at a time (a forced replay finishes the current one first).
  *  - Memory is charged when a member is added and released when its unit is freed: the
- *    budget holds at every moment, whatever the order of polls. */
+ *    budget holds at every moment, whatever the order of polls. The dynamic planner's units
+ *    (dmr_dynamic.c, dmr_defer_keep) are lone ops in the same queue, charged to its guard too. */
 #include <omp.h>
 #include <stdlib.h>
 #include <string.h>
@@ -34,6 +35,7 @@ void dmr_unit_free(FtDmr *d, Unit *u)
     for (int j = 0; j < u->nm; j++)
         for (int k = 0; k < FT_OP_MAX_IN; k++) free(u->m[j].copy[k]);
     d->kept -= u->kept;
+    if (u->dyn) d->dyn_kept -= u->kept;
     free(u->m), free(u->roff), free(u);
 }
 
@@ -116,7 +118,7 @@ static bool poll_fn(void *arg)
     if (!u) return false;
     d->in_poll = true;
     double t0 = omp_get_wtime();
-    if (u->next == 0) d->s.windowed++;
+    if (u->next == 0) d->s.windowed++, d->s.dyn_windowed += u->dyn;
     unit_step(d, u); /* one op: then the wait tests its requests again */
     double dt = omp_get_wtime() - t0;
     d->s.check_s += dt, d->s.window_s += dt;
@@ -134,6 +136,47 @@ void dmr_drain(FtDmr *d)
         if (u->next == 0) d->s.drained++;
         unit_run(d, u);
     }
+}
+
+/* Keeps nb[k] bytes of each input of m (the primary's call c), fingerprints its outputs and
+ * appends it to u (NULL: a new unit at the end of the queue); bytes are charged. */
+static Unit *unit_push(FtDmr *d, Unit *u, const FtTape *tp, int seg, const Member *mp,
+                       const size_t *nb, size_t bytes, const FtOpCall *c, const int *chk,
+                       int nchk)
+{
+    Member m = *mp;
+    const FtTapeEntry *e = &tp->e[m.entry];
+    for (int k = 0; k < FT_OP_MAX_IN; k++) {
+        if (!nb[k]) continue;
+        m.copy[k] = aligned_alloc(64, (nb[k] + 63) & ~(size_t)63); /* as the model's buffers */
+        FT_ASSERT(m.copy[k]);
+        memcpy(m.copy[k], c->in[k], nb[k]);
+        m.c.in[k] = m.copy[k];
+    }
+    dmr_fingerprint(d, tp, e, c, m.fp);
+    for (int j = 0; j < nchk && m.nchk < 4; j++) m.chk[m.nchk++] = chk[j];
+    if (!u) {
+        u = calloc(1, sizeof *u);
+        FT_ASSERT(u);
+        u->tp = tp, u->seg = seg;
+        if (d->nunits == d->capunits) {
+            d->capunits = d->capunits ? 2 * d->capunits : 16;
+            Unit **nu = realloc(d->units, sizeof *nu * (size_t)d->capunits);
+            FT_ASSERT(nu);
+            d->units = nu;
+        }
+        d->units[d->nunits++] = u;
+    }
+    if (u->nm == u->cap) {
+        u->cap = u->cap ? 2 * u->cap : 4;
+        Member *nm = realloc(u->m, sizeof *nm * (size_t)u->cap);
+        FT_ASSERT(nm);
+        u->m = nm;
+    }
+    u->m[u->nm++] = m;
+    u->kept += bytes, d->kept += bytes;
+    if ((long long)d->kept > d->s.kept_peak) d->s.kept_peak = (long long)d->kept;
+    return u;
 }
 
 /* Entry i (primary outputs c->out) of tape tp becomes a member of a deferred unit: its own
@@ -177,37 +220,21 @@ void dmr_defer_add(FtDmr *d, const FtTape *tp, int i, const FtOpCall *c, int seg
         dmr_check_naive(d, tp, i, c, chk, nchk);
         return;
     }
-    for (int k = 0; k < FT_OP_MAX_IN; k++) {
-        if (!nb[k]) continue;
-        m.copy[k] = aligned_alloc(64, (nb[k] + 63) & ~(size_t)63); /* as the model's buffers */
-        FT_ASSERT(m.copy[k]);
-        memcpy(m.copy[k], c->in[k], nb[k]);
-        m.c.in[k] = m.copy[k];
-    }
-    dmr_fingerprint(d, tp, e, c, m.fp);
-    for (int j = 0; j < nchk && m.nchk < 4; j++) m.chk[m.nchk++] = chk[j];
-    if (!u) {
-        u = calloc(1, sizeof *u);
-        FT_ASSERT(u);
-        u->tp = tp, u->seg = seg;
-        if (d->nunits == d->capunits) {
-            d->capunits = d->capunits ? 2 * d->capunits : 16;
-            Unit **nu = realloc(d->units, sizeof *nu * (size_t)d->capunits);
-            FT_ASSERT(nu);
-            d->units = nu;
-        }
-        d->units[d->nunits++] = u;
-    }
-    if (u->nm == u->cap) {
-        u->cap = u->cap ? 2 * u->cap : 4;
-        Member *nm = realloc(u->m, sizeof *nm * (size_t)u->cap);
-        FT_ASSERT(nm);
-        u->m = nm;
-    }
-    u->m[u->nm++] = m;
-    u->kept += bytes, d->kept += bytes;
-    if ((long long)d->kept > d->s.kept_peak) d->s.kept_peak = (long long)d->kept;
+    u = unit_push(d, u, tp, seg, &m, nb, bytes, c, chk, nchk);
     if (seg < 0 || d->seg_last[seg] == idx) u->complete = true;
+}
+
+void dmr_defer_keep(FtDmr *d, const FtTape *tp, int i, const FtOpCall *c, const size_t *nb,
+                    size_t bytes, bool dyn, const int *chk, int nchk)
+{
+    Member m = {.entry = i, .c = *c, .covered = true};
+    for (int k = 0; k < FT_OP_MAX_IN; k++) m.link[k] = -1;
+    Unit *u = unit_push(d, NULL, tp, -1, &m, nb, bytes, c, chk, nchk);
+    u->dyn = dyn, u->complete = true;
+    if (dyn) {
+        d->dyn_kept += bytes;
+        if ((long long)d->dyn_kept > d->s.dyn_kept_peak) d->s.dyn_kept_peak = (long long)d->dyn_kept;
+    }
 }
 
 /* For the AGC members of the plan: which earlier member of the same segment (and tape) wrote
@@ -255,6 +282,7 @@ void dmr_set_plan(FtDmr *d, FtDmrEntryPlan *p)
     memset(p, 0, sizeof *p);
     d->profile_left = 0;
     plan_prepare(d);
+    dmr_dyn_prepare(d);
 }
 
 const FtDmrEntryPlan *dmr_plan(const FtDmr *d) { return d->plan.strat ? &d->plan : NULL; }

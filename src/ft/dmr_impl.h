@@ -1,7 +1,7 @@
 /* dmr_impl.h: what the DMR module's files share (dmr.c: set-up, the after-op hook, naive and
  * piggyback checks, injection, agreement, counters; dmr_defer.c: mode planned's deferred
- * checks, AGC segment replays, the poll hook and the profile). Not a public header: only
- * src/ft/dmr*.c include it. */
+ * checks, AGC segment replays, the poll hook and the profile; dmr_dynamic.c: the MoE dynamic
+ * planner). Not a public header: only src/ft/dmr*.c include it. */
 #ifndef FTLLM_DMR_IMPL_H
 #define FTLLM_DMR_IMPL_H
 
@@ -12,7 +12,7 @@
 #include "ftllm/dmr.h"
 #include "ftllm/dmr_plan.h"
 
-enum strat { S_NONE, S_NAIVE, S_PB_SAVE, S_PB_CHECK, S_DEFER, S_AGC };
+enum strat { S_NONE, S_NAIVE, S_PB_SAVE, S_PB_CHECK, S_DEFER, S_AGC, S_DYN };
 
 /* A deferred check (mode planned): one op (D-DMR) or the members of an AGC segment that ran so
  * far, replayed from what was kept when each primary ran. */
@@ -33,6 +33,7 @@ typedef struct unit {
     int nm, cap;
     size_t kept;    /* bytes charged to the budget */
     bool complete;  /* its last member ran (or it was closed) */
+    bool dyn;       /* the dynamic planner's (its bytes count against dyn_guard too) */
     int next;       /* members replayed so far */
     size_t *roff;   /* [nm x FT_OP_MAX_OUT] replay output offsets in the replay scratch */
 } Unit;
@@ -104,6 +105,9 @@ struct ft_dmr {
     void *rscratch;      /* the replay outputs of the unit being replayed */
     size_t rscratch_bytes;
     bool in_poll;
+    bool moe_dyn;        /* dmr.moe_dynamic */
+    size_t dyn_guard;    /* bytes the dynamic planner may keep: budget - the plan's reservations */
+    size_t dyn_kept;     /* ... kept now */
     void (*on_plan)(void *arg, FtDmr *d);
     void *on_plan_arg;
     /* the run */
@@ -135,5 +139,18 @@ void dmr_unit_free(FtDmr *d, Unit *u); /* frees u and its kept copies */
 void dmr_prof_waits(const FtDmr *d, double *w);
 void dmr_prof_note(FtDmr *d, int idx);
 void dmr_profile_end(FtDmr *d, double now);
+/* A lone deferred unit of entry i keeping nb[k] bytes of input k (0: not kept: model state),
+ * bytes in all (nb + fingerprints), charged to the budget and, when dyn, to dyn_kept. */
+void dmr_defer_keep(FtDmr *d, const FtTape *tp, int i, const FtOpCall *c, const size_t *nb,
+                    size_t bytes, bool dyn, const int *chk, int nchk);
+
+/* dmr_dynamic.c */
+bool dmr_dyn_op(const FtTapeEntry *e); /* an op the dynamic planner decides */
+void dmr_dyn_prepare(FtDmr *d);        /* dyn_guard from the plan in use */
+/* Whether entry e (entry-space index idx) is the dynamic planner's under the plan in use. */
+bool dmr_dyn_takes(const FtDmr *d, const FtTapeEntry *e, int idx);
+/* Entry i (an expert op) ran: defer its check or run it now (dmr.h). */
+void dmr_dyn_check(FtDmr *d, const FtTape *tp, int i, const FtOpCall *c, const int *chk,
+                   int nchk);
 
 #endif

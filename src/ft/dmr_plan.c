@@ -166,6 +166,7 @@ int dmr_plan_build(const FtDmrProfile *pf, const FtTape *micro, const FtTape *op
         const FtTapeEntry *e = entry_of(micro, opt, i, &tp, &j);
         opi[i] = -1;
         if (e->kind == FT_OP_MARK || !dmr_entry_deferrable(tp, e)) continue;
+        if (pf->moe_dynamic && e->kind == FT_OP_MOE_EXPERT && e->twin < 0) continue; /* run time */
         ops[nops] = (FtPlanOp){.name = ops_desc(e->kind)->name, .time = pf->time[i] / steps,
                                .mem = dmr_entry_kept(tp, j), .recomputed = e->twin >= 0,
                                .block = block_of(micro, opt, i)};
@@ -183,7 +184,7 @@ int dmr_plan_build(const FtDmrProfile *pf, const FtTape *micro, const FtTape *op
         if (e->kind == FT_OP_MARK) continue;
         p->time[i] = pf->time[i] / steps, p->kept[i] = dmr_entry_kept(tp, j);
         int o = opi[i];
-        if (o < 0) { /* writes integers: naive */
+        if (o < 0) { /* writes integers, or decided at run time: naive */
             p->strat[i] = PLAN_NAIVE, p->cost[i] = p->time[i];
             p->overhead += p->time[i];
             continue;

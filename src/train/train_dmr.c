@@ -248,6 +248,7 @@ int train_dmr_setup(FtTrainDmr **out, FtTrainer *tr, const FtConfig *cfg, char *
                    .micro = &tr->tape, .opt = &tr->opt_tape, .phases = plan_phases(cfg->dmr.phases),
                    .budget = (size_t)(cfg->dmr.deferred_mb * 1048576.0),
                    .profile_steps = (int)cfg->dmr.profile_steps, .tl = &tr->tl,
+                   .moe_dynamic = cfg->dmr.moe_dynamic,
                    .on_plan = plan_made, .on_plan_arg = td};
     td->dmr = dmr_create(&dc);
     free(flips);

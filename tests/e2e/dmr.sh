@@ -6,6 +6,7 @@
 # ending bitwise where a run without faults and without DMR ends; piggyback DMR on a pp2 pipeline
 # with AC catches a seeded campaign; a fail-stop line without SPARe is a one-line error; a flip
 # after a shorter run's end is left out with a warning; with dmr.mode = off a flip is missed.
+# The MoE dynamic planner (dmr.moe_dynamic) on ep2 catches a campaign on the expert ops.
 # `ftllm plan` writes a plan that `ftllm train` loads (dmr.mode = planned); bad plan files (a good
 # one with one edit) and a plan file missing on one rank are one "FILE:LINE: message" line, exit 2.
 # Runs the sanitizer build ($FTLLM_SAN) too.
@@ -88,6 +89,15 @@ run "piggyback pp2 campaign" 0 "" 2 "$FTLLM" train inputs/default.ini $short par
 has "campaign all caught" '^faults: sdc injected 12, detected 12, rolled back 12, missed 0 .*fail-stop events 0\)'
 has "piggyback checks" '^dmr: mode piggyback, checks naive [0-9]+ piggyback [1-9][0-9]*, '
 has "campaign verdict" '^verdict: OK'
+
+# the MoE dynamic planner (dmr.moe_dynamic) on ep2: expert flips after the profile all caught,
+# expert checks deferred at run time and reported on their own line
+cat > "$E2E_TMP/moe.faults" <<EOF
+sdc-random count=6 seed=11 steps=3-6 target=both ops=moe_expert
+EOF
+run "moe dynamic ep2 campaign" 0 "" 2 "$FTLLM" train inputs/moe-ep2.ini train.steps=6 train.sample_tokens=0 train.val_batches=0 dmr.mode=planned dmr.profile_steps=2 dmr.deferred_mb=64 dmr.moe_dynamic=true faults.schedule="$E2E_TMP/moe.faults"
+has "moe dynamic all caught" '^faults: sdc injected 6, detected 6, rolled back 6, missed 0 '
+has "moe dynamic line" '^dmr: dynamic \(MoE expert ops, dmr.moe_dynamic\): deferred [1-9][0-9]* \([0-9]+ replayed in windows'
 
 # a fail-stop line needs SPARe: without it, a one-line error naming the line
 printf 'sdc step=1 rank=0 op=gelu bit=3\nfail step=3 replica=0\n' > "$E2E_TMP/fail.faults"
