@@ -26,14 +26,16 @@ void dmr_profile_init(FtDmrProfile *pf, int nmicro, int nopt)
     pf->nmicro = nmicro, pf->nopt = nopt;
     int n = nmicro + nopt;
     pf->time = calloc((size_t)n + 1, sizeof *pf->time);
+    pf->copy = calloc((size_t)n + 1, sizeof *pf->copy);
+    pf->fp = calloc((size_t)n + 1, sizeof *pf->fp);
     pf->wait_pp = calloc((size_t)n + 2, sizeof *pf->wait_pp);
     pf->wait_other = calloc((size_t)n + 2, sizeof *pf->wait_other);
-    FT_ASSERT(pf->time && pf->wait_pp && pf->wait_other);
+    FT_ASSERT(pf->time && pf->copy && pf->fp && pf->wait_pp && pf->wait_other);
 }
 
 void dmr_profile_free(FtDmrProfile *pf)
 {
-    free(pf->time), free(pf->wait_pp), free(pf->wait_other);
+    free(pf->time), free(pf->copy), free(pf->fp), free(pf->wait_pp), free(pf->wait_other);
     memset(pf, 0, sizeof *pf);
 }
 
@@ -168,7 +170,9 @@ int dmr_plan_build(const FtDmrProfile *pf, const FtTape *micro, const FtTape *op
         if (e->kind == FT_OP_MARK || !dmr_entry_deferrable(tp, e)) continue;
         ops[nops] = (FtPlanOp){.name = ops_desc(e->kind)->name, .time = pf->time[i] / steps,
                                .mem = dmr_entry_kept(tp, j), .recomputed = e->twin >= 0,
-                               .block = block_of(micro, opt, i)};
+                               .block = block_of(micro, opt, i),
+                               .copy = pf->copy[i] / steps,
+                               .fp = pf->fp[i] / steps};
         opi[i] = nops, ent[nops++] = i, last = nops - 1;
     }
     if (planner_run(ops, nops, win, nwin, budget, phases, &pl)) goto out;
@@ -189,7 +193,9 @@ int dmr_plan_build(const FtDmrProfile *pf, const FtTape *micro, const FtTape *op
             continue;
         }
         p->strat[i] = pl.strategy[o], p->window[i] = pl.window[o];
-        p->cost[i] = pl.strategy[o] == PLAN_NAIVE ? p->time[i] : 0;
+        p->cost[i] = pl.strategy[o] == PLAN_NAIVE      ? p->time[i]
+                     : pl.strategy[o] == PLAN_DEFERRED ? ops[o].copy + ops[o].fp
+                                                       : 0;
     }
     for (int s = 0; s < pl.nseg; s++) { /* members: block b's ops from first to last */
         int b = ops[pl.seg_first[s]].block;
@@ -197,6 +203,8 @@ int dmr_plan_build(const FtDmrProfile *pf, const FtTape *micro, const FtTape *op
             if (ops[o].block == b) {
                 p->seg[ent[o]] = s;
                 if (pl.strategy[o] == PLAN_PIGGYBACK) p->cost[ent[o]] = ops[o].time; /* extra */
+                p->cost[ent[o]] +=
+                    ops[o].fp + (o == pl.seg_first[s] || o == pl.seg_last[s] ? ops[o].copy : 0);
             }
     }
     for (int w = 0; w < nwin; w++) {
@@ -231,10 +239,11 @@ void dmr_plan_totals(const FtDmrEntryPlan *p, FtDmrPlanTotals *t)
 
 static const char *phases_text(int phases)
 {
-    return phases == (PLAN_PHASE1 | PLAN_PHASE2 | PLAN_PHASE3) ? "1,2,3"
-           : phases == (PLAN_PHASE1 | PLAN_PHASE2)             ? "1,2"
-           : phases == PLAN_PHASE1                             ? "1"
-                                                               : "?";
+    return phases == (PLAN_PHASE1 | PLAN_PHASE2 | PLAN_PHASE3 | PLAN_PAPER) ? "paper"
+           : phases == (PLAN_PHASE1 | PLAN_PHASE2 | PLAN_PHASE3)            ? "1,2,3"
+           : phases == (PLAN_PHASE1 | PLAN_PHASE2)                          ? "1,2"
+           : phases == PLAN_PHASE1                                          ? "1"
+                                                                            : "?";
 }
 
 void dmr_plan_print(FILE *out, const FtDmrEntryPlan *p, const FtTape *micro, const FtTape *opt,
@@ -524,8 +533,10 @@ int dmr_plan_read(FtDmrEntryPlan *p, const FtTape *micro, const FtTape *opt, con
             p->phases = !strcmp(tok[3], "1")       ? PLAN_PHASE1
                         : !strcmp(tok[3], "1,2")   ? PLAN_PHASE1 | PLAN_PHASE2
                         : !strcmp(tok[3], "1,2,3") ? PLAN_PHASE1 | PLAN_PHASE2 | PLAN_PHASE3
-                                                   : 0;
-            if (!p->phases) BAD("phases '%s': expected 1, 1,2 or 1,2,3", tok[3]);
+                        : !strcmp(tok[3], "paper")
+                            ? PLAN_PHASE1 | PLAN_PHASE2 | PLAN_PHASE3 | PLAN_PAPER
+                            : 0;
+            if (!p->phases) BAD("phases '%s': expected 1, 1,2, 1,2,3 or paper", tok[3]);
             p->budget_mb = mb, p->profile_steps = ps, p->step_s = st / 1e3, p->overhead = ov / 1e3;
         } else if (!strcmp(tok[0], "window")) {
             if (next > 0) BAD("window lines come before the op lines");
