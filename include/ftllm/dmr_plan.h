@@ -8,7 +8,8 @@
  * none) one strategy, applied to each of its executions.
  *
  * Profile (dmr.c, during the first dmr.profile_steps steps, checked naively): per entry the
- * checker time (the naive re-execution, timed: the op's own time), summed over micro-batches;
+ * checker time (the naive re-execution and the comparison of its outputs, timed), summed over
+ * micro-batches;
  * per entry the bookkeeping a deferred check would add at the primary, timed by doing it once
  * after the naive check (copying the kept inputs into fresh buffers, fingerprinting outputs);
  * per position (after entry i, the one that ran last before the wait) the time this rank waited
