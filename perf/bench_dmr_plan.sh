@@ -1,7 +1,7 @@
 #!/bin/bash
 # perf/bench_dmr_plan.sh [BUILD_DIR]: SpareTrain's ablation (perf/bench_dmr_plan.c) on two ranks,
 # pp 2 then tp 2, one OpenMP thread per rank: step time for DMR off, naive, planned phase 1,
-# 1+2, 1+2+3 (AC full in every row) as overheads against off, with each rank's lower bound and
+# 1+2, 1+2+3, and 1+2+3 under the paper's rules (dmr.phases = paper) (AC full in every row) as overheads against off, with each rank's lower bound and
 # what its windows (pipeline waits and bubbles, the other waits) give. Environment: ROUNDS
 # (default 8); FT_BENCH_SMOKE=1: a tiny model, 1 round (tests/e2e/bench_smoke.sh).
 set -u

@@ -17,6 +17,7 @@
  * checks deferred within its guard, and all naive (still caught) with a tiny budget.
  * A rank that keeps mismatching is reported suspect on every rank.
  * A replica that leaves mid-run (train_regrid) leaves DMR working on the survivors. */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -82,6 +83,7 @@ static void synthetic_plan(const FtTrainer *tr, int phases, size_t budget, bool 
     for (int i = 0; i < mt->ne + ot->ne; i++) {
         const FtTapeEntry *e = i < mt->ne ? &mt->e[i] : &ot->e[i - mt->ne];
         pf.time[i] = 1e-3 * (1 + i % 5);
+        pf.copy[i] = 1e-4 * (i % 3), pf.fp[i] = 1e-4; /* bookkeeping: below every op's time */
         if (e->kind != FT_OP_MARK) continue;
         if (e->mark == FT_MARK_PP_RECV || e->mark == FT_MARK_PP_SEND) pf.wait_pp[i + 1] = 1.0;
         else if (e->mark == FT_MARK_COMM_TP || e->mark == FT_MARK_COMM_GRADS ||
@@ -500,6 +502,27 @@ static void test_plan_file_roundtrip(void **state)
     for (int i = 0; i < p.n; i++)
         if (p.strat[i] >= 0) n[p.strat[i]]++;
     assert_true(n[PLAN_PIGGYBACK] > 0 && n[PLAN_NAIVE] > 0 && n[PLAN_DEFERRED] > 0);
+    /* the per-op costs add up to the overhead; a deferred op costs its bookkeeping */
+    double sum = 0;
+    for (int i = 0; i < p.n; i++) {
+        if (p.strat[i] < 0) continue;
+        sum += p.cost[i];
+        if (p.strat[i] == PLAN_DEFERRED) assert_true(p.cost[i] > 0 && p.cost[i] < p.time[i]);
+        if (p.strat[i] == PLAN_PIGGYBACK && p.seg[i] < 0) assert_true(p.cost[i] == 0);
+    }
+    assert_true(fabs(sum - p.overhead) <= 1e-9 * p.overhead);
+    assert_int_equal(q.phases, p.phases);
+    /* dmr.phases = paper: written as "paper", read back as such */
+    FtDmrEntryPlan pp;
+    dmr_plan_free(&q);
+    synthetic_plan(&tr, PLAN_PHASE1 | PLAN_PHASE2 | PLAN_PHASE3 | PLAN_PAPER, 1 << 16, &pp);
+    assert_int_equal(dmr_plan_write(&pp, &tr.tape, &tr.opt_tape, path, "rank 0 of 1 layout x",
+                                    err, sizeof err), 0);
+    assert_int_equal(dmr_plan_read(&q, &tr.tape, &tr.opt_tape, path, "rank 0 of 1 layout x", err,
+                                   sizeof err), 0);
+    assert_int_equal(q.phases, PLAN_PHASE1 | PLAN_PHASE2 | PLAN_PHASE3 | PLAN_PAPER);
+    assert_true(pp.overhead < p.overhead); /* free bookkeeping under the paper's rules */
+    dmr_plan_free(&pp);
     /* another rank's line is refused, naming the line */
     dmr_plan_free(&q);
     assert_int_equal(dmr_plan_read(&q, &tr.tape, &tr.opt_tape, path, "rank 1 of 2 layout x", err,

@@ -32,8 +32,9 @@ static const int phase_sets[3] = {PLAN_PHASE1, PLAN_PHASE1 | PLAN_PHASE2,
 static void test_worked_example(void **state)
 {
     (void)state;
-    const FtPlanOp ops[6] = {{"A", 3, 1, 0, 0}, {"B", 4, 1, 0, 0}, {"C", 1, 1, 0, 0},
-                             {"D", 5, 1, 0, 0}, {"E", 2, 1, 0, 0}, {"F", 6, 1, 0, 0}};
+    const FtPlanOp ops[6] = {{"A", 3, 1, 0, 0, 0, 0}, {"B", 4, 1, 0, 0, 0, 0},
+                             {"C", 1, 1, 0, 0, 0, 0}, {"D", 5, 1, 0, 0, 0, 0},
+                             {"E", 2, 1, 0, 0, 0, 0}, {"F", 6, 1, 0, 0, 0, 0}};
     const FtPlanWindow win[2] = {{1, 5, PLAN_WIN_INTRA, 0}, {5, 8, PLAN_WIN_INTRA, 0}};
     const int strat[6] = {PLAN_DEFERRED, PLAN_DEFERRED, PLAN_NAIVE,
                           PLAN_DEFERRED, PLAN_NAIVE,    PLAN_NAIVE};
@@ -54,6 +55,12 @@ static void test_worked_example(void **state)
     assert_int_equal(p.q[2], 0), assert_int_equal(p.q[3], 3), assert_int_equal(p.q[4], 5);
     assert_true(p.win_time[0] == 4 && p.win_time[1] == 8);
     assert_true(p.win_qmem[0] == 2 && p.win_qmem[1] == 3);
+    assert_true(p.overhead == 9 && p.too_long == 0);
+    planner_free(&p);
+    /* the paper's rules as published: the same plan (every op fits W2: rule (b) is idle) */
+    assert_int_equal(planner_run(ops, 6, win, 2, 3, phase_sets[2] | PLAN_PAPER, &p), 0);
+    for (int i = 0; i < 6; i++)
+        assert_int_equal(p.strategy[i], strat[i]);
     assert_true(p.overhead == 9);
     planner_free(&p);
     /* fewer phases on the same instance: all naive (21) */
@@ -70,8 +77,10 @@ static void test_worked_example(void **state)
 static void test_phase2_hand(void **state)
 {
     (void)state;
-    const FtPlanOp ops[4] = {{"x", 2, 1, 0, 0}, {"y", 1, 1, 1, 0}, {"z", 3, 1, 0, 0},
-                             {"u", 4, 1, 0, 0}};
+    const FtPlanOp ops[4] = {{"x", 2, 1, 0, 0, 0, 0},
+                             {"y", 1, 1, 1, 0, 0, 0},
+                             {"z", 3, 1, 0, 0, 0, 0},
+                             {"u", 4, 1, 0, 0, 0, 0}};
     const FtPlanWindow win[1] = {{3, 7, PLAN_WIN_PP, 0}};
     FtDmrPlan p;
     assert_int_equal(planner_run(ops, 4, win, 1, 10, phase_sets[2], &p), 0);
@@ -87,7 +96,8 @@ static void test_phase2_hand(void **state)
     planner_free(&p);
     /* a segment over a piggyback op pays its replay: x 5, y 1 (recomputed), z 5, window 11 ->
      * {x,y,z} gain 9, extra 1 -> overhead 1 */
-    const FtPlanOp ops2[3] = {{"x", 5, 1, 0, 0}, {"y", 1, 1, 1, 0}, {"z", 5, 1, 0, 0}};
+    const FtPlanOp ops2[3] = {
+        {"x", 5, 1, 0, 0, 0, 0}, {"y", 1, 1, 1, 0, 0, 0}, {"z", 5, 1, 0, 0, 0, 0}};
     const FtPlanWindow win2[1] = {{2, 11, PLAN_WIN_PP, 0}};
     assert_int_equal(planner_run(ops2, 3, win2, 1, 10, phase_sets[1], &p), 0);
     assert_int_equal(p.strategy[0], PLAN_AGC), assert_int_equal(p.strategy[2], PLAN_AGC);
@@ -97,7 +107,76 @@ static void test_phase2_hand(void **state)
     /* invalid input */
     const FtPlanWindow bad[2] = {{2, 1, PLAN_WIN_INTRA, 0}, {1, 1, PLAN_WIN_INTRA, 0}};
     assert_int_equal(planner_run(ops2, 3, bad, 2, 10, 7, &p), -1);
-    assert_int_equal(planner_run(ops2, 3, win2, 1, 10, 8, &p), -1);
+    assert_int_equal(planner_run(ops2, 3, win2, 1, 10, 16, &p), -1);
+    planner_free(&p);
+}
+
+/* ---- Phase 3: operators no window holds --------------------------------------------------------
+ * A 1, B 1, L 10 (1 byte each), budget 2, one intra window after L of length 3. The paper's rule
+ * queues all three: 3 bytes > 2, so it demotes the shortest (A), and the window takes {B}; L
+ * stays queued, then naive: overhead A 1 + L 10 = 11. This project's rule sends L naive at once
+ * (10 > 3, the longest window from there on): the queue {A, B} fits the budget and the window
+ * takes both: overhead 10. */
+static void test_phase3_too_long(void **state)
+{
+    (void)state;
+    const FtPlanOp ops[3] = {
+        {"A", 1, 1, 0, 0, 0, 0}, {"B", 1, 1, 0, 0, 0, 0}, {"L", 10, 1, 0, 0, 0, 0}};
+    const FtPlanWindow win[1] = {{2, 3, PLAN_WIN_INTRA, 0}};
+    FtDmrPlan p;
+    assert_int_equal(planner_run(ops, 3, win, 1, 2, phase_sets[2] | PLAN_PAPER, &p), 0);
+    assert_int_equal(p.strategy[0], PLAN_NAIVE), assert_int_equal(p.strategy[1], PLAN_DEFERRED);
+    assert_int_equal(p.strategy[2], PLAN_NAIVE);
+    assert_true(p.overhead == 11 && p.too_long == 0 && p.win_qmem[0] == 2);
+    planner_free(&p);
+    assert_int_equal(planner_run(ops, 3, win, 1, 2, phase_sets[2], &p), 0);
+    assert_int_equal(p.strategy[0], PLAN_DEFERRED), assert_int_equal(p.strategy[1], PLAN_DEFERRED);
+    assert_int_equal(p.strategy[2], PLAN_NAIVE);
+    assert_true(p.overhead == 10 && p.too_long == 1 && p.win_time[0] == 2);
+    assert_int_equal(p.qoff[1] - p.qoff[0], 2); /* L was never queued */
+    planner_free(&p);
+    /* a later, longer window holds L: it is queued (and deferred there) */
+    const FtPlanWindow win2[2] = {{2, 3, PLAN_WIN_INTRA, 0}, {2, 10, PLAN_WIN_INTRA, 0}};
+    assert_int_equal(planner_run(ops, 3, win2, 2, 3, phase_sets[2], &p), 0);
+    assert_int_equal(p.strategy[2], PLAN_DEFERRED), assert_int_equal(p.window[2], 1);
+    assert_true(p.overhead == 0 && p.too_long == 0);
+    planner_free(&p);
+}
+
+/* ---- bookkeeping ---------------------------------------------------------------------------
+ * Phase 3: a 4 s (copy 1, fp 0.5) and b 1 s (copy 1, fp 0.5), one window after b of length 10.
+ * a is deferred and pays 1.5; b's bookkeeping exceeds its check: naive (1). Overhead 2.5.
+ * Phase 2 on test_phase2_hand's block (x 2, y 1 recomputed, z 3, u 4; PP window 7 after u; budget
+ * 10) with fp 0.25 each, copy z 3, u 0.5: {z,u} nets 7 - (0.5 + 3 + 0.5) = 3, {u} nets
+ * 4 - 0.75 = 3.25, {x,y,z} 5 - 1 - (0.75 + 3) = 0.25 -> {u}; x, z naive: overhead 5.75. */
+static void test_bookkeeping(void **state)
+{
+    (void)state;
+    const FtPlanOp ops[2] = {{"a", 4, 1, 0, 0, 1, 0.5}, {"b", 1, 1, 0, 0, 1, 0.5}};
+    const FtPlanWindow win[1] = {{1, 10, PLAN_WIN_INTRA, 0}};
+    FtDmrPlan p;
+    assert_int_equal(planner_run(ops, 2, win, 1, 10, phase_sets[2], &p), 0);
+    assert_int_equal(p.strategy[0], PLAN_DEFERRED), assert_int_equal(p.strategy[1], PLAN_NAIVE);
+    assert_true(p.overhead == 2.5 && p.keep_cost == 1.5);
+    planner_free(&p);
+    assert_int_equal(planner_run(ops, 2, win, 1, 10, phase_sets[2] | PLAN_PAPER, &p), 0);
+    assert_int_equal(p.strategy[1], PLAN_DEFERRED); /* free bookkeeping: both deferred */
+    assert_true(p.overhead == 0 && p.keep_cost == 0);
+    planner_free(&p);
+    const FtPlanOp ops2[4] = {{"x", 2, 1, 0, 0, 0, 0.25},
+                              {"y", 1, 1, 1, 0, 0, 0.25},
+                              {"z", 3, 1, 0, 0, 3, 0.25},
+                              {"u", 4, 1, 0, 0, 0.5, 0.25}};
+    const FtPlanWindow win2[1] = {{3, 7, PLAN_WIN_PP, 0}};
+    assert_int_equal(planner_run(ops2, 4, win2, 1, 10, phase_sets[2], &p), 0);
+    assert_int_equal(p.strategy[3], PLAN_AGC), assert_int_equal(p.strategy[2], PLAN_NAIVE);
+    assert_int_equal(p.strategy[0], PLAN_NAIVE);
+    assert_true(p.nseg == 1 && p.seg_first[0] == 3 && p.seg_last[0] == 3);
+    assert_true(p.overhead == 5.75 && p.keep_cost == 0.75 && p.agc_mem == 1);
+    planner_free(&p);
+    /* negative bookkeeping is invalid input */
+    const FtPlanOp bad[1] = {{"n", 1, 1, 0, 0, -1, 0}};
+    assert_int_equal(planner_run(bad, 1, win, 0, 10, phase_sets[2], &p), -1);
     planner_free(&p);
 }
 
@@ -158,6 +237,7 @@ static void test_best_fit(void **state)
 typedef struct instance {
     int nops, nwin;
     size_t budget;
+    int costs; /* bookkeeping costs drawn (else all 0) */
     FtPlanOp ops[40];
     FtPlanWindow win[12];
 } Instance;
@@ -168,8 +248,12 @@ static void make_instance(FtRng *g, Instance *in)
     in->nops = 0;
     for (int b = 0; b < nblk; b++)
         for (int k = rnd(g, 1, 8); k > 0; k--)
-            in->ops[in->nops++] = (FtPlanOp){NULL, 0.25 * rnd(g, 0, 16), (size_t)rnd(g, 1, 4),
-                                             rnd(g, 0, 9) < 4, b};
+            in->ops[in->nops++] = (FtPlanOp){
+                NULL, 0.25 * rnd(g, 0, 16), (size_t)rnd(g, 1, 4), rnd(g, 0, 9) < 4, b, 0, 0};
+    in->costs = rnd(g, 0, 1);
+    if (in->costs) /* half the instances: bookkeeping costs, often more than a cheap op's */
+        for (int i = 0; i < in->nops; i++)
+            in->ops[i].copy = 0.25 * rnd(g, 0, 4), in->ops[i].fp = 0.25 * rnd(g, 0, 1);
     in->nwin = rnd(g, 0, 10);
     for (int w = 0; w < in->nwin; w++)
         in->win[w] = (FtPlanWindow){rnd(g, -1, in->nops - 1), 0.5 * rnd(g, 0, 20),
@@ -187,8 +271,8 @@ static double check_plan(const Instance *in, int phases, const FtDmrPlan *p)
 {
     const FtPlanOp *ops = in->ops;
     const FtPlanWindow *win = in->win;
-    int n = in->nops, nw = in->nwin;
-    double naive = 0, extra = 0, wt[12] = {0};
+    int n = in->nops, nw = in->nwin, paper = phases & PLAN_PAPER;
+    double naive = 0, extra = 0, keep = 0, wt[12] = {0};
     size_t agc_mem = 0;
     for (int i = 0; i < n; i++) {
         int s = p->strategy[i], w = p->window[i];
@@ -205,6 +289,10 @@ static double check_plan(const Instance *in, int phases, const FtDmrPlan *p)
         }
         if (s == PLAN_DEFERRED) wt[w] += ops[i].time;
         if (s == PLAN_NAIVE) naive += ops[i].time;
+        if (s == PLAN_DEFERRED && !paper) { /* deferred only where it costs less than naive */
+            keep += ops[i].copy + ops[i].fp;
+            assert_true(ops[i].copy + ops[i].fp <= ops[i].time);
+        }
     }
     /* AGC segments: one per used PP window, of one block, a contiguous run of its operators
      * from seg_first to seg_last (boundaries AGC or piggyback), covering every AGC op */
@@ -216,7 +304,7 @@ static double check_plan(const Instance *in, int phases, const FtDmrPlan *p)
         for (int i = lo; i <= hi; i++) {
             if (ops[i].block != b) continue;
             assert_true(p->segment[i] == sg || p->strategy[i] == PLAN_PIGGYBACK);
-            replay += ops[i].time;
+            replay += ops[i].time, keep += paper ? 0 : ops[i].fp;
             if (p->strategy[i] == PLAN_PIGGYBACK) extra += ops[i].time;
             else w = p->window[i], covered++;
         }
@@ -224,6 +312,7 @@ static double check_plan(const Instance *in, int phases, const FtDmrPlan *p)
         for (int i = lo; i <= hi; i++)
             if (p->segment[i] == sg) assert_int_equal(p->window[i], w);
         agc_mem += ops[lo].mem + (hi > lo ? ops[hi].mem : 0);
+        keep += paper ? 0 : ops[lo].copy + (hi > lo ? ops[hi].copy : 0);
         assert_true(replay <= win[w].len && replay == p->win_time[w]);
     }
     for (int i = 0; i < n; i++) covered -= p->strategy[i] == PLAN_AGC;
@@ -241,6 +330,11 @@ static double check_plan(const Instance *in, int phases, const FtDmrPlan *p)
             int i = p->q[p->qoff[w] + k];
             qt[k] = ops[i].time, qm += ops[i].mem;
             assert_true(i <= win[w].after);
+            /* this project's rule: queued only if a window from here on can hold it */
+            double longest = 0;
+            for (int v = w; v < nw; v++)
+                if (p->win_phase[v] == 3 && win[v].len > longest) longest = win[v].len;
+            if (!paper) assert_true(ops[i].time <= longest);
             assert_true(p->strategy[i] == PLAN_NAIVE ||
                         (p->strategy[i] == PLAN_DEFERRED && p->window[i] >= w));
         }
@@ -253,7 +347,7 @@ static double check_plan(const Instance *in, int phases, const FtDmrPlan *p)
             if (p->strategy[i] == PLAN_DEFERRED && p->window[i] >= w) held += ops[i].mem;
         assert_true(held <= qm); /* the rest of the queue is demoted later */
     }
-    assert_true(p->overhead == naive + extra);
+    assert_true(p->overhead == naive + extra + keep && p->keep_cost == keep);
     return p->overhead;
 }
 
@@ -267,8 +361,9 @@ static double phase2_brute(const Instance *in, const int *strat1, int b, int w, 
     for (int i = 0; i < m; i++)
         for (int j = i; j < m; j++) {
             double replay = 0, gain = 0;
+            gain -= in->ops[idx[i]].copy + (j > i ? in->ops[idx[j]].copy : 0);
             for (int k = i; k <= j; k++) {
-                replay += in->ops[idx[k]].time;
+                replay += in->ops[idx[k]].time, gain -= in->ops[idx[k]].fp;
                 gain += strat1[idx[k]] == PLAN_PIGGYBACK ? -in->ops[idx[k]].time
                                                          : in->ops[idx[k]].time;
             }
@@ -284,28 +379,26 @@ static void test_random_invariants(void **state)
     FtRng g;
     rng_seed(&g, 2026, 2);
     Instance in;
-    int counts[4] = {0}, strict2 = 0, strict3 = 0;
+    int counts[4] = {0}, strict2 = 0, strict3 = 0, better = 0, worse = 0, too_long = 0;
     for (int it = 0; it < 6000; it++) {
         make_instance(&g, &in);
-        double ov[3];
-        FtDmrPlan p[3];
-        for (int s = 0; s < 3; s++) {
-            assert_int_equal(planner_run(in.ops, in.nops, in.win, in.nwin, in.budget,
-                                         phase_sets[s], &p[s]),
+        double ov[6];
+        FtDmrPlan p[6]; /* the phase sets, then the same under the paper's rules */
+        for (int s = 0; s < 6; s++) {
+            int ph = phase_sets[s % 3] | (s >= 3 ? PLAN_PAPER : 0);
+            assert_int_equal(planner_run(in.ops, in.nops, in.win, in.nwin, in.budget, ph, &p[s]),
                              0);
-            ov[s] = check_plan(&in, phase_sets[s], &p[s]);
-            for (int i = 0; i < in.nops; i++) counts[p[s].strategy[i]]++;
+            ov[s] = check_plan(&in, ph, &p[s]);
+            for (int i = 0; i < in.nops; i++)
+                counts[p[s].strategy[i]]++;
             /* determinism: the same bytes again */
             FtDmrPlan q;
-            assert_int_equal(planner_run(in.ops, in.nops, in.win, in.nwin, in.budget,
-                                         phase_sets[s], &q),
-                             0);
+            assert_int_equal(planner_run(in.ops, in.nops, in.win, in.nwin, in.budget, ph, &q), 0);
             assert_memory_equal(q.strategy, p[s].strategy, in.nops * sizeof(int));
             assert_memory_equal(q.window, p[s].window, in.nops * sizeof(int));
             assert_memory_equal(q.segment, p[s].segment, in.nops * sizeof(int));
             assert_int_equal(q.qoff[in.nwin], p[s].qoff[in.nwin]);
-            if (q.qoff[in.nwin])
-                assert_memory_equal(q.q, p[s].q, q.qoff[in.nwin] * sizeof(int));
+            if (q.qoff[in.nwin]) assert_memory_equal(q.q, p[s].q, q.qoff[in.nwin] * sizeof(int));
             assert_true(q.overhead == p[s].overhead);
             planner_free(&q);
         }
@@ -332,15 +425,25 @@ static void test_random_invariants(void **state)
         }
         assert_true(used == p[1].agc_mem);
         assert_true(ov[0] - gains == ov[1]);
-        /* adding phases never raises the predicted overhead */
+        /* adding phases never raises the predicted overhead (either rules) */
         assert_true(ov[1] <= ov[0] && ov[2] <= ov[1]);
+        assert_true(ov[4] <= ov[3] && ov[5] <= ov[4]);
         strict2 += ov[1] < ov[0], strict3 += ov[2] < ov[1];
-        for (int s = 0; s < 3; s++) planner_free(&p[s]);
+        /* phases 1 and 1,2 do not depend on rule (b): with free bookkeeping the same plans */
+        if (!in.costs) assert_true(ov[3] == ov[0] && ov[4] == ov[1]);
+        if (!in.costs) better += ov[2]<ov[5], worse += ov[2]> ov[5];
+        too_long += p[2].too_long > 0;
+        for (int s = 0; s < 6; s++)
+            planner_free(&p[s]);
     }
     printf("  strategies: piggyback %d naive %d deferred %d agc %d; phase 2 lowered the "
            "overhead in %d of 6000, phase 3 in %d\n",
            counts[0], counts[1], counts[2], counts[3], strict2, strict3);
+    printf("  rule (b) sent an op naive in %d plans; without bookkeeping costs it lowered the "
+           "overhead against the paper's rules in %d instances, raised it in %d\n",
+           too_long, better, worse);
     assert_true(counts[2] > 0 && counts[3] > 0 && strict2 > 100 && strict3 > 100);
+    assert_true(too_long > 100 && better > 0);
 }
 
 /* A model-sized instance: 48 blocks of 12 ops (every third recomputed), a PP window after each
@@ -356,8 +459,8 @@ static void test_large(void **state)
     FtRng g;
     rng_seed(&g, 2026, 3);
     for (int i = 0; i < N; i++)
-        ops[i] = (FtPlanOp){NULL, 1e-4 * rnd(&g, 1, 50), (size_t)rnd(&g, 1, 8) << 20, i % 3 == 0,
-                            i / PER};
+        ops[i] = (FtPlanOp){
+            NULL, 1e-4 * rnd(&g, 1, 50), (size_t)rnd(&g, 1, 8) << 20, i % 3 == 0, i / PER, 0, 0};
     for (int b = 0, w = 0; b < NB; b++) {
         win[w++] = (FtPlanWindow){b * PER + 3, 1e-4 * rnd(&g, 0, 40), PLAN_WIN_INTRA, 0};
         win[w++] = (FtPlanWindow){b * PER + 7, 1e-4 * rnd(&g, 0, 40), PLAN_WIN_INTRA, 0};
@@ -390,5 +493,6 @@ static void test_large(void **state)
 }
 
 FT_TEST_MAIN(cmocka_unit_test(test_worked_example), cmocka_unit_test(test_phase2_hand),
+             cmocka_unit_test(test_phase3_too_long), cmocka_unit_test(test_bookkeeping),
              cmocka_unit_test(test_best_fit), cmocka_unit_test(test_random_invariants),
              cmocka_unit_test(test_large))

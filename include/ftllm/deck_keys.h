@@ -145,9 +145,10 @@
       "once; piggyback = compare forward ops with their AC recomputation, the rest naive; "      \
       "planned = a per-op plan (SpareTrain's three phases: piggyback, AGC segments and "         \
       "deferred checkers in communication windows, the rest naive) from dmr.plan or profiled")  \
-    K(dmr, phases, ENUM, "1,2,3", 0, 0, "1|1,2|1,2,3", 0,                                        \
+    K(dmr, phases, ENUM, "1,2,3", 0, 0, "1|1,2|1,2,3|paper", 0,                                  \
       "planner phases used by mode = planned (ablations): 1 piggyback, 2 AGC segments in PP "   \
-      "windows, 3 deferred checkers in any window")                                              \
+      "windows, 3 deferred checkers in any window; paper = 1,2,3 with the paper's rules as "    \
+      "published (Phase 3 also queues ops no window holds; deferral bookkeeping not charged)")  \
     K(dmr, deferred_mb, REAL, "1024", 0, 1e9, "", 0,                                             \
       "memory budget for the tensors deferred checkers keep, MiB per rank (mode = planned)")     \
     K(dmr, profile_steps, INT, "3", 1, 1000, "", 0,                                              \
@@ -288,7 +289,7 @@ enum ft_schedule { FT_SCHED_CONSTANT, FT_SCHED_COSINE, FT_SCHED_LINEAR };
 enum ft_ac_choice { FT_AC_CHOICE_NONE, FT_AC_CHOICE_FULL, FT_AC_CHOICE_EVERY };
 enum ft_dmr_mode { FT_DMR_OFF, FT_DMR_NAIVE, FT_DMR_PIGGYBACK, FT_DMR_PLANNED };
 enum ft_spare_wipeout { FT_WIPEOUT_RESTART, FT_WIPEOUT_REQUEUE };
-enum ft_dmr_phases { FT_DMR_PHASES_1, FT_DMR_PHASES_12, FT_DMR_PHASES_123 };
+enum ft_dmr_phases { FT_DMR_PHASES_1, FT_DMR_PHASES_12, FT_DMR_PHASES_123, FT_DMR_PHASES_PAPER };
 enum ft_backend_choice { FT_BACKEND_CPU, FT_BACKEND_CUDA };
 enum ft_precision_choice { FT_PRECISION_FP32, FT_PRECISION_BF16 };
 enum ft_progress_choice { FT_PROGRESS_AUTO, FT_PROGRESS_LIVE, FT_PROGRESS_LINES };

@@ -8,7 +8,10 @@
  * none) one strategy, applied to each of its executions.
  *
  * Profile (dmr.c, during the first dmr.profile_steps steps, checked naively): per entry the
- * checker time (the naive re-execution, timed: the op's own time), summed over micro-batches;
+ * checker time (the naive re-execution and the comparison of its outputs, timed), summed over
+ * micro-batches;
+ * per entry the bookkeeping a deferred check would add at the primary, timed by doing it once
+ * after the naive check (copying the kept inputs into fresh buffers, fingerprinting outputs);
  * per position (after entry i, the one that ran last before the wait) the time this rank waited
  * on messages (timeline.h), pipeline waits apart from the others (tensor-parallel all-reduces,
  * expert all-to-alls, data-parallel buckets, tied-embedding exchange, loss/norm sums). Pipeline
@@ -21,10 +24,11 @@
  * without an AC twin when the profile says moe_dynamic (the dynamic planner decides them at run
  * time from the rows routed: they take no window time and reserve no memory here). An op's kept bytes are its inputs that are not
  * model state (parameters and AdamW moments do not change before the commit; everything else is
- * copied) plus 8 bytes per output (a fingerprint). recomputed = the entry has an AC twin; block
- * = layer + 1 (0: outside the blocks). One window per position and kind with time > 0, opening
- * after the last planned op at or before it; a PP window's block is the block of the entry
- * before it. Times and lengths are per step (means over the profiled steps). The waits were
+ * copied) plus 8 bytes per output (a fingerprint); its copy and fp times are the profiled
+ * bookkeeping, which the planner charges to deferred and AGC checks. recomputed = the entry has an
+ * AC twin; block = layer + 1 (0: outside the blocks). One window per position and kind with time >
+ * 0, opening after the last planned op at or before it; a PP window's block is the block of the
+ * entry before it. Times and lengths are per step (means over the profiled steps). The waits were
  * measured while every rank checked naively, which stretches a pipeline's bubbles and a
  * neighbour's lateness with the compute: window lengths are scaled by step_s / wall_s (the
  * step without its checks over the step with them), to first order what they are once most
@@ -37,6 +41,8 @@
  *   budget_mb X phases P profile_steps S step_ms X overhead_ms X
  *   window W after ENTRY kind pp|intra len_ms X use -|agc|deferred used_ms X
  *   op ENTRY KIND.DIR PHASE LAYER STRATEGY WINDOW SEGMENT TIME_MS KEPT_BYTES COST_MS
+ * (COST_MS: naive, its time; deferred, its bookkeeping; AGC members, their share of the
+ * segment's bookkeeping, plus the replay for a piggyback member; piggyback, 0)
  * one op line per op entry, in entry order (WINDOW and SEGMENT: - when none). Reading checks
  * every field and the lines against this rank's tapes (same hash, same kind, direction, phase
  * and layer at each entry, a strategy the entry allows: piggyback needs an AC twin, deferred
@@ -56,6 +62,8 @@ typedef struct ft_dmr_profile {
     int nmicro, nopt;   /* entry space (above) */
     int steps;          /* steps measured */
     double *time;       /* [nmicro + nopt] checker seconds, summed over the steps */
+    double *copy, *fp;  /* [nmicro + nopt] bookkeeping seconds a deferred check would add:
+                           copying the kept inputs, fingerprinting the outputs (summed) */
     double *wait_pp;    /* [nmicro + nopt + 1]: seconds waited after entry i - 1 (0: before */
     double *wait_other; /*   any op of the step), summed over the steps */
     double step_s;      /* step attempts' seconds without their checks, summed */

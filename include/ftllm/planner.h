@@ -20,23 +20,38 @@
  *      or over the window are dropped; the largest gain > 0 wins; ties: fewer operators, then
  *      the earliest start. A window holding a segment is used (Phase 3 skips it).
  *   3  scan windows in order; at each window not used by Phase 2: enqueue the unassigned
- *      operators with index <= after not yet enqueued; while the queue's memory exceeds the
- *      Phase-3 budget (budget - all AGC boundary memory), demote the shortest operator to
- *      PLAN_NAIVE (ties: the earliest index); then give the window the subset of the queue with
- *      the largest total time <= len (planner_best_fit) as PLAN_DEFERRED; the rest stays
- *      queued. Leftovers at the end and everything no phase took -> PLAN_NAIVE.
+ *      operators with index <= after not yet enqueued, except two kinds that go PLAN_NAIVE at
+ *      once instead: (a) an operator whose bookkeeping (copy + fp) exceeds its checker time
+ *      (deferring it would cost more than checking it now); (b) an operator whose checker time
+ *      exceeds every Phase-3 window from this one on (no window can ever hold it: queued, it
+ *      would only hold memory and force "demote the shortest" onto operators that would fit);
+ *      likewise a queued operator leaves the queue (naive) at the first window from which on
+ *      no window can hold it, before the demotion.
+ *      (b) and the bookkeeping are this project's, not the paper's (PLAN_PAPER turns both
+ *      off); (b) leaves the worked example's plan as it is (every op there fits the last
+ *      window). While the queue's memory exceeds the Phase-3 budget (budget - all AGC boundary
+ *      memory), demote the shortest operator to PLAN_NAIVE (ties: the earliest index); then
+ *      give the window the subset of the queue with the largest total time <= len
+ *      (planner_best_fit) as PLAN_DEFERRED; the rest stays queued. Leftovers at the end and
+ *      everything no phase took -> PLAN_NAIVE.
  * AGC boundary memory is charged against the budget for the whole step (as if every segment
  * were held at once): conservative, and it makes "AGC memory + deferred queue <= budget" hold
  * at every point without modelling when each segment's tensors are born and freed.
  *
  * Cost model (predicted overhead, seconds per step):
- *   overhead = sum of checker time of PLAN_NAIVE operators + sum of AGC extra costs.
+ *   overhead = sum of checker time of PLAN_NAIVE operators + sum of AGC extra costs
+ *            + bookkeeping: copy + fp of each PLAN_DEFERRED operator; per AGC segment the fp
+ *              of every operator in it (covered or replayed piggyback: the replay compares each
+ *              output) and the copy of its boundary (first and last operator, once if one).
+ *   Bookkeeping runs at the primary's execution, on the critical path; a segment's gain in
+ *   Phase 2 is net of it.
  * Piggyback checks and checks hidden in windows (deferred, AGC replays of the covered
  * operators) cost 0. The extra cost of a segment (the needless replay of piggyback operators
  * inside) is charged even though it runs in the window: it stands for the costs the paper
  * names (needless replays, extra communication) that do not hide. Under this model adding a
- * phase never increases the overhead: Phase 2 only takes a segment of gain > 0 (the overhead
- * drops by exactly the gain), Phase 3 only turns would-be naive operators into deferred ones.
+ * phase never increases the overhead: Phase 2 only takes a segment of net gain > 0 (the
+ * overhead drops by exactly the gain), Phase 3 only turns would-be naive operators into
+ * deferred ones whose bookkeeping is at most their checker time.
  *
  * Determinism: every choice is made in index order with the tie-breaks above; the same inputs
  * give the same plan bytes. */
@@ -48,6 +63,9 @@
 enum ft_plan_strategy { PLAN_PIGGYBACK = 0, PLAN_NAIVE = 1, PLAN_DEFERRED = 2, PLAN_AGC = 3 };
 enum ft_plan_window_kind { PLAN_WIN_PP = 0, PLAN_WIN_INTRA = 1 };
 enum ft_plan_phase { PLAN_PHASE1 = 1, PLAN_PHASE2 = 2, PLAN_PHASE3 = 4 };
+/* Option bit with the phases: the paper's rules as published, for the ablation: Phase 3 queues
+ * operators no window can hold (rule (b) off) and bookkeeping is free (copy and fp read as 0). */
+#define PLAN_PAPER 8
 
 /* One operator, in execution order. */
 typedef struct ft_plan_op {
@@ -56,6 +74,8 @@ typedef struct ft_plan_op {
     size_t mem;       /* bytes of the tensors kept to defer its check */
     int recomputed;   /* 1 when AC recomputes it (P-DMR eligible) */
     int block;        /* its transformer block, >= 0 */
+    double copy;      /* bookkeeping of a deferred check (s, >= 0; 0: free, the paper's model): */
+    double fp;        /* copying the kept inputs, and fingerprinting the outputs */
 } FtPlanOp;
 
 /* One idle window, in execution order (after non-decreasing). */
@@ -83,12 +103,14 @@ typedef struct ft_dmr_plan {
     int *q;             /* q[qoff[w] .. qoff[w+1]) (operator indices, enqueue order) */
     double overhead;    /* predicted, seconds (cost model above) */
     double agc_extra;   /* the AGC extra costs inside overhead */
+    double keep_cost;   /* the bookkeeping inside overhead (deferred and AGC) */
+    int too_long;       /* Phase 3: operators sent naive as no later window holds them */
 } FtDmrPlan;
 
 /* Plans nops operators and nwin windows under `budget` bytes with the phases given (a mask of
- * enum ft_plan_phase). Returns 0, or -1 on invalid input (negative time or length, block < 0,
- * after out of [-1, nops-1] or decreasing, unknown kind or phase bit) or out of memory; p is
- * then empty (planner_free is still safe). */
+ * enum ft_plan_phase, optionally | PLAN_PAPER). Returns 0, or -1 on invalid input (negative
+ * time, copy, fp or length, block < 0, after out of [-1, nops-1] or decreasing, unknown kind or
+ * phase bit) or out of memory; p is then empty (planner_free is still safe). */
 int planner_run(const FtPlanOp *ops, int nops, const FtPlanWindow *win, int nwin, size_t budget,
                 int phases, FtDmrPlan *p);
 void planner_free(FtDmrPlan *p);

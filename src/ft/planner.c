@@ -117,9 +117,10 @@ static int check_input(const FtPlanOp *ops, int nops, const FtPlanWindow *win, i
                        int phases)
 {
     if (nops < 0 || nwin < 0 || (nops && !ops) || (nwin && !win)) return -1;
-    if (phases & ~(PLAN_PHASE1 | PLAN_PHASE2 | PLAN_PHASE3)) return -1;
+    if (phases & ~(PLAN_PHASE1 | PLAN_PHASE2 | PLAN_PHASE3 | PLAN_PAPER)) return -1;
     for (int i = 0; i < nops; i++)
-        if (!(ops[i].time >= 0) || ops[i].block < 0) return -1;
+        if (!(ops[i].time >= 0) || !(ops[i].copy >= 0) || !(ops[i].fp >= 0) || ops[i].block < 0)
+            return -1;
     for (int w = 0; w < nwin; w++) {
         if (!(win[w].len >= 0) || win[w].after < -1 || win[w].after >= nops) return -1;
         if (win[w].kind != PLAN_WIN_PP && win[w].kind != PLAN_WIN_INTRA) return -1;
@@ -133,21 +134,22 @@ static void phase2_block(const FtPlanOp *ops, const int *idx, int m, const FtPla
                          int w, size_t slack, FtDmrPlan *p)
 {
     int bi = -1, bj = -1;
-    double bgain = 0, bextra = 0, btime = 0;
+    double bgain = 0, bextra = 0, btime = 0, bkeep = 0;
     for (int i = 0; i < m && idx[i] <= win[w].after; i++) {
-        double replay = 0, gain = 0, extra = 0;
+        double replay = 0, gain = 0, extra = 0, fp = 0;
         for (int j = i; j < m && idx[j] <= win[w].after; j++) {
             const FtPlanOp *o = &ops[idx[j]];
-            replay += o->time;
+            replay += o->time, fp += o->fp;
             if (p->strategy[idx[j]] == PLAN_PIGGYBACK) extra += o->time;
             else gain += o->time;
             if (replay > win[w].len) break; /* times >= 0: longer runs only grow */
             size_t mem = ops[idx[i]].mem + (j > i ? o->mem : 0);
             if (mem > slack) continue;
-            double net = gain - extra;
+            double keep = fp + ops[idx[i]].copy + (j > i ? o->copy : 0);
+            double net = gain - extra - keep;
             /* strictly larger only: ties keep the shorter, then the earlier segment */
             if (net > bgain || (net == bgain && bi >= 0 && net > 0 && j - i < bj - bi)) {
-                bi = i, bj = j, bgain = net, bextra = extra, btime = replay;
+                bi = i, bj = j, bgain = net, bextra = extra, btime = replay, bkeep = keep;
             }
         }
     }
@@ -157,7 +159,7 @@ static void phase2_block(const FtPlanOp *ops, const int *idx, int m, const FtPla
             p->strategy[idx[k]] = PLAN_AGC, p->window[idx[k]] = w, p->segment[idx[k]] = p->nseg;
     p->seg_first[p->nseg] = idx[bi], p->seg_last[p->nseg] = idx[bj];
     p->agc_mem += ops[idx[bi]].mem + (bj > bi ? ops[idx[bj]].mem : 0);
-    p->agc_extra += bextra;
+    p->agc_extra += bextra, p->keep_cost += bkeep;
     p->win_phase[w] = 2, p->win_time[w] = btime;
     p->nseg++;
 }
@@ -199,20 +201,43 @@ static int trace_queue(FtDmrPlan *p, int w, const int *queue, int nq, size_t *ca
     return 0;
 }
 
-static int phase3(const FtPlanOp *ops, int nops, const FtPlanWindow *win, int nwin,
-                  size_t budget, FtDmrPlan *p)
+static int phase3(const FtPlanOp *ops, int nops, const FtPlanWindow *win, int nwin, size_t budget,
+                  int paper, FtDmrPlan *p)
 {
     int rc = -1, nq = 0, next = 0;
     size_t qmem = 0, cap = 0;
     int *queue = malloc((size_t)nops * sizeof *queue + 1);
     double *t = malloc((size_t)nops * sizeof *t + 1);
+    double *longest = malloc((size_t)nwin * sizeof *longest + 1); /* of windows w.. for Phase 3 */
     unsigned char *pick = malloc((size_t)nops + 1);
-    if (!queue || !t || !pick) goto out;
+    if (!queue || !t || !pick || !longest) goto out;
+    for (int w = nwin - 1; w >= 0; w--) {
+        double l = p->win_phase[w] ? -1 : win[w].len, after = w + 1 < nwin ? longest[w + 1] : -1;
+        longest[w] = l > after ? l : after;
+    }
     for (int w = 0; w < nwin; w++) {
         p->qoff[w + 1] = p->qoff[w];
         if (p->win_phase[w]) continue;
-        for (; next <= win[w].after; next++)
-            if (p->strategy[next] == UNASSIGNED) queue[nq++] = next, qmem += ops[next].mem;
+        for (; next <= win[w].after; next++) {
+            const FtPlanOp *o = &ops[next];
+            if (p->strategy[next] != UNASSIGNED) continue;
+            if (o->copy + o->fp > o->time) { /* deferring costs more than checking now */
+                p->strategy[next] = PLAN_NAIVE;
+            } else if (!paper && o->time > longest[w]) { /* no window from here on holds it */
+                p->strategy[next] = PLAN_NAIVE, p->too_long++;
+            } else {
+                queue[nq++] = next, qmem += o->mem;
+            }
+        }
+        for (int k = 0, keep = 0; !paper && k <= nq; k++) { /* queued ops that outlived theirs */
+            if (k == nq) {
+                nq = keep;
+            } else if (ops[queue[k]].time > longest[w]) {
+                p->strategy[queue[k]] = PLAN_NAIVE, p->too_long++, qmem -= ops[queue[k]].mem;
+            } else {
+                queue[keep++] = queue[k];
+            }
+        }
         while (qmem > budget) { /* demote the shortest, the earliest on ties */
             int s = 0;
             for (int k = 1; k < nq; k++)
@@ -239,7 +264,7 @@ static int phase3(const FtPlanOp *ops, int nops, const FtPlanWindow *win, int nw
     }
     rc = 0; /* what is still queued, or never reached a window, goes naive in planner_run */
 out:
-    free(queue), free(t), free(pick);
+    free(queue), free(t), free(pick), free(longest);
     return rc;
 }
 
@@ -248,6 +273,14 @@ int planner_run(const FtPlanOp *ops, int nops, const FtPlanWindow *win, int nwin
 {
     memset(p, 0, sizeof *p);
     if (check_input(ops, nops, win, nwin, phases)) return -1;
+    FtPlanOp *free_ops = NULL; /* PLAN_PAPER: the operators with free bookkeeping */
+    if (phases & PLAN_PAPER) {
+        free_ops = malloc((size_t)nops * sizeof *free_ops + 1);
+        if (!free_ops) return -1;
+        for (int i = 0; i < nops; i++)
+            free_ops[i] = ops[i], free_ops[i].copy = free_ops[i].fp = 0;
+        ops = free_ops;
+    }
     p->nops = nops, p->nwin = nwin;
     p->strategy = malloc((size_t)nops * sizeof *p->strategy + 1);
     p->window = malloc((size_t)nops * sizeof *p->window + 1);
@@ -266,15 +299,20 @@ int planner_run(const FtPlanOp *ops, int nops, const FtPlanWindow *win, int nwin
         p->window[i] = p->segment[i] = -1;
     }
     if ((phases & PLAN_PHASE2) && phase2(ops, nops, win, nwin, budget, p)) goto fail;
-    if ((phases & PLAN_PHASE3) && phase3(ops, nops, win, nwin, budget - p->agc_mem, p)) goto fail;
+    if ((phases & PLAN_PHASE3) &&
+        phase3(ops, nops, win, nwin, budget - p->agc_mem, phases & PLAN_PAPER, p))
+        goto fail;
     double naive = 0;
     for (int i = 0; i < nops; i++) {
         if (p->strategy[i] == UNASSIGNED) p->strategy[i] = PLAN_NAIVE;
         if (p->strategy[i] == PLAN_NAIVE) naive += ops[i].time;
+        if (p->strategy[i] == PLAN_DEFERRED) p->keep_cost += ops[i].copy + ops[i].fp;
     }
-    p->overhead = naive + p->agc_extra;
+    p->overhead = naive + p->agc_extra + p->keep_cost;
+    free(free_ops);
     return 0;
 fail:
+    free(free_ops);
     planner_free(p);
     return -1;
 }

@@ -155,9 +155,10 @@ static void plan_made(void *arg, FtDmr *d)
 
 static int plan_phases(long long choice)
 {
-    return choice == FT_DMR_PHASES_1    ? PLAN_PHASE1
-           : choice == FT_DMR_PHASES_12 ? PLAN_PHASE1 | PLAN_PHASE2
-                                        : PLAN_PHASE1 | PLAN_PHASE2 | PLAN_PHASE3;
+    return choice == FT_DMR_PHASES_1     ? PLAN_PHASE1
+           : choice == FT_DMR_PHASES_12  ? PLAN_PHASE1 | PLAN_PHASE2
+           : choice == FT_DMR_PHASES_123 ? PLAN_PHASE1 | PLAN_PHASE2 | PLAN_PHASE3
+                                         : PLAN_PHASE1 | PLAN_PHASE2 | PLAN_PHASE3 | PLAN_PAPER;
 }
 
 /* Mode planned with dmr.plan set: every rank's file exists -> each loads and checks its own;
@@ -283,7 +284,10 @@ int train_dmr_setup(FtTrainDmr **out, FtTrainer *tr, const FtConfig *cfg, char *
         log_info("dmr: mode planned: the first %lld step%s are profiled (checked naively), then "
                  "planned (phases %s, deferred checks keep at most %.6g MiB)%s%s",
                  cfg->dmr.profile_steps, cfg->dmr.profile_steps == 1 ? "" : "s",
-                 cfg->dmr.phases == FT_DMR_PHASES_1 ? "1" : cfg->dmr.phases == FT_DMR_PHASES_12 ? "1,2" : "1,2,3",
+                 cfg->dmr.phases == FT_DMR_PHASES_1     ? "1"
+                 : cfg->dmr.phases == FT_DMR_PHASES_12  ? "1,2"
+                 : cfg->dmr.phases == FT_DMR_PHASES_123 ? "1,2,3"
+                                                        : "1,2,3 with the paper's rules",
                  cfg->dmr.deferred_mb, cfg->dmr.plan[0] ? "; the plan is written to " : "",
                  cfg->dmr.plan);
     if (mode == FT_DMR_PIGGYBACK && cfg->train.ac == FT_AC_CHOICE_NONE)
