@@ -515,7 +515,7 @@ static void test_plan_file_roundtrip(void **state)
     /* dmr.phases = paper: written as "paper", read back as such */
     FtDmrEntryPlan pp;
     dmr_plan_free(&q);
-    synthetic_plan(&tr, PLAN_PHASE1 | PLAN_PHASE2 | PLAN_PHASE3 | PLAN_PAPER, 1 << 16, &pp);
+    synthetic_plan(&tr, PLAN_PHASE1 | PLAN_PHASE2 | PLAN_PHASE3 | PLAN_PAPER, 1 << 16, false, &pp);
     assert_int_equal(dmr_plan_write(&pp, &tr.tape, &tr.opt_tape, path, "rank 0 of 1 layout x",
                                     err, sizeof err), 0);
     assert_int_equal(dmr_plan_read(&q, &tr.tape, &tr.opt_tape, path, "rank 0 of 1 layout x", err,
