@@ -20,6 +20,8 @@
 #include "ftllm/train.h"
 #include "ftllm/train_dmr.h"
 
+#include "bench_util.h"
+
 enum { NV = 5 };
 static const struct {
     const char *name;
@@ -31,28 +33,6 @@ static const struct {
     {"ac full, naive", FT_AC_CHOICE_FULL, FT_DMR_NAIVE, 2},
     {"ac full, piggyback", FT_AC_CHOICE_FULL, FT_DMR_PIGGYBACK, 2},
 };
-
-static void synth_fetch(void *ctx, uint64_t first, int B, int *in, int *tg)
-{
-    const int *dims = ctx; /* T, V */
-    uint64_t s = first * 2654435761u + 1;
-    for (int i = 0; i < B * dims[0]; i++) {
-        in[i] = (int)(model_rng_next(&s) % (uint64_t)dims[1]);
-        tg[i] = (int)(model_rng_next(&s) % (uint64_t)dims[1]);
-    }
-}
-
-static int cmp_d(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
-static double median(double *v, int n)
-{
-    qsort(v, (size_t)n, sizeof *v, cmp_d);
-    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
 
 int main(int argc, char **argv)
 {
@@ -81,7 +61,7 @@ int main(int argc, char **argv)
         model_config_from_deck(&c[v], &mc);
         model_create(&m[v], &mc);
         model_init_random(&m[v], 1337);
-        FtBatchSource src = {synth_fetch, dims};
+        FtBatchSource src = {bench_synth_fetch, dims};
         train_init(&tr[v], &c[v], &m[v], &src, NULL);
         if (train_dmr_setup(&td[v], &tr[v], &c[v], err, sizeof err)) {
             fprintf(stderr, "%s\n", err);
@@ -111,7 +91,7 @@ int main(int argc, char **argv)
             rr[r] = tt[r] / t[g_var[v].base * rounds + r];
             if (tt[r] < best) best = tt[r];
         }
-        ratio[v] = median(rr, rounds);
+        ratio[v] = bench_median(rr, rounds);
         char est[32] = "-";
         if (td[v]) {
             FtDmrStats s;
@@ -119,14 +99,14 @@ int main(int argc, char **argv)
             double rest = s.compute_s - s.check_s;
             snprintf(est, sizeof est, "+%.0f%%", rest > 0 ? 100 * s.check_s / rest : 0.0);
         }
-        printf("%-20s %10.1f %10.1f %15.3fx %14s\n", g_var[v].name, 1e3 * median(tt, rounds),
+        printf("%-20s %10.1f %10.1f %15.3fx %14s\n", g_var[v].name, 1e3 * bench_median(tt, rounds),
                1e3 * best, ratio[v], est);
     }
     double pn[rounds];
     for (int r = 0; r < rounds; r++) pn[r] = t[4 * rounds + r] / t[3 * rounds + r];
     printf("RESULT naive vs off: %.2fx (ac none), %.2fx (ac full); piggyback vs off (ac full): "
            "%.2fx; piggyback vs naive (ac full): %.2fx\n", ratio[1], ratio[3], ratio[4],
-           median(pn, rounds));
+           bench_median(pn, rounds));
     for (int v = 0; v < NV; v++) {
         train_dmr_destroy(td[v]);
         train_free(&tr[v]);

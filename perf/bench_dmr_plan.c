@@ -30,6 +30,8 @@
 #include "ftllm/train.h"
 #include "ftllm/train_dmr.h"
 
+#include "bench_util.h"
+
 enum { NV = 6, WARMUP = 3, PROFILE_STEPS = 2 };
 static const struct {
     const char *name;
@@ -42,28 +44,6 @@ static const struct {
     {"planned, phases 1,2,3", FT_DMR_PLANNED, FT_DMR_PHASES_123},
     {"planned, paper's rules", FT_DMR_PLANNED, FT_DMR_PHASES_PAPER},
 };
-
-static void synth_fetch(void *ctx, uint64_t first, int B, int *in, int *tg)
-{
-    const int *dims = ctx; /* T, V */
-    uint64_t s = first * 2654435761u + 1;
-    for (int i = 0; i < B * dims[0]; i++) {
-        in[i] = (int)(model_rng_next(&s) % (uint64_t)dims[1]);
-        tg[i] = (int)(model_rng_next(&s) % (uint64_t)dims[1]);
-    }
-}
-
-static int cmp_d(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
-static double median(double *v, int n)
-{
-    qsort(v, (size_t)n, sizeof *v, cmp_d);
-    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
 
 typedef struct variant {
     FtConfig c;
@@ -97,7 +77,7 @@ static void setup(Variant *v, int k, bool tp, bool smoke, int *dims)
                   .ep = 1};
     model_create_sharded(&v->m, &mc, &sh);
     model_init_random(&v->m, 1337);
-    FtBatchSource src = {synth_fetch, dims};
+    FtBatchSource src = {bench_synth_fetch, dims};
     train_init_grid(&v->tr, c, &v->m, &v->g, &src, NULL);
     if (train_dmr_setup(&v->td, &v->tr, c, err, sizeof err)) FT_DIE("%s", err);
 }
@@ -145,7 +125,7 @@ int main(int argc, char **argv)
     for (int k = 0; k < NV; k++) {
         double rr[rounds], tt[rounds];
         for (int r = 0; r < rounds; r++) tt[r] = t[k * rounds + r], rr[r] = tt[r] / t[r];
-        over[k] = 100 * (median(rr, rounds) - 1), ms[k] = 1e3 * median(tt, rounds);
+        over[k] = 100 * (bench_median(rr, rounds) - 1), ms[k] = 1e3 * bench_median(tt, rounds);
     }
     /* per rank: the plans' predictions, the lower bound, what the windows give */
     double mine[4 + NV] = {0}, all[2 * (4 + NV)];
