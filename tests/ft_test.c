@@ -47,6 +47,26 @@ void ft_tmpfile(const char *text, size_t len, char *buf)
     memcpy(buf, name, sizeof name);
 }
 
+void ft_tmpdir(char *buf)
+{
+    if (g_rank == 0) {
+        snprintf(buf, 64, "/tmp/ft_test_XXXXXX");
+        assert_non_null(mkdtemp(buf));
+    }
+    MPI_Bcast(buf, 64, MPI_CHAR, 0, MPI_COMM_WORLD);
+}
+
+void ft_rmdir(const char *dir)
+{
+    MPI_Barrier(MPI_COMM_WORLD);
+    if (g_rank == 0) {
+        char cmd[128];
+        snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+        assert_int_equal(system(cmd), 0);
+    }
+    MPI_Barrier(MPI_COMM_WORLD);
+}
+
 void ft_synth_fetch(void *ctx, uint64_t first, int B, int *in, int *tg)
 {
     const int *dims = ctx; /* T, V */

@@ -39,6 +39,11 @@ int ft_same_bytes(const void *buf, size_t len);
  * The name lives in buf (at least 64 bytes). */
 void ft_tmpfile(const char *text, size_t len, char *buf);
 
+/* A fresh temporary folder made by rank 0, its name on every rank in buf (at least 64 bytes),
+ * and its removal with everything in it (both collective; a failure fails the test). */
+void ft_tmpdir(char *buf);
+void ft_rmdir(const char *dir);
+
 /* A learnable synthetic token stream for training tests (an FtBatchSource fetch): sequence i is
  * (3 i + 5 t) mod V for t = 0..T, so the next token is the current one + 5. ctx points to
  * int dims[2] = {T, V}. */

@@ -49,27 +49,6 @@ static FtConfig cfg(int dp, int r, int spares, const char *dir, long long interv
     return c;
 }
 
-/* A fresh temporary folder, the same name on every rank (collective). */
-static void tmp_dir(char *buf)
-{
-    if (ft_test_rank() == 0) {
-        snprintf(buf, 64, "/tmp/ft_spare_job_XXXXXX");
-        assert_non_null(mkdtemp(buf));
-    }
-    MPI_Bcast(buf, 64, MPI_CHAR, 0, ft_test_comm());
-}
-
-static void rm_dir(const char *dir)
-{
-    MPI_Barrier(ft_test_comm());
-    if (ft_test_rank() == 0) {
-        char cmd[128];
-        snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-        assert_int_equal(system(cmd), 0);
-    }
-    MPI_Barrier(ft_test_comm());
-}
-
 /* The faults hook as the fault schedule's: a step's failures at once, each step once. */
 typedef struct fails {
     int n;
@@ -163,7 +142,7 @@ static void test_wipeout_restarts_from_checkpoint(void **state)
 {
     (void)state;
     char dir[64];
-    tmp_dir(dir);
+    ft_tmpdir(dir);
     /* dp 4, r 2: replica 1 fails before step 3 (masked; the checkpoint of step 4 is written by
      * the 3 survivors), replica 2 before step 6: shard 2 has lost both holders. (Few
      * checkpoints: a 4-rank HDF5 write takes seconds on 2 cores.) */
@@ -184,14 +163,14 @@ static void test_wipeout_restarts_from_checkpoint(void **state)
                a.st.computed == a.st.needed);
     /* bitwise the run without failures */
     assert_all(a.hash == want && b.hash == want);
-    rm_dir(dir);
+    ft_rmdir(dir);
 }
 
 static void test_wipeout_requeue_or_no_checkpoint_stops(void **state)
 {
     (void)state;
     char dir[64];
-    tmp_dir(dir);
+    ft_tmpdir(dir);
     Fails f = {2, {3, 6}, {1, 2}};
     FtConfig c = cfg(4, 2, 0, dir, 4);
     c.spare.wipeout = FT_WIPEOUT_REQUEUE;
@@ -206,7 +185,7 @@ static void test_wipeout_requeue_or_no_checkpoint_stops(void **state)
     FtConfig c0 = cfg(4, 2, 0, NULL, 0);
     run(&a, &c0, &f);
     assert_all(rank == 1 ? a.s.left : a.s.wipeout && a.st.restarts == 0 && a.s.steps == 5);
-    rm_dir(dir);
+    ft_rmdir(dir);
 }
 
 /* ---- hot spares ------------------------------------------------------------------------------- */

@@ -42,27 +42,6 @@
 
 static int g_dims[2];
 
-/* A fresh temporary folder, the same name on every rank (collective). */
-static void tmp_dir(char *buf)
-{
-    if (ft_test_rank() == 0) {
-        snprintf(buf, 64, "/tmp/ft_train_ckpt_XXXXXX");
-        assert_non_null(mkdtemp(buf));
-    }
-    MPI_Bcast(buf, 64, MPI_CHAR, 0, ft_test_comm());
-}
-
-static void rm_dir(const char *dir)
-{
-    MPI_Barrier(ft_test_comm());
-    if (ft_test_rank() == 0) {
-        char cmd[128];
-        snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-        assert_int_equal(system(cmd), 0);
-    }
-    MPI_Barrier(ft_test_comm());
-}
-
 static FtConfig tiny_cfg(const char *dir)
 {
     FtConfig c;
@@ -132,7 +111,7 @@ static bool exists(const char *dir, long long step)
 static void resume_bitwise(bool async)
 {
     char dir[64], err[CKPT_ERR_MAX] = "";
-    tmp_dir(dir);
+    ft_tmpdir(dir);
     FtConfig c = tiny_cfg(dir);
     c.checkpoint.interval = N_HALF;
     c.checkpoint.async = async;
@@ -168,7 +147,7 @@ static void resume_bitwise(bool async)
     assert_all(la[0] != la[N_HALF]);
     run_free(&a);
     run_free(&b);
-    rm_dir(dir);
+    ft_rmdir(dir);
 }
 
 static void test_resume_bitwise_sync(void **state)
@@ -203,45 +182,45 @@ static void test_interval_and_keep(void **state)
 {
     (void)state;
     char dir[64];
-    tmp_dir(dir);
+    ft_tmpdir(dir);
     FtConfig c = tiny_cfg(dir);
     c.train.steps = 7;
     c.checkpoint.interval = 3;
     run_with_hook(&c, NULL);
     bool want[8] = {0, 0, 0, 1, 0, 0, 1, 1}; /* multiples of 3, and the end */
     for (int s = 1; s <= 7; s++) assert_all(exists(dir, s) == want[s]);
-    rm_dir(dir);
+    ft_rmdir(dir);
 
-    tmp_dir(dir);
+    ft_tmpdir(dir);
     c = tiny_cfg(dir);
     c.train.steps = 7;
     c.checkpoint.interval = 1;
     c.checkpoint.keep = 2;
     run_with_hook(&c, NULL);
     for (int s = 1; s <= 7; s++) assert_all(exists(dir, s) == (s >= 6));
-    rm_dir(dir);
+    ft_rmdir(dir);
 }
 
 static void test_every_seconds(void **state)
 {
     (void)state;
     char dir[64];
-    tmp_dir(dir);
+    ft_tmpdir(dir);
     FtConfig c = tiny_cfg(dir);
     c.train.steps = 4;
     c.checkpoint.every_s = 1e-9; /* always due: a checkpoint after every step but the first (the
                                   * decision for a step is taken at the end of the one before) */
     run_with_hook(&c, NULL);
     for (int s = 1; s <= 4; s++) assert_all(exists(dir, s) == (s >= 2));
-    rm_dir(dir);
+    ft_rmdir(dir);
 
-    tmp_dir(dir);
+    ft_tmpdir(dir);
     c = tiny_cfg(dir);
     c.train.steps = 4;
     c.checkpoint.every_s = 1e9; /* never due: only the end */
     run_with_hook(&c, NULL);
     for (int s = 1; s <= 4; s++) assert_all(exists(dir, s) == (s == 4));
-    rm_dir(dir);
+    ft_rmdir(dir);
 }
 
 /* A hook around train_ckpt's: it records the checkpoint count after every step, keeps each
@@ -296,7 +275,7 @@ static void test_every_seconds_agreed(void **state)
 {
     (void)state;
     char dir[64];
-    tmp_dir(dir);
+    ft_tmpdir(dir);
     FtConfig c = tiny_cfg(dir);
     c.train.steps = 7;
     c.checkpoint.every_s = 0.3;
@@ -317,7 +296,7 @@ static void test_every_seconds_agreed(void **state)
      * earlier if this machine is slow enough that 0.3 s passed before */
     assert_all(y.count[5] >= 1 && y.count[7] == y.count[6] + 1);
     for (int s = 1; s <= 7; s++) assert_all(exists(dir, s) == (y.count[s] > y.count[s - 1]));
-    rm_dir(dir);
+    ft_rmdir(dir);
 }
 
 /* One run with interval = auto: the interval it chose against the optimizer's formula for the
@@ -325,7 +304,7 @@ static void test_every_seconds_agreed(void **state)
 static double auto_run(double mtbf_h)
 {
     char dir[64], err[CKPT_ERR_MAX] = "";
-    tmp_dir(dir);
+    ft_tmpdir(dir);
     FtConfig c = tiny_cfg(dir);
     c.train.steps = 12;
     c.train.rate_skip = 1;
@@ -378,7 +357,7 @@ static double auto_run(double mtbf_h)
         bool due = s == 2 || (s > 2 && (s - 2) % n == 0) || s == 12;
         assert_all(exists(dir, s) == due);
     }
-    rm_dir(dir);
+    ft_rmdir(dir);
     return step_s;
 }
 
@@ -413,7 +392,7 @@ static void test_resume_fallback_and_errors(void **state)
 {
     (void)state;
     char dir[64], err[CKPT_ERR_MAX] = "", path[CKPT_PATH_MAX], p[5][200];
-    tmp_dir(dir);
+    ft_tmpdir(dir);
     FtConfig c = tiny_cfg(dir);
     c.train.steps = 4;
     c.checkpoint.interval = 1;
@@ -464,7 +443,7 @@ static void test_resume_fallback_and_errors(void **state)
     rc = train_ckpt_resume(&r.tr, &c, ft_test_comm(), NULL, 0, err, sizeof err);
     assert_all(rc == 0 && r.m.step == 0);
     run_free(&r);
-    rm_dir(dir);
+    ft_rmdir(dir);
 }
 
 /* A run on a layout: tp, pp, dp over the test's ranks (0 = no grid, one replica per rank). */
@@ -515,7 +494,7 @@ static void lrun_free(LRun *l)
 static void reshard(int ta, int pa, int da, int tb, int pb, int db)
 {
     char dir[64], err[CKPT_ERR_MAX] = "", path[CKPT_PATH_MAX];
-    tmp_dir(dir);
+    ft_tmpdir(dir);
     FtConfig c = tiny_cfg(dir);
     c.checkpoint.interval = N_HALF;
     LRun ref, a, b;
@@ -557,7 +536,7 @@ static void reshard(int ta, int pa, int da, int tb, int pb, int db)
     assert_all(n > 0 && perr <= 2e-4);
     lrun_free(&ref);
     lrun_free(&b);
-    rm_dir(dir);
+    ft_rmdir(dir);
 }
 
 static void test_reshard(void **state)
