@@ -91,6 +91,7 @@ static void synthetic_plan(const FtTrainer *tr, int phases, size_t budget, bool 
             pf.wait_other[i + 1] = 1.0;
     }
     pf.wait_other[mt->ne] = 1.0;
+    pf.pre_bwd_s = 0.5;
     assert_int_equal(dmr_plan_build(&pf, mt, ot, budget, phases, p), 0);
     dmr_profile_free(&pf);
 }
@@ -498,6 +499,28 @@ static void test_plan_file_roundtrip(void **state)
     assert_memory_equal(q.seg, p.seg, sizeof *p.seg * (size_t)p.n);
     assert_memory_equal(q.window, p.window, sizeof *p.window * (size_t)p.n);
     assert_memory_equal(q.win_after, p.win_after, sizeof *p.win_after * (size_t)p.nwin);
+    assert_true(p.pre_bwd_s == 0.5 && fabs(q.pre_bwd_s - 0.5) < 1e-9); /* prebwd_ms */
+    assert_int_equal(q.fwd_end, tr.tape.fwd_end);
+    assert_int_equal(p.fwd_end, tr.tape.fwd_end);
+    { /* a plan written before prebwd_ms existed still reads, with pre_bwd 0 */
+        FILE *f = fopen(path, "r");
+        assert_non_null(f);
+        static char buf[1 << 20];
+        size_t nb = fread(buf, 1, sizeof buf - 1, f);
+        fclose(f);
+        buf[nb] = 0;
+        char *a = strstr(buf, " prebwd_ms "), *b = a ? strchr(a, '\n') : NULL;
+        assert_non_null(b);
+        memmove(a, b, strlen(b) + 1);
+        f = fopen(path, "w");
+        fputs(buf, f);
+        fclose(f);
+        FtDmrEntryPlan o;
+        assert_int_equal(dmr_plan_read(&o, &tr.tape, &tr.opt_tape, path, "rank 0 of 1 layout x",
+                                       err, sizeof err), 0);
+        assert_true(o.pre_bwd_s == 0 && o.n == p.n);
+        dmr_plan_free(&o);
+    }
     int n[4] = {0};
     for (int i = 0; i < p.n; i++)
         if (p.strat[i] >= 0) n[p.strat[i]]++;
@@ -535,6 +558,37 @@ static void test_plan_file_roundtrip(void **state)
     train_free(&tr);
     model_free(&m);
     grid_destroy(&g);
+}
+
+/* dmr_plan_bounds on a hand plan: entries 0 (naive) and 1 (piggyback) forward, 2 (naive) and 3
+ * (deferred) backward; exposed work 2 + 5 + 4 = 11 ms, 2 of it forward; windows 6 + 3 ms. */
+static void test_plan_bounds(void **state)
+{
+    (void)state;
+    int strat[4] = {PLAN_NAIVE, PLAN_PIGGYBACK, PLAN_NAIVE, PLAN_DEFERRED};
+    double time[4] = {2e-3, 3e-3, 5e-3, 4e-3}, cost[4] = {2e-3, 0, 5e-3, 1e-4};
+    double len[2] = {6e-3, 3e-3}, used[2] = {0, 4e-3};
+    int use[2] = {0, 3};
+    FtDmrEntryPlan p = {.n = 4, .nmicro = 4, .strat = strat, .time = time, .cost = cost,
+                        .nwin = 2, .win_len = len, .win_used = used, .win_use = use, .fwd_end = 2};
+    FtDmrPlanTotals t;
+    dmr_plan_totals(&p, &t);
+    assert_true(fabs(t.exposed_s - 11e-3) < 1e-12 && fabs(t.exposed_fwd_s - 2e-3) < 1e-12);
+    double ob, lb = dmr_plan_bounds(&p, 10e-3, &ob);
+    assert_true(fabs(lb - 0.2) < 1e-9 && fabs(ob - 0.2) < 1e-9); /* pre_bwd 0: the same */
+    p.pre_bwd_s = 6e-3; /* the first window comes before every backward op: it holds 2 of 6 */
+    lb = dmr_plan_bounds(&p, 10e-3, &ob);
+    assert_true(fabs(lb - 0.2) < 1e-9 && fabs(ob - 0.6) < 1e-9);
+    p.pre_bwd_s = 1e-3; /* shorter than the forward work: all of it holds forward checks */
+    lb = dmr_plan_bounds(&p, 10e-3, &ob);
+    assert_true(fabs(ob - 0.2) < 1e-9);
+    p.pre_bwd_s = 20e-3; /* never more than the windows */
+    lb = dmr_plan_bounds(&p, 10e-3, &ob);
+    assert_true(fabs(ob - 0.9) < 1e-9);
+    len[0] = 60e-3, p.pre_bwd_s = 0; /* more window than work: 0, never negative */
+    lb = dmr_plan_bounds(&p, 10e-3, &ob);
+    assert_true(lb == 0 && ob == 0);
+    assert_true(dmr_plan_bounds(&p, 0, &ob) == 0 && ob == 0); /* no step: 0 */
 }
 
 /* ---- suspects and the faults-only mode ------------------------------------------------------ */
@@ -676,4 +730,5 @@ static void test_regrid(void **state)
 FT_TEST_MAIN(cmocka_unit_test(test_flip_campaign), cmocka_unit_test(test_clean_runs_match_off),
              cmocka_unit_test(test_planned_campaign), cmocka_unit_test(test_planned_clean),
              cmocka_unit_test(test_moe_dynamic), cmocka_unit_test(test_plan_file_roundtrip),
+             cmocka_unit_test(test_plan_bounds),
              cmocka_unit_test(test_suspect_and_off), cmocka_unit_test(test_regrid))

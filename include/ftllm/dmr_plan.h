@@ -38,7 +38,7 @@
  *   ftllm-dmr-plan 1
  *   rank R of N layout LAYOUT
  *   tape HASH entries NMICRO optimizer NOPT
- *   budget_mb X phases P profile_steps S step_ms X overhead_ms X
+ *   budget_mb X phases P profile_steps S step_ms X overhead_ms X [prebwd_ms X]
  *   window W after ENTRY kind pp|intra len_ms X use -|agc|deferred used_ms X
  *   op ENTRY KIND.DIR PHASE LAYER STRATEGY WINDOW SEGMENT TIME_MS KEPT_BYTES COST_MS
  * (COST_MS: naive, its time; deferred, its bookkeeping; AGC members, their share of the
@@ -66,6 +66,8 @@ typedef struct ft_dmr_profile {
                            copying the kept inputs, fingerprinting the outputs (summed) */
     double *wait_pp;    /* [nmicro + nopt + 1]: seconds waited after entry i - 1 (0: before */
     double *wait_other; /*   any op of the step), summed over the steps */
+    double pre_bwd_s;   /* of those waits, the ones before the step's first backward op (no
+                           check of a backward op can run in them), summed over the steps */
     double step_s;      /* step attempts' seconds without their checks, summed */
     double wall_s;      /* step attempts' seconds, checks included, summed */
     bool moe_dynamic;   /* dmr.moe_dynamic: expert ops without an AC twin are decided at run
@@ -88,6 +90,9 @@ typedef struct ft_dmr_entry_plan {
     double *win_len, *win_used; /* [nwin] seconds per step */
     double overhead;     /* predicted seconds per step (planner.h's cost model) */
     double step_s;       /* profiled step seconds (0: unknown) */
+    double pre_bwd_s;    /* window seconds per step before the first backward op (scaled as
+                            the windows; dmr_plan_bounds); 0: none or not measured */
+    int fwd_end;         /* entries [0, fwd_end) are the micro-batch tape's forward */
     double budget_mb;
     int phases;          /* enum ft_plan_phase mask */
     int profile_steps;
@@ -137,8 +142,18 @@ typedef struct ft_dmr_plan_totals {
     double hidden_s;  /* checker time assigned to windows */
     double window_s;  /* all windows' length */
     double exposed_s; /* checker time of ops AC does not recompute (the lower bound's work) */
+    double exposed_fwd_s; /* ... of them forward ops (the last AC segment's, the embedding) */
 } FtDmrPlanTotals;
 void dmr_plan_totals(const FtDmrEntryPlan *p, FtDmrPlanTotals *t);
+
+/* Lower bounds of the overhead, as fractions of step_s (> 0), at least 0:
+ *   returned  issue 10's: (checker time AC does not recompute - every window) / step_s;
+ *   *ordered  the same with the windows before the step's first backward op holding at most
+ *             the forward ops' share of that work (a check runs after its op; those waits, a
+ *             first pipeline stage's warm-up bubble above all, come before every backward op).
+ *             Still a lower bound: every other window is taken as filled. Equal to the first
+ *             when pre_bwd_s is 0 (one stage, or a plan read from a file made before it). */
+double dmr_plan_bounds(const FtDmrEntryPlan *p, double step_s, double *ordered);
 
 /* The table (one row per op: entry, op, phase, layer, strategy, window, time, cost) when
  * `table`, then the per-strategy totals and the predicted overhead. */

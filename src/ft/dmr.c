@@ -363,7 +363,10 @@ static void after_op(void *arg, const FtTape *tp, int i, const FtOpCall *c)
     if (d->mode == FT_DMR_PLANNED) {
         FT_ASSERT(tp == d->opt || tp->ne == d->micro->ne); /* a pipeline slot: a copy */
         idx = dmr_entry_index(d, tp, i);
-        if (!d->plan.strat) dmr_prof_note(d, idx);
+        if (!d->plan.strat) {
+            dmr_prof_note(d, idx);
+            if (tp != d->opt && e->phase == FT_PH_BWD) d->prof_bwd = true;
+        }
     }
     enum strat s = strategy(d, tp, e, idx);
     int key = s == S_PB_CHECK ? e->twin : i;
@@ -462,7 +465,7 @@ void dmr_step_begin(FtDmr *d, long long step)
         if (d->mode == FT_DMR_PLANNED && !d->plan.strat) {
             d->prof_attempt++;
             d->prof_count = d->profile_steps == 1 || d->prof_attempt > 1; /* 1st: warm-up */
-            d->prof_last = -1;
+            d->prof_last = -1, d->prof_bwd = false;
             dmr_prof_waits(d, d->prof_w);
         }
     }

@@ -305,6 +305,7 @@ void dmr_prof_note(FtDmr *d, int idx)
     if (d->prof_count) {
         d->prof.wait_pp[d->prof_last + 1] += w[0] - d->prof_w[0];
         d->prof.wait_other[d->prof_last + 1] += w[1] - d->prof_w[1];
+        if (!d->prof_bwd) d->prof.pre_bwd_s += (w[0] - d->prof_w[0]) + (w[1] - d->prof_w[1]);
     }
     d->prof_w[0] = w[0], d->prof_w[1] = w[1];
     if (idx > -2) d->prof_last = idx;

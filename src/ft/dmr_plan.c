@@ -180,6 +180,7 @@ int dmr_plan_build(const FtDmrProfile *pf, const FtTape *micro, const FtTape *op
     plan_alloc(p, micro->ne, opt->ne, nwin);
     p->phases = phases, p->budget_mb = (double)budget / (1024.0 * 1024.0);
     p->step_s = pf->step_s / steps, p->overhead = pl.overhead, p->nseg = pl.nseg;
+    p->pre_bwd_s = scale * pf->pre_bwd_s / steps, p->fwd_end = micro->fwd_end;
     p->tape_hash = dmr_tape_hash(micro, opt);
     for (int i = 0; i < n; i++) {
         const FtTape *tp;
@@ -229,6 +230,7 @@ void dmr_plan_totals(const FtDmrEntryPlan *p, FtDmrPlanTotals *t)
         if (s < 0) continue;
         t->ops[s]++, t->time[s] += p->time[i], t->cost[s] += p->cost[i];
         if (s != PLAN_PIGGYBACK) t->exposed_s += p->time[i];
+        if (s != PLAN_PIGGYBACK && i < p->fwd_end) t->exposed_fwd_s += p->time[i];
     }
     t->segments = p->nseg;
     for (int w = 0; w < p->nwin; w++) {
@@ -236,6 +238,17 @@ void dmr_plan_totals(const FtDmrEntryPlan *p, FtDmrPlanTotals *t)
         t->hidden_s += p->win_used[w];
         t->windows_used += p->win_use[w] != 0;
     }
+}
+
+double dmr_plan_bounds(const FtDmrEntryPlan *p, double step_s, double *ordered)
+{
+    FtDmrPlanTotals t;
+    dmr_plan_totals(p, &t);
+    double pre = p->pre_bwd_s < t.window_s ? p->pre_bwd_s : t.window_s;
+    double held = pre < t.exposed_fwd_s ? pre : t.exposed_fwd_s; /* what those waits can hold */
+    double lb = t.exposed_s - t.window_s, ob = t.exposed_s - (t.window_s - pre) - held;
+    *ordered = step_s > 0 && ob > 0 ? ob / step_s : 0.0;
+    return step_s > 0 && lb > 0 ? lb / step_s : 0.0;
 }
 
 static const char *phases_text(int phases)
@@ -282,13 +295,18 @@ void dmr_plan_print(FILE *out, const FtDmrEntryPlan *p, const FtTape *micro, con
             t.segments, t.segments == 1 ? "" : "s", t.ops[PLAN_AGC], 1e3 * t.time[PLAN_AGC],
             1e3 * needless, t.ops[PLAN_DEFERRED], 1e3 * t.time[PLAN_DEFERRED],
             t.ops[PLAN_NAIVE], 1e3 * t.time[PLAN_NAIVE], 1e3 * keep);
-    double lb = t.exposed_s - t.window_s;
+    double ob, lb = dmr_plan_bounds(p, p->step_s, &ob);
     fprintf(out, "plan: windows %d (%.3f ms per step, %d used), predicted overhead %.3f ms per "
                  "step = %.1f%% of the profiled step %.3f ms; lower bound %.1f%% (checker time "
-                 "not on recomputation %.3f ms minus the windows)\n",
+                 "not on recomputation %.3f ms minus the windows)",
             p->nwin, 1e3 * t.window_s, t.windows_used, 1e3 * p->overhead,
-            p->step_s > 0 ? 100 * p->overhead / p->step_s : 0.0, 1e3 * p->step_s,
-            p->step_s > 0 && lb > 0 ? 100 * lb / p->step_s : 0.0, 1e3 * t.exposed_s);
+            p->step_s > 0 ? 100 * p->overhead / p->step_s : 0.0, 1e3 * p->step_s, 100 * lb,
+            1e3 * t.exposed_s);
+    if (p->pre_bwd_s > 0)
+        fprintf(out, ", %.1f%% in time order (%.3f ms of the windows come before the first "
+                     "backward op: they can hold only the %.3f ms of forward checks)",
+                100 * ob, 1e3 * p->pre_bwd_s, 1e3 * t.exposed_fwd_s);
+    fprintf(out, "\n");
 }
 
 /* ---- the file ------------------------------------------------------------------------------ */
@@ -308,9 +326,10 @@ int dmr_plan_write(const FtDmrEntryPlan *p, const FtTape *micro, const FtTape *o
             p->nmicro - 1, p->nmicro, p->n - 1);
     fprintf(f, "ftllm-dmr-plan 1\n%s\ntape %016llx entries %d optimizer %d\n", rank_line,
             (unsigned long long)p->tape_hash, p->nmicro, p->nopt);
-    fprintf(f, "budget_mb %.6g phases %s profile_steps %d step_ms %.6f overhead_ms %.6f\n",
+    fprintf(f, "budget_mb %.6g phases %s profile_steps %d step_ms %.6f overhead_ms %.6f "
+               "prebwd_ms %.6f\n",
             p->budget_mb, phases_text(p->phases), p->profile_steps, 1e3 * p->step_s,
-            1e3 * p->overhead);
+            1e3 * p->overhead, 1e3 * p->pre_bwd_s);
     fprintf(f, "# window W after ENTRY kind pp|intra len_ms X use -|agc|deferred used_ms X\n");
     for (int w = 0; w < p->nwin; w++)
         fprintf(f, "window %d after %d kind %s len_ms %.6f use %s used_ms %.6f\n", w,
@@ -526,15 +545,18 @@ int dmr_plan_read(FtDmrEntryPlan *p, const FtTape *micro, const FtTape *opt, con
                     "again with ftllm plan)", h, nm, no,
                     (unsigned long long)dmr_tape_hash(micro, opt), micro->ne, opt->ne);
             plan_alloc(p, nm, no, 0);
-            p->tape_hash = h;
+            p->tape_hash = h, p->fwd_end = micro->fwd_end;
         } else if (state == 3) {
-            double mb, st, ov;
+            double mb, st, ov, pb = 0;
             int ps;
-            if (nt != 10 || strcmp(tok[0], "budget_mb") || !num(tok[1], &mb) ||
+            if ((nt != 10 && nt != 12) || strcmp(tok[0], "budget_mb") || !num(tok[1], &mb) ||
                 strcmp(tok[2], "phases") || strcmp(tok[4], "profile_steps") ||
                 !int_of(tok[5], 0, 1000000, &ps) || strcmp(tok[6], "step_ms") ||
-                !num(tok[7], &st) || strcmp(tok[8], "overhead_ms") || !num(tok[9], &ov))
-                BAD("expected 'budget_mb X phases P profile_steps N step_ms X overhead_ms X'");
+                !num(tok[7], &st) || strcmp(tok[8], "overhead_ms") || !num(tok[9], &ov) ||
+                (nt == 12 && (strcmp(tok[10], "prebwd_ms") || !num(tok[11], &pb))))
+                BAD("expected 'budget_mb X phases P profile_steps N step_ms X overhead_ms X "
+                    "[prebwd_ms X]'");
+            p->pre_bwd_s = pb / 1e3;
             p->phases = !strcmp(tok[3], "1")       ? PLAN_PHASE1
                         : !strcmp(tok[3], "1,2")   ? PLAN_PHASE1 | PLAN_PHASE2
                         : !strcmp(tok[3], "1,2,3") ? PLAN_PHASE1 | PLAN_PHASE2 | PLAN_PHASE3
