@@ -343,6 +343,18 @@ static void test_overrides(void **state)
     longv[309] = '\0';
     assert_int_equal(deck_override(&g_cfg, longv, 8, g_err, sizeof g_err), -1);
     assert_non_null(strstr(g_err, "run.name: value is longer than 255 characters"));
+    /* the longest value that fits (255 characters) is accepted, blanks around it or not */
+    char name255[256];
+    memset(name255, 'n', 255);
+    name255[255] = '\0';
+    for (int pad = 0; pad < 2; pad++) {
+        snprintf(longv, sizeof longv, "run.name=%s%s%s", pad ? " " : "", name255, pad ? " " : "");
+        assert_int_equal(deck_override(&g_cfg, longv, 8, g_err, sizeof g_err), 0);
+        assert_string_equal(g_cfg.run.name, name255);
+    }
+    snprintf(longv, sizeof longv, "run.name= %sn ", name255); /* 256: one too many */
+    assert_int_equal(deck_override(&g_cfg, longv, 8, g_err, sizeof g_err), -1);
+    assert_non_null(strstr(g_err, "run.name: value is longer than 255 characters"));
     /* a newline inside an argument never splits the message */
     assert_int_equal(deck_override(&g_cfg, "model.layers=2\nx", 10, g_err, sizeof g_err), -1);
     assert_null(strchr(g_err, '\n'));
