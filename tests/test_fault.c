@@ -203,6 +203,8 @@ static void test_against_the_job(void **state)
                       "t.faults:1: op=matmul:4: rank 1 runs matmul 4 times a step (N = 0..3)");
     expect_plan_error("sdc step=1 rank=0 op=matmul bit=40",
                       "t.faults:1: bit=40: matmul outputs on rank 0 are 32-bit elements (bit 0..31)");
+    expect_plan_error("sdc step=1 rank=0 op=matmul bit=32",
+                      "t.faults:1: bit=32: matmul outputs on rank 0 are 32-bit elements (bit 0..31)");
     expect_plan_error("sdc step=1 rank=1 op=matmul bit=1 elem=50",
                       "t.faults:1: elem=50: no matmul execution on rank 1 has that many output "
                       "elements (at most 50)");
@@ -218,6 +220,9 @@ static void test_against_the_job(void **state)
                       "t.faults:1: ranks=2 is outside the job (2 ranks: 0..1)");
     expect_plan_error("sdc-random count=3 seed=1 ops=gelu",
                       "t.faults:1: ops=: none of the listed op kinds runs on rank 0");
+    expect_plan_error("sdc-random count=2 seed=1 steps=1-1 ranks=1 ops=gelu",
+                      "t.faults:1: count=2: too many flips for the 2 op executions they may land on "
+                      "(at most half of them)");
     expect_plan_error("sdc-random count=9 seed=1 steps=1-1 ranks=1 ops=gelu",
                       "t.faults:1: count=9: too many flips for the 2 op executions they may land on "
                       "(at most half of them)");
@@ -238,10 +243,32 @@ static void test_against_the_job(void **state)
     assert_true(m == n && f[0].elem_draw == g[0].elem_draw); /* the element stream is seeded */
     free(f), free(g);
     fault_free(&g_s);
+    /* a kind that runs but writes no element (empty outputs on this rank) has nothing to flip */
+    assert_int_equal(parse("sdc step=1 rank=1 op=lossmean bit=1\n"), 0);
+    job = job2();
+    g_ops[1].count[FT_OP_LOSSMEAN] = 2; /* max_elems and bits stay 0 */
+    assert_int_equal(fault_plan(&g_s, &job, &f, &n, g_err, sizeof g_err, NULL, 0), -1);
+    assert_string_equal(g_err, "t.faults:1: op=lossmean: rank 1 runs no lossmean in a training step "
+                               "of this model and layout");
+    fault_free(&g_s);
+    job = job2();
+    /* the edges: the top bit, the last step, a campaign of exactly half its executions, and
+     * two lines alike but for drawn elements (each line draws its own) are all planned */
+    assert_int_equal(parse("sdc step=20 rank=0 op=matmul:9 bit=31\n"
+                           "sdc-random count=1 seed=1 steps=1-1 ranks=1 ops=gelu\n"
+                           "sdc step=3 rank=1 op=gelu bit=4\nsdc step=3 rank=1 op=gelu bit=4\n"), 0);
+    char warn[256];
+    assert_int_equal(fault_plan(&g_s, &job, &f, &n, g_err, sizeof g_err, warn, sizeof warn), 0);
+    assert_string_equal(warn, "");
+    assert_int_equal(n, 4);
+    assert_true(f[0].step == 20 && f[0].nth == 9 && f[0].bit == 31);
+    assert_true(f[1].line == 2 && f[1].step == 1 && f[1].rank == 1 && f[1].op == FT_OP_GELU);
+    assert_true(f[2].line == 3 && f[3].line == 4 && f[2].elem_draw != f[3].elem_draw);
+    free(f);
+    fault_free(&g_s);
     /* events after the run's last step: checked, left out, the first one named */
     assert_int_equal(parse("sdc step=2 rank=0 op=matmul bit=1\nsdc step=21 rank=0 op=matmul bit=1\n"
                            "fail step=30 rank=1\nsdc step=25 rank=1 op=gelu bit=2\n"), 0);
-    char warn[256];
     assert_int_equal(fault_plan(&g_s, &job, &f, &n, g_err, sizeof g_err, warn, sizeof warn), 0);
     assert_int_equal(n, 1);
     assert_int_equal(f[0].step, 2);
