@@ -159,6 +159,14 @@ static void test_bad_lines(void **state)
     memcpy(lng, "; x\nfail", 8);
     lng[2999] = '\0';
     expect_error(lng, "t.faults:2: line is longer than 1024 characters");
+    /* the longest line accepted: 1024 characters (a comment here), then one more */
+    lng[4] = ';';
+    lng[4 + 1024] = '\0';
+    assert_int_equal(parse(lng), 0);
+    fault_free(&g_s);
+    lng[4 + 1024] = ' ';
+    lng[4 + 1025] = '\0';
+    expect_error(lng, "t.faults:2: line is longer than 1024 characters");
     free(lng);
 }
 
@@ -214,8 +222,8 @@ static void test_against_the_job(void **state)
     expect_plan_error("fail step=22 rank=2", "t.faults:1: rank=2 is outside the job (2 ranks: 0..1)");
     expect_plan_error("sdc step=22 rank=0 op=matmul:10 bit=1",
                       "t.faults:1: op=matmul:10: rank 0 runs matmul 10 times a step (N = 0..9)");
-    expect_plan_error("sdc-random count=3 seed=1 steps=1-30",
-                      "t.faults:1: steps=1-30: the run's last step is 20 (train.steps)");
+    expect_plan_error("sdc-random count=3 seed=1 steps=1-21",
+                      "t.faults:1: steps=1-21: the run's last step is 20 (train.steps)");
     expect_plan_error("sdc-random count=3 seed=1 ranks=0,2",
                       "t.faults:1: ranks=2 is outside the job (2 ranks: 0..1)");
     expect_plan_error("sdc-random count=3 seed=1 ops=gelu",
@@ -251,6 +259,16 @@ static void test_against_the_job(void **state)
     assert_string_equal(g_err, "t.faults:1: op=lossmean: rank 1 runs no lossmean in a training step "
                                "of this model and layout");
     fault_free(&g_s);
+    assert_int_equal(parse("sdc-random count=1 seed=1 ranks=1 ops=lossmean\n"), 0);
+    assert_int_equal(fault_plan(&g_s, &job, &f, &n, g_err, sizeof g_err, NULL, 0), -1);
+    assert_string_equal(g_err, "t.faults:1: ops=: none of the listed op kinds runs on rank 1");
+    fault_free(&g_s);
+    assert_int_equal(parse("sdc-random count=12 seed=3 ranks=1\n"), 0); /* matmul and gelu only */
+    assert_int_equal(fault_plan(&g_s, &job, &f, &n, g_err, sizeof g_err, NULL, 0), 0);
+    assert_int_equal(n, 12);
+    for (int i = 0; i < n; i++) assert_true(f[i].op == FT_OP_MATMUL || f[i].op == FT_OP_GELU);
+    free(f);
+    fault_free(&g_s);
     job = job2();
     /* the edges: the top bit, the last step, a campaign of exactly half its executions, and
      * two lines alike but for drawn elements (each line draws its own) are all planned */
@@ -275,6 +293,21 @@ static void test_against_the_job(void **state)
     assert_string_equal(warn, "t.faults:2: step=21 is after the run's last step (train.steps = "
                               "20): left out, and 2 more lines");
     free(f);
+    fault_free(&g_s);
+    assert_int_equal(parse("fail step=21 rank=1\nfail step=22 replica=1\nsdc-random count=2 seed=5 "
+                           "steps=19-20\n"), 0);
+    assert_int_equal(fault_plan(&g_s, &job, &f, &n, g_err, sizeof g_err, warn, sizeof warn), 0);
+    assert_int_equal(n, 2);
+    assert_string_equal(warn, "t.faults:1: step=21 is after the run's last step (train.steps = "
+                              "20): left out, and 1 more line");
+    free(f);
+    fault_free(&g_s);
+    /* a run of no steps has nowhere to put a campaign */
+    assert_int_equal(parse("sdc-random count=1 seed=5\n"), 0);
+    job.steps = 0;
+    assert_int_equal(fault_plan(&g_s, &job, &f, &n, g_err, sizeof g_err, NULL, 0), -1);
+    assert_string_equal(g_err, "t.faults:1: sdc-random: the run has no steps (train.steps = 0)");
+    job.steps = 20;
     fault_free(&g_s);
     assert_int_equal(parse("sdc step=2 rank=0 op=matmul bit=1\n"), 0);
     assert_int_equal(fault_plan(&g_s, &job, &f, &n, g_err, sizeof g_err, warn, sizeof warn), 0);
