@@ -100,6 +100,8 @@ static void test_unknown_section(void **state)
     expect_error("[zzzzzz]\n", "t.ini:1: unknown section [zzzzzz]; sections are:");
     expect_error("[model\nlayers=2\n", "t.ini:1: expected ']'");
     expect_error("[model] junk\n", "t.ini:1: unexpected text after [model]");
+    assert_int_equal(parse("[model] ; the model\nlayers = 2\n[train]\t# training\nlr = 0.5\n"), 0);
+    assert_true(g_cfg.model.layers == 2 && g_cfg.train.lr == 0.5);
     expect_error("[]\n", "t.ini:1: unknown section []");
 }
 
@@ -187,6 +189,8 @@ static void test_duplicates_and_syntax(void **state)
     assert_true(g_cfg.train.lr == 0.5);
     expect_error("[model]\nlayers\n", "t.ini:2: expected 'key = value', '[section]' or a comment, got 'layers'");
     expect_error("[model]\n= 3\n", "t.ini:2:");
+    /* a UTF-8 byte-order mark is skipped at the start of the file only */
+    expect_error("[model]\n\xEF\xBB\xBFlayers = 2\n", "t.ini:2: unknown key");
 }
 
 static void test_line_limits_and_binary(void **state)
