@@ -461,7 +461,7 @@ static char *reader(char *str, int num, void *stream)
         str[0] = '\n', str[1] = '\0';
         return str;
     }
-    if (n > (size_t)num - 2) {
+    if (n - (nl ? 1 : 0) > (size_t)num - 2) { /* its characters, the newline not counted */
         fail(c, c->line, "line is longer than %d characters", num - 2);
         str[0] = '\n', str[1] = '\0';
         return str;

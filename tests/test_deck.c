@@ -202,6 +202,20 @@ static void test_line_limits_and_binary(void **state)
     big[sizeof big - 2] = '\n';
     big[sizeof big - 1] = '\0';
     expect_error(big, "t.ini:2: line is longer than");
+    /* the longest line accepted (198 characters), with its newline or last in the file */
+    char edge[256];
+    for (int len = 198; len <= 199; len++)
+        for (int nl = 0; nl < 2; nl++) {
+            int k = snprintf(edge, sizeof edge, "[run]\nname = ");
+            memset(edge + k, 'e', (size_t)len - 7);
+            snprintf(edge + k + len - 7, sizeof edge - (size_t)(k + len - 7), "%s", nl ? "\n" : "");
+            if (len == 198) {
+                assert_int_equal(parse(edge), 0);
+                assert_int_equal(strlen(g_cfg.run.name), 191);
+            } else {
+                expect_error(edge, "t.ini:2: line is longer than 198 characters");
+            }
+        }
     static const char nul[] = "[model]\nlayers = 2\0junk\n";
     g_err[0] = '\0';
     assert_int_equal(deck_parse(&g_cfg, "t.ini", nul, sizeof nul - 1, g_err, sizeof g_err), -1);
