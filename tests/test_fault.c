@@ -1,13 +1,15 @@
 /* test_fault.c: the fault schedule (fault.h): every line kind, every class of bad line with its
  * exact one-line FILE:LINE message, the checks against a job, and the resolution of sdc-random
- * campaigns (reproducible, inside the job, never two flips in one execution).
- * ft-test: ranks 1 */
+ * campaigns (reproducible, inside the job, never two flips in one execution); the collective
+ * load gives every rank the same schedule or the same error.
+ * ft-test: ranks 1 2 */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "ft_test.h"
+#include "ftllm/comm.h"
 #include "ftllm/fault.h"
 
 static FtFaultSchedule g_s;
@@ -364,11 +366,13 @@ static void test_load(void **state)
     char path[64];
     const char *text = "sdc step=1 rank=0 op=gelu bit=3\nsdc step=1 rank=0 op=gelu bit=99\n";
     ft_tmpfile(text, strlen(text), path);
-    assert_int_equal(fault_load(&g_s, path, NULL, g_err, sizeof g_err), -1);
+    int rc = fault_load(&g_s, path, NULL, g_err, sizeof g_err); /* each rank reads it alone */
+    MPI_Barrier(ft_test_comm());
+    if (ft_test_rank() == 0) unlink(path);
+    assert_int_equal(rc, -1);
     char want[256];
     snprintf(want, sizeof want, "%s:2: bit=99 is out of range: expected an integer in [0..63]", path);
     assert_string_equal(g_err, want);
-    unlink(path);
     assert_int_equal(fault_load(&g_s, "nope.faults", NULL, g_err, sizeof g_err), -1);
     assert_string_equal(g_err, "nope.faults: cannot open the fault schedule: No such file or "
                                "directory (faults.schedule)");
@@ -376,6 +380,43 @@ static void test_load(void **state)
     assert_string_equal(g_err, "/tmp: cannot read the fault schedule (is it a directory?)");
 }
 
+/* The collective load: rank 0 reads, every rank gets the same events or the same one line. */
+static void test_load_collective(void **state)
+{
+    (void)state;
+    FtComm *world = comm_create_mpi_dup(ft_test_comm(), "world");
+    char path[64];
+    const char *good = "sdc step=2 rank=0 op=gelu:1 bit=7 elem=3\nsdc-random count=4 seed=9 "
+                       "ranks=0 ops=matmul,gelu\nfail step=3 replica=0\n";
+    ft_tmpfile(good, strlen(good), path);
+    g_err[0] = '\0';
+    int rc = fault_load(&g_s, path, world, g_err, sizeof g_err);
+    if (rc) fprintf(stderr, "fault_load: %s\n", g_err);
+    assert_all(rc == 0 && g_s.nev == 3);
+    assert_all(g_s.ev[0].step == 2 && g_s.ev[0].op == FT_OP_GELU && g_s.ev[0].nth == 1 &&
+               g_s.ev[0].bit == 7 && g_s.ev[0].elem == 3);
+    assert_all(g_s.ev[1].count == 4 && g_s.ev[1].seed == 9 && g_s.ev[1].nranks == 1 &&
+               g_s.ev[1].ops == ((1u << FT_OP_MATMUL) | (1u << FT_OP_GELU)));
+    assert_all(g_s.ev[2].kind == FT_FAULT_FAIL && g_s.ev[2].replica == 0 && g_s.ev[2].line == 3);
+    fault_free(&g_s);
+    if (ft_test_rank() == 0) unlink(path);
+    const char *bad = "; fine\nsdc step=1 rank=0 op=gelu bit=64\n";
+    ft_tmpfile(bad, strlen(bad), path);
+    rc = fault_load(&g_s, path, world, g_err, sizeof g_err);
+    char want[128];
+    snprintf(want, sizeof want, "%s:2: bit=64 is out of range: expected an integer in [0..63]", path);
+    assert_all(rc == -1 && !strcmp(g_err, want) && g_s.nev == 0);
+    if (ft_test_rank() == 0) unlink(path);
+    rc = fault_load(&g_s, "/nonexistent/x.faults", world, g_err, sizeof g_err);
+    assert_all(rc == -1 && !strcmp(g_err, "/nonexistent/x.faults: cannot open the fault schedule: "
+                                          "No such file or directory (faults.schedule)"));
+    ft_tmpfile("", 0, path); /* empty: no events */
+    rc = fault_load(&g_s, path, world, g_err, sizeof g_err);
+    assert_all(rc == 0 && g_s.nev == 0);
+    if (ft_test_rank() == 0) unlink(path);
+    comm_destroy(world);
+}
+
 FT_TEST_MAIN(cmocka_unit_test(test_good_lines), cmocka_unit_test(test_bad_lines),
              cmocka_unit_test(test_against_the_job), cmocka_unit_test(test_random_campaign),
-             cmocka_unit_test(test_load))
+             cmocka_unit_test(test_load), cmocka_unit_test(test_load_collective))
