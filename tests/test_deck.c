@@ -289,6 +289,46 @@ static void test_cross_edges(void **state)
     expect_check_error(deck, 1, "t.ini:6: cluster.spare_trays = 18 leaves no tray in use");
 }
 
+/* The engine's and the mixture of experts' cross-key rules, each refused and its valid
+ * neighbour accepted. */
+static void test_cross_engine(void **state)
+{
+    (void)state;
+    assert_int_equal(parse("[model]\nheads = 4\nkv_heads = 2\n"), 0);
+    assert_int_equal(deck_check(&g_cfg, 1, g_err, sizeof g_err), 0); /* two query heads a group */
+    expect_check_error("[model]\nheads = 4\nkv_heads = 8\n", 1,
+                       "t.ini:3: model.heads = 4 is not a multiple of model.kv_heads = 8");
+    expect_check_error("[run]\nprecision = bf16\n", 1,
+                       "t.ini:2: run.precision = bf16 needs run.backend = cuda");
+    assert_int_equal(parse("[run]\nprecision = bf16\nbackend = cuda\n"), 0);
+    assert_int_equal(deck_check(&g_cfg, 1, g_err, sizeof g_err), 0);
+    expect_check_error("[run]\nbackend = cuda\n[dmr]\nmode = planned\n", 1,
+                       "t.ini:4: dmr.mode = planned needs run.backend = cpu");
+    expect_check_error("[dmr]\nmoe_dynamic = true\nmode = naive\n", 1,
+                       "t.ini:3: dmr.moe_dynamic = true needs dmr.mode = planned");
+    assert_int_equal(parse("[dmr]\nmoe_dynamic = true\nmode = planned\n"), 0);
+    assert_int_equal(deck_check(&g_cfg, 1, g_err, sizeof g_err), 0);
+    expect_check_error("[parallel]\nep = 2\n", 2,
+                       "t.ini:2: parallel.ep = 2 splits experts over ranks, but the model is dense");
+    expect_check_error("[model]\nexperts = 3\n[parallel]\nep = 2\n", 2,
+                       "t.ini:4: model.experts = 3 cannot be split over parallel.ep = 2 ranks");
+    assert_int_equal(parse("[model]\nexperts = 4\n[parallel]\nep = 2\n"), 0);
+    assert_int_equal(deck_check(&g_cfg, 2, g_err, sizeof g_err), 0);
+    expect_check_error("[model]\nexperts = 1\ninit = gpt2.bin\n", 1, /* one expert is MoE too */
+                       "t.ini:3: model.init is an llm.c GPT-2 file (a dense model)");
+    expect_check_error("[model]\nexperts = 2\n[run]\nsave_model = out.bin\n", 1,
+                       "t.ini:4: run.save_model writes an llm.c GPT-2 file (a dense model)");
+    /* what only `plan --predict` builds */
+    assert_int_equal(parse("[model]\nchannels = 64\nffn = 256\nkv_heads = 4\nmlp = gelu\n"), 0);
+    assert_int_equal(deck_check_trainable(&g_cfg, g_err, sizeof g_err), 0);
+    assert_int_equal(parse("[model]\nmlp = swiglu\n"), 0);
+    assert_int_equal(deck_check_trainable(&g_cfg, g_err, sizeof g_err), -1);
+    assert_non_null(strstr(g_err, "t.ini:2: model.mlp = swiglu: the trainer builds the GPT-2 block"));
+    assert_int_equal(parse("[model]\nkv_heads = 2\n"), 0);
+    assert_int_equal(deck_check_trainable(&g_cfg, g_err, sizeof g_err), -1);
+    assert_non_null(strstr(g_err, "t.ini:2: model.kv_heads = 2: the trainer builds"));
+}
+
 /* perf.papi_events: the list's syntax is the deck's; which events exist is PAPI's (not here). */
 static void test_papi_events(void **state)
 {
@@ -492,7 +532,7 @@ FT_TEST_MAIN(cmocka_unit_test(test_defaults_valid), cmocka_unit_test(test_parse_
              cmocka_unit_test(test_duplicates_and_syntax),
              cmocka_unit_test(test_line_limits_and_binary),
              cmocka_unit_test(test_reserved_and_auto), cmocka_unit_test(test_cross_checks),
-             cmocka_unit_test(test_cross_edges),
+             cmocka_unit_test(test_cross_edges), cmocka_unit_test(test_cross_engine),
              cmocka_unit_test(test_papi_events), cmocka_unit_test(test_print_changed),
              cmocka_unit_test(test_cross_world), cmocka_unit_test(test_overrides),
              cmocka_unit_test(test_print_roundtrip), cmocka_unit_test(test_help_lists_every_key))
