@@ -210,10 +210,9 @@ static void choice_name(const char *choices, int idx, char *buf, size_t len)
 static int set_value(FtConfig *cfg, const FtDeckKey *k, const char *raw, char *err, size_t errlen)
 {
     char v[FT_DECK_STR_MAX + 2], sb[64];
-    size_t rawlen = strlen(raw);
     if (k->type == FT_T_STR) {
         trim_copy(v, sizeof v, raw);
-        if (rawlen >= FT_DECK_STR_MAX && strlen(v) >= FT_DECK_STR_MAX - 1) {
+        if (strlen(v) >= FT_DECK_STR_MAX) { /* v has room to show the excess */
             snprintf(err, errlen, "%s.%s: value is longer than %d characters", k->section, k->name,
                      FT_DECK_STR_MAX - 1);
             return -1;
@@ -462,7 +461,7 @@ static char *reader(char *str, int num, void *stream)
         str[0] = '\n', str[1] = '\0';
         return str;
     }
-    if (n > (size_t)num - 2) {
+    if (n - (nl ? 1 : 0) > (size_t)num - 2) { /* its characters, the newline not counted */
         fail(c, c->line, "line is longer than %d characters", num - 2);
         str[0] = '\n', str[1] = '\0';
         return str;

@@ -4,9 +4,11 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <glob.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -199,6 +201,19 @@ static void test_multi_file_stream(void **state)
     data_locate(d, 8, loc, sizeof loc); /* token 128 = s_001b.bin token 5 (s_001a is empty) */
     assert_non_null(strstr(loc, "s_001b.bin:token 5"));
     data_close(d);
+    /* a sequence that starts on a file's first token is located in that file, not at the end
+     * of the one before (nor in the empty one) */
+    d = data_open(pat, 100, 1000, false, 1, g_err, sizeof g_err);
+    assert_non_null(d);
+    data_locate(d, 3, loc, sizeof loc); /* token 300 = s_002.bin token 0 */
+    assert_non_null(strstr(loc, "s_002.bin:token 0"));
+    assert_null(strstr(loc, "s_001b.bin"));
+    data_close(d);
+    d = data_open(pat, 123, 1000, false, 1, g_err, sizeof g_err);
+    assert_non_null(d);
+    data_locate(d, 1, loc, sizeof loc); /* token 123 = s_001b.bin token 0 */
+    assert_non_null(strstr(loc, "s_001b.bin:token 0"));
+    data_close(d);
     free(tok);
 }
 
@@ -349,6 +364,28 @@ static void test_split_tail(void **state)
     assert_non_null(strstr(g_err, "split.bin"));
     assert_non_null(strstr(g_err, "both need at least one"));
     assert_int_equal(data_num_sequences(d), 3); /* unchanged */
+    for (int i = 0; i < 2; i++) { /* the fraction is inside (0, 1) */
+        assert_int_equal(data_split_tail(d, i ? 1.0 : 0.0, &v, g_err, sizeof g_err), -1);
+        assert_null(v);
+        assert_non_null(strstr(g_err, i ? "validation fraction 1 is outside (0, 1)"
+                                        : "validation fraction 0 is outside (0, 1)"));
+    }
+    /* a fraction that holds back every sequence leaves none to train on */
+    assert_int_equal(data_split_tail(d, 0.9, &v, g_err, sizeof g_err), -1);
+    assert_null(v);
+    assert_non_null(strstr(g_err, "leaves 0 for training"));
+    assert_int_equal(data_num_sequences(d), 3);
+    data_close(d);
+    d = data_open(p, 9, 3000, true, 5, g_err, sizeof g_err); /* 111 sequences */
+    assert_non_null(d);
+    assert_int_equal(data_split_tail(d, 0.999, &v, g_err, sizeof g_err), -1);
+    assert_null(v);
+    assert_non_null(strstr(g_err, "holding back 0.999 of 111 sequences of 10 tokens leaves 0 for "
+                              "training and "));
+    assert_int_equal(data_num_sequences(d), 111);
+    data_close(d);
+    d = data_open(p, 333, 3000, false, 5, g_err, sizeof g_err);
+    assert_non_null(d);
     assert_int_equal(data_split_tail(d, 0.5, &v, g_err, sizeof g_err), 0); /* 2 held back: 1 left */
     assert_int_equal(data_num_sequences(d), 1);
     assert_int_equal(data_num_sequences(v), 1);
@@ -428,6 +465,8 @@ static void test_bad_files(void **state)
     expect_open_error(p, 8, 256, p, "unsupported token shard version 2, expected 1");
     p = write_raw("negative.bin", FT_DATA_MAGIC, 1, -5, tok, 100, 0);
     expect_open_error(p, 8, 256, p, "negative token count -5");
+    p = write_raw("minus1.bin", FT_DATA_MAGIC, 1, -1, tok, 100, 0);
+    expect_open_error(p, 8, 256, p, "negative token count -1");
     p = write_raw("trunc_tokens.bin", FT_DATA_MAGIC, 1, 100, tok, 50, 0);
     expect_open_error(p, 8, 256, p, "says 100 tokens (1224 bytes) but the file has 1124 bytes (truncated)");
     p = write_raw("count_large.bin", FT_DATA_MAGIC, 1, 101, tok, 100, 0);
@@ -445,6 +484,35 @@ static void test_bad_files(void **state)
     FtData *ok = data_open(p, 8, 100, false, 0, g_err, sizeof g_err); /* vocab 100: all valid */
     assert_non_null(ok);
     data_close(ok);
+    /* a bad token is found wherever it is: at each edge of the scan's 4096-token blocks and
+     * last in the file */
+    {
+        const size_t nb = 9000;
+        const size_t at[] = {0, 4095, 4096, 8191, 8192, nb - 1};
+        uint16_t *big = make_tokens(nb, 256);
+        for (size_t i = 0; i < sizeof at / sizeof at[0]; i++) {
+            big[at[i]] = 256;
+            p = write_raw("block.bin", FT_DATA_MAGIC, 1, (int)nb, big, nb, 0);
+            char want[96];
+            snprintf(want, sizeof want, "token id 256 at token offset %zu (byte %zu)", at[i],
+                     1024 + 2 * at[i]);
+            expect_open_error(p, 8, 256, p, want);
+            big[at[i]] = 0;
+        }
+        p = write_raw("block.bin", FT_DATA_MAGIC, 1, (int)nb, big, nb, 0);
+        ok = data_open(p, 8, 256, false, 0, g_err, sizeof g_err);
+        assert_non_null(ok);
+        data_close(ok);
+        free(big);
+    }
+    /* the largest token id a shard can hold, against a vocab one short of it and one enough */
+    tok[5] = 65535;
+    p = write_raw("vocab_top.bin", FT_DATA_MAGIC, 1, 100, tok, 100, 0);
+    expect_open_error(p, 8, 65535, p, "token id 65535 at token offset 5 (byte 1034) is out of range: expected < vocab 65535");
+    ok = data_open(p, 8, 65536, false, 0, g_err, sizeof g_err);
+    assert_non_null(ok);
+    data_close(ok);
+    tok[5] = 5;
     p = write_raw("short.bin", FT_DATA_MAGIC, 1, 8, tok, 8, 0);
     expect_open_error(p, 8, 256, p, "8 tokens in 1 file, fewer than one sequence of T+1 = 9");
     p = write_raw("one_seq.bin", FT_DATA_MAGIC, 1, 9, tok, 9, 0); /* exactly one sequence */
@@ -507,6 +575,32 @@ static void test_write_errors(void **state)
     assert_non_null(d);
     assert_int_equal(data_num_tokens(d), 4);
     data_close(d);
+    /* a write that fails midway (a file size limit stands in for a full disk): an error naming
+     * the shard, the previous file unchanged, no temporary file left behind */
+    struct rlimit old, lim;
+    assert_int_equal(getrlimit(RLIMIT_FSIZE, &old), 0);
+    lim = old;
+    lim.rlim_cur = 4096;
+    void (*prev)(int) = signal(SIGXFSZ, SIG_IGN);
+    assert_int_equal(setrlimit(RLIMIT_FSIZE, &lim), 0);
+    uint16_t *many = calloc(100000, sizeof *many);
+    assert_non_null(many);
+    int rc = data_write_shard(p, many, 100000, g_err, sizeof g_err);
+    int rcb = data_write_bytes_shard(p, (const unsigned char *)many, 100000, g_err, sizeof g_err);
+    assert_int_equal(setrlimit(RLIMIT_FSIZE, &old), 0);
+    signal(SIGXFSZ, prev);
+    free(many);
+    assert_int_equal(rc, -1);
+    assert_int_equal(rcb, -1);
+    assert_non_null(strstr(g_err, "keep.bin: cannot write: "));
+    d = data_open(p, 3, 5, false, 0, g_err, sizeof g_err);
+    assert_non_null(d);
+    assert_int_equal(data_num_tokens(d), 4);
+    data_close(d);
+    char pat[128];
+    glob_t g;
+    snprintf(pat, sizeof pat, "%s/*tmp*", g_dir);
+    assert_int_equal(glob(pat, 0, NULL, &g), GLOB_NOMATCH);
 }
 
 /* The default shards (make data), when present, are valid byte-level data. */

@@ -100,6 +100,8 @@ static void test_unknown_section(void **state)
     expect_error("[zzzzzz]\n", "t.ini:1: unknown section [zzzzzz]; sections are:");
     expect_error("[model\nlayers=2\n", "t.ini:1: expected ']'");
     expect_error("[model] junk\n", "t.ini:1: unexpected text after [model]");
+    assert_int_equal(parse("[model] ; the model\nlayers = 2\n[train]\t# training\nlr = 0.5\n"), 0);
+    assert_true(g_cfg.model.layers == 2 && g_cfg.train.lr == 0.5);
     expect_error("[]\n", "t.ini:1: unknown section []");
 }
 
@@ -127,6 +129,13 @@ static void test_wrong_types(void **state)
     expect_error("[train]\nlr = inf\n", "train.lr = inf is out of range");
     expect_error("[train]\nschedule = fast\n", "train.schedule: expected one of constant|cosine|linear, got 'fast'");
     expect_error("[run]\nlog_level = 3\n", "run.log_level: expected one of error|warn|info|debug");
+    /* a choice is the whole word: a known choice with more after it is not that choice */
+    expect_error("[train]\nschedule = cosinex\n", "train.schedule: expected one of constant|cosine|linear, got 'cosinex'");
+    /* `auto` is a value only of the keys that say so (spare.r, checkpoint.interval, ...) */
+    expect_error("[model]\nlayers = auto\n", "t.ini:2: model.layers: expected an integer, got 'auto'");
+    expect_error("[train]\nlr = auto\n", "t.ini:2: train.lr: expected a real number, got 'auto'");
+    assert_int_equal(parse("[checkpoint]\ninterval = AUTO\n"), 0);
+    assert_true(g_cfg.checkpoint.interval == FT_AUTO);
     /* a long bad value is shortened in the message */
     expect_error("[model]\nlayers = aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\n", "...'");
 }
@@ -159,6 +168,14 @@ static void test_out_of_range(void **state)
     expect_error("[train]\neps = 0\n", "train.eps = 0 is out of range: expected a number in (0..1]");
     assert_int_equal(parse("[train]\nlr = 1e-400\n"), 0); /* underflow is zero, in range */
     assert_true(g_cfg.train.lr == 0.0);
+    /* inclusive bounds take their end points; exclusive ones stop just inside */
+    assert_int_equal(parse("[model]\nlayers = 4096\ntop_k = 1\n[train]\nlr = 10\nlr_min_frac = 1\n"
+                           "beta1 = 0\nbeta2 = 0.99999999\neps = 1\n"), 0);
+    assert_int_equal(g_cfg.model.layers, 4096);
+    assert_true(g_cfg.train.lr == 10.0 && g_cfg.train.lr_min_frac == 1.0 && g_cfg.train.eps == 1.0);
+    assert_true(g_cfg.train.beta1 == 0.0 && g_cfg.train.beta2 == 0.99999999);
+    expect_error("[model]\nlayers = 4097\n", "t.ini:2: model.layers = 4097 is out of range: expected an integer in [1..4096]");
+    expect_error("[train]\nlr = 10.000001\n", "train.lr = 10.000001 is out of range");
 }
 
 static void test_duplicates_and_syntax(void **state)
@@ -172,6 +189,8 @@ static void test_duplicates_and_syntax(void **state)
     assert_true(g_cfg.train.lr == 0.5);
     expect_error("[model]\nlayers\n", "t.ini:2: expected 'key = value', '[section]' or a comment, got 'layers'");
     expect_error("[model]\n= 3\n", "t.ini:2:");
+    /* a UTF-8 byte-order mark is skipped at the start of the file only */
+    expect_error("[model]\n\xEF\xBB\xBFlayers = 2\n", "t.ini:2: unknown key");
 }
 
 static void test_line_limits_and_binary(void **state)
@@ -183,6 +202,20 @@ static void test_line_limits_and_binary(void **state)
     big[sizeof big - 2] = '\n';
     big[sizeof big - 1] = '\0';
     expect_error(big, "t.ini:2: line is longer than");
+    /* the longest line accepted (198 characters), with its newline or last in the file */
+    char edge[256];
+    for (int len = 198; len <= 199; len++)
+        for (int nl = 0; nl < 2; nl++) {
+            int k = snprintf(edge, sizeof edge, "[run]\nname = ");
+            memset(edge + k, 'e', (size_t)len - 7);
+            snprintf(edge + k + len - 7, sizeof edge - (size_t)(k + len - 7), "%s", nl ? "\n" : "");
+            if (len == 198) {
+                assert_int_equal(parse(edge), 0);
+                assert_int_equal(strlen(g_cfg.run.name), 191);
+            } else {
+                expect_error(edge, "t.ini:2: line is longer than 198 characters");
+            }
+        }
     static const char nul[] = "[model]\nlayers = 2\0junk\n";
     g_err[0] = '\0';
     assert_int_equal(deck_parse(&g_cfg, "t.ini", nul, sizeof nul - 1, g_err, sizeof g_err), -1);
@@ -222,6 +255,78 @@ static void test_cross_checks(void **state)
     expect_check_error("[model]\nchannels = 130\n", 1, "t.ini:2: model.channels = 130 is not a multiple of model.heads = 4 (model.heads: default)");
     expect_check_error("[parallel]\ntp = 3\n", 0, "t.ini:2: model.heads = 4 cannot be split over parallel.tp = 3");
     expect_check_error("[model]\nlayers=3\n[parallel]\npp = 2\n", 0, "t.ini:4: model.layers = 3 cannot be split over parallel.pp = 2 stages");
+}
+
+/* Each cross-key limit at its edge: the largest allowed value passes, one more fails. */
+static void test_cross_edges(void **state)
+{
+    (void)state;
+    assert_int_equal(parse("[train]\nsteps = 10\nwarmup = 10\nseq_len = 64\n[model]\nseq_len = 64\n"), 0);
+    assert_int_equal(deck_check(&g_cfg, 1, g_err, sizeof g_err), 0); /* warm-up over the whole run */
+    expect_check_error("[train]\nsteps = 10\nwarmup = 11\n", 1, "t.ini:3: train.warmup = 11 is longer than the run");
+    expect_check_error("[model]\nseq_len = 64\n[train]\nseq_len = 65\n", 1,
+                       "t.ini:4: train.seq_len = 65 exceeds model.seq_len = 64");
+    assert_int_equal(parse("[model]\nexperts = 2\ntop_k = 2\n"), 0);
+    assert_int_equal(deck_check(&g_cfg, 1, g_err, sizeof g_err), 0); /* every token to every expert */
+    expect_check_error("[model]\nexperts = 2\ntop_k = 3\n", 1, "t.ini:3: model.top_k = 3 exceeds model.experts = 2");
+    /* [cluster]: 16 GPUs in 2 replicas of 8 */
+    const char *cl = "[cluster]\ngpus = 16\ngpus_per_replica = 8\nsteps = 100\n";
+    char deck[512];
+    snprintf(deck, sizeof deck, "%sgpus_per_replica = 16\n", "[cluster]\ngpus = 16\n");
+    assert_int_equal(parse(deck), 0);
+    assert_int_equal(deck_check(&g_cfg, 1, g_err, sizeof g_err), 0); /* one replica: the whole cluster */
+    snprintf(deck, sizeof deck, "%sr = 2\ninterval = 100\nblocks_per_zone = 4\nspare_blocks = 4\n"
+             "trays_per_block = 18\nspare_trays = 17\n", cl);
+    assert_int_equal(parse(deck), 0);
+    assert_int_equal(deck_check(&g_cfg, 1, g_err, sizeof g_err), 0);
+    snprintf(deck, sizeof deck, "%sr = 3\n", cl);
+    expect_check_error(deck, 1, "t.ini:5: cluster.r = 3 exceeds the 2 replicas");
+    snprintf(deck, sizeof deck, "%sinterval = 101\n", cl);
+    expect_check_error(deck, 1, "t.ini:5: cluster.interval = 101 steps is longer than the run");
+    snprintf(deck, sizeof deck, "%sblocks_per_zone = 4\nspare_blocks = 5\n", cl);
+    expect_check_error(deck, 1, "t.ini:6: cluster.spare_blocks = 5 is more spares than blocks");
+    snprintf(deck, sizeof deck, "%strays_per_block = 18\nspare_trays = 18\n", cl);
+    expect_check_error(deck, 1, "t.ini:6: cluster.spare_trays = 18 leaves no tray in use");
+}
+
+/* The engine's and the mixture of experts' cross-key rules, each refused and its valid
+ * neighbour accepted. */
+static void test_cross_engine(void **state)
+{
+    (void)state;
+    assert_int_equal(parse("[model]\nheads = 4\nkv_heads = 2\n"), 0);
+    assert_int_equal(deck_check(&g_cfg, 1, g_err, sizeof g_err), 0); /* two query heads a group */
+    expect_check_error("[model]\nheads = 4\nkv_heads = 8\n", 1,
+                       "t.ini:3: model.heads = 4 is not a multiple of model.kv_heads = 8");
+    expect_check_error("[run]\nprecision = bf16\n", 1,
+                       "t.ini:2: run.precision = bf16 needs run.backend = cuda");
+    assert_int_equal(parse("[run]\nprecision = bf16\nbackend = cuda\n"), 0);
+    assert_int_equal(deck_check(&g_cfg, 1, g_err, sizeof g_err), 0);
+    expect_check_error("[run]\nbackend = cuda\n[dmr]\nmode = planned\n", 1,
+                       "t.ini:4: dmr.mode = planned needs run.backend = cpu");
+    expect_check_error("[dmr]\nmoe_dynamic = true\nmode = naive\n", 1,
+                       "t.ini:3: dmr.moe_dynamic = true needs dmr.mode = planned");
+    assert_int_equal(parse("[dmr]\nmoe_dynamic = true\nmode = planned\n"), 0);
+    assert_int_equal(deck_check(&g_cfg, 1, g_err, sizeof g_err), 0);
+    expect_check_error("[parallel]\nep = 2\n", 2,
+                       "t.ini:2: parallel.ep = 2 splits experts over ranks, but the model is dense");
+    expect_check_error("[model]\nexperts = 3\n[parallel]\nep = 2\n", 2,
+                       "t.ini:4: model.experts = 3 cannot be split over parallel.ep = 2 ranks");
+    assert_int_equal(parse("[model]\nexperts = 4\n[parallel]\nep = 2\n"), 0);
+    assert_int_equal(deck_check(&g_cfg, 2, g_err, sizeof g_err), 0);
+    expect_check_error("[model]\nexperts = 1\ninit = gpt2.bin\n", 1, /* one expert is MoE too */
+                       "t.ini:3: model.init is an llm.c GPT-2 file (a dense model)");
+    expect_check_error("[model]\nexperts = 2\n[run]\nsave_model = out.bin\n", 1,
+                       "t.ini:4: run.save_model writes an llm.c GPT-2 file (a dense model)");
+    /* what only `plan --predict` builds */
+    assert_int_equal(parse("[model]\nchannels = 64\nffn = 256\nkv_heads = 4\nmlp = gelu\n"), 0);
+    assert_int_equal(deck_check_trainable(&g_cfg, g_err, sizeof g_err), 0);
+    assert_int_equal(parse("[model]\nmlp = swiglu\n"), 0);
+    assert_int_equal(deck_check_trainable(&g_cfg, g_err, sizeof g_err), -1);
+    assert_non_null(strstr(g_err, "t.ini:2: model.mlp = swiglu: the trainer builds the GPT-2 block"));
+    assert_int_equal(parse("[model]\nkv_heads = 2\n"), 0);
+    assert_int_equal(deck_check_trainable(&g_cfg, g_err, sizeof g_err), -1);
+    assert_non_null(strstr(g_err, "t.ini:2: model.kv_heads = 2: the trainer builds"));
 }
 
 /* perf.papi_events: the list's syntax is the deck's; which events exist is PAPI's (not here). */
@@ -284,6 +389,9 @@ static void test_overrides(void **state)
     assert_non_null(strstr(g_err, "command line override 4: expected section.key=value, got 'model.layers'"));
     assert_int_equal(deck_override(&g_cfg, "layers=3", 5, g_err, sizeof g_err), -1);
     assert_non_null(strstr(g_err, "expected section.key=value"));
+    /* the first '.' after the '=' is the value's, not a section's */
+    assert_int_equal(deck_override(&g_cfg, "lr=0.5", 5, g_err, sizeof g_err), -1);
+    assert_non_null(strstr(g_err, "command line override 5: expected section.key=value, got 'lr=0.5'"));
     assert_int_equal(deck_override(&g_cfg, "model.layres=3", 6, g_err, sizeof g_err), -1);
     assert_non_null(strstr(g_err, "command line override 6 'model.layres=3': unknown key 'layres' in [model] (did you mean 'layers'?)"));
     assert_int_equal(deck_override(&g_cfg, "model.layers=x", 7, g_err, sizeof g_err), -1);
@@ -291,6 +399,18 @@ static void test_overrides(void **state)
     char longv[400] = "run.name=";
     memset(longv + 9, 'n', 300);
     longv[309] = '\0';
+    assert_int_equal(deck_override(&g_cfg, longv, 8, g_err, sizeof g_err), -1);
+    assert_non_null(strstr(g_err, "run.name: value is longer than 255 characters"));
+    /* the longest value that fits (255 characters) is accepted, blanks around it or not */
+    char name255[256];
+    memset(name255, 'n', 255);
+    name255[255] = '\0';
+    for (int pad = 0; pad < 2; pad++) {
+        snprintf(longv, sizeof longv, "run.name=%s%s%s", pad ? " " : "", name255, pad ? " " : "");
+        assert_int_equal(deck_override(&g_cfg, longv, 8, g_err, sizeof g_err), 0);
+        assert_string_equal(g_cfg.run.name, name255);
+    }
+    snprintf(longv, sizeof longv, "run.name= %sn ", name255); /* 256: one too many */
     assert_int_equal(deck_override(&g_cfg, longv, 8, g_err, sizeof g_err), -1);
     assert_non_null(strstr(g_err, "run.name: value is longer than 255 characters"));
     /* a newline inside an argument never splits the message */
@@ -412,6 +532,7 @@ FT_TEST_MAIN(cmocka_unit_test(test_defaults_valid), cmocka_unit_test(test_parse_
              cmocka_unit_test(test_duplicates_and_syntax),
              cmocka_unit_test(test_line_limits_and_binary),
              cmocka_unit_test(test_reserved_and_auto), cmocka_unit_test(test_cross_checks),
+             cmocka_unit_test(test_cross_edges), cmocka_unit_test(test_cross_engine),
              cmocka_unit_test(test_papi_events), cmocka_unit_test(test_print_changed),
              cmocka_unit_test(test_cross_world), cmocka_unit_test(test_overrides),
              cmocka_unit_test(test_print_roundtrip), cmocka_unit_test(test_help_lists_every_key))

@@ -68,6 +68,33 @@ static void test_bad_deck_same_error(void **state)
     if (ft_test_rank() == 0) unlink(path);
 }
 
-FT_TEST_MAIN(cmocka_unit_test(test_same_config_everywhere),
+/* A file over the size limit is refused on every rank, with the same line; one at the limit is
+ * a deck (comment lines: it parses). */
+static void test_size_limit(void **state)
+{
+    (void)state;
+    size_t n = FT_DECK_TEXT_MAX + 1;
+    char *text = malloc(n);
+    assert_non_null(text);
+    for (size_t i = 0; i < n; i++) text[i] = i % 64 == 63 ? '\n' : (i % 64 == 0 ? ';' : 'x');
+    char path[64], err[FT_DECK_ERR_MAX] = "";
+    FtConfig cfg;
+    for (int over = 1; over >= 0; over--) {
+        ft_tmpfile(text, n - (size_t)(1 - over), path);
+        int rc = deck_load_any_layout(&cfg, path, 0, NULL, ft_test_comm(), err, sizeof err);
+        if (over) {
+            assert_all(rc == -1 && strstr(err, ": deck is larger than 1048576 bytes (is this a deck?)"));
+            assert_all(ft_same_bytes(err, strlen(err)));
+        } else {
+            if (rc) fprintf(stderr, "deck_load: %s\n", err);
+            assert_all(rc == 0 && cfg.text_len == FT_DECK_TEXT_MAX);
+        }
+        deck_free(&cfg);
+        if (ft_test_rank() == 0) unlink(path);
+    }
+    free(text);
+}
+
+FT_TEST_MAIN(cmocka_unit_test(test_same_config_everywhere), cmocka_unit_test(test_size_limit),
              cmocka_unit_test(test_missing_file_same_error),
              cmocka_unit_test(test_bad_deck_same_error))

@@ -1,13 +1,15 @@
 /* test_fault.c: the fault schedule (fault.h): every line kind, every class of bad line with its
  * exact one-line FILE:LINE message, the checks against a job, and the resolution of sdc-random
- * campaigns (reproducible, inside the job, never two flips in one execution).
- * ft-test: ranks 1 */
+ * campaigns (reproducible, inside the job, never two flips in one execution); the collective
+ * load gives every rank the same schedule or the same error.
+ * ft-test: ranks 1 2 */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "ft_test.h"
+#include "ftllm/comm.h"
 #include "ftllm/fault.h"
 
 static FtFaultSchedule g_s;
@@ -159,6 +161,14 @@ static void test_bad_lines(void **state)
     memcpy(lng, "; x\nfail", 8);
     lng[2999] = '\0';
     expect_error(lng, "t.faults:2: line is longer than 1024 characters");
+    /* the longest line accepted: 1024 characters (a comment here), then one more */
+    lng[4] = ';';
+    lng[4 + 1024] = '\0';
+    assert_int_equal(parse(lng), 0);
+    fault_free(&g_s);
+    lng[4 + 1024] = ' ';
+    lng[4 + 1025] = '\0';
+    expect_error(lng, "t.faults:2: line is longer than 1024 characters");
     free(lng);
 }
 
@@ -203,6 +213,8 @@ static void test_against_the_job(void **state)
                       "t.faults:1: op=matmul:4: rank 1 runs matmul 4 times a step (N = 0..3)");
     expect_plan_error("sdc step=1 rank=0 op=matmul bit=40",
                       "t.faults:1: bit=40: matmul outputs on rank 0 are 32-bit elements (bit 0..31)");
+    expect_plan_error("sdc step=1 rank=0 op=matmul bit=32",
+                      "t.faults:1: bit=32: matmul outputs on rank 0 are 32-bit elements (bit 0..31)");
     expect_plan_error("sdc step=1 rank=1 op=matmul bit=1 elem=50",
                       "t.faults:1: elem=50: no matmul execution on rank 1 has that many output "
                       "elements (at most 50)");
@@ -212,12 +224,15 @@ static void test_against_the_job(void **state)
     expect_plan_error("fail step=22 rank=2", "t.faults:1: rank=2 is outside the job (2 ranks: 0..1)");
     expect_plan_error("sdc step=22 rank=0 op=matmul:10 bit=1",
                       "t.faults:1: op=matmul:10: rank 0 runs matmul 10 times a step (N = 0..9)");
-    expect_plan_error("sdc-random count=3 seed=1 steps=1-30",
-                      "t.faults:1: steps=1-30: the run's last step is 20 (train.steps)");
+    expect_plan_error("sdc-random count=3 seed=1 steps=1-21",
+                      "t.faults:1: steps=1-21: the run's last step is 20 (train.steps)");
     expect_plan_error("sdc-random count=3 seed=1 ranks=0,2",
                       "t.faults:1: ranks=2 is outside the job (2 ranks: 0..1)");
     expect_plan_error("sdc-random count=3 seed=1 ops=gelu",
                       "t.faults:1: ops=: none of the listed op kinds runs on rank 0");
+    expect_plan_error("sdc-random count=2 seed=1 steps=1-1 ranks=1 ops=gelu",
+                      "t.faults:1: count=2: too many flips for the 2 op executions they may land on "
+                      "(at most half of them)");
     expect_plan_error("sdc-random count=9 seed=1 steps=1-1 ranks=1 ops=gelu",
                       "t.faults:1: count=9: too many flips for the 2 op executions they may land on "
                       "(at most half of them)");
@@ -238,16 +253,63 @@ static void test_against_the_job(void **state)
     assert_true(m == n && f[0].elem_draw == g[0].elem_draw); /* the element stream is seeded */
     free(f), free(g);
     fault_free(&g_s);
+    /* a kind that runs but writes no element (empty outputs on this rank) has nothing to flip */
+    assert_int_equal(parse("sdc step=1 rank=1 op=lossmean bit=1\n"), 0);
+    job = job2();
+    g_ops[1].count[FT_OP_LOSSMEAN] = 2; /* max_elems and bits stay 0 */
+    assert_int_equal(fault_plan(&g_s, &job, &f, &n, g_err, sizeof g_err, NULL, 0), -1);
+    assert_string_equal(g_err, "t.faults:1: op=lossmean: rank 1 runs no lossmean in a training step "
+                               "of this model and layout");
+    fault_free(&g_s);
+    assert_int_equal(parse("sdc-random count=1 seed=1 ranks=1 ops=lossmean\n"), 0);
+    assert_int_equal(fault_plan(&g_s, &job, &f, &n, g_err, sizeof g_err, NULL, 0), -1);
+    assert_string_equal(g_err, "t.faults:1: ops=: none of the listed op kinds runs on rank 1");
+    fault_free(&g_s);
+    assert_int_equal(parse("sdc-random count=12 seed=3 ranks=1\n"), 0); /* matmul and gelu only */
+    assert_int_equal(fault_plan(&g_s, &job, &f, &n, g_err, sizeof g_err, NULL, 0), 0);
+    assert_int_equal(n, 12);
+    for (int i = 0; i < n; i++) assert_true(f[i].op == FT_OP_MATMUL || f[i].op == FT_OP_GELU);
+    free(f);
+    fault_free(&g_s);
+    job = job2();
+    /* the edges: the top bit, the last step, a campaign of exactly half its executions, and
+     * two lines alike but for drawn elements (each line draws its own) are all planned */
+    assert_int_equal(parse("sdc step=20 rank=0 op=matmul:9 bit=31\n"
+                           "sdc-random count=1 seed=1 steps=1-1 ranks=1 ops=gelu\n"
+                           "sdc step=3 rank=1 op=gelu bit=4\nsdc step=3 rank=1 op=gelu bit=4\n"), 0);
+    char warn[256];
+    assert_int_equal(fault_plan(&g_s, &job, &f, &n, g_err, sizeof g_err, warn, sizeof warn), 0);
+    assert_string_equal(warn, "");
+    assert_int_equal(n, 4);
+    assert_true(f[0].step == 20 && f[0].nth == 9 && f[0].bit == 31);
+    assert_true(f[1].line == 2 && f[1].step == 1 && f[1].rank == 1 && f[1].op == FT_OP_GELU);
+    assert_true(f[2].line == 3 && f[3].line == 4 && f[2].elem_draw != f[3].elem_draw);
+    free(f);
+    fault_free(&g_s);
     /* events after the run's last step: checked, left out, the first one named */
     assert_int_equal(parse("sdc step=2 rank=0 op=matmul bit=1\nsdc step=21 rank=0 op=matmul bit=1\n"
                            "fail step=30 rank=1\nsdc step=25 rank=1 op=gelu bit=2\n"), 0);
-    char warn[256];
     assert_int_equal(fault_plan(&g_s, &job, &f, &n, g_err, sizeof g_err, warn, sizeof warn), 0);
     assert_int_equal(n, 1);
     assert_int_equal(f[0].step, 2);
     assert_string_equal(warn, "t.faults:2: step=21 is after the run's last step (train.steps = "
                               "20): left out, and 2 more lines");
     free(f);
+    fault_free(&g_s);
+    assert_int_equal(parse("fail step=21 rank=1\nfail step=22 replica=1\nsdc-random count=2 seed=5 "
+                           "steps=19-20\n"), 0);
+    assert_int_equal(fault_plan(&g_s, &job, &f, &n, g_err, sizeof g_err, warn, sizeof warn), 0);
+    assert_int_equal(n, 2);
+    assert_string_equal(warn, "t.faults:1: step=21 is after the run's last step (train.steps = "
+                              "20): left out, and 1 more line");
+    free(f);
+    fault_free(&g_s);
+    /* a run of no steps has nowhere to put a campaign */
+    assert_int_equal(parse("sdc-random count=1 seed=5\n"), 0);
+    job.steps = 0;
+    assert_int_equal(fault_plan(&g_s, &job, &f, &n, g_err, sizeof g_err, NULL, 0), -1);
+    assert_string_equal(g_err, "t.faults:1: sdc-random: the run has no steps (train.steps = 0)");
+    job.steps = 20;
     fault_free(&g_s);
     assert_int_equal(parse("sdc step=2 rank=0 op=matmul bit=1\n"), 0);
     assert_int_equal(fault_plan(&g_s, &job, &f, &n, g_err, sizeof g_err, warn, sizeof warn), 0);
@@ -304,11 +366,13 @@ static void test_load(void **state)
     char path[64];
     const char *text = "sdc step=1 rank=0 op=gelu bit=3\nsdc step=1 rank=0 op=gelu bit=99\n";
     ft_tmpfile(text, strlen(text), path);
-    assert_int_equal(fault_load(&g_s, path, NULL, g_err, sizeof g_err), -1);
+    int rc = fault_load(&g_s, path, NULL, g_err, sizeof g_err); /* each rank reads it alone */
+    MPI_Barrier(ft_test_comm());
+    if (ft_test_rank() == 0) unlink(path);
+    assert_int_equal(rc, -1);
     char want[256];
     snprintf(want, sizeof want, "%s:2: bit=99 is out of range: expected an integer in [0..63]", path);
     assert_string_equal(g_err, want);
-    unlink(path);
     assert_int_equal(fault_load(&g_s, "nope.faults", NULL, g_err, sizeof g_err), -1);
     assert_string_equal(g_err, "nope.faults: cannot open the fault schedule: No such file or "
                                "directory (faults.schedule)");
@@ -316,6 +380,43 @@ static void test_load(void **state)
     assert_string_equal(g_err, "/tmp: cannot read the fault schedule (is it a directory?)");
 }
 
+/* The collective load: rank 0 reads, every rank gets the same events or the same one line. */
+static void test_load_collective(void **state)
+{
+    (void)state;
+    FtComm *world = comm_create_mpi_dup(ft_test_comm(), "world");
+    char path[64];
+    const char *good = "sdc step=2 rank=0 op=gelu:1 bit=7 elem=3\nsdc-random count=4 seed=9 "
+                       "ranks=0 ops=matmul,gelu\nfail step=3 replica=0\n";
+    ft_tmpfile(good, strlen(good), path);
+    g_err[0] = '\0';
+    int rc = fault_load(&g_s, path, world, g_err, sizeof g_err);
+    if (rc) fprintf(stderr, "fault_load: %s\n", g_err);
+    assert_all(rc == 0 && g_s.nev == 3);
+    assert_all(g_s.ev[0].step == 2 && g_s.ev[0].op == FT_OP_GELU && g_s.ev[0].nth == 1 &&
+               g_s.ev[0].bit == 7 && g_s.ev[0].elem == 3);
+    assert_all(g_s.ev[1].count == 4 && g_s.ev[1].seed == 9 && g_s.ev[1].nranks == 1 &&
+               g_s.ev[1].ops == ((1u << FT_OP_MATMUL) | (1u << FT_OP_GELU)));
+    assert_all(g_s.ev[2].kind == FT_FAULT_FAIL && g_s.ev[2].replica == 0 && g_s.ev[2].line == 3);
+    fault_free(&g_s);
+    if (ft_test_rank() == 0) unlink(path);
+    const char *bad = "; fine\nsdc step=1 rank=0 op=gelu bit=64\n";
+    ft_tmpfile(bad, strlen(bad), path);
+    rc = fault_load(&g_s, path, world, g_err, sizeof g_err);
+    char want[128];
+    snprintf(want, sizeof want, "%s:2: bit=64 is out of range: expected an integer in [0..63]", path);
+    assert_all(rc == -1 && !strcmp(g_err, want) && g_s.nev == 0);
+    if (ft_test_rank() == 0) unlink(path);
+    rc = fault_load(&g_s, "/nonexistent/x.faults", world, g_err, sizeof g_err);
+    assert_all(rc == -1 && !strcmp(g_err, "/nonexistent/x.faults: cannot open the fault schedule: "
+                                          "No such file or directory (faults.schedule)"));
+    ft_tmpfile("", 0, path); /* empty: no events */
+    rc = fault_load(&g_s, path, world, g_err, sizeof g_err);
+    assert_all(rc == 0 && g_s.nev == 0);
+    if (ft_test_rank() == 0) unlink(path);
+    comm_destroy(world);
+}
+
 FT_TEST_MAIN(cmocka_unit_test(test_good_lines), cmocka_unit_test(test_bad_lines),
              cmocka_unit_test(test_against_the_job), cmocka_unit_test(test_random_campaign),
-             cmocka_unit_test(test_load))
+             cmocka_unit_test(test_load), cmocka_unit_test(test_load_collective))

@@ -62,7 +62,10 @@ for bin in "${bins[@]}"; do
   run "$tag extra argument" 2 "unexpected argument 'z'" 1 "$bin" tokenize "$tmp/in.txt" "$tmp/x.bin" z
   run "$tag unknown option" 2 "unknown option '--vocab'" 1 "$bin" tokenize --vocab 3 "$tmp/in.txt" "$tmp/x.bin"
   run "$tag bad fraction" 2 "--val-fraction '1.5': expected a number in (0, 1)" 1 "$bin" tokenize "$tmp/in.txt" "$tmp/x.bin" --val "$tmp/v.bin" --val-fraction 1.5
+  run "$tag fraction 1" 2 "--val-fraction '1': expected a number in (0, 1)" 1 "$bin" tokenize "$tmp/in.txt" "$tmp/x.bin" --val "$tmp/v.bin" --val-fraction 1
+  run "$tag fraction 0" 2 "--val-fraction '0': expected a number in (0, 1)" 1 "$bin" tokenize "$tmp/in.txt" "$tmp/x.bin" --val "$tmp/v.bin" --val-fraction 0
   run "$tag fraction without val" 2 "--val and --val-fraction go together" 1 "$bin" tokenize "$tmp/in.txt" "$tmp/x.bin" --val-fraction 0.1
+  run "$tag val without fraction" 2 "--val and --val-fraction go together" 1 "$bin" tokenize "$tmp/in.txt" "$tmp/x.bin" --val "$tmp/v.bin"
   run "$tag val without value" 2 "--val needs a value" 1 "$bin" tokenize "$tmp/in.txt" "$tmp/x.bin" --val
   printf 'one line only' > "$tmp/oneline.txt"
   run "$tag split impossible" 2 "leaves" 1 "$bin" tokenize "$tmp/oneline.txt" "$tmp/x.bin" --val "$tmp/v.bin" --val-fraction 0.5
