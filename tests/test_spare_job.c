@@ -12,7 +12,8 @@
  *    place; replica 2 fails before step 5 and is still masked, which without the spare is a
  *    wipe-out (asserted too); the run ends bitwise equal to the run without failures, where the
  *    unused spare idles through the run and leaves at its end; two failures before one step: the
- *    spare joins for the first and takes part in the second. */
+ *    spare joins for the first and takes part in the second; a spare that takes replica 0's
+ *    place mid-run gets the run's state (copied from another place), not its own initial one. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -217,6 +218,13 @@ static void test_hot_spare_restores_redundancy(void **state)
     assert_all((rank == 1 || rank == 2) == a.left);
     assert_all(a.left || (a.st.spares_used == 1 && a.st.masked == 2 && a.s.steps == STEPS &&
                           a.st.levels == 2 + 2 * (STEPS - 2) && a.hash == want));
+    /* the spare takes replica 0's place (the first place of the grid) in the middle of the run:
+     * the state it gets is the run's, not its own initial one */
+    Fails zero = {1, {4}, {0}};
+    run(&a, &c, &zero);
+    assert_all((rank == 0) == a.left);
+    assert_all(a.left || (a.st.spares_used == 1 && a.st.masked == 1 && a.s.steps == STEPS &&
+                          a.st.levels == STEPS && a.hash == want));
     /* without a spare left the same two failures wipe shard 2 out before step 5 (the spare
      * is used up by replica 0 before step 1; rank 3 is replica 0 from then on) */
     Fails f3 = {3, {1, 3, 5}, {0, 1, 2}};
