@@ -245,6 +245,15 @@ static void test_mcmf_vs_brute(void **state)
     flow_add_edge(&f, 2, 1, 1, 1), flow_add_edge(&f, 2, 3, 1, 0);
     assert_int_equal(flow_mincost(&f, 0, 3, -1, &value, &cost), -1);
     flow_free(&f);
+    /* a preset zero-cost cycle through the source carries no value out of it: the flow value
+     * is what leaves the source net, and the search still sends the rest */
+    assert_int_equal(flow_init(&f, 3, 3), 0);
+    int out = flow_add_edge(&f, 0, 1, 1, 0), back = flow_add_edge(&f, 1, 0, 1, 0);
+    flow_add_edge(&f, 0, 2, 2, 1);
+    assert_int_equal(flow_preset(&f, out, 1), 0), assert_int_equal(flow_preset(&f, back, 1), 0);
+    assert_int_equal(flow_mincost(&f, 0, 2, -1, &value, &cost), 0);
+    assert_true(value == 2 && cost == 2);
+    flow_free(&f);
 }
 
 /* ---- RECTLR against every reordering ------------------------------------------------------ */
@@ -541,13 +550,16 @@ static void test_spare_sequences(void **state)
             for (int trial = 0; trial < 40; trial++) {
                 rng_seed(&g, 21, (uint64_t)(1000 * N + 100 * r + trial));
                 shuffle(&g, perm, N);
-                spare_reset(sp);
+                spare_reset(sp); /* after the previous trial's wipe-out: a fresh start */
+                assert_int_equal(sp->failures, 0), assert_int_equal(sp->nlive, N);
+                assert_int_equal(sp->depth, 1), assert_int_equal(sp->moved, 0);
                 assert_int_equal(spare_plan(sp, &plan), 0);
                 check_plan(sp, &plan);
                 for (int k = 0; k < N; k++) {
                     FtSpareEvent ev;
                     int before = sp->depth, out = spare_fail(sp, perm[k], &ev);
                     assert_int_equal(out, ev.outcome);
+                    assert_int_equal(sp->failures, k + 1), assert_int_equal(sp->nlive, N - k - 1);
                     assert_int_equal(ev.depth_before, before);
                     assert_int_equal(ev.depth, sp->depth);
                     unsigned char dead[64];
