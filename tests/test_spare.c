@@ -245,6 +245,63 @@ static void test_mcmf_vs_brute(void **state)
     flow_add_edge(&f, 2, 1, 1, 1), flow_add_edge(&f, 2, 3, 1, 0);
     assert_int_equal(flow_mincost(&f, 0, 3, -1, &value, &cost), -1);
     flow_free(&f);
+    /* a preset zero-cost cycle through the source carries no value out of it: the flow value
+     * is what leaves the source net, and the search still sends the rest */
+    assert_int_equal(flow_init(&f, 3, 3), 0);
+    int out = flow_add_edge(&f, 0, 1, 1, 0), back = flow_add_edge(&f, 1, 0, 1, 0);
+    flow_add_edge(&f, 0, 2, 2, 1);
+    assert_int_equal(flow_preset(&f, out, 1), 0), assert_int_equal(flow_preset(&f, back, 1), 0);
+    assert_int_equal(flow_mincost(&f, 0, 2, -1, &value, &cost), 0);
+    assert_true(value == 2 && cost == 2);
+    flow_free(&f);
+}
+
+/* No cycle of negative cost among the residual arcs (capacity left): a flow is a min-cost flow
+ * of its value exactly then. Bellman-Ford from every node at once (all distances 0). */
+static int residual_no_negative_cycle(const FtFlow *f)
+{
+    long long dist[512];
+    for (int v = 0; v < f->n; v++) dist[v] = 0;
+    for (int round = 0; round <= f->n; round++) {
+        int changed = 0;
+        for (int a = 0; a < 2 * f->m; a++) {
+            int u = f->to[a ^ 1], v = f->to[a];
+            if (f->cap[a] > 0 && dist[u] + f->cost[a] < dist[v])
+                dist[v] = dist[u] + f->cost[a], changed = 1;
+        }
+        if (!changed) return 1;
+    }
+    return 0;
+}
+
+/* Assignment networks of a hundred-odd shards, from a cold start (a shortest-path search per
+ * unit of flow): the value is the maximum matching's (Kuhn), and the flow is of least cost (no
+ * negative residual cycle). */
+static void test_mcmf_large_assignment(void **state)
+{
+    (void)state;
+    FtRng g;
+    rng_seed(&g, 14, 0);
+    static int off[201], adj[20000];
+    for (int it = 0; it < 20; it++) {
+        int nl = rnd(&g, 90, 200), nr = rnd(&g, 90, 200);
+        int m = random_bigraph(&g, nl, nr, 6, off, adj);
+        FtFlow f;
+        int s = 0, t = 1 + nl + nr;
+        assert_int_equal(flow_init(&f, nl + nr + 2, nl + nr + m), 0);
+        for (int u = 0; u < nl; u++) flow_add_edge(&f, s, 1 + u, 1, 0);
+        for (int u = 0; u < nl; u++)
+            for (int e = off[u]; e < off[u + 1]; e++)
+                flow_add_edge(&f, 1 + u, 1 + nl + adj[e], 1, rnd(&g, 0, 9));
+        for (int v = 0; v < nr; v++) flow_add_edge(&f, 1 + nl + v, t, 1, 0);
+        int64_t value, cost, c = 0;
+        assert_int_equal(flow_mincost(&f, s, t, -1, &value, &cost), 0);
+        assert_int_equal(value, kuhn(nl, nr, off, adj));
+        for (int e = 0; e < f.m; e++) c += flow_on(&f, e) * f.cost[2 * e];
+        assert_true(c == cost);
+        assert_true(residual_no_negative_cycle(&f));
+        flow_free(&f);
+    }
 }
 
 /* ---- RECTLR against every reordering ------------------------------------------------------ */
@@ -541,13 +598,16 @@ static void test_spare_sequences(void **state)
             for (int trial = 0; trial < 40; trial++) {
                 rng_seed(&g, 21, (uint64_t)(1000 * N + 100 * r + trial));
                 shuffle(&g, perm, N);
-                spare_reset(sp);
+                spare_reset(sp); /* after the previous trial's wipe-out: a fresh start */
+                assert_int_equal(sp->failures, 0), assert_int_equal(sp->nlive, N);
+                assert_int_equal(sp->depth, 1), assert_int_equal(sp->moved, 0);
                 assert_int_equal(spare_plan(sp, &plan), 0);
                 check_plan(sp, &plan);
                 for (int k = 0; k < N; k++) {
                     FtSpareEvent ev;
                     int before = sp->depth, out = spare_fail(sp, perm[k], &ev);
                     assert_int_equal(out, ev.outcome);
+                    assert_int_equal(sp->failures, k + 1), assert_int_equal(sp->nlive, N - k - 1);
                     assert_int_equal(ev.depth_before, before);
                     assert_int_equal(ev.depth, sp->depth);
                     unsigned char dead[64];
@@ -656,6 +716,14 @@ static void test_spare_worked_case(void **state)
     assert_memory_equal(spare_order(sp, 1), ((int[]){1, 2, 3}), 3 * sizeof(int));
     assert_int_equal(spare_fail(sp, 6, &ev), -1);
     assert_int_equal(spare_fail(sp, -1, &ev), -1);
+    /* replica N is out of range on every size, whatever lies past the last replica's flag */
+    for (int n = 1; n <= 40; n++) {
+        FtSpare *big = spare_create(n, 1);
+        assert_non_null(big);
+        assert_int_equal(spare_fail(big, n, &ev), -1);
+        assert_int_equal(big->nlive, n), assert_int_equal(big->failures, 0);
+        spare_destroy(big);
+    }
     assert_null(spare_create(3, 4));
     assert_null(spare_create(0, 1));
     spare_plan_free(&p);
@@ -764,6 +832,7 @@ static void test_spare_mc_vs_analytic(void **state)
 }
 
 FT_TEST_MAIN(cmocka_unit_test(test_hk_vs_brute), cmocka_unit_test(test_mcmf_vs_brute),
+             cmocka_unit_test(test_mcmf_large_assignment),
              cmocka_unit_test(test_rectlr_vs_brute), cmocka_unit_test(test_spare_sequences),
              cmocka_unit_test(test_spare_reorder_minimal),
              cmocka_unit_test(test_spare_worked_case), cmocka_unit_test(test_spare_deterministic),

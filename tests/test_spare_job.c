@@ -12,7 +12,11 @@
  *    place; replica 2 fails before step 5 and is still masked, which without the spare is a
  *    wipe-out (asserted too); the run ends bitwise equal to the run without failures, where the
  *    unused spare idles through the run and leaves at its end; two failures before one step: the
- *    spare joins for the first and takes part in the second. */
+ *    spare joins for the first and takes part in the second; a spare that takes replica 0's
+ *    place mid-run gets the run's state (copied from another place), not its own initial one;
+ *  - a wipe-out when every replica that trained through it was a spare (dp 2 + 2 spares, r 1):
+ *    the restart brings back the first grid with the run's counters and both spares wait again
+ *    (the next failure is a spare's again); bitwise the run without failures. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -217,6 +221,13 @@ static void test_hot_spare_restores_redundancy(void **state)
     assert_all((rank == 1 || rank == 2) == a.left);
     assert_all(a.left || (a.st.spares_used == 1 && a.st.masked == 2 && a.s.steps == STEPS &&
                           a.st.levels == 2 + 2 * (STEPS - 2) && a.hash == want));
+    /* the spare takes replica 0's place (the first place of the grid) in the middle of the run:
+     * the state it gets is the run's, not its own initial one */
+    Fails zero = {1, {4}, {0}};
+    run(&a, &c, &zero);
+    assert_all((rank == 0) == a.left);
+    assert_all(a.left || (a.st.spares_used == 1 && a.st.masked == 1 && a.s.steps == STEPS &&
+                          a.st.levels == STEPS && a.hash == want));
     /* without a spare left the same two failures wipe shard 2 out before step 5 (the spare
      * is used up by replica 0 before step 1; rank 3 is replica 0 from then on) */
     Fails f3 = {3, {1, 3, 5}, {0, 1, 2}};
@@ -227,6 +238,37 @@ static void test_hot_spare_restores_redundancy(void **state)
     MPI_Barrier(ft_test_comm());
 }
 
+/* dp 2 + 2 spares, r 1: both spares take the places of replicas 0 and 1 (before steps 3 and 4;
+ * the checkpoint of step 4 is theirs), then the spare in replica 0's place fails before step 6:
+ * a wipe-out when only spares trained through it. The restart brings the first grid back (ranks
+ * 0 and 1, which had left) with the run's counters, and both spares wait again: replica 1's
+ * failure before step 7 is answered by spare 0 once more. The run ends bitwise equal to the run
+ * without failures. */
+static void test_wipeout_after_spares_then_spare_again(void **state)
+{
+    (void)state;
+    char dir[64];
+    ft_tmpdir(dir);
+    int rank = ft_test_rank();
+    Fails f = {4, {3, 4, 6, 7}, {0, 1, 0, 1}};
+    FtConfig c = cfg(2, 1, 2, dir, 4);
+    Result a, b;
+    run(&a, &c, &f);
+    FtConfig c0 = cfg(2, 1, 2, NULL, 0);
+    run(&b, &c0, NULL);
+    uint64_t want = rank0_hash(&b);
+    /* at the end rank 0 trains as replica 0, rank 2 (spare 0) as replica 1; 1 and 3 wait */
+    assert_all((rank == 1 || rank == 3) == a.left);
+    /* three joins, one wipe-out restarted from step 4 (step 5 computed again) */
+    assert_all(a.left || (a.st.spares_used == 3 && a.st.masked == 3 && a.st.wipeouts == 1 &&
+                          a.st.restarts == 1 && a.st.recomputed == 1 && a.s.ok &&
+                          a.s.steps == STEPS && a.st.steps == STEPS + 1 && a.hash == want));
+    /* every step at depth 1: r 1 has no deeper level, and each failure got a spare */
+    assert_all(a.left || a.st.levels == STEPS + 1);
+    ft_rmdir(dir);
+}
+
 FT_TEST_MAIN(cmocka_unit_test(test_wipeout_restarts_from_checkpoint),
              cmocka_unit_test(test_wipeout_requeue_or_no_checkpoint_stops),
-             cmocka_unit_test(test_hot_spare_restores_redundancy))
+             cmocka_unit_test(test_hot_spare_restores_redundancy),
+             cmocka_unit_test(test_wipeout_after_spares_then_spare_again))

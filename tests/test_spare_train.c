@@ -3,7 +3,8 @@
  * ft-test: ranks 4
  *
  *  - the shard-keyed reduction alone: the same bits whichever rank holds each shard, and the
- *    exactly-once count catches a shard entered twice or never (on every rank alike);
+ *    exactly-once count catches a shard entered twice (by two ranks or one) or never, and
+ *    names the first such shard (on every rank alike);
  *  - dp 4, r 2: replica 1 fails after step K; the survivors end bitwise equal (parameters,
  *    moments, step, cursor) to the same run without the failure; with no failure every replica
  *    computes only level 0 (counters); the same with a replica = tp 2 ranks, = pp 2 stages,
@@ -144,6 +145,8 @@ static void test_reduction_fixed_order_and_counts(void **state)
     static const int moved[4][4] = {{3, 1, -1}, {-1}, {0, -1}, {2, -1}}; /* any holders */
     static const int twice[4][4] = {{0, 1, -1}, {1, -1}, {2, -1}, {3, -1}};
     static const int never[4][4] = {{0, -1}, {1, -1}, {2, -1}, {-1}};
+    static const int here2[4][4] = {{0, -1}, {1, 1, -1}, {2, -1}, {3, -1}}; /* on one rank */
+    static const int both[4][4] = {{0, 1, -1}, {1, -1}, {2, -1}, {-1}}; /* 1 twice, 3 never */
     assert_all(reduce_with(&m, dp, plain, &cnt) == -1);
     memcpy(got, m.grads, sizeof(float) * n);
     assert_all(memcmp(got, want, sizeof(float) * n) == 0);
@@ -151,6 +154,8 @@ static void test_reduction_fixed_order_and_counts(void **state)
     assert_all(memcmp(m.grads, want, sizeof(float) * n) == 0);
     assert_all(reduce_with(&m, dp, twice, &cnt) == 1 && cnt == 2);
     assert_all(reduce_with(&m, dp, never, &cnt) == 3 && cnt == 0);
+    assert_all(reduce_with(&m, dp, here2, &cnt) == 1 && cnt == 2);
+    assert_all(reduce_with(&m, dp, both, &cnt) == 1 && cnt == 2); /* the first bad shard */
     free(want), free(got);
     comm_destroy(dp);
     model_free(&m);

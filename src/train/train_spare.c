@@ -20,7 +20,8 @@
  *    fail-stop on MPICH is not a dead process), resets the controller, and the checkpoint hook
  *    restores the newest verified checkpoint on it. The steps after that checkpoint are computed
  *    again (counted), bitwise as before: the fixed-order reduction does not care which replica
- *    computed a shard. The counters of a rank that trained through the wipe-out go to all.
+ *    computed a shard. The counters of a rank that trained through the wipe-out go to every
+ *    rank of the job over the job channel (those ranks may all be spares going back to wait).
  *  - Real process death (ULFM, train_spare_recover): the step's agreement finds it on the
  *    training ranks; the failure revoked the job channel, so the waiting ranks leave their wait
  *    too, and every survivor of the job shrinks the channel (ranks keep their job ids: ids[]).
@@ -175,6 +176,18 @@ static void adopt_grid(FtTrainer *tr, FtGrid *ng)
 
 /* ---- a hot spare takes a failed replica's place --------------------------------------------- */
 
+/* The SPARe counters from rank root of c (collective over c); this rank keeps its own
+ * rank-local ones (its computed shards and times). */
+static void take_counters(FtTrainer *tr, FtComm *c, int root)
+{
+    FtSpareStats mine = tr->spare;
+    comm_bcast(c, &tr->spare, sizeof tr->spare, FT_U8, root);
+    tr->spare.mine = mine.mine, tr->spare.mine_deep = mine.mine_deep;
+    tr->spare.deep_s = mine.deep_s, tr->spare.regrid_s = mine.regrid_s;
+    tr->spare.restart_s = mine.restart_s, tr->spare.join_s = mine.join_s;
+    tr->spare.ulfm_s = mine.ulfm_s, tr->spare.ulfm_detect_s = mine.ulfm_detect_s;
+}
+
 /* The job's state from replica place `root` of the grid to the others (a joining spare), over
  * the ranks of this (tp, pp) place: parameters, moments, step, cursor, the controller and the
  * counters (rank-local times kept). */
@@ -195,12 +208,7 @@ static void copy_state(FtTrainer *tr, int root)
     comm_bcast(c, sp->st.order, (size_t)sp->N * sp->r, FT_I32, root);
     comm_bcast(c, sp->st.alive, (size_t)sp->N, FT_U8, root);
     comm_bcast(c, sp->holders, (size_t)sp->N, FT_I32, root);
-    FtSpareStats mine = tr->spare;
-    comm_bcast(c, &tr->spare, sizeof tr->spare, FT_U8, root);
-    tr->spare.mine = mine.mine, tr->spare.mine_deep = mine.mine_deep;
-    tr->spare.deep_s = mine.deep_s, tr->spare.regrid_s = mine.regrid_s;
-    tr->spare.restart_s = mine.restart_s, tr->spare.join_s = mine.join_s;
-    tr->spare.ulfm_s = mine.ulfm_s, tr->spare.ulfm_detect_s = mine.ulfm_detect_s;
+    take_counters(tr, c, root);
 }
 
 static int fail_batch(FtTrainer *tr, const int *replicas, int n);
@@ -348,6 +356,12 @@ static void restart_all(FtTrainer *tr, const long long *msg)
     int g = grid_create_sub(ng, j->all, member, j->rank, j->tp, j->pp, j->dp, j->ep, err,
                             sizeof err);
     if (g < 0) FT_DIE("spare: %s", err);
+    /* the counters of a rank that trained through the wipe-out (the lowest in the job; the
+     * wiping replica's ranks did) go to every rank of the job: all of them may be spares that
+     * go back to waiting now (each failure of the first grid answered by a spare) */
+    int root = (int)-comm_max_i64_poll(j->ctl, was_live ? -j->rank
+                                                         : -(long long)comm_size(j->ctl), NULL);
+    take_counters(tr, j->ctl, root);
     j->used = 0;
     spare_reset(tr->sp);
     if (g == 1) { /* a spare: waits again */
@@ -360,15 +374,6 @@ static void restart_all(FtTrainer *tr, const long long *msg)
     adopt_grid(tr, ng);
     tr->left = false;
     speak(tr);
-    /* the counters of a rank that trained through the wipe-out (the lowest) go to all */
-    int root = (int)-comm_max_i64_poll(tr->c_world, was_live ? -ng->rank : -(long long)ng->size,
-                                       NULL);
-    FtSpareStats mine = tr->spare;
-    comm_bcast(tr->c_world, &tr->spare, sizeof tr->spare, FT_U8, root);
-    tr->spare.mine = mine.mine, tr->spare.mine_deep = mine.mine_deep;
-    tr->spare.deep_s = mine.deep_s, tr->spare.regrid_s = mine.regrid_s;
-    tr->spare.restart_s = mine.restart_s, tr->spare.join_s = mine.join_s;
-    tr->spare.ulfm_s = mine.ulfm_s, tr->spare.ulfm_detect_s = mine.ulfm_detect_s;
     tr->ckpt_restore(tr->on_step_ctx, tr, msg[M_CKPT]);
     long long lost = msg[M_STEP] - 1 - msg[M_CKPT];
     tr->spare.restarts++;

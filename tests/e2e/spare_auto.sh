@@ -5,7 +5,8 @@
 # for that equivalent cluster deck, at a high failure rate (r = dp), with cluster.r_max = 2
 # (r = 2) and at a negligible one (r = 1); the r = 2 run masks a `fail` line on 4 ranks and
 # writes r = 2 into its resolved deck; a resume keeps the checkpoint's r (same dp) or says why
-# it changed (another dp); bad combinations are one-line errors.
+# it changed (another dp, or SPARe off there); when replication wins, training runs SPARe's best
+# r; bad combinations are one-line errors.
 set -u
 source "$(dirname "$0")/lib.bash"
 common="parallel.dp=4 spare.r=auto dmr.mode=off train.val_batches=0 train.sample_tokens=0 model.channels=32 model.layers=2 model.heads=2 model.seq_len=16 train.batch=2 faults.schedule= cluster.gpus_per_replica=8"
@@ -59,6 +60,26 @@ run "resume on another dp" 0 "" 2 "$FTLLM" train inputs/default.ini $common para
 want=$(recommends 2 5 cluster.gpu_mtbf_h=1)
 same_r "another dp: optimize's r" "$want"
 has "changed, and why" '^spare\.r = auto: r = [0-9]+, not the r = 2 of .*auto\.step-00000004\.h5: parallel\.dp changed from 4 to 2; '
+
+# replication wins (a GPU MTBF of 36 s over 10 steps): training runs SPARe's best r, not r = 1
+opt10() { "$FTLLM" optimize inputs/default.ini cluster.gpus_per_replica=8 cluster.gpus=32 cluster.steps=10 cluster.gpu_mtbf_h=0.01; }
+opt10 | grep -q '^recommended: replication r = ' && ok "replication wins: optimize recommends replication" \
+  || bad "replication wins: optimize recommends replication" "$(opt10 | grep '^recommended')"
+# shellcheck disable=SC2086
+run "replication wins" 0 "" 4 "$FTLLM" train inputs/default.ini $common train.steps=10 cluster.gpu_mtbf_h=0.01
+want=$(opt10 | awk '$1 == "SPARe" && /<- best/ {print $2}')
+same_r "replication wins: SPARe's best r" "$want"
+# shellcheck disable=SC2016 # the backquotes are in the log line
+has "the why: replication" '^spare\.r = auto: r = [0-9]+: `ftllm optimize` recommends replication \(training runs SPARe.s best r\) '
+
+# resume, same dp, from a run without SPARe (spare.r = 0 there): the optimizer's r, and why
+# shellcheck disable=SC2086
+run "a run without SPARe" 0 "" 4 "$FTLLM" train inputs/default.ini $common spare.r=0 train.steps=2 checkpoint.interval=2 checkpoint.dir="$E2E_TMP/ck0" run.name=off
+# shellcheck disable=SC2086
+run "resume from it with auto" 0 "" 4 "$FTLLM" train inputs/default.ini $common train.steps=3 cluster.gpu_mtbf_h=1 checkpoint.dir="$E2E_TMP/ck0" run.name=off checkpoint.resume=auto
+want=$(recommends 4 3 cluster.gpu_mtbf_h=1)
+same_r "SPARe off in the checkpoint: optimize's r" "$want"
+has "not kept, and why" '^spare\.r = auto: r = [0-9]+, not the r = 0 of .*off\.step-00000002\.h5 \(SPARe was off there\): '
 
 # bad combinations: one line each, exit 2
 run "auto with expert parallelism" 2 "spare.r = auto with parallel.ep = 2" 2 "$FTLLM" train inputs/moe-ep2.ini spare.r=auto
