@@ -1,6 +1,7 @@
 /* test_ops.c: every op kind's forward against a double-precision reference, every backward
  * against central finite differences of that double-precision forward, the naive GEMM twin
- * against the BLAS path, and bitwise determinism (two runs on 2 threads, any prior buffer
+ * against the BLAS path, attention's causality (later positions leave earlier rows' bytes
+ * unchanged), and bitwise determinism (two runs on 2 threads, any prior buffer
  * contents) of every kernel.
  * ft-test: ranks 1
  *
@@ -442,6 +443,43 @@ static void test_attention_twin(void **state)
     free(qkv), free(G), free(y1), free(y2), free(a1), free(a2), free(d1), free(d2);
 }
 
+/* Causality: what a position's output and attention row hold depends on the queries, keys and
+ * values of that position and earlier ones only, bit for bit. Changing every later position
+ * (large keys, so a later score would dominate any softmax that saw it) must leave the earlier
+ * rows' bytes unchanged, in the GEMM path and in its plain twin. */
+static void test_attention_causal(void **state)
+{
+    (void)state;
+    long long B = 2, T = 9, C = 16, NH = 2, t0 = 4;
+    size_t nq = B * T * 3 * C, ny = B * T * C, na = B * NH * T * T;
+    const FtOpDesc *op = ops_desc(FT_OP_ATTENTION);
+    float *qkv = frand(nq, 1), *qkv2 = malloc(sizeof(float) * nq);
+    memcpy(qkv2, qkv, sizeof(float) * nq);
+    for (long long b = 0; b < B; b++)
+        for (long long t = t0 + 1; t < T; t++)
+            for (long long i = 0; i < 3 * C; i++)
+                qkv2[(b * T + t) * 3 * C + i] = (i >= C && i < 2 * C ? 40.0f : 3.0f) *
+                                                (float)(urand() + 0.5);
+    for (int twin = 0; twin < 2; twin++) {
+        FtOpFn fwd = twin ? op->fwd_ref : op->fwd;
+        float *y1 = fzeros(ny), *y2 = fzeros(ny), *a1 = fzeros(na), *a2 = fzeros(na);
+        FtOpCall f1 = {.in = {qkv}, .out = {y1, a1}, .d = {B, T, C, NH}};
+        FtOpCall f2 = {.in = {qkv2}, .out = {y2, a2}, .d = {B, T, C, NH}};
+        fwd(&f1);
+        fwd(&f2);
+        assert_true(memcmp(y1, y2, sizeof(float) * ny) != 0); /* the later rows did change */
+        for (long long b = 0; b < B; b++) {
+            assert_memory_equal(y1 + b * T * C, y2 + b * T * C, sizeof(float) * (t0 + 1) * C);
+            for (long long h = 0; h < NH; h++) {
+                size_t r = (size_t)((b * NH + h) * T) * T;
+                assert_memory_equal(a1 + r, a2 + r, sizeof(float) * (t0 + 1) * T);
+            }
+        }
+        free(y1), free(y2), free(a1), free(a2);
+    }
+    free(qkv), free(qkv2);
+}
+
 /* ---- gelu and residual -------------------------------------------------------------------- */
 
 enum { GN = 40 };
@@ -647,6 +685,6 @@ static void test_table(void **state)
 FT_TEST_MAIN(cmocka_unit_test(test_table), cmocka_unit_test(test_encoder),
              cmocka_unit_test(test_layernorm), cmocka_unit_test(test_matmul),
              cmocka_unit_test(test_matmul_twin), cmocka_unit_test(test_attention),
-             cmocka_unit_test(test_attention_twin),
+             cmocka_unit_test(test_attention_twin), cmocka_unit_test(test_attention_causal),
              cmocka_unit_test(test_gelu), cmocka_unit_test(test_residual),
              cmocka_unit_test(test_crossentropy), cmocka_unit_test(test_gradnorm_adamw))
