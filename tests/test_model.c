@@ -329,6 +329,14 @@ static void test_lr_schedule(void **state)
     assert_true(fabs(optim_lr(&o, 8) - (1.0 - 0.9 * 4 / 9.0)) < 1e-12);
     o.schedule = FT_SCHED_CONSTANT;
     assert_true(fabs(optim_lr(&o, 13) - 1.0) < 1e-12);
+    /* the last step runs at the floor and any step past it too (the rate never rises again or
+     * goes below the floor), also when the decay is a single step */
+    for (int sched = FT_SCHED_COSINE; sched <= FT_SCHED_LINEAR; sched++)
+        for (int steps = 5; steps <= 14; steps += 9) {
+            o.schedule = sched, o.steps = steps;
+            for (int s = steps - 1; s < steps + 4; s++)
+                assert_true(fabs(optim_lr(&o, s) - 0.1) < 1e-12);
+        }
 }
 
 FT_TEST_MAIN(cmocka_unit_test(test_tape_rules), cmocka_unit_test(test_ac_bitwise),
