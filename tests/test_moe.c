@@ -526,7 +526,7 @@ static void test_loss_scale(void **state)
     model_init_random(&m, 5);
     int B = 2, T = 8, tok[16], tgt[16];
     ft_synth_fetch(g_dims, 0, B, tok, tgt);
-    float *g[2];
+    float *grad[2];
     for (int k = 0; k < 2; k++) {
         FtTapeOpts o = {.B = B, .T = T, .ac = FT_AC_OFF, .backward = true,
                         .loss_scale = k ? 0.5 : 1.0};
@@ -536,21 +536,21 @@ static void test_loss_scale(void **state)
         memcpy(tp.t[tp.targets].data, tgt, sizeof tgt);
         FtExec ex = {0};
         exec_run_ctx(&ex, &tp, 0, tp.ne);
-        g[k] = malloc(sizeof(float) * m.nparams);
-        memcpy(g[k], m.grads, sizeof(float) * m.nparams);
+        grad[k] = malloc(sizeof(float) * m.nparams);
+        memcpy(grad[k], m.grads, sizeof(float) * m.nparams);
         tape_free(&tp);
     }
     const FtParamInfo *r = &m.p[FT_P_ROUTERW];
     double router = 0;
-    for (size_t i = 0; i < r->size; i++) router += fabs(g[0][r->offset + i]);
+    for (size_t i = 0; i < r->size; i++) router += fabs(grad[0][r->offset + i]);
     assert_true(router > 0 && mc.aux_coef > 0); /* the router has a gradient, aux a weight */
-    for (size_t i = 0; i < m.nparams; i++) g[0][i] *= 0.5f;
+    for (size_t i = 0; i < m.nparams; i++) grad[0][i] *= 0.5f;
     for (int i = 0; i < FT_NPARAM_TENSORS; i++) {
         const FtParamInfo *p = &m.p[i];
-        if (memcmp(g[0] + p->offset, g[1] + p->offset, sizeof(float) * p->size))
+        if (memcmp(grad[0] + p->offset, grad[1] + p->offset, sizeof(float) * p->size))
             fail_msg("d%s at loss scale 1/2 is not half of d%s at scale 1", p->name, p->name);
     }
-    free(g[0]), free(g[1]);
+    free(grad[0]), free(grad[1]);
     model_free(&m);
 }
 
