@@ -1,5 +1,6 @@
 /* test_model.c: the GPT-2 tape, executor and training step on synthetic tokens: activation
- * checkpointing gives bitwise-identical gradients, two runs give bitwise-identical losses and
+ * checkpointing gives bitwise-identical gradients (and a segment longer than the model costs
+ * no more memory than one holding the whole model), two runs give bitwise-identical losses and
  * parameters, gradient accumulation matches a bigger batch, the tape's purity rules hold, the
  * loss goes down, and the learning-rate schedule has its shape.
  * ft-test: ranks 1 */
@@ -104,7 +105,16 @@ static void test_ac_bitwise(void **state)
         assert_int_equal(r0, 0);
         assert_true(r1 > 0 && r2 > 0 && r3 > 0);
         assert_true(a1 < a0 && a2 < a0 && a3 < a0); /* AC saves activation memory */
-        free(g0), free(g1), free(g2), free(g3);
+        /* a segment longer than the stage is the whole stage: the same gradients, and no more
+         * memory than one segment of all its blocks */
+        size_t a4, a5;
+        int r4, r5;
+        float *g4 = grads_with(c, FT_AC_CHOICE_EVERY, 5, &a4, &r4);
+        float *g5 = grads_with(c, FT_AC_CHOICE_EVERY, 9, &a5, &r5);
+        assert_memory_equal(g0, g4, sizeof(float) * n);
+        assert_memory_equal(g0, g5, sizeof(float) * n);
+        assert_int_equal(a5, a4);
+        free(g0), free(g1), free(g2), free(g3), free(g4), free(g5);
     }
     omp_set_num_threads(1);
 }
@@ -319,6 +329,14 @@ static void test_lr_schedule(void **state)
     assert_true(fabs(optim_lr(&o, 8) - (1.0 - 0.9 * 4 / 9.0)) < 1e-12);
     o.schedule = FT_SCHED_CONSTANT;
     assert_true(fabs(optim_lr(&o, 13) - 1.0) < 1e-12);
+    /* the last step runs at the floor and any step past it too (the rate never rises again or
+     * goes below the floor), also when the decay is a single step */
+    for (int sched = FT_SCHED_COSINE; sched <= FT_SCHED_LINEAR; sched++)
+        for (int steps = 5; steps <= 14; steps += 9) {
+            o.schedule = sched, o.steps = steps;
+            for (int s = steps - 1; s < steps + 4; s++)
+                assert_true(fabs(optim_lr(&o, s) - 0.1) < 1e-12);
+        }
 }
 
 FT_TEST_MAIN(cmocka_unit_test(test_tape_rules), cmocka_unit_test(test_ac_bitwise),

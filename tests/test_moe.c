@@ -9,7 +9,8 @@
  *    and unused tail rows against a per-block reference and finite differences;
  *  - bitwise determinism of every MoE op (two runs on 2 threads, garbage in the outputs first);
  *  - the MoE model on the tape: it trains, activation checkpointing gives bitwise-identical
- *    gradients, two runs give the same bits;
+ *    gradients, two runs give the same bits, the gradient is linear in the loss scale (the
+ *    auxiliary loss's part too);
  *  - the deck's cross-checks (ep > 1 needs experts, experts % ep, top_k <= experts, no llm.c
  *    file for a MoE model).
  * ft-test: ranks 1
@@ -510,6 +511,49 @@ static void test_model_trains(void **state)
     model_free(&ma), model_free(&mb), model_free(&mcm);
 }
 
+/* The gradient is linear in the tape's loss scale (1 / (micro-batches x data ranks): how
+ * gradient accumulation averages), the auxiliary loss's part included: scale 1/2 gives exactly
+ * half of scale 1's gradient, bit for bit (halving is exact in binary floating point and every
+ * backward op is linear in its incoming gradient). */
+static void test_loss_scale(void **state)
+{
+    (void)state;
+    FtConfig c = moe_cfg(FT_AC_CHOICE_NONE);
+    FtGpt2Config mc;
+    model_config_from_deck(&c, &mc);
+    FtModel m;
+    model_create(&m, &mc);
+    model_init_random(&m, 5);
+    int B = 2, T = 8, tok[16], tgt[16];
+    ft_synth_fetch(g_dims, 0, B, tok, tgt);
+    float *grad[2];
+    for (int k = 0; k < 2; k++) {
+        FtTapeOpts o = {.B = B, .T = T, .ac = FT_AC_OFF, .backward = true,
+                        .loss_scale = k ? 0.5 : 1.0};
+        FtTape tp;
+        model_build_tape(&m, &o, &tp);
+        memcpy(tp.t[tp.tokens].data, tok, sizeof tok);
+        memcpy(tp.t[tp.targets].data, tgt, sizeof tgt);
+        FtExec ex = {0};
+        exec_run_ctx(&ex, &tp, 0, tp.ne);
+        grad[k] = malloc(sizeof(float) * m.nparams);
+        memcpy(grad[k], m.grads, sizeof(float) * m.nparams);
+        tape_free(&tp);
+    }
+    const FtParamInfo *r = &m.p[FT_P_ROUTERW];
+    double router = 0;
+    for (size_t i = 0; i < r->size; i++) router += fabs(grad[0][r->offset + i]);
+    assert_true(router > 0 && mc.aux_coef > 0); /* the router has a gradient, aux a weight */
+    for (size_t i = 0; i < m.nparams; i++) grad[0][i] *= 0.5f;
+    for (int i = 0; i < FT_NPARAM_TENSORS; i++) {
+        const FtParamInfo *p = &m.p[i];
+        if (memcmp(grad[0] + p->offset, grad[1] + p->offset, sizeof(float) * p->size))
+            fail_msg("d%s at loss scale 1/2 is not half of d%s at scale 1", p->name, p->name);
+    }
+    free(grad[0]), free(grad[1]);
+    model_free(&m);
+}
+
 /* The deck's MoE cross-checks: each bad combination is one line naming both keys. */
 static void test_deck_checks(void **state)
 {
@@ -538,4 +582,4 @@ static void test_deck_checks(void **state)
 
 FT_TEST_MAIN(cmocka_unit_test(test_deck_checks), cmocka_unit_test(test_layer_vs_dense_reference), cmocka_unit_test(test_route_rules),
              cmocka_unit_test(test_expert_groups), cmocka_unit_test(test_deterministic),
-             cmocka_unit_test(test_model_trains))
+             cmocka_unit_test(test_model_trains), cmocka_unit_test(test_loss_scale))

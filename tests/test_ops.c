@@ -1,6 +1,7 @@
 /* test_ops.c: every op kind's forward against a double-precision reference, every backward
  * against central finite differences of that double-precision forward, the naive GEMM twin
- * against the BLAS path, and bitwise determinism (two runs on 2 threads, any prior buffer
+ * against the BLAS path, attention's causality (later positions leave earlier rows' bytes
+ * unchanged), and bitwise determinism (two runs on 2 threads, any prior buffer
  * contents) of every kernel.
  * ft-test: ranks 1
  *
@@ -12,6 +13,7 @@
  *                                                 gradient dominates; measured worst 8e-8)
  *   matmul BLAS vs naive twin              1e-5  (different summation order in fp32;
  *                                                 measured worst 2e-7)
+ *   GELU per element on a grid (absolute)  1e-6 forward, 5e-6 derivative (test_gelu_grid)
  * A wrong formula gives errors of order 1, so these bounds leave room for rounding only.
  */
 #include <math.h>
@@ -442,6 +444,43 @@ static void test_attention_twin(void **state)
     free(qkv), free(G), free(y1), free(y2), free(a1), free(a2), free(d1), free(d2);
 }
 
+/* Causality: what a position's output and attention row hold depends on the queries, keys and
+ * values of that position and earlier ones only, bit for bit. Changing every later position
+ * (large keys, so a later score would dominate any softmax that saw it) must leave the earlier
+ * rows' bytes unchanged, in the GEMM path and in its plain twin. */
+static void test_attention_causal(void **state)
+{
+    (void)state;
+    long long B = 2, T = 9, C = 16, NH = 2, t0 = 4;
+    size_t nq = B * T * 3 * C, ny = B * T * C, na = B * NH * T * T;
+    const FtOpDesc *op = ops_desc(FT_OP_ATTENTION);
+    float *qkv = frand(nq, 1), *qkv2 = malloc(sizeof(float) * nq);
+    memcpy(qkv2, qkv, sizeof(float) * nq);
+    for (long long b = 0; b < B; b++)
+        for (long long t = t0 + 1; t < T; t++)
+            for (long long i = 0; i < 3 * C; i++)
+                qkv2[(b * T + t) * 3 * C + i] = (i >= C && i < 2 * C ? 40.0f : 3.0f) *
+                                                (float)(urand() + 0.5);
+    for (int twin = 0; twin < 2; twin++) {
+        FtOpFn fwd = twin ? op->fwd_ref : op->fwd;
+        float *y1 = fzeros(ny), *y2 = fzeros(ny), *a1 = fzeros(na), *a2 = fzeros(na);
+        FtOpCall f1 = {.in = {qkv}, .out = {y1, a1}, .d = {B, T, C, NH}};
+        FtOpCall f2 = {.in = {qkv2}, .out = {y2, a2}, .d = {B, T, C, NH}};
+        fwd(&f1);
+        fwd(&f2);
+        assert_true(memcmp(y1, y2, sizeof(float) * ny) != 0); /* the later rows did change */
+        for (long long b = 0; b < B; b++) {
+            assert_memory_equal(y1 + b * T * C, y2 + b * T * C, sizeof(float) * (t0 + 1) * C);
+            for (long long h = 0; h < NH; h++) {
+                size_t r = (size_t)((b * NH + h) * T) * T;
+                assert_memory_equal(a1 + r, a2 + r, sizeof(float) * (t0 + 1) * T);
+            }
+        }
+        free(y1), free(y2), free(a1), free(a2);
+    }
+    free(qkv), free(qkv2);
+}
+
 /* ---- gelu and residual -------------------------------------------------------------------- */
 
 enum { GN = 40 };
@@ -476,6 +515,38 @@ static void test_gelu(void **state)
     expect_deterministic(op->fwd, &f, ob, 1);
     expect_deterministic(op->bwd, &b, ob, 1);
     free(x), free(y), free(G), free(dx), free(ge_x), free(ge_G);
+}
+
+/* GELU elementwise on a grid over [-5, 5], forward and derivative against the double formula,
+ * the largest absolute error per element: the relative L2 bound above cannot see a constant
+ * off in its fourth digit (0.0447 for 0.044715 moves y by up to 8e-6), this one can. Bounds:
+ * tanh_poly's absolute error (~2e-7) times 0.5 |x| <= 2.5, plus fp32 rounding of |y| <= 5:
+ * 1e-6 forward (measured 4.3e-7); the derivative multiplies the tanh error by up to ~9
+ * (0.5 |x| S (1 + 3 c x^2) times d(sech^2)/d(tanh)): 5e-6 (measured 2.0e-6). No BLAS and no
+ * FMA contraction (-std=c11) in these kernels: the same bits on every CPU. */
+static void test_gelu_grid(void **state)
+{
+    (void)state;
+    enum { NG = 2001 };
+    float *x = fzeros(NG), *y = fzeros(NG), *one = fzeros(NG), *dx = fzeros(NG);
+    for (int i = 0; i < NG; i++) x[i] = (float)(-5.0 + 10.0 * i / (NG - 1)), one[i] = 1.0f;
+    const FtOpDesc *op = ops_desc(FT_OP_GELU);
+    FtOpCall f = {.in = {x}, .out = {y}, .d = {NG}};
+    FtOpCall b = {.in = {one, x}, .out = {dx}, .d = {NG}};
+    op->fwd(&f);
+    op->bwd(&b);
+    double ef = 0, eb = 0, S = sqrt(2 / M_PI);
+    for (int i = 0; i < NG; i++) {
+        double v = x[i], th = tanh(S * (v + 0.044715 * v * v * v));
+        double yr = 0.5 * v * (1 + th);
+        double dr = 0.5 * (1 + th) + 0.5 * v * (1 - th * th) * S * (1 + 3 * 0.044715 * v * v);
+        ef = fmax(ef, fabs(y[i] - yr));
+        eb = fmax(eb, fabs(dx[i] - dr));
+    }
+    printf("  gelu on [-5, 5]: max abs err fwd %.2e (tol 1e-6), bwd %.2e (tol 5e-6)\n", ef, eb);
+    assert_true(ef <= 1e-6);
+    assert_true(eb <= 5e-6);
+    free(x), free(y), free(one), free(dx);
 }
 
 static double *re_a, *re_b, *re_G;
@@ -647,6 +718,7 @@ static void test_table(void **state)
 FT_TEST_MAIN(cmocka_unit_test(test_table), cmocka_unit_test(test_encoder),
              cmocka_unit_test(test_layernorm), cmocka_unit_test(test_matmul),
              cmocka_unit_test(test_matmul_twin), cmocka_unit_test(test_attention),
-             cmocka_unit_test(test_attention_twin),
-             cmocka_unit_test(test_gelu), cmocka_unit_test(test_residual),
+             cmocka_unit_test(test_attention_twin), cmocka_unit_test(test_attention_causal),
+             cmocka_unit_test(test_gelu), cmocka_unit_test(test_gelu_grid),
+             cmocka_unit_test(test_residual),
              cmocka_unit_test(test_crossentropy), cmocka_unit_test(test_gradnorm_adamw))
