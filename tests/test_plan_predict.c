@@ -1,8 +1,10 @@
 /* test_plan_predict.c: the what-if planner input (plan_predict.h). A tiny model whose operator
  * counts, FLOPs, kept bytes and windows are computed by hand (a compute rate of 1e6 FLOP/s and a
- * memory bandwidth too large to matter, so each time is its FLOPs / 1e6); GQA, SwiGLU and tp 2
- * change the shapes as the header says; AC marks every forward operator but a segment's last as
- * recomputed; monotonicity (more phases never more overhead; faster links, shorter windows and a
+ * memory bandwidth too large to matter, so each time is its FLOPs / 1e6), and on tp 2 x pp 2 x
+ * dp 2 with round link numbers its window lengths (intra- and inter-node), step decomposition and
+ * both stages' memory footprints and budget, also by hand; GQA, SwiGLU, tp 2 and an odd vocab
+ * change the shapes as the header says; AC (a short last segment too) marks every forward
+ * operator but a segment's last as recomputed; monotonicity (more phases never more overhead; faster links, shorter windows and a
  * shorter step; more GPU memory, a larger budget and never more naive operators: the overhead
  * itself may rise a little, as Phase 3's per-window best fits then differ, and is printed when
  * it does) and the plan's
