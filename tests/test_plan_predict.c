@@ -4,13 +4,13 @@
  * dp 2 with round link numbers its window lengths (intra- and inter-node), step decomposition and
  * both stages' memory footprints and budget, also by hand; GQA, SwiGLU, tp 2 and an odd vocab
  * change the shapes as the header says; AC (a short last segment too) marks every forward
- * operator but a segment's last as recomputed; monotonicity (more phases never more overhead; faster links, shorter windows and a
- * shorter step; more GPU memory, a larger budget and never more naive operators: the overhead
- * itself may rise a little, as Phase 3's per-window best fits then differ, and is printed when
- * it does) and the plan's
- * invariants (every operator exactly once, windows not overfilled, the budget never exceeded) on
- * the two paper decks and variants of them; refusals (MoE, tp beyond a node, a footprint over
- * the GPU's memory) as one-line errors naming the key's line.
+ * operator but a segment's last as recomputed; monotonicity (more phases never more overhead;
+ * faster links, shorter windows and a shorter step; more GPU memory, a larger budget and never
+ * more naive operators: the overhead itself may rise a little, as Phase 3's per-window best fits
+ * then differ, and is printed when it does) and the plan's invariants (every operator exactly
+ * once, windows not overfilled, the budget never exceeded) on the two paper decks and variants
+ * of them; refusals (MoE, tp beyond a node, a footprint over the GPU's memory) as one-line
+ * errors naming the key's line.
  * ft-test: ranks 1 */
 #include <math.h>
 #include <stdio.h>

@@ -555,5 +555,5 @@ static void test_large(void **state)
 
 FT_TEST_MAIN(cmocka_unit_test(test_worked_example), cmocka_unit_test(test_phase2_hand),
              cmocka_unit_test(test_phase2_ties), cmocka_unit_test(test_phase3_too_long),
-             cmocka_unit_test(test_bookkeeping), cmocka_unit_test(test_best_fit), cmocka_unit_test(test_random_invariants),
-             cmocka_unit_test(test_large))
+             cmocka_unit_test(test_bookkeeping), cmocka_unit_test(test_best_fit),
+             cmocka_unit_test(test_random_invariants), cmocka_unit_test(test_large))
