@@ -1,14 +1,16 @@
 /* test_plan_predict.c: the what-if planner input (plan_predict.h). A tiny model whose operator
  * counts, FLOPs, kept bytes and windows are computed by hand (a compute rate of 1e6 FLOP/s and a
- * memory bandwidth too large to matter, so each time is its FLOPs / 1e6); GQA, SwiGLU and tp 2
- * change the shapes as the header says; AC marks every forward operator but a segment's last as
- * recomputed; monotonicity (more phases never more overhead; faster links, shorter windows and a
- * shorter step; more GPU memory, a larger budget and never more naive operators: the overhead
- * itself may rise a little, as Phase 3's per-window best fits then differ, and is printed when
- * it does) and the plan's
- * invariants (every operator exactly once, windows not overfilled, the budget never exceeded) on
- * the two paper decks and variants of them; refusals (MoE, tp beyond a node, a footprint over
- * the GPU's memory) as one-line errors naming the key's line.
+ * memory bandwidth too large to matter, so each time is its FLOPs / 1e6), and on tp 2 x pp 2 x
+ * dp 2 with round link numbers its window lengths (intra- and inter-node), step decomposition and
+ * both stages' memory footprints and budget, also by hand; GQA, SwiGLU, tp 2 and an odd vocab
+ * change the shapes as the header says; AC (a short last segment too) marks every forward
+ * operator but a segment's last as recomputed; monotonicity (more phases never more overhead;
+ * faster links, shorter windows and a shorter step; more GPU memory, a larger budget and never
+ * more naive operators: the overhead itself may rise a little, as Phase 3's per-window best fits
+ * then differ, and is printed when it does) and the plan's invariants (every operator exactly
+ * once, windows not overfilled, the budget never exceeded) on the two paper decks and variants
+ * of them; refusals (MoE, tp beyond a node, a footprint over the GPU's memory) as one-line
+ * errors naming the key's line.
  * ft-test: ranks 1 */
 #include <math.h>
 #include <stdio.h>
@@ -149,6 +151,12 @@ static void test_tiny_shapes(void **state)
     assert_int_equal(p.nwin, 2 * 2 + 2 * 2 + 1);
     for (int w = 0; w < p.nwin; w++) assert_int_equal(p.win_class[w], PRED_W_TP);
     predict_free(&p);
+    /* an odd vocab over tp 2: each GPU's share of the head is rounded up, 9 of 17 columns */
+    const char *const odd[] = {"model.vocab=17", "parallel.tp=2", NULL};
+    cfg_from(&cfg, g_tiny, odd);
+    if (predict_build(&cfg, &p, g_err, sizeof g_err)) fail_msg("%s", g_err);
+    assert_flops(&p, PRED_G_head, 2 * 4 * 8 * 9);
+    predict_free(&p);
 }
 
 /* AC and pipeline: pp 2 (one block a stage, no embedding on the last), AC full, 3 micro-batches,
@@ -194,6 +202,122 @@ static void test_ac_pipeline(void **state)
         if (p.group[i] == PRED_G_res2) kept += !p.ops[i].recomputed;
     assert_int_equal(kept, 1);
     predict_free(&p);
+    /* 3 blocks, AC every 2: segments {0, 1} and {2}, the last one short; each ends on a kept res2,
+     * and both are recomputed: the recomputation is the 3 blocks' forward minus the 2 kept res2 */
+    const char *const odd[] = {"model.layers=3", "train.ac=every", "train.ac_every=2", NULL};
+    cfg_from(&cfg, g_tiny, odd);
+    if (predict_build(&cfg, &p, g_err, sizeof g_err)) fail_msg("%s", g_err);
+    kept = 0, blk = 0, res2 = 0;
+    for (int i = 0; i < p.nops; i++) {
+        if (p.ops[i].block >= p.Ls) continue; /* the first micro-batch */
+        if (p.group[i] == PRED_G_res2) kept += !p.ops[i].recomputed, res2 = p.ops[i].time;
+        if (p.group[i] >= PRED_G_norm1 && p.group[i] <= PRED_G_res2) blk += p.ops[i].time;
+    }
+    assert_int_equal(kept, 2);
+    assert_true(fabs(p.t_recompute - (blk - 2 * res2)) <= 1e-12 * blk);
+    predict_free(&p);
+}
+
+/* The tiny model on tp 2 x pp 2 x dp 2 (2 blocks a stage, 3 micro-batches, AC full) with round
+ * link numbers (intra 1 GB/s 1 us, inter 0.5 GB/s 10 us); an activation is N C bf16 = 64 bytes.
+ *   TP all-reduce: 2 (tp-1) 1 us + 2 (tp-1)/tp 64 B / 1 GB/s = 2.064 us, 13 a micro-batch (4
+ *     forward, 4 recompute, 4 backward, 1 after the head).
+ *   2 GPUs a node: the PP neighbour is on another node, a hop 10 us + 64 B / 0.5 GB/s; the DP
+ *     peer too: (dp-1) 10 us + (dp-1)/dp 4 (2 x 400 + 8 x 8) B / 0.5 GB/s (block parameters
+ *     per GPU: (8 (8 + 16) + 64 + 2 x 8 x 32) / 2 + 2 x 8 = 400; the head's share 8 x 8).
+ *   8 GPUs a node: both intra-node, 1 us + 64 B / 1 GB/s and 1 us + 1728 B / 1 GB/s.
+ * Each PP window follows the backward of its micro-batch's first block on the stage (norm1_b),
+ * and is that block's. The step: m cycles + (pp-1) cycles of bubble + DP + optimizer. */
+static void test_tiny_comm(void **state)
+{
+    (void)state;
+    const double eps = 1e-12;
+    for (int per = 2; per <= 8; per += 6) {
+        char node[64];
+        snprintf(node, sizeof node, "cluster.gpus_per_node=%d", per);
+        const char *const ov[] = {"model.layers=4", "parallel.tp=2", "parallel.pp=2",
+                                  "parallel.dp=2", "parallel.microbatches=3", "train.ac=full",
+                                  "cluster.intra_gbs=1", "cluster.intra_lat_us=1",
+                                  "cluster.inter_gbs=0.5", "cluster.inter_lat_us=10", node, NULL};
+        FtConfig cfg;
+        cfg_from(&cfg, g_tiny, ov);
+        FtPredict p;
+        if (predict_build(&cfg, &p, g_err, sizeof g_err)) fail_msg("%s", g_err);
+        double tp = 2e-6 + 64 / 1e9;
+        double hop = per == 2 ? 10e-6 + 64 / 0.5e9 : 1e-6 + 64 / 1e9;
+        double dp = per == 2 ? 10e-6 + 0.5 * 4 * 864 / 0.5e9 : 1e-6 + 0.5 * 4 * 864 / 1e9;
+        assert_int_equal(p.pp_inter, per == 2);
+        assert_true(fabs(p.t_tp_one - tp) <= eps * tp && fabs(p.t_pp_hop - hop) <= eps * hop);
+        assert_true(fabs(p.t_dp - dp) <= eps * dp);
+        int npp = 0;
+        for (int w = 0; w < p.nwin; w++) {
+            double want = p.win_class[w] == PRED_W_TP ? tp : p.win_class[w] == PRED_W_PP ? 2 * hop
+                                                                                         : dp;
+            assert_true(fabs(p.win[w].len - want) <= eps * want);
+            if (p.win_class[w] != PRED_W_PP) continue;
+            const FtPlanOp *o = &p.ops[p.win[w].after];
+            assert_int_equal(p.group[p.win[w].after], PRED_G_norm1_b);
+            assert_int_equal(p.win[w].block, o->block);
+            assert_int_equal(p.win[w].block, npp++ * p.Ls);
+        }
+        assert_int_equal(npp, 3);
+        assert_true(fabs(p.t_tp - 13 * tp) <= eps * tp && fabs(p.t_pp - 2 * hop) <= eps * hop);
+        double cycle = p.t_fwd + p.t_recompute + p.t_bwd + p.t_tp + p.t_pp;
+        assert_true(fabs(p.t_cycle - cycle) <= eps * cycle);
+        assert_true(fabs(p.t_bubble - cycle) <= eps * cycle);
+        double step = 4 * cycle + p.t_dp + p.t_opt;
+        assert_true(fabs(p.t_step - step) <= eps * step);
+        predict_free(&p);
+    }
+}
+
+/* Memory by hand, the same layout (8 GPUs a node), 1 GB a GPU, no reserve. Parameters: the last
+ * stage 2 x 400 + the head 8 x 8 + its norm 8 = 872, the first 2 x 400 + the embedding 64 = 864;
+ * each at 2 bytes + 16 / dp (dp 2: 10 bytes). Activations: AC full keeps each block's input, a
+ * sequence-parallel shard 2 N C / tp = 32 bytes, for the micro-batches in flight (1F1B: pp - s,
+ * so 1 on the last stage, 2 on the first; gpipe: all 3), plus one block's full activations
+ * 2 N (4 C + 2 (Q + 2K) + 2 Q + F + F) = 768; the last stage also the logits' 10 N V = 320.
+ *   1F1B:  last 8720 + 2 x 32 + 768 + 320 = 9872, first 8640 + 4 x 32 + 768 = 9536.
+ *   gpipe: last 8720 + 6 x 32 + 768 + 320 = 10000, first 8640 + 6 x 32 + 768 = 9600.
+ * The budget is the GPU's memory less the last (planned) stage's footprint. Without AC the
+ * first stage holds 2 micro-batches of every block's activations (2 x 2 x 768 + 8640 = 11712)
+ * against the last's 1 (2 x 768 + 320 + 8720 = 10576): 11000 bytes fit the last stage only,
+ * and the refusal names the first. */
+static void test_tiny_memory(void **state)
+{
+    (void)state;
+    const char *const sched[2] = {"parallel.schedule=1f1b", "parallel.schedule=gpipe"};
+    const double last[2] = {9872, 10000}, first[2] = {9536, 9600};
+    for (int k = 0; k < 2; k++) {
+        const char *const ov[] = {"model.layers=4", "parallel.tp=2", "parallel.pp=2",
+                                  "parallel.dp=2", "parallel.microbatches=3", "train.ac=full",
+                                  sched[k], NULL};
+        FtConfig cfg;
+        cfg_from(&cfg, g_tiny, ov);
+        FtPredict p;
+        if (predict_build(&cfg, &p, g_err, sizeof g_err)) fail_msg("%s", g_err);
+        assert_true(p.params == 872 && p.mem_state == 8720 && p.mem_reserve == 0);
+        assert_true(p.footprint == last[k] && p.footprint0 == first[k]);
+        assert_true(p.mem_act == last[k] - 8720);
+        assert_int_equal(p.budget, (size_t)(1e9 - last[k]));
+        predict_free(&p);
+    }
+    const char *const none[] = {"model.layers=4", "parallel.tp=2", "parallel.pp=2",
+                                "parallel.dp=2", "parallel.microbatches=3", "train.ac=none",
+                                "cluster.gpu_mem_gb=1e-3", NULL};
+    FtConfig cfg;
+    cfg_from(&cfg, g_tiny, none);
+    FtPredict p;
+    if (predict_build(&cfg, &p, g_err, sizeof g_err)) fail_msg("%s", g_err);
+    assert_true(p.footprint == 10576 && p.footprint0 == 11712);
+    predict_free(&p);
+    const char *const tight[] = {"model.layers=4", "parallel.tp=2", "parallel.pp=2",
+                                 "parallel.dp=2", "parallel.microbatches=3", "train.ac=none",
+                                 "cluster.gpu_mem_gb=11e-6", NULL};
+    cfg_from(&cfg, g_tiny, tight);
+    assert_int_equal(predict_build(&cfg, &p, g_err, sizeof g_err), -1);
+    assert_non_null(strstr(g_err, "command line override 7: the training footprint (0.0 GB on "
+                                  "the first stage) does not fit"));
 }
 
 /* Every operator exactly once (a valid strategy; deferred / AGC ones in a window, the others
@@ -376,6 +500,7 @@ static void test_refusals(void **state)
 }
 
 FT_TEST_MAIN(cmocka_unit_test(test_tiny_counts), cmocka_unit_test(test_tiny_shapes),
-             cmocka_unit_test(test_ac_pipeline), cmocka_unit_test(test_decks_phases),
+             cmocka_unit_test(test_ac_pipeline), cmocka_unit_test(test_tiny_comm),
+             cmocka_unit_test(test_tiny_memory), cmocka_unit_test(test_decks_phases),
              cmocka_unit_test(test_faster_links), cmocka_unit_test(test_more_memory),
              cmocka_unit_test(test_refusals))

@@ -1,11 +1,13 @@
 /* test_planner.c: SpareTrain's three-phase static DMR planner (planner.h): the paper's Phase-3
- * worked example with chosen numbers, a hand-made Phase-2 case, the best fit against brute force
- * (exact search) and against an integer subset sum (knapsack path), and invariants on thousands
- * of random instances for each phase set (one strategy per operator, disabled phases absent,
- * windows not overfilled, memory within budget at every window, each Phase-3 subset optimal for
- * its queue, the Phase-2 segment the best candidate, the overhead recomputed from the strategies,
- * determinism, and the overhead non-increasing as phases are added). Times are multiples of 1/4,
- * so every sum is exact in double and the comparisons are exact. Fixed seeds throughout.
+ * worked example with chosen numbers, a hand-made Phase-2 case and its tie-breaks, the bounds of
+ * the input checks and of the bookkeeping rule, the best fit against brute force (exact search,
+ * up to PLANNER_EXACT_MAX items) and against an integer subset sum (knapsack path), and
+ * invariants on thousands of random instances for each phase set (one strategy per operator,
+ * disabled phases absent, windows not overfilled, memory within budget at every window, each
+ * Phase-3 subset optimal for its queue, the Phase-2 segment the best candidate, the overhead
+ * recomputed from the strategies, determinism, and the overhead non-increasing as phases are
+ * added). Times are multiples of 1/4, so every sum is exact in double and the comparisons are
+ * exact. Fixed seeds throughout.
  * ft-test: ranks 1 */
 #include <stdio.h>
 #include <stdlib.h>
@@ -108,6 +110,46 @@ static void test_phase2_hand(void **state)
     const FtPlanWindow bad[2] = {{2, 1, PLAN_WIN_INTRA, 0}, {1, 1, PLAN_WIN_INTRA, 0}};
     assert_int_equal(planner_run(ops2, 3, bad, 2, 10, 7, &p), -1);
     assert_int_equal(planner_run(ops2, 3, win2, 1, 10, 16, &p), -1);
+    /* each documented kind of invalid input is refused: a window after no operator (after =
+     * nops) or before -1, a negative length, an unknown kind; a negative block or time */
+    const FtPlanWindow past[1] = {{3, 1, PLAN_WIN_INTRA, 0}}, before[1] = {{-2, 1, PLAN_WIN_PP, 0}};
+    const FtPlanWindow negl[1] = {{0, -1, PLAN_WIN_INTRA, 0}}, kind[1] = {{0, 1, 2, 0}};
+    assert_int_equal(planner_run(ops2, 3, past, 1, 10, 7, &p), -1);
+    assert_int_equal(planner_run(ops2, 3, before, 1, 10, 7, &p), -1);
+    assert_int_equal(planner_run(ops2, 3, negl, 1, 10, 7, &p), -1);
+    assert_int_equal(planner_run(ops2, 3, kind, 1, 10, 7, &p), -1);
+    const FtPlanOp negb[1] = {{"b", 1, 1, 0, -1, 0, 0}}, negt[1] = {{"t", -1, 1, 0, 0, 0, 0}};
+    assert_int_equal(planner_run(negb, 1, win2, 0, 10, 7, &p), -1);
+    assert_int_equal(planner_run(negt, 1, win2, 0, 10, 7, &p), -1);
+    /* ... and the same windows one step inside the bounds are accepted */
+    const FtPlanWindow last[1] = {{2, 0, PLAN_WIN_INTRA, 0}}, first[1] = {{-1, 0, PLAN_WIN_PP, 0}};
+    assert_int_equal(planner_run(ops2, 3, last, 1, 10, 7, &p), 0);
+    planner_free(&p);
+    assert_int_equal(planner_run(ops2, 3, first, 1, 10, 7, &p), 0);
+    planner_free(&p);
+}
+
+/* ---- Phase 2's tie-breaks ----------------------------------------------------------------------
+ * One block, a PP window after its last operator, budget 10, 1 byte per op. a 2, b 0: {a} and
+ * {a,b} both gain 2 -> the fewer operators, {a}: b is not covered (naive, 0 s) and the boundary
+ * keeps 1 byte, not 2. a 2, c 2 into a window of 2: {a} and {c} both gain 2 -> the earlier, {a}. */
+static void test_phase2_ties(void **state)
+{
+    (void)state;
+    const FtPlanOp ops[2] = {{"a", 2, 1, 0, 0, 0, 0}, {"b", 0, 1, 0, 0, 0, 0}};
+    const FtPlanWindow win[1] = {{1, 5, PLAN_WIN_PP, 0}};
+    FtDmrPlan p;
+    assert_int_equal(planner_run(ops, 2, win, 1, 10, phase_sets[1], &p), 0);
+    assert_true(p.nseg == 1 && p.seg_first[0] == 0 && p.seg_last[0] == 0);
+    assert_int_equal(p.strategy[0], PLAN_AGC), assert_int_equal(p.strategy[1], PLAN_NAIVE);
+    assert_true(p.agc_mem == 1 && p.win_time[0] == 2 && p.overhead == 0);
+    planner_free(&p);
+    const FtPlanOp ops2[2] = {{"a", 2, 1, 0, 0, 0, 0}, {"c", 2, 1, 0, 0, 0, 0}};
+    const FtPlanWindow win2[1] = {{1, 2, PLAN_WIN_PP, 0}};
+    assert_int_equal(planner_run(ops2, 2, win2, 1, 10, phase_sets[1], &p), 0);
+    assert_true(p.nseg == 1 && p.seg_first[0] == 0 && p.seg_last[0] == 0);
+    assert_int_equal(p.strategy[0], PLAN_AGC), assert_int_equal(p.strategy[1], PLAN_NAIVE);
+    assert_true(p.overhead == 2);
     planner_free(&p);
 }
 
@@ -174,6 +216,14 @@ static void test_bookkeeping(void **state)
     assert_true(p.nseg == 1 && p.seg_first[0] == 3 && p.seg_last[0] == 3);
     assert_true(p.overhead == 5.75 && p.keep_cost == 0.75 && p.agc_mem == 1);
     planner_free(&p);
+    /* bookkeeping equal to the check (1 = 0.75 + 0.25) does not exceed it: deferred, as the
+     * header's rule (a) says; it then costs its bookkeeping, as much as checking it now */
+    const FtPlanOp even[1] = {{"e", 1, 1, 0, 0, 0.75, 0.25}};
+    const FtPlanWindow win1[1] = {{0, 2, PLAN_WIN_INTRA, 0}};
+    assert_int_equal(planner_run(even, 1, win1, 1, 10, phase_sets[2], &p), 0);
+    assert_int_equal(p.strategy[0], PLAN_DEFERRED), assert_int_equal(p.window[0], 0);
+    assert_true(p.overhead == 1 && p.keep_cost == 1 && p.win_time[0] == 1);
+    planner_free(&p);
     /* negative bookkeeping is invalid input */
     const FtPlanOp bad[1] = {{"n", 1, 1, 0, 0, -1, 0}};
     assert_int_equal(planner_run(bad, 1, win, 0, 10, phase_sets[2], &p), -1);
@@ -213,6 +263,17 @@ static void test_best_fit(void **state)
     const double tie[3] = {3, 1, 2};
     assert_true(planner_best_fit(tie, 3, 3, pick) == 3);
     assert_true(pick[0] && !pick[1] && !pick[2]);
+    /* exact up to and including PLANNER_EXACT_MAX items: three 1 s checks fill a 3 s window
+     * (the knapsack's unit, 3/8192 s, rounds each up past a third of it: it would take two) */
+    for (int i = 0; i < PLANNER_EXACT_MAX; i++) t[i] = i < 3 ? 1 : 5;
+    assert_true(planner_best_fit(t, PLANNER_EXACT_MAX, 3, pick) == 3);
+    assert_true(pick[0] && pick[1] && pick[2]);
+    /* a window of length 0 holds every check of time 0, on both paths */
+    for (int n = PLANNER_EXACT_MAX - 1; n <= PLANNER_EXACT_MAX + 6; n += 7) {
+        for (int i = 0; i < n; i++) t[i] = i % 3 ? 0.25 * i : 0;
+        assert_true(planner_best_fit(t, n, 0, pick) == 0);
+        for (int i = 0; i < n; i++) assert_int_equal(pick[i], t[i] == 0);
+    }
     /* knapsack path (n > PLANNER_EXACT_MAX): with len 2048 the unit is 1/4, so on quarter times
      * it is exact: compare with an integer subset sum */
     static unsigned char reach[8193];
@@ -493,6 +554,6 @@ static void test_large(void **state)
 }
 
 FT_TEST_MAIN(cmocka_unit_test(test_worked_example), cmocka_unit_test(test_phase2_hand),
-             cmocka_unit_test(test_phase3_too_long), cmocka_unit_test(test_bookkeeping),
-             cmocka_unit_test(test_best_fit), cmocka_unit_test(test_random_invariants),
-             cmocka_unit_test(test_large))
+             cmocka_unit_test(test_phase2_ties), cmocka_unit_test(test_phase3_too_long),
+             cmocka_unit_test(test_bookkeeping), cmocka_unit_test(test_best_fit),
+             cmocka_unit_test(test_random_invariants), cmocka_unit_test(test_large))

@@ -8,7 +8,8 @@
 # after a shorter run's end is left out with a warning; with dmr.mode = off a flip is missed.
 # The MoE dynamic planner (dmr.moe_dynamic) on ep2 catches a campaign on the expert ops.
 # `ftllm plan` writes a plan that `ftllm train` loads (dmr.mode = planned); bad plan files (a good
-# one with one edit) and a plan file missing on one rank are one "FILE:LINE: message" line, exit 2.
+# one with one edit) and a plan file missing on one rank are one "FILE:LINE: message" line, exit 2;
+# a plan it cannot write is one line naming the file, exit 1, and not reported as written.
 # Runs the sanitizer build ($FTLLM_SAN) too.
 set -u
 source "$(dirname "$0")/lib.bash"
@@ -37,6 +38,10 @@ has "plan table" '^ +[0-9]+ +matmul\.fwd +forward +0 +piggyback '
 has "plan totals" '^\[r0\] plan: windows [0-9]+ .*predicted overhead [0-9.]+ ms per step'
 has "plan written" "^plan: written to $plan"
 grep -q '^ftllm-dmr-plan 1$' "$plan" && ok "plan file header" || bad "plan file header" "$(head -c 300 "$plan")"
+# a plan that cannot be written: one line naming the file, a failed exit, no "written" claim
+run "plan not writable" 1 "$E2E_TMP/none/p.plan: cannot write the DMR plan" 1 "$FTLLM" plan inputs/default.ini train.ac=full dmr.plan="$E2E_TMP/none/p.plan" dmr.profile_steps=2
+has "plan not writable: totals" '^\[r0\] plan: windows'
+! grep -q '^plan: written' "$E2E_TMP/out" && ok "plan not writable: not claimed" || bad "plan not writable: not claimed" "$(grep '^plan:' "$E2E_TMP/out")"
 # shellcheck disable=SC2086
 run "train loads the plan" 0 "" 1 "$FTLLM" train inputs/default.ini $short train.ac=full dmr.mode=planned dmr.plan="$plan"
 has "plan loaded" "^dmr: mode planned: the plan $plan "

@@ -1,7 +1,8 @@
 #!/bin/bash
 # e2e/plan_predict.sh: `ftllm plan --predict` as a user meets it. Both paper decks (Llama-3-70B
 # and Mistral-Large on 32 H200) run on one rank and print a table per phase set and the
-# `overhead:` summary, and the same numbers on two ranks; overrides work (80 GB variants); bad
+# `overhead:` summary (the tables' numbers; phases 1 and 1,2 use no window and defer no check
+# of a phase they lack), and the same numbers on two ranks; overrides work (80 GB variants); bad
 # input gets one line on stderr and exit code 2: no deck, a missing deck, a bad override, MoE,
 # tensor parallelism beyond a node, a footprint over the GPU's memory, too many micro-batches.
 set -u
@@ -17,6 +18,16 @@ for bin in "${e2e_bins[@]}"; do
     has "$tag predict $name overhead" "^overhead: naive $pct, phases 1 $pct, 1,2 $pct, 1,2,3 $pct of a [0-9.]+ s step"
     has "$tag predict $name phase 1,2,3 table" '^phases 1,2,3:$'
     has "$tag predict $name layout" '^layout: tp 8 x pp [24] x dp [12] = 32 GPUs \(4 nodes of 8\), TP in a node, PP hops inter-node'
+    # the summary repeats each table's predicted overhead; phase 1 uses no window, phases 1,2 no
+    # TP or DP window (Phase 2 fills PP windows only), and neither defers a check
+    want=$(awk '/^phases /{ph = substr($2, 1, length($2) - 1)}
+      /^  predicted overhead:/{s = s sep ph " " $3; sep = ", "} END{print "phases " s " of a"}' "$tmp/out")
+    grep -qF -- "$want" "$tmp/out" && ok "$tag predict $name summary = tables" || bad "$tag predict $name summary = tables" "no '$want'"
+    awk '/^phases /{ph = $2}
+      NF == 8 && (ph == "1:" && $5 + $6 || ph == "1,2:" && $5) {e = 1}
+      /windows used:/ && (ph == "1:" && / [1-9][0-9]* of / || ph == "1,2:" && /(TP|DP) [1-9]/) {e = 1}
+      END{exit e}' "$tmp/out" && ok "$tag predict $name phases apart" ||
+      bad "$tag predict $name phases apart" "a check deferred, or a window used, by a phase set without that phase"
     cp "$tmp/out" "$tmp/np1"
     run "$tag predict $name np2" 0 "" 2 "$bin" plan --predict "$deck"
     cmp -s "$tmp/out" "$tmp/np1" && ok "$tag predict $name np2 same" || bad "$tag predict $name np2 same" "output differs"
