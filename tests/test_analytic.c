@@ -466,9 +466,56 @@ static void test_renewal_alt(void **state)
     assert_non_null(strstr(err, "horizon"));
 }
 
+/* The time-to-train model where it is exact (analytic.h: checkpoint-only, exponential law: the
+ * Poisson model of analytic_ckpt.c): the plan's time against analytic_ckpt_time at fixed
+ * intervals (to the model's tables, 1e-4), its expected wipe-outs against the Poisson count
+ * (e^(lam x) - 1 per piece of x seconds, the last piece's included), its availability against
+ * the restarts' share of that time; a run shorter than the optimal interval takes no checkpoint;
+ * and a detection latency costs what the same extra restart time costs. */
+static void test_plan_poisson(void **state)
+{
+    (void)state;
+    FtCluster c = {.gpus = 800, .gpus_per_replica = 8, .gpu_mtbf = 800 * 3600.0, .restart = 300,
+                   .ckpt = 60, .step = 10, .steps = 12000};
+    const double lam = 1.0 / 3600, W = c.steps * c.step, taus[] = {600, 1200, 2000, 4000};
+    for (int i = 0; i < 4; i++) {
+        FtPlan p;
+        assert_int_equal(analytic_plan(&c, FT_POL_CKPT, 1, taus[i], &p), 0);
+        double n = ceil(W / taus[i]), last = W - (n - 1) * taus[i];
+        double ex = analytic_ckpt_time(W, taus[i], c.ckpt, lam, c.restart);
+        double wo = (n - 1) * expm1(lam * (taus[i] + c.ckpt)) + expm1(lam * last);
+        printf("checkpoint every %.0f s: time-to-train %.1f s (exact %.1f, %+.1e), wipe-outs %.3f (exact %.3f, "
+               "%+.1e), availability %.5f (exact %.5f)\n", p.interval, p.ttt, ex, p.ttt / ex - 1, p.wipeouts, wo,
+               p.wipeouts / wo - 1, p.avail, 1 - wo * c.restart / ex);
+        assert_true(p.interval == taus[i]);
+        assert_true(fabs(p.ttt / ex - 1) < 1e-4);
+        assert_true(fabs(p.wipeouts / wo - 1) < 1e-3);
+        assert_true(fabs(p.avail - (1 - wo * c.restart / ex)) < 1e-4);
+    }
+    /* 1000 s of work, lam W = 0.1, optimal interval (Young: sqrt(2 C / lam) = 2450 s) longer
+     * than the run: one piece, no checkpoint */
+    FtCluster q = {.gpus = 32, .gpus_per_replica = 8, .gpu_mtbf = 32 * 1e4, .restart = 600, .ckpt = 300,
+                   .step = 10, .steps = 100};
+    FtPlan s;
+    assert_int_equal(analytic_plan(&q, FT_POL_CKPT, 1, 0, &s), 0);
+    assert_true(s.interval == 1000);
+    assert_true(fabs(s.ttt / analytic_segment_time(1000, 1e-4, 600) - 1) < 1e-4);
+    assert_true(fabs(s.wipeouts / expm1(0.1) - 1) < 1e-3);
+    /* latency: part of every wipe-out's downtime, like the restart */
+    for (int pol = FT_POL_CKPT; pol <= FT_POL_SPARE; pol += FT_POL_SPARE) {
+        FtPlan a, b;
+        FtCluster cl = c, cr = c;
+        cl.latency = 200, cr.restart += 200;
+        assert_int_equal(analytic_plan(&cl, pol, 2, 1200, &a), 0);
+        assert_int_equal(analytic_plan(&cr, pol, 2, 1200, &b), 0);
+        assert_true(fabs(a.ttt / b.ttt - 1) < 1e-12 && fabs(a.wipeouts / b.wipeouts - 1) < 1e-12);
+    }
+}
+
 FT_TEST_MAIN(cmocka_unit_test(test_depth_vs_hall), cmocka_unit_test(test_oracle_incremental),
              cmocka_unit_test(test_survival_and_S_enumerated),
              cmocka_unit_test(test_closed_form_gap), cmocka_unit_test(test_young_daly),
              cmocka_unit_test(test_sparing_model), cmocka_unit_test(test_optimizer),
              cmocka_unit_test(test_renewal), cmocka_unit_test(test_epoch_curve),
-             cmocka_unit_test(test_epoch_real), cmocka_unit_test(test_renewal_alt))
+             cmocka_unit_test(test_epoch_real), cmocka_unit_test(test_renewal_alt),
+             cmocka_unit_test(test_plan_poisson))
