@@ -184,6 +184,9 @@ static void test_sparing_model(void **state)
     s.R = 300;
     assert_int_equal(analytic_sparing(&s, &b, err, sizeof err), -1);
     assert_non_null(strstr(err, "more than"));
+    s.R = s.L; /* as many spare blocks as blocks in use: allowed */
+    assert_int_equal(analytic_sparing(&s, &b, err, sizeof err), 0);
+    assert_true(fabs(b.util - 0.5) < 1e-12);
     s.R = 8;
     /* with repairs instantaneous and no spares every block is usable: avail = 1 */
     s.tray_mttr = s.rack_mttr = 0;
@@ -334,6 +337,14 @@ static void test_epoch_curve(void **state)
     assert_true(fabs(c.up_units / e.up_units - 1) < 1e-9 && fabs(c.thr / e.thr_time - 1) < 1e-9);
     epoch_curve_free(&c);
     epoch_stages_free(&st);
+    /* replication with groups left over (N = 50, r = 3: 48 in use): the stages are those of the
+     * groups in use, so the curve still integrates to the epoch's up_units */
+    assert_int_equal(analytic_rep_stages(50, 3, &e, &st), 0);
+    assert_int_equal(st.M, 48);
+    assert_int_equal(epoch_curve_init(&c, &st), 0);
+    assert_true(fabs(c.up_units / e.up_units - 1) < 1e-9 && fabs(c.thr / e.thr_time - 1) < 1e-9);
+    epoch_curve_free(&c);
+    epoch_stages_free(&st);
     const int r = 3;
     assert_int_equal(analytic_spare_stages(N, r, 1e12, &e, &st), 0);
     assert_int_equal(epoch_curve_init(&c, &st), 0);
@@ -466,9 +477,31 @@ static void test_renewal_alt(void **state)
     assert_non_null(strstr(err, "horizon"));
 }
 
+/* The checkpoint formulas' contracts (analytic.h): Daly's interval is M once C >= 2M; a run
+ * takes no checkpoint after its last piece (failure-free: W plus one C per full piece before the
+ * last); the first-order waste is least at Young's interval and grows by lam x delta with the
+ * detection latency. */
+static void test_ckpt_formulas(void **state)
+{
+    (void)state;
+    const double M = 1000;
+    assert_true(analytic_daly(2 * M, M) == M && analytic_daly(3 * M, M) == M);
+    assert_true(analytic_daly(1.9 * M, M) < M);
+    assert_true(fabs(analytic_ckpt_time(10000, 1000, 60, 0, 300) - (10000 + 9 * 60)) < 1e-9);
+    assert_true(fabs(analytic_ckpt_time(10500, 1000, 60, 0, 300) - (10500 + 10 * 60)) < 1e-9);
+    assert_true(fabs(analytic_ckpt_time(800, 1000, 60, 0, 300) - 800) < 1e-9);
+    const double C = 60, lam = 1 / 3600.0, D = 300, y = analytic_young(C, 1 / lam);
+    for (double f = 1.02; f < 1.5; f *= 1.1) {
+        assert_true(analytic_waste(y, C, lam, D, 0) < analytic_waste(y * f, C, lam, D, 0));
+        assert_true(analytic_waste(y, C, lam, D, 0) < analytic_waste(y / f, C, lam, D, 0));
+    }
+    assert_true(fabs(analytic_waste(y, C, lam, D, 500) - analytic_waste(y, C, lam, D, 0) - lam * 500) < 1e-12);
+}
+
 /* The time-to-train model where it is exact (analytic.h: checkpoint-only, exponential law: the
  * Poisson model of analytic_ckpt.c): the plan's time against analytic_ckpt_time at fixed
- * intervals (to the model's tables, 1e-4), its expected wipe-outs against the Poisson count
+ * intervals (to the model's tables, 1e-4; runs of 33 and 280 mean times between failures, the
+ * longer one settling into the stationary piece chain), its expected wipe-outs against the Poisson count
  * (e^(lam x) - 1 per piece of x seconds, the last piece's included), its availability against
  * the restarts' share of that time; a run shorter than the optimal interval takes no checkpoint;
  * and a detection latency costs what the same extra restart time costs. */
@@ -477,10 +510,13 @@ static void test_plan_poisson(void **state)
     (void)state;
     FtCluster c = {.gpus = 800, .gpus_per_replica = 8, .gpu_mtbf = 800 * 3600.0, .restart = 300,
                    .ckpt = 60, .step = 10, .steps = 12000};
-    const double lam = 1.0 / 3600, W = c.steps * c.step, taus[] = {600, 1200, 2000, 4000};
-    for (int i = 0; i < 4; i++) {
+    const double lam = 1.0 / 3600, taus[] = {600, 1200, 2000, 4000, 1200};
+    for (int i = 0; i < 5; i++) {
+        FtCluster cw = c;
+        if (i == 4) cw.steps = 100000;
+        const double W = cw.steps * cw.step;
         FtPlan p;
-        assert_int_equal(analytic_plan(&c, FT_POL_CKPT, 1, taus[i], &p), 0);
+        assert_int_equal(analytic_plan(&cw, FT_POL_CKPT, 1, taus[i], &p), 0);
         double n = ceil(W / taus[i]), last = W - (n - 1) * taus[i];
         double ex = analytic_ckpt_time(W, taus[i], c.ckpt, lam, c.restart);
         double wo = (n - 1) * expm1(lam * (taus[i] + c.ckpt)) + expm1(lam * last);
@@ -512,10 +548,75 @@ static void test_plan_poisson(void **state)
     }
 }
 
+/* The incremental oracle on every dead set of small rings (failures in ascending order of the
+ * group index, and from the middle of the ring around), against analytic_depth at every step:
+ * covers the boundary states that random orders on a large ring rarely reach (t (N - k) = N
+ * exactly, e.g. every other group down), and the wipe-out test against r consecutive failed
+ * groups around the failed one, counted directly. */
+static void test_oracle_exhaustive(void **state)
+{
+    (void)state;
+    int checked = 0;
+    for (int N = 4; N <= 12; N++)
+        for (int r = 2; r <= 4 && r <= N; r++) {
+            FtDepthOracle o;
+            assert_int_equal(depth_oracle_init(&o, N, r), 0);
+            for (unsigned m = 1; m < (1u << N); m++)
+                for (int start = 0; start < N; start += N / 2) {
+                    depth_oracle_reset(&o);
+                    for (int i = 0; i < N; i++) {
+                        int g = (start + i) % N;
+                        if (!(m >> g & 1)) continue;
+                        int d = depth_oracle_fail(&o, g);
+                        assert_int_equal(d, analytic_depth(o.dead, N, r));
+                        int run = 0; /* r consecutive failed groups through g */
+                        for (int a = g - r + 1; a <= g && !run; a++) {
+                            int all = 1;
+                            for (int b = a; b < a + r; b++) all &= o.dead[(b + N) % N] != 0;
+                            run = all;
+                        }
+                        assert_int_equal(depth_oracle_run_at(&o, g), run);
+                        checked++;
+                        if (d > r) break;
+                    }
+                }
+            depth_oracle_free(&o);
+        }
+    assert_true(checked > 100000);
+}
+
+/* The optimizer's fallback when the exact count is too costly (sim_spare_stages_mc): its stages
+ * against the exact ones on a small ring, within 99.9% intervals of their own trial counts
+ * (P(T > k) binomial; E[1/d_k | T > k] from the epochs alive at k, 1/d_k within [0, 1/2] for
+ * k >= 1 so its standard deviation is at most 1/4), and the epoch statistics within 1%. */
+static void test_stages_mc(void **state)
+{
+    (void)state;
+    const int N = 40, r = 3, n = 20000;
+    FtSpareEpoch e, m;
+    FtEpochStages se, sm;
+    assert_int_equal(analytic_spare_stages(N, r, 1e12, &e, &se), 0);
+    assert_int_equal(sim_spare_stages_mc(N, r, n, 77, &m, &sm), 0);
+    assert_int_equal(m.exact, 0);
+    int checked = 0;
+    for (int k = 0; k <= se.K; k++) {
+        double p = se.alive[k];
+        if (p < 0.01) continue;
+        assert_true(fabs(sm.alive[k] - p) <= 3.29 * sqrt(p * (1 - p) / n) + 1e-12);
+        assert_true(fabs(sm.inv_depth[k] - se.inv_depth[k]) <= 3.29 * 0.25 / sqrt(p * n) + 1e-12);
+        checked++;
+    }
+    assert_true(checked > 10);
+    assert_true(fabs(m.mu / e.mu - 1) < 0.01 && fabs(m.S / e.S - 1) < 0.01);
+    assert_true(fabs(m.thr_time / e.thr_time - 1) < 0.01 && fabs(m.up_units / e.up_units - 1) < 0.01);
+    epoch_stages_free(&se), epoch_stages_free(&sm);
+}
+
 FT_TEST_MAIN(cmocka_unit_test(test_depth_vs_hall), cmocka_unit_test(test_oracle_incremental),
              cmocka_unit_test(test_survival_and_S_enumerated),
              cmocka_unit_test(test_closed_form_gap), cmocka_unit_test(test_young_daly),
              cmocka_unit_test(test_sparing_model), cmocka_unit_test(test_optimizer),
              cmocka_unit_test(test_renewal), cmocka_unit_test(test_epoch_curve),
              cmocka_unit_test(test_epoch_real), cmocka_unit_test(test_renewal_alt),
-             cmocka_unit_test(test_plan_poisson))
+             cmocka_unit_test(test_ckpt_formulas), cmocka_unit_test(test_plan_poisson),
+             cmocka_unit_test(test_oracle_exhaustive), cmocka_unit_test(test_stages_mc))
