@@ -228,6 +228,61 @@ static void test_sim_schedule(void **state)
     assert_all(o[SIM_CKPTS] == ckpts && fabs(o[SIM_TTT] - t) < 1e-6 && o[SIM_FAILURES] == 0);
 }
 
+/* A trial's books balance: checkpoint-only spends its wall time on the work (once), the work lost
+ * to wipe-outs, the completed checkpoints, the restarts, and at most one checkpoint in progress
+ * per wipe-out; SPARe (stacked shards: depth >= 1) at least that. The availability is the share
+ * of wall time outside restarts, the mean depth is 1 without masking and within [1, r] with it.
+ * A detection latency is downtime like the restart: the same trial, byte for byte, as a restart
+ * that much longer. */
+static void test_sim_accounting(void **state)
+{
+    (void)state;
+    FtCluster c = {.gpus = 4000, .gpus_per_replica = 20, .gpu_mtbf = 4000 * 600.0, .law = FT_LAW_WEIBULL,
+                   .weibull_shape = 0.7, .restart = 600, .ckpt = 30, .step = 5, .steps = 20000};
+    const double W = c.steps * c.step;
+    int ok = 1;
+    for (int law = 0; law < 2; law++)
+        for (int pol = FT_POL_CKPT; pol <= FT_POL_SPARE; pol += FT_POL_SPARE) {
+            FtSimSpec s = {.c = c, .policy = pol, .r = 3, .interval = 2000, .seed = 21};
+            s.c.law = law ? FT_LAW_WEIBULL : FT_LAW_EXP;
+            for (int i = 0; i < 3; i++) {
+                double o[SIM_NOUT];
+                ok &= sim_cluster_trial(&s, i, o) == 0;
+                double books = W + o[SIM_LOST] + o[SIM_CKPTS] * c.ckpt + o[SIM_RESTARTS] * c.restart;
+                double slack = o[SIM_TTT] - books, eps = 1e-9 * o[SIM_TTT];
+                ok &= o[SIM_RESTARTS] > 0 && o[SIM_LOST] > 0 && slack >= -eps;
+                if (pol == FT_POL_CKPT) ok &= slack <= o[SIM_RESTARTS] * c.ckpt + eps && o[SIM_DEPTH] == 1;
+                else ok &= o[SIM_MASKED] > 0 && o[SIM_DEPTH] > 1 && o[SIM_DEPTH] <= 3;
+                ok &= fabs(o[SIM_AVAIL] - (1 - o[SIM_RESTARTS] * c.restart / o[SIM_TTT])) < 1e-12;
+                FtSimSpec a = s, b = s;
+                a.c.latency = 150, b.c.restart += 150;
+                double oa[SIM_NOUT], ob[SIM_NOUT];
+                ok &= sim_cluster_trial(&a, i, oa) == 0 && sim_cluster_trial(&b, i, ob) == 0;
+                ok &= memcmp(oa, ob, sizeof oa) == 0;
+            }
+        }
+    assert_all(ok);
+}
+
+/* A trial that fails on one rank fails the call on every rank (the verdict is agreed), and the
+ * other trials' slots are filled as usual. */
+static int fail_one_fn(int trial, double *out, void *ctx)
+{
+    (void)ctx;
+    out[0] = trial + 1;
+    return trial == 1 ? -1 : 0;
+}
+
+static void test_trials_agree_on_failure(void **state)
+{
+    (void)state;
+    double all[4];
+    int rc = sim_trials(ft_test_comm(), 4, 1, fail_one_fn, NULL, all);
+    assert_all(rc == -1);
+    assert_all(all[0] == 1 && all[2] == 3 && all[3] == 4);
+    assert_all(sim_trials(ft_test_comm(), 1, 1, fail_one_fn, NULL, all) == 0 && all[0] == 1);
+}
+
 /* ---- the time-to-train model under both failure laws ------------------------------------------ */
 
 /* The grid: both laws, Weibull shapes 0.7 / 0.8 / 1.0, N = 200 and 1000 groups, system MTBF 5 min
@@ -372,4 +427,5 @@ static void test_law_grid(void **state)
 FT_TEST_MAIN(cmocka_unit_test(test_ring_vs_exact), cmocka_unit_test(test_too_few_trials_fail),
              cmocka_unit_test(test_sparing_vs_analytic), cmocka_unit_test(test_young_daly_vs_sim),
              cmocka_unit_test(test_rank_independent), cmocka_unit_test(test_sim_schedule),
+             cmocka_unit_test(test_sim_accounting), cmocka_unit_test(test_trials_agree_on_failure),
              cmocka_unit_test(test_law_grid))
