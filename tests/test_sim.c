@@ -228,6 +228,33 @@ static void test_sim_schedule(void **state)
     assert_all(o[SIM_CKPTS] == ckpts && fabs(o[SIM_TTT] - t) < 1e-6 && o[SIM_FAILURES] == 0);
 }
 
+/* The event queue: ids inserted at random times, some moved earlier or later and some removed
+ * from the middle, then popped: in time order (ties by id), each remaining id exactly once. */
+static void test_heap(void **state)
+{
+    (void)state;
+    enum { NH = 200 };
+    FtHeap h;
+    FtRng g;
+    rng_seed(&g, 5, 0);
+    assert_all(heap_init(&h, NH) == 0);
+    double t[NH];
+    int gone[NH] = {0}, left = NH, ok = 1;
+    for (int i = 0; i < NH; i++) heap_set(&h, i, t[i] = (double)rng_below(&g, 50));
+    for (int i = 0; i < NH; i += 3) heap_set(&h, i, t[i] = (double)rng_below(&g, 50)); /* moves */
+    for (int i = 1; i < NH; i += 4) heap_remove(&h, i), gone[i] = 1, left--;
+    double pt = -1;
+    int pid = -1;
+    while (heap_top(&h) >= 0) {
+        int id = heap_top(&h);
+        ok &= !gone[id] && heap_top_time(&h) == t[id] && (t[id] > pt || (t[id] == pt && id > pid));
+        gone[id] = 1, pt = t[id], pid = id, left--;
+        heap_remove(&h, id);
+    }
+    heap_free(&h);
+    assert_all(ok && left == 0);
+}
+
 /* A trial's books balance: checkpoint-only spends its wall time on the work (once), the work lost
  * to wipe-outs, the completed checkpoints, the restarts, and at most one checkpoint in progress
  * per wipe-out; SPARe (stacked shards: depth >= 1) at least that. The availability is the share
@@ -427,5 +454,6 @@ static void test_law_grid(void **state)
 FT_TEST_MAIN(cmocka_unit_test(test_ring_vs_exact), cmocka_unit_test(test_too_few_trials_fail),
              cmocka_unit_test(test_sparing_vs_analytic), cmocka_unit_test(test_young_daly_vs_sim),
              cmocka_unit_test(test_rank_independent), cmocka_unit_test(test_sim_schedule),
-             cmocka_unit_test(test_sim_accounting), cmocka_unit_test(test_trials_agree_on_failure),
+             cmocka_unit_test(test_heap), cmocka_unit_test(test_sim_accounting),
+             cmocka_unit_test(test_trials_agree_on_failure),
              cmocka_unit_test(test_law_grid))
