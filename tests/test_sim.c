@@ -17,6 +17,7 @@
 
 #include "ft_test.h"
 #include "ftllm/analytic.h"
+#include "ftllm/deck.h"
 #include "ftllm/sim.h"
 
 #include "sim_verdict.h"
@@ -226,6 +227,40 @@ static void test_sim_schedule(void **state)
         if (w < W) t += c.ckpt, ckpts++;
     }
     assert_all(o[SIM_CKPTS] == ckpts && fabs(o[SIM_TTT] - t) < 1e-6 && o[SIM_FAILURES] == 0);
+}
+
+/* A cluster deck as `optimize` and `simulate` read it (sim_deck_load on every rank, then the
+ * models' structs): every [cluster] key that the models take lands in its field, in the models'
+ * units (hours to seconds for the GPU MTBF; sparing times stay in hours), the detection latency
+ * included; I intra-block spares come out of the block's trays. */
+static void test_sim_deck(void **state)
+{
+    (void)state;
+    static const char deck[] =
+        "[run]\nseed = 3\n[cluster]\ngpus = 4800\ngpus_per_replica = 24\ngpu_mtbf_h = 20000\n"
+        "failure_law = weibull\nweibull_shape = 0.75\nrestart_s = 900\ncheckpoint_s = 45\nstep_s = 7\n"
+        "steps = 123456\ndetect_latency_s = 120\nzones = 3\nblocks_per_zone = 40\ntrays_per_block = 9\n"
+        "gpus_per_tray = 8\ntray_mtbf_h = 7000\ntray_mttr_h = 30\nrack_mtbf_h = 60000\nrack_mttr_h = 12\n"
+        "sparing_horizon_h = 9000\n";
+    char path[64], err[512] = "";
+    ft_tmpfile(deck, sizeof deck - 1, path);
+    FtConfig cfg;
+    int rc = sim_deck_load(&cfg, path, 0, NULL, ft_test_comm(), err, sizeof err);
+    if (rc && ft_test_rank() == 0) printf("%s\n", err);
+    assert_all(rc == 0);
+    FtCluster c;
+    FtSparing s;
+    sim_cluster_from_cfg(&cfg, &c);
+    sim_sparing_from_cfg(&cfg, 5, 2, &s);
+    assert_all(c.gpus == 4800 && c.gpus_per_replica == 24 && c.gpu_mtbf == 20000 * 3600.0 &&
+               c.law == FT_LAW_WEIBULL && c.weibull_shape == 0.75 && c.restart == 900 && c.ckpt == 45 &&
+               c.step == 7 && c.steps == 123456 && c.latency == 120);
+    assert_all(s.B == 3 && s.L == 40 && s.K == 7 && s.R == 5 && s.I == 2 && s.gpus_per_tray == 8 &&
+               s.tray_mtbf == 7000 && s.tray_mttr == 30 && s.rack_mtbf == 60000 && s.rack_mttr == 12 &&
+               s.ckpt == 45 && s.restart == 900 && s.interval == 0 && s.law == FT_LAW_WEIBULL &&
+               s.shape == 0.75 && s.horizon == 9000);
+    deck_free(&cfg);
+    if (ft_test_rank() == 0) remove(path);
 }
 
 /* The event queue: ids inserted at random times, some moved earlier or later and some removed
@@ -454,6 +489,6 @@ static void test_law_grid(void **state)
 FT_TEST_MAIN(cmocka_unit_test(test_ring_vs_exact), cmocka_unit_test(test_too_few_trials_fail),
              cmocka_unit_test(test_sparing_vs_analytic), cmocka_unit_test(test_young_daly_vs_sim),
              cmocka_unit_test(test_rank_independent), cmocka_unit_test(test_sim_schedule),
-             cmocka_unit_test(test_heap), cmocka_unit_test(test_sim_accounting),
+             cmocka_unit_test(test_heap), cmocka_unit_test(test_sim_deck), cmocka_unit_test(test_sim_accounting),
              cmocka_unit_test(test_trials_agree_on_failure),
              cmocka_unit_test(test_law_grid))
