@@ -500,11 +500,12 @@ static void test_ckpt_formulas(void **state)
 
 /* The time-to-train model where it is exact (analytic.h: checkpoint-only, exponential law: the
  * Poisson model of analytic_ckpt.c): the plan's time against analytic_ckpt_time at fixed
- * intervals (to the model's tables, 1e-4; runs of 33 and 280 mean times between failures, the
- * longer one settling into the stationary piece chain), its expected wipe-outs against the Poisson count
- * (e^(lam x) - 1 per piece of x seconds, the last piece's included), its availability against
- * the restarts' share of that time; a run shorter than the optimal interval takes no checkpoint;
- * and a detection latency costs what the same extra restart time costs. */
+ * intervals (to the model's tables, 2e-4: measured 3-8e-5; runs of 33 and 280 mean times between
+ * failures, the longer one settling into the stationary piece chain), its expected wipe-outs
+ * against the Poisson count (e^(lam x) - 1 per piece of x seconds, the last piece's included),
+ * its availability against the restarts' share of that time; a run shorter than the optimal
+ * interval takes no checkpoint; and a detection latency costs what the same extra restart time
+ * costs. */
 static void test_plan_poisson(void **state)
 {
     (void)state;
@@ -524,7 +525,7 @@ static void test_plan_poisson(void **state)
                "%+.1e), availability %.5f (exact %.5f)\n", p.interval, p.ttt, ex, p.ttt / ex - 1, p.wipeouts, wo,
                p.wipeouts / wo - 1, p.avail, 1 - wo * c.restart / ex);
         assert_true(p.interval == taus[i]);
-        assert_true(fabs(p.ttt / ex - 1) < 1e-4);
+        assert_true(fabs(p.ttt / ex - 1) < 2e-4);
         assert_true(fabs(p.wipeouts / wo - 1) < 1e-3);
         assert_true(fabs(p.avail - (1 - wo * c.restart / ex)) < 1e-4);
     }
