@@ -489,6 +489,6 @@ static void test_law_grid(void **state)
 FT_TEST_MAIN(cmocka_unit_test(test_ring_vs_exact), cmocka_unit_test(test_too_few_trials_fail),
              cmocka_unit_test(test_sparing_vs_analytic), cmocka_unit_test(test_young_daly_vs_sim),
              cmocka_unit_test(test_rank_independent), cmocka_unit_test(test_sim_schedule),
-             cmocka_unit_test(test_heap), cmocka_unit_test(test_sim_deck), cmocka_unit_test(test_sim_accounting),
-             cmocka_unit_test(test_trials_agree_on_failure),
+             cmocka_unit_test(test_heap), cmocka_unit_test(test_sim_deck),
+             cmocka_unit_test(test_sim_accounting), cmocka_unit_test(test_trials_agree_on_failure),
              cmocka_unit_test(test_law_grid))

@@ -253,7 +253,8 @@ fail:
 /* The last piece (x of work, no checkpoint) from each state of c: expected time into El[j] and
  * expected wipe-outs into Fl[j] (the attempt's, then (1 - p_0) / p_0 for the retries from the
  * start of an epoch). */
-static int chain_last(const FtEpochWall *w, const struct chain *c, double x, double D, double *El, double *Fl)
+static int chain_last(const FtEpochWall *w, const struct chain *c, double x, double D, double *El,
+                      double *Fl)
 {
     double p0, a0, s0;
     attempt(w, 0, x, 0, &p0, &a0, &s0);
@@ -423,7 +424,8 @@ static int run_model(const FtFailModel *m, const struct pol *p, const FtSched *s
         int last = rem <= tau * (1 + 1e-12);
         if (last) { /* no checkpoint after it: from the current state distribution */
             /* El, El2: times from the states of a, b; their second halves the wipe-outs */
-            double *ne = realloc(El, 2 * (size_t)J * sizeof *El), *ne2 = realloc(El2, 2 * (size_t)J * sizeof *El2);
+            double *ne = realloc(El, 2 * (size_t)J * sizeof *El),
+                   *ne2 = realloc(El2, 2 * (size_t)J * sizeof *El2);
             if (ne) El = ne;
             if (ne2) El2 = ne2;
             if (!ne || !ne2 || chain_last(&p->wall[i], a, rem, D, El, El + J) ||
