@@ -184,6 +184,9 @@ static void test_sparing_model(void **state)
     s.R = 300;
     assert_int_equal(analytic_sparing(&s, &b, err, sizeof err), -1);
     assert_non_null(strstr(err, "more than"));
+    s.R = s.L; /* as many spare blocks as blocks in use: allowed */
+    assert_int_equal(analytic_sparing(&s, &b, err, sizeof err), 0);
+    assert_true(fabs(b.util - 0.5) < 1e-12);
     s.R = 8;
     /* with repairs instantaneous and no spares every block is usable: avail = 1 */
     s.tray_mttr = s.rack_mttr = 0;
@@ -334,6 +337,14 @@ static void test_epoch_curve(void **state)
     assert_true(fabs(c.up_units / e.up_units - 1) < 1e-9 && fabs(c.thr / e.thr_time - 1) < 1e-9);
     epoch_curve_free(&c);
     epoch_stages_free(&st);
+    /* replication with groups left over (N = 50, r = 3: 48 in use): the stages are those of the
+     * groups in use, so the curve still integrates to the epoch's up_units */
+    assert_int_equal(analytic_rep_stages(50, 3, &e, &st), 0);
+    assert_int_equal(st.M, 48);
+    assert_int_equal(epoch_curve_init(&c, &st), 0);
+    assert_true(fabs(c.up_units / e.up_units - 1) < 1e-9 && fabs(c.thr / e.thr_time - 1) < 1e-9);
+    epoch_curve_free(&c);
+    epoch_stages_free(&st);
     const int r = 3;
     assert_int_equal(analytic_spare_stages(N, r, 1e12, &e, &st), 0);
     assert_int_equal(epoch_curve_init(&c, &st), 0);
@@ -466,9 +477,217 @@ static void test_renewal_alt(void **state)
     assert_non_null(strstr(err, "horizon"));
 }
 
+/* The checkpoint formulas' contracts (analytic.h): Daly's interval is M once C >= 2M; a run
+ * takes no checkpoint after its last piece (failure-free: W plus one C per full piece before the
+ * last); the first-order waste is least at Young's interval and grows by lam x delta with the
+ * detection latency. */
+static void test_ckpt_formulas(void **state)
+{
+    (void)state;
+    const double M = 1000;
+    assert_true(analytic_daly(2 * M, M) == M && analytic_daly(3 * M, M) == M);
+    assert_true(analytic_daly(1.9 * M, M) < M);
+    assert_true(fabs(analytic_ckpt_time(10000, 1000, 60, 0, 300) - (10000 + 9 * 60)) < 1e-9);
+    assert_true(fabs(analytic_ckpt_time(10500, 1000, 60, 0, 300) - (10500 + 10 * 60)) < 1e-9);
+    assert_true(fabs(analytic_ckpt_time(800, 1000, 60, 0, 300) - 800) < 1e-9);
+    const double C = 60, lam = 1 / 3600.0, D = 300, y = analytic_young(C, 1 / lam);
+    for (double f = 1.02; f < 1.5; f *= 1.1) {
+        assert_true(analytic_waste(y, C, lam, D, 0) < analytic_waste(y * f, C, lam, D, 0));
+        assert_true(analytic_waste(y, C, lam, D, 0) < analytic_waste(y / f, C, lam, D, 0));
+    }
+    double dw = analytic_waste(y, C, lam, D, 500) - analytic_waste(y, C, lam, D, 0);
+    assert_true(fabs(dw - lam * 500) < 1e-12);
+}
+
+/* The time-to-train model where it is exact (analytic.h: checkpoint-only, exponential law: the
+ * Poisson model of analytic_ckpt.c): the plan's time against analytic_ckpt_time at fixed
+ * intervals (to the model's tables, 2e-4: measured 3-8e-5; runs of 33 and 280 mean times between
+ * failures, the longer one settling into the stationary piece chain), its expected wipe-outs
+ * against the Poisson count (e^(lam x) - 1 per piece of x seconds, the last piece's included),
+ * its availability against the restarts' share of that time; a run shorter than the optimal
+ * interval takes no checkpoint; and a detection latency costs what the same extra restart time
+ * costs. */
+static void test_plan_poisson(void **state)
+{
+    (void)state;
+    FtCluster c = {.gpus = 800, .gpus_per_replica = 8, .gpu_mtbf = 800 * 3600.0, .restart = 300,
+                   .ckpt = 60, .step = 10, .steps = 12000};
+    const double lam = 1.0 / 3600, taus[] = {600, 1200, 2000, 4000, 1200};
+    for (int i = 0; i < 5; i++) {
+        FtCluster cw = c;
+        if (i == 4) cw.steps = 100000;
+        const double W = cw.steps * cw.step;
+        FtPlan p;
+        assert_int_equal(analytic_plan(&cw, FT_POL_CKPT, 1, taus[i], &p), 0);
+        double n = ceil(W / taus[i]), last = W - (n - 1) * taus[i];
+        double ex = analytic_ckpt_time(W, taus[i], c.ckpt, lam, c.restart);
+        double wo = (n - 1) * expm1(lam * (taus[i] + c.ckpt)) + expm1(lam * last);
+        printf("checkpoint every %.0f s: time-to-train %.1f s (exact %.1f, %+.1e), wipe-outs %.3f (exact %.3f, "
+               "%+.1e), availability %.5f (exact %.5f)\n", p.interval, p.ttt, ex, p.ttt / ex - 1, p.wipeouts, wo,
+               p.wipeouts / wo - 1, p.avail, 1 - wo * c.restart / ex);
+        assert_true(p.interval == taus[i]);
+        assert_true(fabs(p.ttt / ex - 1) < 2e-4);
+        assert_true(fabs(p.wipeouts / wo - 1) < 1e-3);
+        assert_true(fabs(p.avail - (1 - wo * c.restart / ex)) < 1e-4);
+    }
+    /* 1000 s of work, lam W = 0.1, optimal interval (Young: sqrt(2 C / lam) = 2450 s) longer
+     * than the run: one piece, no checkpoint */
+    FtCluster q = {.gpus = 32, .gpus_per_replica = 8, .gpu_mtbf = 32 * 1e4, .restart = 600, .ckpt = 300,
+                   .step = 10, .steps = 100};
+    FtPlan s;
+    assert_int_equal(analytic_plan(&q, FT_POL_CKPT, 1, 0, &s), 0);
+    assert_true(s.interval == 1000);
+    assert_true(fabs(s.ttt / analytic_segment_time(1000, 1e-4, 600) - 1) < 1e-4);
+    assert_true(fabs(s.wipeouts / expm1(0.1) - 1) < 1e-3);
+    /* latency: part of every wipe-out's downtime, like the restart */
+    for (int pol = FT_POL_CKPT; pol <= FT_POL_SPARE; pol += FT_POL_SPARE) {
+        FtPlan a, b;
+        FtCluster cl = c, cr = c;
+        cl.latency = 200, cr.restart += 200;
+        assert_int_equal(analytic_plan(&cl, pol, 2, 1200, &a), 0);
+        assert_int_equal(analytic_plan(&cr, pol, 2, 1200, &b), 0);
+        assert_true(fabs(a.ttt / b.ttt - 1) < 1e-12 && fabs(a.wipeouts / b.wipeouts - 1) < 1e-12);
+    }
+}
+
+/* The incremental oracle on every dead set of small rings (failures in ascending order of the
+ * group index, and from the middle of the ring around), against analytic_depth at every step:
+ * covers the boundary states that random orders on a large ring rarely reach (t (N - k) = N
+ * exactly, e.g. every other group down), and the wipe-out test against r consecutive failed
+ * groups around the failed one, counted directly. */
+static void test_oracle_exhaustive(void **state)
+{
+    (void)state;
+    int checked = 0;
+    for (int N = 4; N <= 12; N++)
+        for (int r = 2; r <= 4 && r <= N; r++) {
+            FtDepthOracle o;
+            assert_int_equal(depth_oracle_init(&o, N, r), 0);
+            for (unsigned m = 1; m < (1u << N); m++)
+                for (int start = 0; start < N; start += N / 2) {
+                    depth_oracle_reset(&o);
+                    for (int i = 0; i < N; i++) {
+                        int g = (start + i) % N;
+                        if (!(m >> g & 1)) continue;
+                        int d = depth_oracle_fail(&o, g);
+                        assert_int_equal(d, analytic_depth(o.dead, N, r));
+                        int run = 0; /* r consecutive failed groups through g */
+                        for (int a = g - r + 1; a <= g && !run; a++) {
+                            int all = 1;
+                            for (int b = a; b < a + r; b++) all &= o.dead[(b + N) % N] != 0;
+                            run = all;
+                        }
+                        assert_int_equal(depth_oracle_run_at(&o, g), run);
+                        checked++;
+                        if (d > r) break;
+                    }
+                }
+            depth_oracle_free(&o);
+        }
+    assert_true(checked > 100000);
+}
+
+/* The optimizer's fallback when the exact count is too costly (sim_spare_stages_mc): its stages
+ * against the exact ones on a small ring, within 99.9% intervals of their own trial counts
+ * (P(T > k) binomial; E[1/d_k | T > k] from the epochs alive at k, 1/d_k within [0, 1/2] for
+ * k >= 1 so its standard deviation is at most 1/4), and the epoch statistics within 1%. */
+static void test_stages_mc(void **state)
+{
+    (void)state;
+    const int N = 40, r = 3, n = 20000;
+    FtSpareEpoch e, m;
+    FtEpochStages se, sm;
+    assert_int_equal(analytic_spare_stages(N, r, 1e12, &e, &se), 0);
+    assert_int_equal(sim_spare_stages_mc(N, r, n, 77, &m, &sm), 0);
+    assert_int_equal(m.exact, 0);
+    int checked = 0;
+    for (int k = 0; k <= se.K; k++) {
+        double p = se.alive[k];
+        if (p < 0.01) continue;
+        assert_true(fabs(sm.alive[k] - p) <= 3.29 * sqrt(p * (1 - p) / n) + 1e-12);
+        assert_true(fabs(sm.inv_depth[k] - se.inv_depth[k]) <= 3.29 * 0.25 / sqrt(p * n) + 1e-12);
+        checked++;
+    }
+    assert_true(checked > 10);
+    assert_true(fabs(m.mu / e.mu - 1) < 0.01 && fabs(m.S / e.S - 1) < 0.01);
+    assert_true(fabs(m.thr_time / e.thr_time - 1) < 0.01);
+    assert_true(fabs(m.up_units / e.up_units - 1) < 0.01);
+    epoch_stages_free(&se), epoch_stages_free(&sm);
+}
+
+/* The replacement correction against its definition: when the GPUs that failed in every past
+ * cycle (length L) all start new at its end, the first u seconds of an epoch hold
+ * theta(u) = lam_g L sum_{j>=0} (F(jL + u) - F(jL)) of operational time (cohort j born j cycles
+ * ago). analytic_epoch.c sums the cohorts j >= 1 by Euler-Maclaurin; here they are summed one by
+ * one, the epoch integrated on a finer grid and L iterated to convergence: the mean up-time agrees
+ * to 5e-4 (measured: 1e-4), against a correction of 2-5%. */
+static double cohort_F(const FtRenewal *g, double x)
+{
+    return x <= 0 ? 0 : -expm1(-pow(x / g->scale, g->shape));
+}
+
+static double cohort_theta(const FtRenewal *g, double lam, double L, double u)
+{
+    double s = 0;
+    for (int j = 0; j < 1000000; j++) {
+        double d = cohort_F(g, j * L + u) - cohort_F(g, j * L);
+        s += d;
+        if (j > 0 && d < 1e-15 * s) break;
+    }
+    return lam * L * s;
+}
+
+static double cohort_up(const FtEpochCurve *c, const FtRenewal *g, double lam, double restart)
+{
+    const double th_end = (c->n - 1) * c->dth;
+    const int n = 1000; /* Simpson on log u */
+    double L = c->up_units / lam + restart, up = 0;
+    for (int it = 0; it < 30; it++) {
+        double lo = log(1e-10 * th_end / lam), hi = log(4 * th_end / lam), h = (hi - lo) / n, s = 0;
+        for (int i = 0; i <= n; i++) {
+            double u = exp(lo + i * h);
+            double wi = i == 0 || i == n ? 1 : i & 1 ? 4 : 2;
+            s += wi * epoch_curve_S(c, cohort_theta(g, lam, L, u)) * u;
+        }
+        up = s * h / 3 + exp(lo);
+        if (fabs(up + restart - L) < 1e-9 * L) break;
+        L = up + restart;
+    }
+    return up;
+}
+
+static void test_epoch_cohorts(void **state)
+{
+    (void)state;
+    FtEpochStages st;
+    FtEpochCurve c;
+    FtSpareEpoch e;
+    const int N = 200;
+    const double lam = 1.0 / 3600 / N;
+    assert_int_equal(analytic_spare_stages(N, 2, 1e12, &e, &st), 0);
+    assert_int_equal(epoch_curve_init(&c, &st), 0);
+    FtRenewal wb;
+    /* one GPU per group: the largest correction */
+    assert_int_equal(renewal_init(&wb, FT_LAW_WEIBULL, 0.7, 1 / lam, 1e7, 64), 0);
+    const double restarts[2] = {1800, 36000};
+    for (int i = 0; i < 2; i++) {
+        double up, work, ref = cohort_up(&c, &wb, lam, restarts[i]);
+        assert_int_equal(epoch_real(&c, &wb, lam, restarts[i], &up, &work), 0);
+        printf("replacement correction, restart %.0f s: epoch %.1f s (cohorts one by one %.1f, %+.1e; "
+               "uncorrected %.1f)\n", restarts[i], up, ref, up / ref - 1, c.up_units / lam);
+        assert_true(fabs(up / ref - 1) < 5e-4);
+    }
+    renewal_free(&wb);
+    epoch_curve_free(&c);
+    epoch_stages_free(&st);
+}
+
 FT_TEST_MAIN(cmocka_unit_test(test_depth_vs_hall), cmocka_unit_test(test_oracle_incremental),
              cmocka_unit_test(test_survival_and_S_enumerated),
              cmocka_unit_test(test_closed_form_gap), cmocka_unit_test(test_young_daly),
              cmocka_unit_test(test_sparing_model), cmocka_unit_test(test_optimizer),
              cmocka_unit_test(test_renewal), cmocka_unit_test(test_epoch_curve),
-             cmocka_unit_test(test_epoch_real), cmocka_unit_test(test_renewal_alt))
+             cmocka_unit_test(test_epoch_real), cmocka_unit_test(test_renewal_alt),
+             cmocka_unit_test(test_ckpt_formulas), cmocka_unit_test(test_plan_poisson),
+             cmocka_unit_test(test_oracle_exhaustive), cmocka_unit_test(test_stages_mc),
+             cmocka_unit_test(test_epoch_cohorts))

@@ -17,6 +17,7 @@
 
 #include "ft_test.h"
 #include "ftllm/analytic.h"
+#include "ftllm/deck.h"
 #include "ftllm/sim.h"
 
 #include "sim_verdict.h"
@@ -228,6 +229,122 @@ static void test_sim_schedule(void **state)
     assert_all(o[SIM_CKPTS] == ckpts && fabs(o[SIM_TTT] - t) < 1e-6 && o[SIM_FAILURES] == 0);
 }
 
+/* A cluster deck as `optimize` and `simulate` read it (sim_deck_load on every rank, then the
+ * models' structs): every [cluster] key that the models take lands in its field, in the models'
+ * units (hours to seconds for the GPU MTBF; sparing times stay in hours), the detection latency
+ * included; I intra-block spares come out of the block's trays. */
+static void test_sim_deck(void **state)
+{
+    (void)state;
+    static const char deck[] =
+        "[run]\nseed = 3\n[cluster]\ngpus = 4800\ngpus_per_replica = 24\ngpu_mtbf_h = 20000\n"
+        "failure_law = weibull\nweibull_shape = 0.75\nrestart_s = 900\ncheckpoint_s = 45\nstep_s = 7\n"
+        "steps = 123456\ndetect_latency_s = 120\nzones = 3\nblocks_per_zone = 40\ntrays_per_block = 9\n"
+        "gpus_per_tray = 8\ntray_mtbf_h = 7000\ntray_mttr_h = 30\nrack_mtbf_h = 60000\nrack_mttr_h = 12\n"
+        "sparing_horizon_h = 9000\n";
+    char path[64], err[512] = "";
+    ft_tmpfile(deck, sizeof deck - 1, path);
+    FtConfig cfg;
+    int rc = sim_deck_load(&cfg, path, 0, NULL, ft_test_comm(), err, sizeof err);
+    if (rc && ft_test_rank() == 0) printf("%s\n", err);
+    assert_all(rc == 0);
+    FtCluster c;
+    FtSparing s;
+    sim_cluster_from_cfg(&cfg, &c);
+    sim_sparing_from_cfg(&cfg, 5, 2, &s);
+    assert_all(c.gpus == 4800 && c.gpus_per_replica == 24 && c.gpu_mtbf == 20000 * 3600.0 &&
+               c.law == FT_LAW_WEIBULL && c.weibull_shape == 0.75 && c.restart == 900 && c.ckpt == 45 &&
+               c.step == 7 && c.steps == 123456 && c.latency == 120);
+    assert_all(s.B == 3 && s.L == 40 && s.K == 7 && s.R == 5 && s.I == 2 && s.gpus_per_tray == 8 &&
+               s.tray_mtbf == 7000 && s.tray_mttr == 30 && s.rack_mtbf == 60000 && s.rack_mttr == 12 &&
+               s.ckpt == 45 && s.restart == 900 && s.interval == 0 && s.law == FT_LAW_WEIBULL &&
+               s.shape == 0.75 && s.horizon == 9000);
+    deck_free(&cfg);
+    if (ft_test_rank() == 0) remove(path);
+}
+
+/* The event queue: ids inserted at random times, some moved earlier or later and some removed
+ * from the middle, then popped: in time order (ties by id), each remaining id exactly once. */
+static void test_heap(void **state)
+{
+    (void)state;
+    enum { NH = 200 };
+    FtHeap h;
+    FtRng g;
+    rng_seed(&g, 5, 0);
+    assert_all(heap_init(&h, NH) == 0);
+    double t[NH];
+    int gone[NH] = {0}, left = NH, ok = 1;
+    for (int i = 0; i < NH; i++) heap_set(&h, i, t[i] = (double)rng_below(&g, 50));
+    for (int i = 0; i < NH; i += 3) heap_set(&h, i, t[i] = (double)rng_below(&g, 50)); /* moves */
+    for (int i = 1; i < NH; i += 4) heap_remove(&h, i), gone[i] = 1, left--;
+    double pt = -1;
+    int pid = -1;
+    while (heap_top(&h) >= 0) {
+        int id = heap_top(&h);
+        ok &= !gone[id] && heap_top_time(&h) == t[id] && (t[id] > pt || (t[id] == pt && id > pid));
+        gone[id] = 1, pt = t[id], pid = id, left--;
+        heap_remove(&h, id);
+    }
+    heap_free(&h);
+    assert_all(ok && left == 0);
+}
+
+/* A trial's books balance: checkpoint-only spends its wall time on the work (once), the work lost
+ * to wipe-outs, the completed checkpoints, the restarts, and at most one checkpoint in progress
+ * per wipe-out; SPARe (stacked shards: depth >= 1) at least that. The availability is the share
+ * of wall time outside restarts, the mean depth is 1 without masking and within [1, r] with it.
+ * A detection latency is downtime like the restart: the same trial, byte for byte, as a restart
+ * that much longer. */
+static void test_sim_accounting(void **state)
+{
+    (void)state;
+    FtCluster c = {.gpus = 4000, .gpus_per_replica = 20, .gpu_mtbf = 4000 * 600.0, .law = FT_LAW_WEIBULL,
+                   .weibull_shape = 0.7, .restart = 600, .ckpt = 30, .step = 5, .steps = 20000};
+    const double W = c.steps * c.step;
+    int ok = 1;
+    for (int law = 0; law < 2; law++)
+        for (int pol = FT_POL_CKPT; pol <= FT_POL_SPARE; pol += FT_POL_SPARE) {
+            FtSimSpec s = {.c = c, .policy = pol, .r = 3, .interval = 2000, .seed = 21};
+            s.c.law = law ? FT_LAW_WEIBULL : FT_LAW_EXP;
+            for (int i = 0; i < 3; i++) {
+                double o[SIM_NOUT];
+                ok &= sim_cluster_trial(&s, i, o) == 0;
+                double books = W + o[SIM_LOST] + o[SIM_CKPTS] * c.ckpt + o[SIM_RESTARTS] * c.restart;
+                double slack = o[SIM_TTT] - books, eps = 1e-9 * o[SIM_TTT];
+                ok &= o[SIM_RESTARTS] > 0 && o[SIM_LOST] > 0 && slack >= -eps;
+                if (pol == FT_POL_CKPT) ok &= slack <= o[SIM_RESTARTS] * c.ckpt + eps && o[SIM_DEPTH] == 1;
+                else ok &= o[SIM_MASKED] > 0 && o[SIM_DEPTH] > 1 && o[SIM_DEPTH] <= 3;
+                ok &= fabs(o[SIM_AVAIL] - (1 - o[SIM_RESTARTS] * c.restart / o[SIM_TTT])) < 1e-12;
+                FtSimSpec a = s, b = s;
+                a.c.latency = 150, b.c.restart += 150;
+                double oa[SIM_NOUT], ob[SIM_NOUT];
+                ok &= sim_cluster_trial(&a, i, oa) == 0 && sim_cluster_trial(&b, i, ob) == 0;
+                ok &= memcmp(oa, ob, sizeof oa) == 0;
+            }
+        }
+    assert_all(ok);
+}
+
+/* A trial that fails on one rank fails the call on every rank (the verdict is agreed), and the
+ * other trials' slots are filled as usual. */
+static int fail_one_fn(int trial, double *out, void *ctx)
+{
+    (void)ctx;
+    out[0] = trial + 1;
+    return trial == 1 ? -1 : 0;
+}
+
+static void test_trials_agree_on_failure(void **state)
+{
+    (void)state;
+    double all[4];
+    int rc = sim_trials(ft_test_comm(), 4, 1, fail_one_fn, NULL, all);
+    assert_all(rc == -1);
+    assert_all(all[0] == 1 && all[2] == 3 && all[3] == 4);
+    assert_all(sim_trials(ft_test_comm(), 1, 1, fail_one_fn, NULL, all) == 0 && all[0] == 1);
+}
+
 /* ---- the time-to-train model under both failure laws ------------------------------------------ */
 
 /* The grid: both laws, Weibull shapes 0.7 / 0.8 / 1.0, N = 200 and 1000 groups, system MTBF 5 min
@@ -372,4 +489,6 @@ static void test_law_grid(void **state)
 FT_TEST_MAIN(cmocka_unit_test(test_ring_vs_exact), cmocka_unit_test(test_too_few_trials_fail),
              cmocka_unit_test(test_sparing_vs_analytic), cmocka_unit_test(test_young_daly_vs_sim),
              cmocka_unit_test(test_rank_independent), cmocka_unit_test(test_sim_schedule),
+             cmocka_unit_test(test_heap), cmocka_unit_test(test_sim_deck),
+             cmocka_unit_test(test_sim_accounting), cmocka_unit_test(test_trials_agree_on_failure),
              cmocka_unit_test(test_law_grid))

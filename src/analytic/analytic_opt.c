@@ -250,8 +250,11 @@ fail:
     return -1;
 }
 
-/* The last piece (x of work, no checkpoint) from each state of c: expected time into El[j]. */
-static int chain_last(const FtEpochWall *w, const struct chain *c, double x, double D, double *El)
+/* The last piece (x of work, no checkpoint) from each state of c: expected time into El[j] and
+ * expected wipe-outs into Fl[j] (the attempt's, then (1 - p_0) / p_0 for the retries from the
+ * start of an epoch). */
+static int chain_last(const FtEpochWall *w, const struct chain *c, double x, double D, double *El,
+                      double *Fl)
 {
     double p0, a0, s0;
     attempt(w, 0, x, 0, &p0, &a0, &s0);
@@ -261,6 +264,7 @@ static int chain_last(const FtEpochWall *w, const struct chain *c, double x, dou
         double p, a, S;
         attempt(w, c->u[j], x, 0, &p, &a, &S);
         El[j] = S > 0 ? a + (1 - p) * (D + E0) : E0;
+        Fl[j] = S > 0 ? (1 - p) / p0 : (1 - p0) / p0;
     }
     return 0;
 }
@@ -419,22 +423,22 @@ static int run_model(const FtFailModel *m, const struct pol *p, const FtSched *s
         }
         int last = rem <= tau * (1 + 1e-12);
         if (last) { /* no checkpoint after it: from the current state distribution */
-            double *ne = realloc(El, (size_t)J * sizeof *El), *ne2 = realloc(El2, (size_t)J * sizeof *El2);
+            /* El, El2: times from the states of a, b; their second halves the wipe-outs */
+            double *ne = realloc(El, 2 * (size_t)J * sizeof *El),
+                   *ne2 = realloc(El2, 2 * (size_t)J * sizeof *El2);
             if (ne) El = ne;
             if (ne2) El2 = ne2;
-            if (!ne || !ne2 || chain_last(&p->wall[i], a, rem, D, El) || chain_last(&p->wall[i2], b, rem, D, El2))
+            if (!ne || !ne2 || chain_last(&p->wall[i], a, rem, D, El, El + J) ||
+                chain_last(&p->wall[i2], b, rem, D, El2, El2 + J))
                 goto out;
-            long double e = 0, z = 0;
-            if (transient) {
-                for (int j = 0; j < J && j < jq; j++) e += q[j] * lerp_state(a, b, El, El2, f, j, NAN), z += q[j];
-            } else {
-                for (int j = 1; j < J; j++) {
-                    double wj = lerp_state(a, b, a->S, b->S, f, j, 0);
-                    e += wj * lerp_state(a, b, El, El2, f, j, NAN), z += wj;
-                }
+            long double e = 0, fl = 0, z = 0;
+            for (int j = transient ? 0 : 1; j < J && (!transient || j < jq); j++) {
+                double wj = transient ? q[j] : lerp_state(a, b, a->S, b->S, f, j, 0);
+                e += wj * lerp_state(a, b, El, El2, f, j, NAN), z += wj;
+                fl += wj * lerp_state(a, b, El + J, El2 + J, f, j, NAN);
             }
             if (!(z > 0)) goto out;
-            t += (double)(e / z), npieces++;
+            t += (double)(e / z), nw += (double)(fl / z), npieces++;
             break;
         }
         if (transient) { /* one piece from q, at the rate of its own span */
