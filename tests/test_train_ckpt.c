@@ -446,6 +446,65 @@ static void test_resume_fallback_and_errors(void **state)
     ft_rmdir(dir);
 }
 
+/* After a resume, the checkpoint it resumed from is this run's newest (SPARe's restart point
+ * before the run writes one of its own): setup remembers its step. */
+static void test_newest_after_resume(void **state)
+{
+    (void)state;
+    char dir[64], err[CKPT_ERR_MAX] = "";
+    ft_tmpdir(dir);
+    FtConfig c = tiny_cfg(dir);
+    c.train.steps = 3;
+    c.checkpoint.interval = 3;
+    run_with_hook(&c, NULL);
+    c.train.steps = 6;
+    snprintf(c.checkpoint.resume, sizeof c.checkpoint.resume, "auto");
+    Run r;
+    run_init(&r, &c, 7);
+    FtTrainCkpt *tc = NULL;
+    assert_int_equal(train_ckpt_setup(&tc, &r.tr, &c, ft_test_comm(), err, sizeof err), 0);
+    assert_all(tc != NULL && r.m.step == 3 && r.tr.ckpt_newest != NULL);
+    long long newest = r.tr.ckpt_newest(r.tr.on_step_ctx, &r.tr);
+    assert_all(newest == 3);
+    train_ckpt_destroy(tc);
+    run_free(&r);
+    ft_rmdir(dir);
+}
+
+/* A batch source whose first fetch takes at least SLOW_S (sleeps), so that step 1 does. */
+#define SLOW_S 0.4
+static void slow_first_fetch(void *ctx, uint64_t first, int B, int *tokens, int *targets)
+{
+    if (first == 0) usleep((useconds_t)(SLOW_S * 1e6));
+    ft_synth_fetch(ctx, first, B, tokens, targets);
+}
+
+/* The time trigger counts the step to come: with every_s = 1.5 SLOW_S and a first step of at
+ * least SLOW_S, at the end of step 1 rank 0 expects step 2 to end at least 2 SLOW_S after the
+ * start, past every_s, so step 2 is checkpointed (a bound that holds on any machine: a slower
+ * one only makes both terms larger). */
+static void test_every_seconds_counts_next_step(void **state)
+{
+    (void)state;
+    char dir[64], err[CKPT_ERR_MAX] = "";
+    ft_tmpdir(dir);
+    FtConfig c = tiny_cfg(dir);
+    c.train.steps = 3;
+    c.checkpoint.every_s = 1.5 * SLOW_S;
+    Run r;
+    run_init(&r, &c, 7);
+    r.tr.train.fetch = slow_first_fetch;
+    FtTrainCkpt *tc = NULL;
+    assert_int_equal(train_ckpt_setup(&tc, &r.tr, &c, ft_test_comm(), err, sizeof err), 0);
+    FtTrainSummary s;
+    train_run(&r.tr, &s);
+    assert_all(s.ok);
+    train_ckpt_destroy(tc);
+    run_free(&r);
+    assert_all(!exists(dir, 1) && exists(dir, 2) && exists(dir, 3));
+    ft_rmdir(dir);
+}
+
 /* A run on a layout: tp, pp, dp over the test's ranks (0 = no grid, one replica per rank). */
 typedef struct {
     Run r;
@@ -553,4 +612,5 @@ FT_TEST_MAIN(cmocka_unit_test(test_resume_bitwise_sync), cmocka_unit_test(test_r
              cmocka_unit_test(test_interval_and_keep), cmocka_unit_test(test_every_seconds),
              cmocka_unit_test(test_every_seconds_agreed),
              cmocka_unit_test(test_auto_interval), cmocka_unit_test(test_resume_fallback_and_errors),
-             cmocka_unit_test(test_reshard))
+             cmocka_unit_test(test_reshard), cmocka_unit_test(test_newest_after_resume),
+             cmocka_unit_test(test_every_seconds_counts_next_step))
