@@ -677,8 +677,10 @@ static void test_find_latest_cases(void **state)
     }
     MPI_Barrier(MPI_COMM_WORLD);
     assert_all(ckpt_find_latest(dir, "v", MPI_COMM_WORLD, path, sizeof path, &step, err, sizeof err) == 0);
-    /* run "u" at step 9, then run "t" at steps 1-3 keeping 2: u's file is not t's future */
+    /* run "u" at step 9: run "t" has no checkpoint yet; then "t" at steps 1-3 keeping 2: u's
+     * file is neither t's newest nor t's future */
     write_scalar_ckpt(dir, "u", 9, 1);
+    assert_all(ckpt_find_latest(dir, RUN, MPI_COMM_WORLD, path, sizeof path, &step, err, sizeof err) == 0);
     for (int s = 1; s <= 3; s++) write_scalar_ckpt(dir, RUN, s, 2);
     ckpt_path(p, sizeof p, dir, "u", 9);
     assert_all(access(p, F_OK) == 0 && !exists(dir, 1, 0) && exists(dir, 2, 0) && exists(dir, 3, 0));
