@@ -712,9 +712,10 @@ static void test_tampered_metadata(void **state)
             hid_t fid = H5Fopen(p, H5F_ACC_RDWR, H5P_DEFAULT);
             uint64_t sum = 0;
             if (s == 1) H5Adelete(fid, "complete");
-            if (s == 2) { /* (written through the open dataset: HDF5 1.10 refuses a write
-                           * to an attribute opened by name) */
-                hid_t ds = H5Dopen2(fid, "params/a", H5P_DEFAULT), a = H5Aopen(ds, "checksum", H5P_DEFAULT);
+            if (s == 2) { /* through the open dataset: HDF5 1.10 cannot write an attribute
+                           * opened by name ("can't locate open attribute?") */
+                hid_t ds = H5Dopen2(fid, "params/a", H5P_DEFAULT);
+                hid_t a = H5Aopen(ds, "checksum", H5P_DEFAULT);
                 H5Aread(a, H5T_NATIVE_UINT64, &sum);
                 sum ^= 1;
                 H5Awrite(a, H5T_NATIVE_UINT64, &sum);
