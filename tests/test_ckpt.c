@@ -312,6 +312,14 @@ static void test_roundtrip_reshard(void **state)
     const CkptDsInfo *d = ckpt_find_dataset(f, "params/a");
     assert_all(d && d->ndim == 2 && d->shape[0] == R && d->shape[1] == C && d->dtype == CKPT_F32 &&
                !strcmp(d->description, "a test matrix"));
+    /* the stored checksums are the documented ones (checkpoint/README.md): the whole tensor's
+     * and the scalar's, as one process computes them, whatever layout wrote the file */
+    float *whole = malloc(sizeof(float) * R * C);
+    for (int i = 0; i < R * C; i++) whole[i] = val(i, 11);
+    const CkptDsInfo *dstep = ckpt_find_dataset(f, CKPT_DS_STEP);
+    assert_all(d->checksum == ckpt_checksum_array(whole, 4, R * C) && dstep &&
+               dstep->checksum == ckpt_term(0, 7, 8));
+    free(whole);
     /* another decomposition: columns instead of rows */
     assert_all(check_a_by_columns(f, MPI_COMM_WORLD, 11));
     /* the replicated tensor, whole on every rank */
@@ -400,7 +408,7 @@ static void test_keep_and_temporaries(void **state)
     /* a temporary left by a killed write: ignored by find, removed by the next begin */
     if (ft_test_rank() == 0) {
         char p[CKPT_PATH_MAX];
-        ckpt_name(p, sizeof p, dir, RUN, 5, 1);
+        ckpt_name(p, sizeof p, dir, RUN, 6, 1);
         FILE *fp = fopen(p, "w");
         fputs("partial", fp);
         fclose(fp);
@@ -409,7 +417,7 @@ static void test_keep_and_temporaries(void **state)
     assert_all(ckpt_find_latest(dir, RUN, MPI_COMM_WORLD, path, sizeof path, &step, err, sizeof err) == 1);
     assert_all(step == 4 && strstr(path, "step-00000004.h5"));
     write_ckpt(dir, MPI_COMM_WORLD, 5, 2, 0, 5);
-    assert_all(!exists(dir, 5, 1) && exists(dir, 5, 0) && exists(dir, 4, 0) && !exists(dir, 3, 0));
+    assert_all(!exists(dir, 6, 1) && exists(dir, 5, 0) && exists(dir, 4, 0) && !exists(dir, 3, 0));
     /* a restart from step 2 supersedes steps 4 and 5 */
     write_ckpt(dir, MPI_COMM_WORLD, 2, 2, 0, 2);
     assert_all(exists(dir, 2, 0) && !exists(dir, 4, 0) && !exists(dir, 5, 0));
@@ -483,6 +491,11 @@ static void test_corrupt_truncated_foreign(void **state)
     assert_all(f == NULL && strstr(err, "not an ftllm checkpoint"));
     assert_all(ckpt_find_latest(dir, RUN, MPI_COMM_WORLD, path, sizeof path, &step, err, sizeof err) == -1);
     assert_all(strstr(err, "none of the 4 checkpoints") != NULL);
+    /* ... and says why the newest failed */
+    char newest[CKPT_PATH_MAX + 64];
+    ckpt_path(p, sizeof p, dir, RUN, 4);
+    snprintf(newest, sizeof newest, "(newest: %s: dataset 'params/a': checksum mismatch", p);
+    assert_all(strstr(err, newest) != NULL);
     /* a missing file */
     f = ckpt_open("/nonexistent/x.h5", MPI_COMM_WORLD, err, sizeof err);
     assert_all(f == NULL && strstr(err, "No such file"));
@@ -490,7 +503,8 @@ static void test_corrupt_truncated_foreign(void **state)
 }
 
 /* A changed first or last element of a tensor in the file (the last is written by the last
- * rank's slab) is refused: f32 params/a and u64 state/rng, one byte of the element each. */
+ * rank's slab) is refused: f32 params/a and u64 state/rng, one byte of the element each; so is a
+ * changed byte of a scalar (state/step) and of a text (config/resolved, the last dataset). */
 static void test_corrupt_first_last(void **state)
 {
     (void)state;
@@ -500,8 +514,8 @@ static void test_corrupt_first_last(void **state)
         const char *name;
         long byte;
     } cases[] = {{"params/a", 0}, {"params/a", 4L * R * C - 1}, {"state/rng", 0},
-                 {"state/rng", 16L * ft_test_size() - 1}};
-    for (int i = 0; i < 4; i++) {
+                 {"state/rng", 16L * ft_test_size() - 1}, {CKPT_DS_STEP, 7}, {CKPT_DS_CONFIG, 3}};
+    for (int i = 0; i < 6; i++) {
         write_ckpt(dir, MPI_COMM_WORLD, i + 1, 10, 0, 3);
         ckpt_path(p, sizeof p, dir, RUN, i + 1);
         flip_byte(p, cases[i].name, cases[i].byte);
@@ -612,10 +626,174 @@ static void test_mismatch_messages(void **state)
     rmdir_all(dir);
 }
 
+/* ckpt_agree: 0 on every rank when all are ok; else -1 on every rank, each with the message of
+ * the lowest failing rank (not its own, not rank 0's): the last rank fails alone, then the last
+ * two. */
+static void test_agree(void **state)
+{
+    (void)state;
+    int rank = ft_test_rank(), size = ft_test_size();
+    char err[CKPT_ERR_MAX], want[64];
+    snprintf(err, sizeof err, "rank %d is fine", rank);
+    assert_all(ckpt_agree(MPI_COMM_WORLD, 1, err, sizeof err) == 0);
+    for (int k = 1; k <= 2 && k <= size; k++) {
+        int fail = rank >= size - k;
+        snprintf(err, sizeof err, fail ? "rank %d failed" : "rank %d is fine", rank);
+        snprintf(want, sizeof want, "rank %d failed", size - k);
+        int rc = ckpt_agree(MPI_COMM_WORLD, !fail, err, sizeof err);
+        assert_all(rc == -1 && !strcmp(err, want));
+    }
+}
+
+/* A checkpoint of one i64 scalar, step `step`, of run `run` (collective). */
+static void write_scalar_ckpt(const char *dir, const char *run, long long step, int keep)
+{
+    FtCkptOpts o = {.keep = keep};
+    char err[CKPT_ERR_MAX];
+    FtCkpt *c = ckpt_create(dir, run, MPI_COMM_WORLD, &o, err, sizeof err);
+    assert_non_null(c);
+    ckpt_begin(c, step);
+    ckpt_put_i64(c, CKPT_DS_STEP, step, "steps", "");
+    ckpt_commit(c, NULL);
+    ckpt_destroy(c);
+}
+
+/* ckpt_find_latest's edges: a folder that does not exist and a run with only a temporary (a
+ * first write killed) mean "no checkpoint" (0: start afresh), not an error; two runs whose names
+ * have the same length share a folder: each prunes and finds only its own files. */
+static void test_find_latest_cases(void **state)
+{
+    (void)state;
+    char dir[64], sub[128], err[CKPT_ERR_MAX], path[CKPT_PATH_MAX], p[CKPT_PATH_MAX];
+    long long step = -1;
+    tmpdir(dir);
+    snprintf(sub, sizeof sub, "%s/missing", dir);
+    assert_all(ckpt_find_latest(sub, RUN, MPI_COMM_WORLD, path, sizeof path, &step, err, sizeof err) == 0);
+    if (ft_test_rank() == 0) {
+        ckpt_name(p, sizeof p, dir, "v", 1, 1);
+        FILE *fp = fopen(p, "w");
+        fputs("partial", fp);
+        fclose(fp);
+    }
+    MPI_Barrier(MPI_COMM_WORLD);
+    assert_all(ckpt_find_latest(dir, "v", MPI_COMM_WORLD, path, sizeof path, &step, err, sizeof err) == 0);
+    /* run "u" at step 9: run "t" has no checkpoint yet; then "t" at steps 1-3 keeping 2: u's
+     * file is neither t's newest nor t's future */
+    write_scalar_ckpt(dir, "u", 9, 1);
+    assert_all(ckpt_find_latest(dir, RUN, MPI_COMM_WORLD, path, sizeof path, &step, err, sizeof err) == 0);
+    for (int s = 1; s <= 3; s++) write_scalar_ckpt(dir, RUN, s, 2);
+    ckpt_path(p, sizeof p, dir, "u", 9);
+    assert_all(access(p, F_OK) == 0 && !exists(dir, 1, 0) && exists(dir, 2, 0) && exists(dir, 3, 0));
+    assert_all(ckpt_find_latest(dir, RUN, MPI_COMM_WORLD, path, sizeof path, &step, err, sizeof err) == 1);
+    assert_all(step == 3 && strstr(path, "/t.step-00000003.h5"));
+    assert_all(ckpt_find_latest(dir, "u", MPI_COMM_WORLD, path, sizeof path, &step, err, sizeof err) == 1);
+    assert_all(step == 9 && !strcmp(path, p));
+    rmdir_all(dir);
+}
+
+/* Metadata that no longer matches, each refused at open with its own message: no commit marker,
+ * a dataset's checksum attribute unlike the manifest's, a changed byte in the manifest, a
+ * dataset of another shape in place of the listed one (its checksum attribute copied). */
+static void test_tampered_metadata(void **state)
+{
+    (void)state;
+    char dir[64], err[CKPT_ERR_MAX], p[CKPT_PATH_MAX];
+    tmpdir(dir);
+    const char *want[5] = {NULL, "incomplete checkpoint (no commit marker 'complete')",
+                           "dataset 'params/a': its checksum attribute differs from the manifest",
+                           "dataset 'manifest': checksum mismatch: the manifest is corrupt",
+                           "dataset 'state/rng' is u64 [%d,3] but the manifest says u64 [%d,2]"};
+    for (int s = 1; s <= 4; s++) {
+        write_ckpt(dir, MPI_COMM_WORLD, s, 10, 0, s);
+        ckpt_path(p, sizeof p, dir, RUN, s);
+        if (s == 3) {
+            flip_byte(p, CKPT_MANIFEST, 0);
+        } else if (ft_test_rank() == 0) {
+            hid_t fid = H5Fopen(p, H5F_ACC_RDWR, H5P_DEFAULT);
+            uint64_t sum = 0;
+            if (s == 1) H5Adelete(fid, "complete");
+            if (s == 2) { /* through the open dataset: HDF5 1.10 cannot write an attribute
+                           * opened by name ("can't locate open attribute?") */
+                hid_t ds = H5Dopen2(fid, "params/a", H5P_DEFAULT);
+                hid_t a = H5Aopen(ds, "checksum", H5P_DEFAULT);
+                H5Aread(a, H5T_NATIVE_UINT64, &sum);
+                sum ^= 1;
+                H5Awrite(a, H5T_NATIVE_UINT64, &sum);
+                H5Aclose(a);
+                H5Dclose(ds);
+            }
+            if (s == 4) {
+                hid_t a = H5Aopen_by_name(fid, "state/rng", "checksum", H5P_DEFAULT, H5P_DEFAULT);
+                H5Aread(a, H5T_NATIVE_UINT64, &sum);
+                H5Aclose(a);
+                H5Ldelete(fid, "state/rng", H5P_DEFAULT);
+                hsize_t dims[2] = {(hsize_t)ft_test_size(), 3};
+                hid_t sp = H5Screate_simple(2, dims, NULL), s0 = H5Screate(H5S_SCALAR);
+                hid_t ds = H5Dcreate2(fid, "state/rng", H5T_STD_U64LE, sp, H5P_DEFAULT, H5P_DEFAULT,
+                                      H5P_DEFAULT);
+                a = H5Acreate2(ds, "checksum", H5T_STD_U64LE, s0, H5P_DEFAULT, H5P_DEFAULT);
+                H5Awrite(a, H5T_NATIVE_UINT64, &sum);
+                H5Aclose(a);
+                H5Dclose(ds);
+                H5Sclose(s0);
+                H5Sclose(sp);
+            }
+            H5Fclose(fid);
+        }
+        MPI_Barrier(MPI_COMM_WORLD);
+        char w[256];
+        snprintf(w, sizeof w, want[s], ft_test_size(), ft_test_size());
+        FtCkptFile *f = ckpt_open(p, MPI_COMM_WORLD, err, sizeof err);
+        if (ft_test_rank() == 0) printf("  %s\n", f ? "opened (wrong)" : err);
+        assert_all(f == NULL && strstr(err, p) && strstr(err, w));
+        ckpt_close(f);
+    }
+    rmdir_all(dir);
+}
+
+/* A dataset larger than the reader's piece (ckpt_read.c checksums 64 MiB at a time per rank):
+ * it verifies, and a changed element in its second piece is found. One rank, where one rank's
+ * share is the whole 68 MiB (more ranks would need more disk for the same check). */
+static void test_verify_in_pieces(void **state)
+{
+    (void)state;
+    if (ft_test_size() != 1) skip();
+    enum { BR = 17, BC = 1 << 20 }; /* rows of 4 MiB: pieces of 16 rows */
+    char dir[64], err[CKPT_ERR_MAX], p[CKPT_PATH_MAX];
+    tmpdir(dir);
+    float *a = malloc(sizeof(float) * BR * BC);
+    assert_non_null(a);
+    for (size_t i = 0; i < (size_t)BR * BC; i++) a[i] = (float)(i % 4099) - 2049.0f;
+    FtCkptOpts o = {.keep = 1};
+    FtCkpt *c = ckpt_create(dir, RUN, MPI_COMM_WORLD, &o, err, sizeof err);
+    assert_non_null(c);
+    ckpt_begin(c, 1);
+    uint64_t g[2] = {BR, BC}, off[2] = {0, 0};
+    ckpt_put_tensor(c, "params/big", CKPT_F32, 2, g, off, g, a, "1", "two read pieces");
+    ckpt_commit(c, NULL);
+    ckpt_destroy(c);
+    free(a);
+    ckpt_path(p, sizeof p, dir, RUN, 1);
+    FtCkptFile *f = ckpt_open(p, MPI_COMM_WORLD, err, sizeof err);
+    assert_all(f != NULL);
+    int rc = ckpt_verify(f, err, sizeof err);
+    if (rc) printf("  %s\n", err);
+    assert_all(rc == 0);
+    ckpt_close(f);
+    flip_byte(p, "params/big", 4L * 16 * BC + 4 * 1000 + 3); /* row 16: the second piece */
+    f = ckpt_open(p, MPI_COMM_WORLD, err, sizeof err);
+    assert_all(f != NULL);
+    assert_all(ckpt_verify(f, err, sizeof err) == -1 && strstr(err, "checksum mismatch"));
+    ckpt_close(f);
+    rmdir_all(dir);
+}
+
 FT_TEST_MAIN(cmocka_unit_test(test_checksum), cmocka_unit_test(test_checksum_reference),
              cmocka_unit_test(test_checksum_ends), cmocka_unit_test(test_corrupt_first_last),
              cmocka_unit_test(test_format_version), cmocka_unit_test(test_roundtrip_reshard),
              cmocka_unit_test(test_write_one_read_many), cmocka_unit_test(test_async),
              cmocka_unit_test(test_keep_and_temporaries),
              cmocka_unit_test(test_corrupt_truncated_foreign), cmocka_unit_test(test_manifest),
-             cmocka_unit_test(test_mismatch_messages))
+             cmocka_unit_test(test_mismatch_messages), cmocka_unit_test(test_agree),
+             cmocka_unit_test(test_find_latest_cases), cmocka_unit_test(test_tampered_metadata),
+             cmocka_unit_test(test_verify_in_pieces))
