@@ -8,8 +8,8 @@
  *    no temporary with the primary. checker_run orders it between the primary's work with two
  *    events (the checker waits for what the primary launched so far, the primary's next work
  *    waits for the checker): no host synchronisation.
- *  - fingerprint is DMR's fingerprint (checksum.h's ft_fp_term, the very function the CPU's
- *    ft_fingerprint sums): per-thread lane sums over a grid-stride loop, a block's fixed-tree sum, then one
+ *  - fingerprint is the sum32x2 checksum (checksum.h's ckpt_term, the very function the CPU
+ *    uses): per-thread lane sums over a grid-stride loop, a block's fixed-tree sum, then one
  *    32-bit integer atomicAdd per block and lane. Integer addition mod 2^32 is associative and
  *    commutative, so the value does not depend on the order (no float is ever summed).
  *  - equal: one flag word, set by any thread that sees a differing word (all write 1: the race
@@ -85,7 +85,7 @@ __global__ void __launch_bounds__(FT_CUDA_NT)
     uint32_t lo = 0, hi = 0;
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
          i += (size_t)gridDim.x * blockDim.x) {
-        uint64_t t = ft_fp_term(i, (uint64_t)p[i], sizeof(W));
+        uint64_t t = ckpt_term(i, (uint64_t)p[i], sizeof(W));
         lo += (uint32_t)t;
         hi += (uint32_t)(t >> 32);
     }

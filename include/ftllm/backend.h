@@ -31,8 +31,8 @@ typedef struct ft_backend {
      * own cuBLAS handle, fixed workspace and op scratch, so it reproduces the primary's bytes;
      * CPU: the same thread), ordered after everything launched so far and before everything
      * launched after it; equal says whether two buffers of the backend hold the same bytes;
-     * fingerprint is ft_fingerprint of the bytes at p (n elements of esize 1, 2, 4 or 8), the
-     * same value on every backend. equal and fingerprint wait for their answer. */
+     * fingerprint is ckpt_checksum_array of the bytes at p (n elements of esize 1, 2, 4 or 8),
+     * the same value on every backend. equal and fingerprint wait for their answer. */
     void (*checker_run)(void *ctx, FtOpFn fn, FtOpCall *c);
     int (*equal)(void *ctx, const void *a, const void *b, size_t bytes);
     uint64_t (*fingerprint)(void *ctx, const void *p, size_t esize, size_t n);
@@ -40,12 +40,6 @@ typedef struct ft_backend {
      * and the checker alike; NULL: fp32 only (the CPU) */
     void (*set_precision)(void *ctx, int precision);
 } FtBackend;
-
-/* DMR's fingerprint of n elements of esize bytes (1, 2, 4 or 8) at host address p: the sums of
- * checksum.h's ft_fp_term over the elements (index from 0), lanes mod 2^32. Any one changed
- * element changes it. Vector loops, OpenMP threads over large arrays (integer sums: the same
- * value for any thread count). */
-uint64_t ft_fingerprint(const void *p, size_t esize, size_t n);
 
 /* The CPU backend (C + OpenMP + OpenBLAS, ops_cpu.c). */
 const FtBackend *backend_cpu(void);

@@ -1,8 +1,7 @@
-/* checksum.h: the per-element terms of the sum32x2 checksum (ckpt.h's dataset checksum) and of
- * DMR's lighter fingerprint (ft_fp_term), as inline functions that compile for the host and,
- * under nvcc, for the device too: the CUDA fingerprint kernel (cuda/dmr_cuda.cu), the CPU's
- * (src/engine/fingerprint.c) and the checkpoint code (ckpt_util.c) use these very functions, so
- * a fingerprint taken on the GPU equals the CPU's of the same bytes.
+/* checksum.h: the per-element terms of the sum32x2 checksum (ckpt.h's dataset checksum, DMR's
+ * fingerprint), as inline functions that compile for the host and, under nvcc, for the device
+ * too: the CUDA fingerprint kernel (cuda/dmr_cuda.cu) and the checkpoint code (ckpt_util.c) use
+ * these very functions, so a fingerprint taken on the GPU equals the CPU's of the same bytes.
  * No state, no includes beyond stdint: safe in C and CUDA C++. */
 #ifndef FTLLM_CHECKSUM_H
 #define FTLLM_CHECKSUM_H
@@ -76,28 +75,6 @@ static inline FT_HD uint64_t ckpt_term(uint64_t idx, uint64_t bits, size_t esize
                  : esize == 2 ? (uint32_t)(bits & 0xFFFF) : (uint32_t)bits;
     uint32_t lo = ckpt_mix_lo(w + ckpt_key_lo(idx)), hi = ckpt_mix_hi(w ^ ckpt_key_hi(idx));
     return (uint64_t)hi << 32 | lo;
-}
-
-/* DMR's fingerprint (backend.h: fingerprint; ft_fingerprint is the CPU's), lighter than the
- * checkpoint checksum above: a DMR check compares an output with its own re-execution on the
- * same rank, so it needs the guarantee that any one changed element changes the value, not the
- * strength against arbitrary damage on disk; and it runs twice per checked output, on the
- * critical path (2.5x the checksum's rate on this VM's cores, perf/README.md). Per element i
- * with bits w (1, 2 or 4 bytes, zero-extended): lo += w * klo(i), hi += (w ^ w >> 15) * khi(i),
- * both keys odd (so each lane's term is a bijection of w: a changed element changes both);
- * 8-byte elements: lo takes the low word, hi the high word (a changed element changes the lane
- * of each word that changed). Lanes add mod 2^32 with no carry between them, so the value does
- * not depend on the order of summation (the CUDA kernel's per-thread sums and atomics). */
-#define FT_FP_KEY_LO 0x3C6EF372u /* even: klo(i) = i * KEY_LO + 1 is odd */
-#define FT_FP_KEY_HI 0xDAA66D2Au /* even, with an odd offset: khi(i) is odd */
-#define FT_FP_OFF_HI 0x2545F491u
-static inline FT_HD uint64_t ft_fp_term(uint64_t idx, uint64_t bits, size_t esize)
-{
-    uint32_t k = (uint32_t)idx, klo = k * FT_FP_KEY_LO + 1u, khi = k * FT_FP_KEY_HI + FT_FP_OFF_HI;
-    uint32_t a = esize == 1 ? (uint32_t)(bits & 0xFF)
-                 : esize == 2 ? (uint32_t)(bits & 0xFFFF) : (uint32_t)bits;
-    uint32_t b = esize == 8 ? (uint32_t)(bits >> 32) : a ^ (a >> 15);
-    return (uint64_t)(b * khi) << 32 | (uint32_t)(a * klo);
 }
 
 /* Combines two (partial) checksums: each 32-bit lane adds mod 2^32 (no carry between lanes),

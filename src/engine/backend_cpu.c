@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ftllm/ckpt.h"
 #include "ftllm/log.h"
 
 static void *cpu_alloc(void *ctx, size_t bytes)
@@ -32,7 +33,7 @@ static int cpu_equal(void *ctx, const void *a, const void *b, size_t bytes)
 static uint64_t cpu_fingerprint(void *ctx, const void *p, size_t esize, size_t n)
 {
     (void)ctx;
-    return ft_fingerprint(p, esize, n);
+    return ckpt_checksum_array(p, esize, n);
 }
 
 const FtBackend *backend_cpu(void)

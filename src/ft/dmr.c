@@ -8,11 +8,9 @@
  *    through the backend's checker_run (CUDA: the checker stream with its own cuBLAS handle)
  *    and compares with the backend's equal, so the outputs never leave the device.
  *  - Piggyback keeps one fingerprint per output of each forward entry that has a recompute
- *    twin (per tape: the pipeline slots are separate tapes), not a copy: the backend's
- *    fingerprint (checksum.h ft_fp_term), whose per-element terms are bijections, so a single
- *    corrupted element can never collide. Until 2026-12-01 it was the checkpoint checksum
- *    (sum32x2): as safe against one changed element, 2.5x slower, and DMR pays it twice per
- *    piggybacked output on the critical path.
+ *    twin (per tape: the pipeline slots are separate tapes), not a copy: the checkpoint
+ *    checksum, whose per-element terms are bijections, so a single corrupted element can never
+ *    collide.
  *  - An attempt starts at the first training micro-batch after the last agreement and ends at
  *    dmr_agree; everything per attempt (execution counts, injections, mismatches) lives in the
  *    context and is reset there. The agreement is one all-reduce of one integer; who mismatched

@@ -1,9 +1,9 @@
 /* test_gpu_dmr.c: DMR on the CUDA backend (backend.h: checker_run, equal, fingerprint).
  *   - The backends' DMR functions agree with the host: the CPU backend's fingerprint is
- *     ft_fingerprint and its equal is memcmp, and the CUDA kernel's way of summing
+ *     ckpt_checksum_array and its equal is memcmp, and the CUDA kernel's way of summing
  *     checksum.h's terms (per thread over a grid-stride loop, then the threads' sums in
- *     another order), emulated on the host, gives ft_fingerprint too (this test runs
- *     everywhere); the CUDA fingerprint kernel gives ft_fingerprint's value for the same
+ *     another order), emulated on the host, gives ckpt_checksum_array too (this test runs
+ *     everywhere); the CUDA fingerprint kernel gives ckpt_checksum_array's value for the same
  *     bytes (1-, 2-, 4- and 8-byte elements, lengths that fill no block evenly) and any single
  *     flipped bit changes it; the CUDA equal finds a single differing byte at the first, a middle and the last position,
  *     on word-aligned and odd lengths.
@@ -52,7 +52,7 @@ static void test_cpu_backend(void **s)
     for (size_t i = 0; i < sizeof a; i++) a[i] = b[i] = rbyte();
     static const size_t es[] = {1, 2, 4, 8};
     for (int k = 0; k < 4; k++)
-        assert_true(be->fingerprint(be->ctx, a, es[k], N) == ft_fingerprint(a, es[k], N));
+        assert_true(be->fingerprint(be->ctx, a, es[k], N) == ckpt_checksum_array(a, es[k], N));
     assert_true(be->equal(be->ctx, a, b, sizeof a));
     b[4321] ^= 0x10;
     assert_false(be->equal(be->ctx, a, b, sizeof a));
@@ -65,12 +65,12 @@ static void test_cpu_backend(void **s)
         for (size_t i = 0; i < N; i++) {
             uint64_t bits = 0;
             memcpy(&bits, a + i * es[k], es[k]);
-            uint64_t t = ft_fp_term(i, bits, es[k]);
+            uint64_t t = ckpt_term(i, bits, es[k]);
             lo[i % NT] += (uint32_t)t, hi[i % NT] += (uint32_t)(t >> 32);
         }
         uint32_t slo = 0, shi = 0;
         for (int t = NT - 1; t >= 0; t--) slo += lo[t], shi += hi[t];
-        assert_true(((uint64_t)shi << 32 | slo) == ft_fingerprint(a, es[k], N));
+        assert_true(((uint64_t)shi << 32 | slo) == ckpt_checksum_array(a, es[k], N));
     }
     /* 2-byte elements (bf16): a flipped bit in one element changes the fingerprint */
     uint64_t f0 = be->fingerprint(be->ctx, a, 2, N);
@@ -92,13 +92,13 @@ static void test_fingerprint(void **s)
             for (size_t i = 0; i < bytes; i++) h[i] = rbyte();
             void *d = backend_alloc(be, bytes, "fingerprint test");
             be->to_device(be->ctx, d, h, bytes);
-            uint64_t want = ft_fingerprint(h, es[k], n);
+            uint64_t want = ckpt_checksum_array(h, es[k], n);
             uint64_t got = be->fingerprint(be->ctx, d, es[k], n);
             size_t el = n / 2, bit = (size_t)rbyte() % (8 * es[k]);
             h[el * es[k] + bit / 8] ^= (unsigned char)(1u << (bit % 8));
             be->to_device(be->ctx, d, h, bytes);
             uint64_t flipped = be->fingerprint(be->ctx, d, es[k], n);
-            uint64_t want2 = ft_fingerprint(h, es[k], n);
+            uint64_t want2 = ckpt_checksum_array(h, es[k], n);
             printf("  fingerprint %zu-byte x %zu: %016llx (host %016llx), one bit flipped %016llx\n",
                    es[k], n, (unsigned long long)got, (unsigned long long)want,
                    (unsigned long long)flipped);
