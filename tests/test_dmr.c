@@ -18,7 +18,7 @@
  * A rank that keeps mismatching is reported suspect on every rank.
  * A replica that leaves mid-run (train_regrid) leaves DMR working on the survivors.
  * The edges the mutation run (tests/mutants/dmr.md) found untested: every execution checked
- * exactly once; dmr.deferred_mb inclusive to the byte; the profile's length and its sorting of
+ * exactly once (piggyback ops replayed in an AGC segment too); dmr.deferred_mb inclusive to the byte; the profile's length and its sorting of
  * pipeline waits from the others; queued checks replayed by the poll hook; the dynamic guard
  * when the static plan reserves the budget, and the job's slack the tightest rank's; plan build
  * windows (place, kind, scaled length), every plan-file field read back, and the reader's
@@ -672,6 +672,49 @@ static void test_budget_exact(void **state)
     model_free(&ref);
 }
 
+/* The plan with, for each AGC segment, the first piggybacked op after its last member made a
+ * member too (replayed in the segment; its check is its recomputation's). */
+static int g_pb_members;
+static void plan_pb_in_segments(const FtTrainer *tr, FtDmrEntryPlan *p)
+{
+    for (int sg = 0; sg < p->nseg; sg++) {
+        int last = -1;
+        for (int i = 0; i < p->n; i++)
+            if (p->seg[i] == sg) last = i;
+        for (int j = last + 1; j < tr->tape.ne; j++)
+            if (p->seg[j] < 0 && p->strat[j] == PLAN_PIGGYBACK) {
+                p->seg[j] = sg, g_pb_members++;
+                break;
+            }
+    }
+}
+
+/* pp2 (AC full), phases 1,2 with piggybacked ops inside the AGC segments: they are
+ * replayed there but not counted again (every execution checked exactly once), no mismatch, and
+ * the run ends bitwise where DMR off ends. */
+static void test_agc_piggyback_members(void **state)
+{
+    (void)state;
+    const Layout *l = &g_layouts[3]; /* pp2 */
+    if (!runs_here(l)) skip();
+    log_init(ft_test_rank(), FT_LOG_WARN);
+    FtConfig c0 = cfg_of(l, FT_DMR_OFF, 4), c = cfg_of(l, FT_DMR_PLANNED, 4);
+    c.dmr.phases = FT_DMR_PHASES_12, c.dmr.deferred_mb = PLANNED_BUDGET_MB;
+    FtModel ref, m;
+    FtDmrStats s0, s;
+    train_layout(&c0, NULL, &ref, &s0);
+    g_synthetic = true, g_plan_edit = plan_pb_in_segments, g_pb_members = 0;
+    train_layout(&c, NULL, &m, &s);
+    g_synthetic = false, g_plan_edit = NULL;
+    assert_true(ft_all(g_pb_members == 0) == 0); /* some stage has such members */
+    long long mine = 0;
+    for (int k = 0; k < FT_DMR_NSTRAT; k++) mine += g_mine.checks[k];
+    assert_all(mine == g_mine.attempts * g_per_attempt);
+    assert_all(s.checks[FT_DMR_S_AGC] > 0 && s.mismatches == 0 && s.attempts == 4);
+    assert_all(same_state(&m, &ref));
+    model_free(&m), model_free(&ref);
+}
+
 /* ---- the dynamic planner ------------------------------------------------------------------- */
 
 enum { DYN_STEPS = 40, DYN_FLIPS = 40 };
@@ -1273,6 +1316,7 @@ FT_TEST_MAIN(cmocka_unit_test(test_flip_campaign), cmocka_unit_test(test_clean_r
              cmocka_unit_test(test_planned_campaign), cmocka_unit_test(test_planned_clean),
              cmocka_unit_test(test_profile_steps), cmocka_unit_test(test_profile_window_kinds),
              cmocka_unit_test(test_budget_exact), cmocka_unit_test(test_poll_replays),
+             cmocka_unit_test(test_agc_piggyback_members),
              cmocka_unit_test(test_moe_dynamic), cmocka_unit_test(test_plan_file_roundtrip),
              cmocka_unit_test(test_plan_windows), cmocka_unit_test(test_plan_file_refusals),
              cmocka_unit_test(test_plan_bounds),
