@@ -18,11 +18,12 @@
  * A rank that keeps mismatching is reported suspect on every rank.
  * A replica that leaves mid-run (train_regrid) leaves DMR working on the survivors.
  * The edges the mutation run (tests/mutants/dmr.md) found untested: every execution checked
- * exactly once (piggyback ops replayed in an AGC segment too); dmr.deferred_mb inclusive to the byte; the profile's length and its sorting of
- * pipeline waits from the others; queued checks replayed by the poll hook; the dynamic guard
- * when the static plan reserves the budget, and the job's slack the tightest rank's; plan build
- * windows (place, kind, scaled length), every plan-file field read back, and the reader's
- * refusals; flips of steps before the run's start, flips that cancel (missed, yet rolled back). */
+ * exactly once (piggyback ops replayed in an AGC segment too); dmr.deferred_mb inclusive to the
+ * byte; the profile's length and its sorting of pipeline waits from the others; queued checks
+ * replayed by the poll hook; the dynamic guard when the static plan reserves the budget, and the
+ * job's slack the tightest rank's; plan build windows (place, kind, scaled length), every
+ * plan-file field read back, and the reader's refusals; flips of steps before the run's start,
+ * flips that cancel (missed, yet rolled back). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -432,7 +433,8 @@ static void test_planned_campaign(void **state)
             if (ph != FT_DMR_PHASES_1 && l->pp > 1) assert_all(s.checks[FT_DMR_S_AGC] > 0);
             if (ph == FT_DMR_PHASES_1) assert_all(s.checks[FT_DMR_S_AGC] == 0);
             /* checks that keep something report what they kept; the dynamic planner is off */
-            if (s.checks[FT_DMR_S_DEFERRED] + s.checks[FT_DMR_S_AGC] > 0) assert_all(s.kept_peak > 0);
+            if (s.checks[FT_DMR_S_DEFERRED] + s.checks[FT_DMR_S_AGC] > 0)
+                assert_all(s.kept_peak > 0);
             assert_all(s.dyn_deferred == 0 && s.dyn_naive == 0 && s.dyn_guard == 0);
             assert_all(same_state(&m, &ref));
             model_free(&m);
@@ -621,7 +623,8 @@ static int g_exact; /* plan_one_deferred's entry */
 static void plan_one_deferred(const FtTrainer *tr, FtDmrEntryPlan *p)
 {
     (void)tr;
-    for (int i = 0; i < p->n; i++) assert_true(p->strat[i] != PLAN_DEFERRED && p->strat[i] != PLAN_AGC);
+    for (int i = 0; i < p->n; i++)
+        assert_true(p->strat[i] != PLAN_DEFERRED && p->strat[i] != PLAN_AGC);
     assert_int_equal(p->strat[g_exact], PLAN_NAIVE);
     p->strat[g_exact] = PLAN_DEFERRED;
 }
@@ -731,8 +734,9 @@ static void plan_reserve_all(const FtTrainer *tr, FtDmrEntryPlan *p)
     int j = -1;
     for (int i = 0; i < tr->tape.ne && j < 0; i++) {
         const FtTapeEntry *e = &tr->tape.e[i];
-        if (e->kind != FT_OP_MARK && e->kind != FT_OP_MOE_EXPERT && dmr_entry_deferrable(&tr->tape, e) &&
-            p->seg[i] < 0 && (p->strat[i] == PLAN_NAIVE || p->strat[i] == PLAN_DEFERRED))
+        if (e->kind != FT_OP_MARK && e->kind != FT_OP_MOE_EXPERT &&
+            dmr_entry_deferrable(&tr->tape, e) && p->seg[i] < 0 &&
+            (p->strat[i] == PLAN_NAIVE || p->strat[i] == PLAN_DEFERRED))
             j = i;
     }
     assert_true(j >= 0 && (p->nwin == 1 || j <= p->win_after[1]));
@@ -950,7 +954,8 @@ static void test_plan_windows(void **state)
         }
         assert_true(fabs(p.step_s - 1.0) < 1e-12);
         /* the file carries both windows after entry b, and what each is used for */
-        assert_int_equal(dmr_plan_write(&p, mt, ot, path, "rank 0 of 1 layout x", err, sizeof err), 0);
+        assert_int_equal(dmr_plan_write(&p, mt, ot, path, "rank 0 of 1 layout x", err,
+                                        sizeof err), 0);
         int rc = dmr_plan_read(&q, mt, ot, path, "rank 0 of 1 layout x", err, sizeof err);
         if (rc) fprintf(stderr, "%s\n", err);
         assert_int_equal(rc, 0);
@@ -1290,7 +1295,8 @@ static void regrid_run(bool dmr, FtModel *m, FtDmrStats *st)
         if (td) train_dmr_stats(td, st); /* over the survivors: rank 0's flips; steps 1, 2, 4 redone */
         if (td) /* ranks numbered anew, history anew: the survivor is suspect for step 4 alone, and
                    there is no rank 1 (asserted after the clean-up, which is collective) */
-            g_regrid_suspects = dmr_is_suspect(train_dmr_get(td), 0) && !dmr_is_suspect(train_dmr_get(td), 1);
+            g_regrid_suspects = dmr_is_suspect(train_dmr_get(td), 0) &&
+                                !dmr_is_suspect(train_dmr_get(td), 1);
     }
     train_dmr_destroy(td);
     train_free(&tr);
