@@ -16,7 +16,14 @@
  * (dmr.moe_dynamic) on the MoE layouts: a flip campaign on the expert ops all caught, expert
  * checks deferred within its guard, and all naive (still caught) with a tiny budget.
  * A rank that keeps mismatching is reported suspect on every rank.
- * A replica that leaves mid-run (train_regrid) leaves DMR working on the survivors. */
+ * A replica that leaves mid-run (train_regrid) leaves DMR working on the survivors.
+ * The edges the mutation run (tests/mutants/dmr.md) found untested: every execution checked
+ * exactly once (piggyback ops replayed in an AGC segment too); dmr.deferred_mb inclusive to the
+ * byte; the profile's length and its sorting of pipeline waits from the others; queued checks
+ * replayed by the poll hook; the dynamic guard when the static plan reserves the budget, and the
+ * job's slack the tightest rank's; plan build windows (place, kind, scaled length), every
+ * plan-file field read back, and the reader's refusals; flips of steps before the run's start,
+ * flips that cancel (missed, yet rolled back). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -133,56 +140,120 @@ static int dyn_left(const FtTrainer *tr, const FtDmrEntryPlan *p)
     return n;
 }
 
-/* Trains c's steps (DMR and faults from c; schedule: the fault file's text or NULL), leaves
- * the model in *m (caller frees) and the job's DMR counters in *st (zero without DMR). */
-static void train_layout(FtConfig *c, const char *schedule, FtModel *m, FtDmrStats *st)
+/* mode planned: when set, train_layout's synthetic plan goes through it before the run */
+static void (*g_plan_edit)(const FtTrainer *tr, FtDmrEntryPlan *p);
+
+static const FtBatchSource *g_source; /* run_open's batch source (NULL: ft_synth_fetch) */
+
+/* A trainer with DMR and faults from c (schedule: the fault file's text or NULL) on its grid. */
+typedef struct run {
+    FtGrid g;
+    FtTrainer tr;
+    FtTrainDmr *td;
+} Run;
+
+static void run_open(Run *r, FtConfig *c, const char *schedule, FtModel *m)
 {
     int np = (int)(c->parallel.tp * c->parallel.pp * c->parallel.dp * c->parallel.ep);
-    FtGrid g;
     char err[FT_DECK_ERR_MAX];
     assert_int_equal(deck_check(c, np, err, sizeof err), 0);
-    assert_int_equal(grid_create(&g, ft_test_comm(), (int)c->parallel.tp, (int)c->parallel.pp,
+    assert_int_equal(grid_create(&r->g, ft_test_comm(), (int)c->parallel.tp, (int)c->parallel.pp,
                                  (int)c->parallel.dp, (int)c->parallel.ep, err, sizeof err), 0);
     FtGpt2Config mc;
     model_config_from_deck(c, &mc);
-    FtShard sh = {.tp = g.tp, .tp_rank = g.tp_rank, .pp = g.pp, .pp_rank = g.pp_rank,
-                  .ep = g.ep, .ep_rank = g.ep_rank};
+    FtShard sh = {.tp = r->g.tp, .tp_rank = r->g.tp_rank, .pp = r->g.pp, .pp_rank = r->g.pp_rank,
+                  .ep = r->g.ep, .ep_rank = r->g.ep_rank};
     model_create_sharded(m, &mc, &sh);
     model_init_random(m, 7);
-    FtBatchSource src = {ft_synth_fetch, g_dims};
-    FtTrainer tr;
-    train_init_grid(&tr, c, m, &g, &src, NULL);
+    FtBatchSource src = g_source ? *g_source : (FtBatchSource){ft_synth_fetch, g_dims};
+    train_init_grid(&r->tr, c, m, &r->g, &src, NULL);
     char path[64] = "";
     if (schedule) {
         ft_tmpfile(schedule, strlen(schedule), path);
         snprintf(c->faults.schedule, sizeof c->faults.schedule, "%s", path);
     }
-    FtTrainDmr *td = NULL;
-    int rc = train_dmr_setup(&td, &tr, c, err, sizeof err);
+    r->td = NULL;
+    int rc = train_dmr_setup(&r->td, &r->tr, c, err, sizeof err);
     if (rc && ft_test_rank() == 0) fprintf(stderr, "train_dmr_setup: %s\n", err);
     assert_all(rc == 0);
     if (path[0] && ft_test_rank() == 0) unlink(path);
     c->faults.schedule[0] = '\0';
     if (c->dmr.mode == FT_DMR_PLANNED && g_synthetic) {
         FtDmrEntryPlan p;
-        synthetic_plan(&tr, phase_mask(c->dmr.phases), (size_t)(c->dmr.deferred_mb * 1048576.0),
+        synthetic_plan(&r->tr, phase_mask(c->dmr.phases), (size_t)(c->dmr.deferred_mb * 1048576.0),
                        c->dmr.moe_dynamic, &p);
-        dmr_set_plan(train_dmr_get(td), &p);
+        if (g_plan_edit) g_plan_edit(&r->tr, &p);
+        dmr_set_plan(train_dmr_get(r->td), &p);
     }
+}
+
+static FtDmrStats g_mine; /* this rank's counters of the last run (run_close) */
+
+/* The job's DMR counters in *st (zero without DMR; this rank's in g_mine); frees all but the
+ * model. */
+static void run_close(Run *r, FtDmrStats *st)
+{
+    memset(st, 0, sizeof *st);
+    memset(&g_mine, 0, sizeof g_mine);
+    if (r->td) train_dmr_stats(r->td, st), dmr_stats(train_dmr_get(r->td), &g_mine);
+    train_dmr_destroy(r->td);
+    train_free(&r->tr);
+    grid_destroy(&r->g);
+}
+
+/* Checks of one attempt on this rank under plan p (NULL: none), M micro-batches: every
+ * execution of an op entry that writes something counts once, a piggybacked forward op and its
+ * recomputation once together (at the recomputation). */
+static long long checked_per_attempt(const FtTrainer *tr, const FtDmrEntryPlan *p, int M)
+{
+    if (!p) return -1;
+    long long n = 0;
+    for (int i = 0; i < p->n; i++) {
+        const FtTape *tp = i < tr->tape.ne ? &tr->tape : &tr->opt_tape;
+        const FtTapeEntry *e = &tp->e[i < tr->tape.ne ? i : i - tr->tape.ne];
+        bool writes = false;
+        for (int k = 0; k < FT_OP_MAX_OUT; k++) writes |= e->out[k] >= 0 && tp->t[e->out[k]].n > 0;
+        if (e->kind == FT_OP_MARK || !writes) continue;
+        if (p->strat[i] == PLAN_PIGGYBACK && dmr_entry_piggyback(tp, e) &&
+            e->phase != FT_PH_RECOMPUTE)
+            continue; /* its twin's check */
+        n += tp == &tr->opt_tape ? 1 : M;
+    }
+    return n;
+}
+
+static long long g_per_attempt; /* mode planned: checked_per_attempt of the run's plan */
+
+/* Trains c's steps (DMR and faults from c; schedule: the fault file's text or NULL), leaves
+ * the model in *m (caller frees) and the job's DMR counters in *st (zero without DMR). */
+static void train_layout(FtConfig *c, const char *schedule, FtModel *m, FtDmrStats *st)
+{
+    Run r;
+    run_open(&r, c, schedule, m);
     for (long long s = 0; s < c->train.steps; s++) {
         FtStepInfo info;
-        assert_all(train_step(&tr, &info) != FT_STEP_FAILED);
+        assert_all(train_step(&r.tr, &info) != FT_STEP_FAILED);
     }
     if (c->dmr.mode == FT_DMR_PLANNED) {
-        g_covered = ft_all(plan_covers(&tr, dmr_plan(train_dmr_get(td))) ? 1 : 0) == 1;
-        int left = dyn_left(&tr, dmr_plan(train_dmr_get(td)));
+        g_per_attempt = checked_per_attempt(&r.tr, dmr_plan(train_dmr_get(r.td)),
+                                            (int)c->parallel.microbatches);
+        g_covered = ft_all(plan_covers(&r.tr, dmr_plan(train_dmr_get(r.td))) ? 1 : 0) == 1;
+        int left = dyn_left(&r.tr, dmr_plan(train_dmr_get(r.td)));
         g_dyn_left = ft_all(left > 0 ? 1 : 0) == 1 ? left : -1;
     }
-    memset(st, 0, sizeof *st);
-    if (td) train_dmr_stats(td, st);
-    train_dmr_destroy(td);
-    train_free(&tr);
-    grid_destroy(&g);
+    run_close(&r, st);
+}
+
+/* One rank's trainer for c (pp, tp, dp, ep 1; no DMR installed): the plan tests' tapes. */
+static void plan_trainer(FtConfig *c, FtGrid *g, FtModel *m, FtTrainer *tr)
+{
+    char err[FT_DECK_ERR_MAX];
+    assert_int_equal(grid_create(g, ft_test_comm(), 1, 1, 1, 1, err, sizeof err), 0);
+    FtGpt2Config mc;
+    model_config_from_deck(c, &mc);
+    model_create(m, &mc);
+    FtBatchSource src = {ft_synth_fetch, g_dims};
+    train_init_grid(tr, c, m, g, &src, NULL);
 }
 
 /* Parameters and both moments equal, bitwise, on every rank. */
@@ -323,7 +394,7 @@ static void test_planned_campaign(void **state)
     (void)state;
     log_init(ft_test_rank(), FT_LOG_WARN);
     long long configs = 0, deferred = 0, agc = 0, flips = 0;
-    g_synthetic = true;
+    g_synthetic = true, g_plan_edit = NULL; /* not what a failed test left */
     for (int li = 0; li < NLAYOUTS; li++) {
         const Layout *l = &g_layouts[li];
         if (!runs_here(l)) continue;
@@ -352,11 +423,19 @@ static void test_planned_campaign(void **state)
             assert_all(s.injected == PLANNED_FLIPS && s.not_fired == 0);
             assert_all(s.detected == s.injected && s.missed == 0 && s.rolled_back == s.injected);
             assert_all(s.unchecked == 0 && s.attempts == PLANNED_STEPS + s.redone);
+            /* every execution checked exactly once (AGC replays of piggyback ops are not checks) */
+            long long mine = 0;
+            for (int k = 0; k < FT_DMR_NSTRAT; k++) mine += g_mine.checks[k];
+            assert_all(mine == g_mine.attempts * g_per_attempt);
             assert_all(s.kept_peak <= (long long)(PLANNED_BUDGET_MB * 1048576.0));
             if (ph == FT_DMR_PHASES_123) assert_all(s.checks[FT_DMR_S_DEFERRED] > 0);
             else assert_all(s.checks[FT_DMR_S_DEFERRED] == 0);
             if (ph != FT_DMR_PHASES_1 && l->pp > 1) assert_all(s.checks[FT_DMR_S_AGC] > 0);
             if (ph == FT_DMR_PHASES_1) assert_all(s.checks[FT_DMR_S_AGC] == 0);
+            /* checks that keep something report what they kept; the dynamic planner is off */
+            if (s.checks[FT_DMR_S_DEFERRED] + s.checks[FT_DMR_S_AGC] > 0)
+                assert_all(s.kept_peak > 0);
+            assert_all(s.dyn_deferred == 0 && s.dyn_naive == 0 && s.dyn_guard == 0);
             assert_all(same_state(&m, &ref));
             model_free(&m);
             deferred += s.checks[FT_DMR_S_DEFERRED], agc += s.checks[FT_DMR_S_AGC];
@@ -379,6 +458,7 @@ static void test_planned_clean(void **state)
 {
     (void)state;
     log_init(ft_test_rank(), FT_LOG_WARN);
+    g_synthetic = false, g_plan_edit = NULL; /* the profile's own plan */
     int runs = 0;
     for (int li = 0; li < NLAYOUTS; li++) {
         Layout l = g_layouts[li];
@@ -404,6 +484,240 @@ static void test_planned_clean(void **state)
     if (!runs) skip();
 }
 
+/* dmr.profile_steps = 2 without a plan file: the first two steps are profiled (no plan yet),
+ * the plan is made at the end of the second and followed from the third. */
+static void test_profile_steps(void **state)
+{
+    (void)state;
+    log_init(ft_test_rank(), FT_LOG_WARN);
+    const Layout *l = NULL;
+    for (int li = 0; li < NLAYOUTS && !l; li++)
+        if (runs_here(&g_layouts[li])) l = &g_layouts[li];
+    if (!l) skip();
+    FtConfig c = cfg_of(l, FT_DMR_PLANNED, 4);
+    c.dmr.profile_steps = 2;
+    g_synthetic = false, g_plan_edit = NULL; /* the profile's own plan */
+    FtModel m;
+    Run r;
+    run_open(&r, &c, NULL, &m);
+    for (int s = 0; s < 4; s++) {
+        FtStepInfo info;
+        assert_all(train_step(&r.tr, &info) == FT_STEP_OK);
+        const FtDmrEntryPlan *p = dmr_plan(train_dmr_get(r.td));
+        assert_all(s < 1 ? p == NULL : p != NULL && p->profile_steps == 2);
+    }
+    FtDmrStats st;
+    run_close(&r, &st);
+    assert_all(st.attempts == 4 && st.mismatches == 0);
+    model_free(&m);
+}
+
+/* A batch source that, at its second call (step 1's second micro-batch), books a pipeline wait
+ * of 0.5 s and a tensor-parallel one of 0.25 s on the trainer's timeline, as waits on those
+ * messages would. */
+typedef struct waits_src {
+    FtTimeline *tl;
+    int calls;
+} WaitsSrc;
+
+static void fetch_with_waits(void *ctx, uint64_t first, int B, int *in, int *tg)
+{
+    WaitsSrc *w = ctx;
+    if (++w->calls == 2 && w->tl) w->tl->total[FT_TL_PP] += 0.5, w->tl->total[FT_TL_TP] += 0.25;
+    ft_synth_fetch(g_dims, first, B, in, tg);
+}
+
+/* The profile sorts the waits it reads from the timeline: a pipeline wait opens a PP window
+ * (the one AGC segments use), any other an intra window; both at the place they were waited. */
+static void test_profile_window_kinds(void **state)
+{
+    (void)state;
+    if (ft_test_size() != 1) skip();
+    log_init(0, FT_LOG_WARN);
+    FtConfig c = cfg_of(&g_layouts[0], FT_DMR_PLANNED, 1);
+    c.dmr.profile_steps = 1, c.dmr.phases = FT_DMR_PHASES_1;
+    FtGrid g;
+    char err[FT_DECK_ERR_MAX];
+    assert_int_equal(grid_create(&g, ft_test_comm(), 1, 1, 1, 1, err, sizeof err), 0);
+    FtGpt2Config mc;
+    model_config_from_deck(&c, &mc);
+    FtModel m;
+    model_create(&m, &mc);
+    model_init_random(&m, 7);
+    WaitsSrc ws = {0};
+    FtBatchSource src = {fetch_with_waits, &ws};
+    FtTrainer tr;
+    train_init_grid(&tr, &c, &m, &g, &src, NULL);
+    ws.tl = &tr.tl;
+    FtTrainDmr *td;
+    assert_int_equal(train_dmr_setup(&td, &tr, &c, err, sizeof err), 0);
+    FtStepInfo info;
+    assert_true(train_step(&tr, &info) == FT_STEP_OK);
+    const FtDmrEntryPlan *p = dmr_plan(train_dmr_get(td));
+    assert_non_null(p);
+    int npp = 0, wpp = -1, wtp = -1;
+    for (int w = 0; w < p->nwin; w++) {
+        if (p->win_kind[w] == PLAN_WIN_PP) npp++, wpp = w;
+        else if (wtp < 0 || p->win_len[w] > p->win_len[wtp]) wtp = w;
+    }
+    assert_true(npp == 1 && wtp >= 0); /* one rank: no other pipeline wait */
+    assert_int_equal(p->win_after[wpp], p->win_after[wtp]);
+    assert_true(p->win_len[wpp] > 1.5 * p->win_len[wtp] && p->win_len[wtp] > 0);
+    train_dmr_destroy(td);
+    train_free(&tr);
+    model_free(&m);
+    grid_destroy(&g);
+}
+
+/* A batch source that runs the DMR poll hook (as a wait with a message in flight does) before
+ * each micro-batch but a step's first. */
+typedef struct poll_src {
+    FtDmr *d;
+    int calls;
+    long long polls; /* calls of the hook that ran a check */
+} PollSrc;
+
+static void fetch_with_poll(void *ctx, uint64_t first, int B, int *in, int *tg)
+{
+    PollSrc *w = ctx;
+    if (w->d && w->calls++ % 2) {
+        FtPoll p = dmr_poll(w->d);
+        while (p.fn(p.arg)) w->polls++;
+    }
+    ft_synth_fetch(g_dims, first, B, in, tg);
+}
+
+/* Deferred checks queued by a micro-batch are replayed by the next wait's poll hook, one op per
+ * call, not held back to the agreement (one rank, phases 1,2,3: its units are lone ops). */
+static void test_poll_replays(void **state)
+{
+    (void)state;
+    if (ft_test_size() != 1) skip();
+    log_init(0, FT_LOG_WARN);
+    FtConfig c = cfg_of(&g_layouts[0], FT_DMR_PLANNED, 3);
+    c.dmr.phases = FT_DMR_PHASES_123, c.dmr.deferred_mb = PLANNED_BUDGET_MB;
+    static PollSrc ps;
+    ps = (PollSrc){0};
+    static FtBatchSource src = {fetch_with_poll, &ps};
+    g_source = &src, g_synthetic = true, g_plan_edit = NULL;
+    FtModel m;
+    Run r;
+    run_open(&r, &c, NULL, &m);
+    g_source = NULL, g_synthetic = false;
+    ps.d = train_dmr_get(r.td);
+    for (int s = 0; s < 3; s++) {
+        FtStepInfo info;
+        assert_true(train_step(&r.tr, &info) == FT_STEP_OK);
+    }
+    FtDmrStats st;
+    run_close(&r, &st);
+    assert_true(ps.calls == 6 && ps.polls > 0);
+    assert_true(st.windowed > 0 && st.mismatches == 0);
+    assert_true(st.checks[FT_DMR_S_DEFERRED] > 0);
+    model_free(&m);
+}
+
+static int g_exact; /* plan_one_deferred's entry */
+
+/* The phase-1 plan with entry g_exact deferred (the only deferred check). */
+static void plan_one_deferred(const FtTrainer *tr, FtDmrEntryPlan *p)
+{
+    (void)tr;
+    for (int i = 0; i < p->n; i++)
+        assert_true(p->strat[i] != PLAN_DEFERRED && p->strat[i] != PLAN_AGC);
+    assert_int_equal(p->strat[g_exact], PLAN_NAIVE);
+    p->strat[g_exact] = PLAN_DEFERRED;
+}
+
+/* dmr.deferred_mb is the most a rank keeps, inclusive: a deferred check that keeps exactly that
+ * much is deferred (kept at most the budget, not one byte more); one byte less and it is checked
+ * at once (naive). Both runs end bitwise where DMR off ends. */
+static void test_budget_exact(void **state)
+{
+    (void)state;
+    if (ft_test_size() != 1) skip();
+    log_init(0, FT_LOG_WARN);
+    const Layout *l = &g_layouts[0];
+    FtConfig c = cfg_of(l, FT_DMR_PLANNED, 3);
+    c.dmr.phases = FT_DMR_PHASES_1;
+    FtGrid g;
+    FtModel m;
+    FtTrainer tr;
+    plan_trainer(&c, &g, &m, &tr);
+    g_exact = -1;
+    for (int i = 0; i < tr.tape.fwd_end && g_exact < 0; i++) /* a GELU the plan leaves naive */
+        if (tr.tape.e[i].kind == FT_OP_GELU && tr.tape.e[i].twin < 0) g_exact = i;
+    assert_true(g_exact >= 0);
+    size_t kept = dmr_entry_kept(&tr.tape, g_exact);
+    train_free(&tr);
+    model_free(&m);
+    grid_destroy(&g);
+    FtConfig c0 = cfg_of(l, FT_DMR_OFF, 3);
+    FtModel ref;
+    FtDmrStats s0;
+    train_layout(&c0, NULL, &ref, &s0);
+    g_synthetic = true, g_plan_edit = plan_one_deferred;
+    for (int less = 0; less < 2; less++) {
+        c.dmr.deferred_mb = (double)(kept - (size_t)less) / 1048576.0;
+        FtDmrStats s;
+        train_layout(&c, NULL, &m, &s);
+        assert_true(s.mismatches == 0 && s.attempts == 3);
+        if (less) {
+            assert_true(s.checks[FT_DMR_S_DEFERRED] == 0 && s.kept_peak == 0 && s.demoted >= 3);
+        } else {
+            assert_true(s.checks[FT_DMR_S_DEFERRED] >= 3); /* each step's first micro-batch */
+            assert_true(s.kept_peak == (long long)kept);
+        }
+        assert_true(same_state(&m, &ref));
+        model_free(&m);
+    }
+    g_synthetic = false, g_plan_edit = NULL;
+    model_free(&ref);
+}
+
+/* The plan with, for each AGC segment, the first piggybacked op after its last member made a
+ * member too (replayed in the segment; its check is its recomputation's). */
+static int g_pb_members;
+static void plan_pb_in_segments(const FtTrainer *tr, FtDmrEntryPlan *p)
+{
+    for (int sg = 0; sg < p->nseg; sg++) {
+        int last = -1;
+        for (int i = 0; i < p->n; i++)
+            if (p->seg[i] == sg) last = i;
+        for (int j = last + 1; j < tr->tape.ne; j++)
+            if (p->seg[j] < 0 && p->strat[j] == PLAN_PIGGYBACK) {
+                p->seg[j] = sg, g_pb_members++;
+                break;
+            }
+    }
+}
+
+/* pp2 (AC full), phases 1,2 with piggybacked ops inside the AGC segments: they are
+ * replayed there but not counted again (every execution checked exactly once), no mismatch, and
+ * the run ends bitwise where DMR off ends. */
+static void test_agc_piggyback_members(void **state)
+{
+    (void)state;
+    const Layout *l = &g_layouts[3]; /* pp2 */
+    if (!runs_here(l)) skip();
+    log_init(ft_test_rank(), FT_LOG_WARN);
+    FtConfig c0 = cfg_of(l, FT_DMR_OFF, 4), c = cfg_of(l, FT_DMR_PLANNED, 4);
+    c.dmr.phases = FT_DMR_PHASES_12, c.dmr.deferred_mb = PLANNED_BUDGET_MB;
+    FtModel ref, m;
+    FtDmrStats s0, s;
+    train_layout(&c0, NULL, &ref, &s0);
+    g_synthetic = true, g_plan_edit = plan_pb_in_segments, g_pb_members = 0;
+    train_layout(&c, NULL, &m, &s);
+    g_synthetic = false, g_plan_edit = NULL;
+    assert_true(ft_all(g_pb_members == 0) == 0); /* some stage has such members */
+    long long mine = 0;
+    for (int k = 0; k < FT_DMR_NSTRAT; k++) mine += g_mine.checks[k];
+    assert_all(mine == g_mine.attempts * g_per_attempt);
+    assert_all(s.checks[FT_DMR_S_AGC] > 0 && s.mismatches == 0 && s.attempts == 4);
+    assert_all(same_state(&m, &ref));
+    model_free(&m), model_free(&ref);
+}
+
 /* ---- the dynamic planner ------------------------------------------------------------------- */
 
 enum { DYN_STEPS = 40, DYN_FLIPS = 40 };
@@ -411,17 +725,38 @@ enum { DYN_STEPS = 40, DYN_FLIPS = 40 };
 #define DYN_TINY_MB (16.0 / 1048576.0) /* below any expert op's fixed bytes: its counts and
                                          output fingerprints (all naive) */
 
+/* The plan with one more deferred check, whose kept bytes (as a plan file may say) fill any
+ * budget, queued before the first window: the static plan's reservations leave the dynamic
+ * planner no guard. */
+static void plan_reserve_all(const FtTrainer *tr, FtDmrEntryPlan *p)
+{
+    assert_true(p->nwin > 0);
+    int j = -1;
+    for (int i = 0; i < tr->tape.ne && j < 0; i++) {
+        const FtTapeEntry *e = &tr->tape.e[i];
+        if (e->kind != FT_OP_MARK && e->kind != FT_OP_MOE_EXPERT &&
+            dmr_entry_deferrable(&tr->tape, e) && p->seg[i] < 0 &&
+            (p->strat[i] == PLAN_NAIVE || p->strat[i] == PLAN_DEFERRED))
+            j = i;
+    }
+    assert_true(j >= 0 && (p->nwin == 1 || j <= p->win_after[1]));
+    p->strat[j] = PLAN_DEFERRED, p->window[j] = 0, p->win_after[0] = j;
+    p->kept[j] = (size_t)1 << 40;
+}
+
 /* dmr.moe_dynamic on the MoE layouts of this rank count (synthetic_plan's static plan, phases
  * 1,2,3), with a flip campaign on the expert ops: every flip detected and rolled back, the run
  * ending bitwise where the fault-free run without DMR ends; with room the dynamic planner
  * defers expert checks (and what they keep stays within its guard, all within the budget); with
- * a tiny budget every one falls back to naive and the flips are still caught. */
+ * a tiny budget every one falls back to naive and the flips are still caught, and so it does
+ * when the static plan's reservations take the whole budget (its guard is 0). The job's slack
+ * is the tightest rank's. */
 static void test_moe_dynamic(void **state)
 {
     (void)state;
     log_init(ft_test_rank(), FT_LOG_WARN);
     int configs = 0;
-    g_synthetic = true;
+    g_synthetic = true, g_plan_edit = NULL; /* not what a failed test left */
     for (int li = 0; li < NLAYOUTS; li++) {
         const Layout *l = &g_layouts[li];
         if (!runs_here(l) || !l->experts) continue;
@@ -429,8 +764,9 @@ static void test_moe_dynamic(void **state)
         FtModel ref;
         FtDmrStats none;
         train_layout(&c0, NULL, &ref, &none);
-        for (int tiny = 0; tiny < 2; tiny++) {
-            double mb = tiny ? DYN_TINY_MB : DYN_BUDGET_MB;
+        for (int tiny = 0; tiny < 3; tiny++) {
+            double mb = tiny == 1 ? DYN_TINY_MB : DYN_BUDGET_MB;
+            g_plan_edit = tiny == 2 ? plan_reserve_all : NULL;
             char text[256];
             snprintf(text, sizeof text, "; dynamic campaign: %s\nsdc-random count=%d seed=%d "
                      "steps=1-%d target=both ops=moe_expert\n", l->name, DYN_FLIPS,
@@ -443,7 +779,8 @@ static void test_moe_dynamic(void **state)
             if (ft_test_rank() == 0)
                 printf("  %-5s %s budget: %lld flips, %lld detected; dynamic deferred %lld (in "
                        "windows %lld) naive %lld; dynamic kept at most %lld of %lld bytes, all "
-                       "%lld; routed bytes %.1f%% of capacity-sized\n", l->name, tiny ? "tiny" : "room", s.injected, s.detected,
+                       "%lld; routed bytes %.1f%% of capacity-sized\n", l->name,
+                       tiny == 0 ? "room" : tiny == 1 ? "tiny" : "reserved", s.injected, s.detected,
                        s.dyn_deferred, s.dyn_windowed, s.dyn_naive, s.dyn_kept_peak, s.dyn_guard,
                        s.kept_peak, 100.0 * (double)s.dyn_bytes / (double)(s.dyn_cap_bytes + 1));
             assert_all(g_covered && g_dyn_left > 0); /* the static plan left them to us */
@@ -454,15 +791,19 @@ static void test_moe_dynamic(void **state)
             assert_all(s.kept_peak <= budget && s.dyn_guard <= budget);
             assert_all(s.dyn_slack >= 0 && s.dyn_kept_peak <= s.dyn_guard); /* on every rank */
             assert_all(s.dyn_bytes > 0 && s.dyn_bytes <= s.dyn_cap_bytes); /* rows <= capacity */
+            /* the job's slack is the tightest rank's */
+            assert_all(s.dyn_slack <= g_mine.dyn_slack);
+            assert_true(ft_all(s.dyn_slack != g_mine.dyn_slack) == 0);
             if (tiny) assert_all(s.dyn_deferred == 0 && s.dyn_naive > 0);
             else assert_all(s.dyn_deferred > 0);
+            if (tiny == 2) assert_all(s.dyn_guard == 0); /* though the budget had room */
             assert_all(same_state(&m, &ref));
             model_free(&m);
             configs++;
         }
         model_free(&ref);
     }
-    g_synthetic = false;
+    g_synthetic = false, g_plan_edit = NULL;
     if (!configs) skip();
 }
 
@@ -499,6 +840,20 @@ static void test_plan_file_roundtrip(void **state)
     assert_memory_equal(q.seg, p.seg, sizeof *p.seg * (size_t)p.n);
     assert_memory_equal(q.window, p.window, sizeof *p.window * (size_t)p.n);
     assert_memory_equal(q.win_after, p.win_after, sizeof *p.win_after * (size_t)p.nwin);
+    /* every number, to the file's precision (6 decimals of a millisecond) */
+    for (int i = 0; i < p.n; i++) {
+        if (p.strat[i] < 0) continue;
+        assert_true(q.kept[i] == p.kept[i]);
+        assert_true(fabs(q.time[i] - p.time[i]) < 1e-9 && fabs(q.cost[i] - p.cost[i]) < 1e-9);
+    }
+    assert_memory_equal(q.win_kind, p.win_kind, sizeof *p.win_kind * (size_t)p.nwin);
+    assert_memory_equal(q.win_use, p.win_use, sizeof *p.win_use * (size_t)p.nwin);
+    for (int w = 0; w < p.nwin; w++)
+        assert_true(fabs(q.win_len[w] - p.win_len[w]) < 1e-9 &&
+                    fabs(q.win_used[w] - p.win_used[w]) < 1e-9);
+    assert_true(q.budget_mb == p.budget_mb && q.profile_steps == p.profile_steps);
+    assert_true(fabs(q.step_s - p.step_s) < 1e-9 && fabs(q.overhead - p.overhead) < 1e-9);
+    assert_true(q.tape_hash == p.tape_hash);
     assert_true(p.pre_bwd_s == 0.5 && fabs(q.pre_bwd_s - 0.5) < 1e-9); /* prebwd_ms */
     assert_int_equal(q.fwd_end, tr.tape.fwd_end);
     assert_int_equal(p.fwd_end, tr.tape.fwd_end);
@@ -555,6 +910,164 @@ static void test_plan_file_roundtrip(void **state)
     assert_true(strncmp(err, want, strlen(want)) == 0);
     unlink(path);
     dmr_plan_free(&p), dmr_plan_free(&q);
+    train_free(&tr);
+    model_free(&m);
+    grid_destroy(&g);
+}
+
+/* dmr_plan_build's windows: a wait measured after entry i opens a window after entry i, of the
+ * wait's kind, its length per step scaled by step_s / wall_s (the profile's waits stretched by
+ * its naive checks); a pipeline wait and another at the same place are two windows, and the
+ * plan file carries them (windows in order, ties allowed). */
+static void test_plan_windows(void **state)
+{
+    (void)state;
+    if (ft_test_size() != 1) skip();
+    log_init(0, FT_LOG_WARN);
+    FtConfig c = cfg_of(&g_layouts[0], FT_DMR_PLANNED, 1);
+    FtGrid g;
+    FtModel m;
+    FtTrainer tr;
+    plan_trainer(&c, &g, &m, &tr);
+    const FtTape *mt = &tr.tape, *ot = &tr.opt_tape;
+    int n = mt->ne + ot->ne, a = 5, b = mt->fwd_end + 3;
+    FtDmrProfile pf;
+    dmr_profile_init(&pf, mt->ne, ot->ne);
+    pf.steps = 2, pf.step_s = 2.0, pf.wall_s = 4.0; /* a step: 1 s without its checks, 2 s with */
+    for (int i = 0; i < n; i++) pf.time[i] = 2e-3, pf.fp[i] = 2e-5;
+    pf.wait_pp[a + 1] = 0.6;                             /* after entry a, over the 2 steps */
+    pf.wait_pp[b + 1] = 0.2, pf.wait_other[b + 1] = 0.4; /* after entry b, both kinds */
+    int after[3] = {a, b, b}, kind[3] = {PLAN_WIN_PP, PLAN_WIN_PP, PLAN_WIN_INTRA};
+    double len[3] = {0.15, 0.05, 0.1}; /* 0.6 s / 2 steps x (2 s / 4 s) */
+    char path[64], err[512];
+    ft_tmpfile("", 0, path);
+    for (int all = 0; all < 2; all++) { /* phase 1 alone uses no window */
+        FtDmrEntryPlan p, q;
+        int phases = all ? PLAN_PHASE1 | PLAN_PHASE2 | PLAN_PHASE3 : PLAN_PHASE1;
+        assert_int_equal(dmr_plan_build(&pf, mt, ot, 1 << 20, phases, &p), 0);
+        assert_int_equal(p.nwin, 3);
+        for (int w = 0; w < 3; w++) {
+            assert_int_equal(p.win_after[w], after[w]);
+            assert_int_equal(p.win_kind[w], kind[w]);
+            assert_true(fabs(p.win_len[w] - len[w]) < 1e-12);
+            if (!all) assert_int_equal(p.win_use[w], 0);
+        }
+        assert_true(fabs(p.step_s - 1.0) < 1e-12);
+        /* the file carries both windows after entry b, and what each is used for */
+        assert_int_equal(dmr_plan_write(&p, mt, ot, path, "rank 0 of 1 layout x", err,
+                                        sizeof err), 0);
+        int rc = dmr_plan_read(&q, mt, ot, path, "rank 0 of 1 layout x", err, sizeof err);
+        if (rc) fprintf(stderr, "%s\n", err);
+        assert_int_equal(rc, 0);
+        assert_int_equal(q.nwin, 3);
+        assert_memory_equal(q.win_after, after, sizeof after);
+        assert_memory_equal(q.win_kind, kind, sizeof kind);
+        assert_memory_equal(q.win_use, p.win_use, sizeof *p.win_use * 3);
+        dmr_plan_free(&p), dmr_plan_free(&q);
+    }
+    dmr_profile_free(&pf);
+    unlink(path);
+    train_free(&tr);
+    model_free(&m);
+    grid_destroy(&g);
+}
+
+/* Copies the plan file src to dst with field `field` (0: "op") of entry i's op line set to
+ * val; returns the line's number. */
+static int plan_edit(const char *src, const char *dst, int entry, int field, const char *val)
+{
+    FILE *f = fopen(src, "r"), *o = fopen(dst, "w");
+    assert_non_null(f);
+    assert_non_null(o);
+    char line[1024], want[32];
+    snprintf(want, sizeof want, "op %d ", entry);
+    int ln = 0, at = 0;
+    while (fgets(line, sizeof line, f)) {
+        ln++;
+        if (strncmp(line, want, strlen(want))) {
+            fputs(line, o);
+            continue;
+        }
+        char *tok[16], *save = NULL;
+        int nt = 0;
+        for (char *t = strtok_r(line, " \n", &save); t && nt < 16; t = strtok_r(NULL, " \n", &save))
+            tok[nt++] = t;
+        assert_true(field < nt);
+        tok[field] = (char *)val;
+        for (int k = 0; k < nt; k++) fprintf(o, "%s%s", k ? " " : "", tok[k]);
+        fputc('\n', o);
+        at = ln;
+    }
+    fclose(f);
+    fclose(o);
+    assert_true(at > 0);
+    return at;
+}
+
+/* The plan with that one edit is refused: "DST:LINE: ..." naming what is wrong (msg), or, with
+ * msg NULL, read. */
+static void plan_edited(const FtTrainer *tr, const char *src, const char *dst, int entry,
+                        int field, const char *val, const char *msg)
+{
+    int ln = plan_edit(src, dst, entry, field, val);
+    FtDmrEntryPlan q;
+    char err[512] = "", want[160];
+    int rc = dmr_plan_read(&q, &tr->tape, &tr->opt_tape, dst, "rank 0 of 1 layout x", err,
+                           sizeof err);
+    snprintf(want, sizeof want, "%s:%d: ", dst, ln);
+    bool ok = msg ? rc == -1 && !strncmp(err, want, strlen(want)) && strstr(err, msg) : rc == 0;
+    if (!ok)
+        fprintf(stderr, "entry %d field %d = '%s': rc %d, '%s' (expected %s)\n", entry, field,
+                val, rc, err, msg ? msg : "read");
+    assert_true(ok);
+    dmr_plan_free(&q);
+}
+
+/* The plan reader refuses a strategy its entry does not allow (a MoE tape with AC full: its
+ * routing writes integers), an agc op without its segment, a segment on a naive op, a negative
+ * time, each as "FILE:LINE: message"; and the planner leaves the expert ops that AC recomputes
+ * piggyback under dmr.moe_dynamic (the dynamic planner takes only those without a twin). */
+static void test_plan_file_refusals(void **state)
+{
+    (void)state;
+    if (ft_test_size() != 1) skip();
+    log_init(0, FT_LOG_WARN);
+    FtConfig c = cfg_of(&g_layouts[1], FT_DMR_PLANNED, 1); /* moe, AC full */
+    FtGrid g;
+    FtModel m;
+    FtTrainer tr;
+    plan_trainer(&c, &g, &m, &tr);
+    const FtTape *mt = &tr.tape;
+    FtDmrEntryPlan p;
+    synthetic_plan(&tr, PLAN_PHASE1 | PLAN_PHASE2 | PLAN_PHASE3, 1 << 16, true, &p);
+    int twinned = 0, ints = -1, deferred = -1, naive = -1, bwd = -1;
+    for (int i = 0; i < mt->ne; i++) {
+        const FtTapeEntry *e = &mt->e[i];
+        if (e->kind == FT_OP_MARK) continue;
+        if (e->kind == FT_OP_MOE_EXPERT)
+            assert_int_equal(p.strat[i], e->twin >= 0 ? PLAN_PIGGYBACK : PLAN_NAIVE);
+        twinned += e->kind == FT_OP_MOE_EXPERT && e->twin >= 0;
+        if (ints < 0 && !dmr_entry_deferrable(mt, e)) ints = i;
+        if (deferred < 0 && p.strat[i] == PLAN_DEFERRED) deferred = i;
+        if (naive < 0 && p.strat[i] == PLAN_NAIVE && dmr_entry_deferrable(mt, e)) naive = i;
+        if (bwd < 0 && e->phase == FT_PH_BWD && p.strat[i] == PLAN_NAIVE) bwd = i;
+    }
+    assert_true(twinned > 0 && ints >= 0 && deferred >= 0 && naive >= 0 && bwd >= 0);
+    char path[64], bad[80], err[512];
+    ft_tmpfile("", 0, path);
+    snprintf(bad, sizeof bad, "%s.bad", path);
+    assert_int_equal(dmr_plan_write(&p, mt, &tr.opt_tape, path, "rank 0 of 1 layout x", err,
+                                    sizeof err), 0);
+    /* fields: 5 strategy, 7 segment, 8 time_ms, 10 cost_ms */
+    plan_edited(&tr, path, bad, deferred, 8, "7.5", NULL); /* an edit the reader takes */
+    plan_edited(&tr, path, bad, ints, 5, "deferred", "writes integers");
+    plan_edited(&tr, path, bad, deferred, 5, "agc", "strategy agc needs a segment");
+    plan_edited(&tr, path, bad, naive, 7, "0", "only agc ops and piggyback ops");
+    plan_edited(&tr, path, bad, bwd, 5, "piggyback", "piggyback needs an AC recomputation twin");
+    plan_edited(&tr, path, bad, deferred, 8, "-1", "expected numbers >= 0");
+    plan_edited(&tr, path, bad, deferred, 10, "-0.5", "expected numbers >= 0");
+    unlink(path), unlink(bad);
+    dmr_plan_free(&p);
     train_free(&tr);
     model_free(&m);
     grid_destroy(&g);
@@ -661,15 +1174,89 @@ static void test_suspect_and_off(void **state)
     model_free(&a), model_free(&b);
 }
 
+/* A run that starts after step 1 (as one resumed from a checkpoint does): the schedule's flip
+ * of step 1 never fires (counted as not applied), the flip of a step it computes does. */
+static void test_flip_before_start(void **state)
+{
+    (void)state;
+    log_init(ft_test_rank(), FT_LOG_ERROR);
+    const Layout *l = NULL;
+    for (int li = 0; li < NLAYOUTS && !l; li++)
+        if (runs_here(&g_layouts[li]) && !g_layouts[li].experts) l = &g_layouts[li];
+    if (!l) skip();
+    FtConfig c = cfg_of(l, FT_DMR_NAIVE, 4);
+    const char *text = "sdc step=1 rank=0 op=gelu bit=30\nsdc step=3 rank=0 op=gelu:1 bit=30\n";
+    FtModel m;
+    Run r;
+    run_open(&r, &c, text, &m);
+    m.step = 2; /* steps 1 and 2 done */
+    for (int s = 0; s < 2; s++) {
+        FtStepInfo info;
+        assert_all(train_step(&r.tr, &info) == (s == 0 ? FT_STEP_REDONE : FT_STEP_OK));
+    }
+    FtDmrStats st;
+    run_close(&r, &st);
+    assert_all(st.injected == 1 && st.detected == 1 && st.not_fired == 1 && st.redone == 1);
+    model_free(&m);
+}
+
+/* The execution number (op=KIND:N) of entry i of tape tp: entries of its kind before it, forward,
+ * backward and recomputation counted alike (the first micro-batch's). */
+static int nth_of(const FtTape *tp, int i)
+{
+    int n = 0;
+    for (int j = 0; j < i; j++) n += tp->e[j].kind == tp->e[i].kind;
+    return n;
+}
+
+/* Piggyback, one rank: the same bit of the same element flipped in a forward GELU's output and in
+ * its recomputation's cancels out (the fingerprints agree: both flips missed), while a third flip
+ * in the step is caught; the step is redone, so all three count as rolled back, and the run ends
+ * where the fault-free run ends. */
+static void test_rolled_back_missed(void **state)
+{
+    (void)state;
+    if (ft_test_size() != 1) skip();
+    log_init(0, FT_LOG_ERROR);
+    FtConfig c = cfg_of(&g_layouts[0], FT_DMR_PIGGYBACK, 2);
+    FtGrid g;
+    FtModel m;
+    FtTrainer tr;
+    plan_trainer(&c, &g, &m, &tr);
+    int f = -1;
+    for (int i = 0; i < tr.tape.fwd_end && f < 0; i++)
+        if (tr.tape.e[i].kind == FT_OP_GELU && tr.tape.e[i].twin >= 0) f = i;
+    assert_true(f >= 0);
+    int a = nth_of(&tr.tape, f), b = nth_of(&tr.tape, tr.tape.e[f].twin);
+    train_free(&tr);
+    model_free(&m);
+    grid_destroy(&g);
+    char text[256];
+    snprintf(text, sizeof text, "sdc step=1 rank=0 op=gelu:%d elem=3 bit=20\nsdc step=1 rank=0 "
+             "op=gelu:%d elem=3 bit=20\nsdc step=1 rank=0 op=adamw bit=30\n", a, b);
+    FtConfig c0 = cfg_of(&g_layouts[0], FT_DMR_OFF, 2);
+    FtModel ref;
+    FtDmrStats s0, s;
+    train_layout(&c0, NULL, &ref, &s0);
+    train_layout(&c, text, &m, &s);
+    assert_true(s.injected == 3 && s.detected == 1 && s.missed == 2 && s.rolled_back == 3);
+    assert_true(s.redone == 1 && s.attempts == 3 && s.mismatches == 1);
+    assert_true(same_state(&m, &ref));
+    model_free(&m), model_free(&ref);
+}
+
 /* ---- a replica leaves mid-run (train_regrid) -------------------------------------------------- */
 
 /* dp2 with naive DMR: a flip on each rank before replica 1 leaves after step 2, one on the
  * survivor after; the survivor's agreement runs over the new (one-rank) world and it ends
- * bitwise where the same run without DMR and faults ends. */
+ * bitwise where the same run without DMR and faults ends; its suspects are of the new world. */
+static bool g_regrid_suspects; /* regrid_run: the survivor's suspects were the new world's */
+
 static void regrid_run(bool dmr, FtModel *m, FtDmrStats *st)
 {
     const Layout *l = &g_layouts[4]; /* dp2 */
     FtConfig c = cfg_of(l, dmr ? FT_DMR_NAIVE : FT_DMR_OFF, 4);
+    c.dmr.suspect_after = 1;
     FtGrid g, small;
     char err[FT_DECK_ERR_MAX];
     assert_int_equal(grid_create(&g, ft_test_comm(), 1, 1, 2, 1, err, sizeof err), 0);
@@ -695,6 +1282,8 @@ static void regrid_run(bool dmr, FtModel *m, FtDmrStats *st)
         FtStepInfo info;
         assert_all(train_step(&tr, &info) == (dmr ? FT_STEP_REDONE : FT_STEP_OK));
     }
+    if (td) /* each rank mismatched once: both suspect (dmr.suspect_after = 1) */
+        assert_all(dmr_is_suspect(train_dmr_get(td), 0) && dmr_is_suspect(train_dmr_get(td), 1));
     int rc = grid_shrink_dp(&g, 1, &small, err, sizeof err);
     memset(st, 0, sizeof *st);
     if (rc == 0) {
@@ -704,6 +1293,10 @@ static void regrid_run(bool dmr, FtModel *m, FtDmrStats *st)
             assert_true(train_step(&tr, &info) == (dmr && s == 3 ? FT_STEP_REDONE : FT_STEP_OK));
         }
         if (td) train_dmr_stats(td, st); /* over the survivors: rank 0's flips; steps 1, 2, 4 redone */
+        if (td) /* ranks numbered anew, history anew: the survivor is suspect for step 4 alone, and
+                   there is no rank 1 (asserted after the clean-up, which is collective) */
+            g_regrid_suspects = dmr_is_suspect(train_dmr_get(td), 0) &&
+                                !dmr_is_suspect(train_dmr_get(td), 1);
     }
     train_dmr_destroy(td);
     train_free(&tr);
@@ -718,10 +1311,12 @@ static void test_regrid(void **state)
     log_init(ft_test_rank(), FT_LOG_ERROR);
     FtModel a, b;
     FtDmrStats sa, sb;
+    g_regrid_suspects = false;
     regrid_run(true, &a, &sa);
     regrid_run(false, &b, &sb);
     if (ft_test_rank() == 0) {
         assert_true(sa.injected == 2 && sa.detected == 2 && sa.redone == 3 && sa.attempts == 7);
+        assert_true(g_regrid_suspects);
         assert_true(same_state(&a, &b));
     }
     model_free(&a), model_free(&b);
@@ -729,6 +1324,12 @@ static void test_regrid(void **state)
 
 FT_TEST_MAIN(cmocka_unit_test(test_flip_campaign), cmocka_unit_test(test_clean_runs_match_off),
              cmocka_unit_test(test_planned_campaign), cmocka_unit_test(test_planned_clean),
+             cmocka_unit_test(test_profile_steps), cmocka_unit_test(test_profile_window_kinds),
+             cmocka_unit_test(test_budget_exact), cmocka_unit_test(test_poll_replays),
+             cmocka_unit_test(test_agc_piggyback_members),
              cmocka_unit_test(test_moe_dynamic), cmocka_unit_test(test_plan_file_roundtrip),
+             cmocka_unit_test(test_plan_windows), cmocka_unit_test(test_plan_file_refusals),
              cmocka_unit_test(test_plan_bounds),
-             cmocka_unit_test(test_suspect_and_off), cmocka_unit_test(test_regrid))
+             cmocka_unit_test(test_suspect_and_off), cmocka_unit_test(test_flip_before_start),
+             cmocka_unit_test(test_rolled_back_missed),
+             cmocka_unit_test(test_regrid))
