@@ -161,6 +161,23 @@ static int plan_phases(long long choice)
                                          : PLAN_PHASE1 | PLAN_PHASE2 | PLAN_PHASE3 | PLAN_PAPER;
 }
 
+/* Collective over the world: msg is this rank's error ("" when none). Returns -1 on every rank
+ * when any rank has one, with the first such rank's message in err; else 0. */
+static int agree_message(FtTrainer *tr, int nranks, const char *msg, size_t msglen, char *err,
+                         size_t errlen)
+{
+    char *msgs = calloc((size_t)nranks, msglen);
+    FT_ASSERT(msgs);
+    if (nranks > 1) comm_allgather(tr->c_world, msg, msgs, msglen, FT_U8);
+    else memcpy(msgs, msg, msglen);
+    int bad = -1;
+    for (int q = 0; q < nranks && bad < 0; q++)
+        if (msgs[(size_t)q * msglen]) bad = q;
+    if (bad >= 0) snprintf(err, errlen, "%s", msgs + (size_t)bad * msglen);
+    free(msgs);
+    return bad >= 0 ? -1 : 0;
+}
+
 /* Mode planned with dmr.plan set: every rank's file exists -> each loads and checks its own;
  * none exists -> profile (and write them); some -> an error. Collective over the world: the
  * verdict, and the first bad rank's message, are the same on every rank. */
@@ -191,21 +208,10 @@ static int plan_load(FtTrainDmr *td, const FtConfig *cfg, int nranks, char *err,
     } else {
         dmr_plan_read(&p, &tr->tape, &tr->opt_tape, td->plan_path, td->rank_line, msg, sizeof msg);
     }
-    /* the first rank's message, on every rank */
-    char *msgs = calloc((size_t)nranks, sizeof msg);
-    FT_ASSERT(msgs);
-    if (nranks > 1) comm_allgather(tr->c_world, msg, msgs, sizeof msg, FT_U8);
-    else memcpy(msgs, msg, sizeof msg);
-    int bad = -1;
-    for (int q = 0; q < nranks && bad < 0; q++)
-        if (msgs[(size_t)q * sizeof msg]) bad = q;
-    if (bad >= 0) {
-        snprintf(err, errlen, "%s", msgs + (size_t)bad * sizeof msg);
-        free(msgs);
+    if (agree_message(tr, nranks, msg, sizeof msg, err, errlen)) {
         dmr_plan_free(&p);
         return -1;
     }
-    free(msgs);
     if (p.phases != plan_phases(cfg->dmr.phases) || p.budget_mb != cfg->dmr.deferred_mb)
         log_warn("dmr: %s was planned with other dmr.phases or dmr.deferred_mb than this run's: "
                  "its strategies are followed as written; the run's budget (%.6g MiB) still "
@@ -357,16 +363,7 @@ int train_dmr_write_plan(FtTrainDmr *td, const char *path, char *file, size_t fi
     else snprintf(file, filelen, "%s.r%d", path, rank);
     char msg[512] = "";
     dmr_plan_write(p, &tr->tape, &tr->opt_tape, file, td->rank_line, msg, sizeof msg);
-    char *msgs = calloc((size_t)nranks, sizeof msg);
-    FT_ASSERT(msgs);
-    if (nranks > 1) comm_allgather(tr->c_world, msg, msgs, sizeof msg, FT_U8);
-    else memcpy(msgs, msg, sizeof msg);
-    int bad = -1;
-    for (int q = 0; q < nranks && bad < 0; q++)
-        if (msgs[(size_t)q * sizeof msg]) bad = q;
-    if (bad >= 0) snprintf(err, errlen, "%s", msgs + (size_t)bad * sizeof msg);
-    free(msgs);
-    return bad >= 0 ? -1 : 0;
+    return agree_message(tr, nranks, msg, sizeof msg, err, errlen);
 }
 
 void train_dmr_destroy(FtTrainDmr *td)
