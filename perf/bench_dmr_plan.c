@@ -132,7 +132,8 @@ int main(int argc, char **argv)
         over[k] = 100 * (bench_median(rr, rounds) - 1), ms[k] = 1e3 * bench_median(tt, rounds);
     }
     /* per rank: the plans' predictions, the lower bound, what the windows give */
-    enum { NM = 6 + NV };
+    enum { NM = 8 + NV }; /* per rank: windows pp, other, exposed, step, predictions, bounds,
+                             pre-backward waits, forward checks */
     double mine[NM] = {0}, all[2 * NM];
     const FtDmrEntryPlan *p3 = dmr_plan(train_dmr_get(v[4].td));
     FT_ASSERT(p3);
@@ -146,11 +147,8 @@ int main(int argc, char **argv)
         const FtDmrEntryPlan *p = dmr_plan(train_dmr_get(v[k].td));
         mine[4 + k] = p && p->step_s > 0 ? 100 * p->overhead / p->step_s : 0;
     }
-    double pre = p3->pre_bwd_s, fwd = tot.exposed_fwd_s;
+    mine[6 + NV] = p3->pre_bwd_s, mine[7 + NV] = tot.exposed_fwd_s;
     MPI_Allgather(mine, NM, MPI_DOUBLE, all, NM, MPI_DOUBLE, MPI_COMM_WORLD);
-    double pres[2], fwds[2];
-    MPI_Gather(&pre, 1, MPI_DOUBLE, pres, 1, MPI_DOUBLE, 0, MPI_COMM_WORLD);
-    MPI_Gather(&fwd, 1, MPI_DOUBLE, fwds, 1, MPI_DOUBLE, 0, MPI_COMM_WORLD);
     FtDmrStats ds[NV];
     for (int k = 1; k < NV; k++) train_dmr_stats(v[k].td, &ds[k]);
     if (rank == 0) {
@@ -177,7 +175,7 @@ int main(int argc, char **argv)
                    "%.2f); windows PP (sends, receives, bubbles) %.2f ms, other (tp/dp/ep/loss) "
                    "%.2f ms, %.2f ms of them before the first backward op; profiled step %.2f "
                    "ms; lower bound %.1f%%, in time order %.1f%% (of the off step, %.2f ms)\n",
-                   q, 1e3 * a[2], 1e3 * fwds[q], 1e3 * a[0], 1e3 * a[1], 1e3 * pres[q],
+                   q, 1e3 * a[2], 1e3 * a[7 + NV], 1e3 * a[0], 1e3 * a[1], 1e3 * a[6 + NV],
                    1e3 * a[3], l, o, ms[0]);
         }
         printf("RESULT %s: naive %+.1f%%, phase 1 %+.1f%%, phases 1,2 %+.1f%%, phases 1,2,3 "
