@@ -12,13 +12,16 @@
  * step against the off step of the same round.
  * Lower bounds, per rank, from the phases-1,2,3 trainer's profile (dmr_plan_bounds): issue
  * 10's, (checker time of the ops AC does not recompute - the idle time measured in windows) /
- * the step without checks, and the same "in time order", where the waits before the step's
- * first backward op hold at most the forward ops' share of that work; at least 0; the run's is
+ * the step without checks, and the same "in time order" (dmr_order_excess): a check runs after
+ * its op, so the waits before an execution hold only the checks of the executions before it (a
+ * last stage's wait for its first activation holds none); at least 0; the run's is
  * the largest rank's. The step without checks is the off row's median of this run (before
  * 2026-12-01: the profiled step, the checked step less its checks, which the partner's checks
  * stretch: 15-25% longer on pp 2). Beside them: what the pipeline's waits (PP windows: sends,
  * receives and bubbles) and the other waits give, per rank.
- * FT_BENCH_SMOKE=1: a tiny model, 1 round. Usage: mpiexec -n 2 bench_dmr_plan [pp|tp] [rounds]
+ * FT_BENCH_SMOKE=1: a tiny model, 1 round. FT_BENCH_TRACE=1: then one step of each variant
+ * with each rank's waits (over 0.5 ms) in time order.
+ * Usage: mpiexec -n 2 bench_dmr_plan [pp|tp] [rounds]
  * (default pp, 8 timed rounds). */
 #include <mpi.h>
 #include <omp.h>
@@ -31,6 +34,7 @@
 #include "ftllm/grid.h"
 #include "ftllm/log.h"
 #include "ftllm/model.h"
+#include "ftllm/timeline.h"
 #include "ftllm/train.h"
 #include "ftllm/train_dmr.h"
 
@@ -84,6 +88,32 @@ static void setup(Variant *v, int k, bool tp, bool smoke, int *dims)
     FtBatchSource src = {bench_synth_fetch, dims};
     train_init_grid(&v->tr, c, &v->m, &v->g, &src, NULL);
     if (train_dmr_setup(&v->td, &v->tr, c, err, sizeof err)) FT_DIE("%s", err);
+}
+
+/* FT_BENCH_TRACE=1: one more step of each variant, and per rank its waits (timeline.h) in ms
+ * from the step's start: where the bubbles are and what the checks do to them. */
+static void trace(Variant *v, int rank)
+{
+    for (int k = 0; k < NV; k++) {
+        FtTimeline *tl = &v[k].tr.tl;
+        MPI_Barrier(MPI_COMM_WORLD);
+        timeline_reset(tl);
+        double base = MPI_Wtime();
+        FtStepInfo st;
+        train_step(&v[k].tr, &st);
+        char buf[4096];
+        int o = snprintf(buf, sizeof buf, "trace %s, rank %d: step %.1f ms; waits", g_var[k].name,
+                         rank, 1e3 * (MPI_Wtime() - base));
+        for (size_t e = 0; e < tl->nev && o < (int)sizeof buf - 64; e++)
+            if (tl->ev[e].kind != FT_TL_STEP && tl->ev[e].t1 - tl->ev[e].t0 > 5e-4)
+                o += snprintf(buf + o, sizeof buf - (size_t)o, " %s %.1f-%.1f",
+                              tl->ev[e].kind == FT_TL_PP ? "pp" : "other",
+                              1e3 * (tl->ev[e].t0 - base), 1e3 * (tl->ev[e].t1 - base));
+        for (int q = 0; q < 2; q++) {
+            if (q == rank) printf("%s\n", buf), fflush(stdout);
+            MPI_Barrier(MPI_COMM_WORLD);
+        }
+    }
 }
 
 int main(int argc, char **argv)
@@ -183,6 +213,7 @@ int main(int argc, char **argv)
                lay, over[1], over[2], over[3], over[4], over[5], lb, ob);
         fflush(stdout);
     }
+    if (getenv("FT_BENCH_TRACE") && atoi(getenv("FT_BENCH_TRACE"))) trace(v, rank);
     for (int k = 0; k < NV; k++) {
         train_dmr_destroy(v[k].td);
         train_free(&v[k].tr);

@@ -223,6 +223,8 @@ static long long checked_per_attempt(const FtTrainer *tr, const FtDmrEntryPlan *
 }
 
 static long long g_per_attempt; /* mode planned: checked_per_attempt of the run's plan */
+static bool g_ordered; /* mode planned: every rank's plan has its time-order bound (a plan
+                          from the profile: has_order), not below issue 10's */
 
 /* Trains c's steps (DMR and faults from c; schedule: the fault file's text or NULL), leaves
  * the model in *m (caller frees) and the job's DMR counters in *st (zero without DMR). */
@@ -238,6 +240,9 @@ static void train_layout(FtConfig *c, const char *schedule, FtModel *m, FtDmrSta
         g_per_attempt = checked_per_attempt(&r.tr, dmr_plan(train_dmr_get(r.td)),
                                             (int)c->parallel.microbatches);
         g_covered = ft_all(plan_covers(&r.tr, dmr_plan(train_dmr_get(r.td))) ? 1 : 0) == 1;
+        const FtDmrEntryPlan *p = dmr_plan(train_dmr_get(r.td));
+        double ob = 0, lb = p ? dmr_plan_bounds(p, p->step_s, &ob) : 0;
+        g_ordered = ft_all(p && p->has_order && ob >= lb && ob <= 1e3 ? 1 : 0) == 1;
         int left = dyn_left(&r.tr, dmr_plan(train_dmr_get(r.td)));
         g_dyn_left = ft_all(left > 0 ? 1 : 0) == 1 ? left : -1;
     }
@@ -471,7 +476,7 @@ static void test_planned_clean(void **state)
             FtDmrStats s0, s;
             train_layout(&c0, NULL, &ref, &s0);
             train_layout(&c, NULL, &m, &s);
-            assert_all(g_covered);
+            assert_all(g_covered && g_ordered);
             assert_all(s.mismatches == 0 && s.redone == 0 && s.unchecked == 0 && s.attempts == 6);
             assert_all(s.kept_peak <= (long long)(PLANNED_BUDGET_MB * 1048576.0));
             if (l.ac == FT_AC_CHOICE_NONE) assert_all(s.checks[FT_DMR_S_PIGGYBACK] == 0);
@@ -567,6 +572,75 @@ static void test_profile_window_kinds(void **state)
     train_free(&tr);
     model_free(&m);
     grid_destroy(&g);
+}
+
+/* A batch source that books a 5 s pipeline wait on the trainer's timeline at its call `at`
+ * (1: before any op of the first step; 2: between its two micro-batches). */
+typedef struct order_src {
+    FtTimeline *tl;
+    int calls, at;
+} OrderSrc;
+
+static void fetch_with_order(void *ctx, uint64_t first, int B, int *in, int *tg)
+{
+    OrderSrc *w = ctx;
+    if (++w->calls == w->at && w->tl) w->tl->total[FT_TL_PP] += 5.0;
+    ft_synth_fetch(g_dims, first, B, in, tg);
+}
+
+/* The profile's time order (dmr_profile_seq, dmr_order_excess) on one rank: a wait before every
+ * op of the step holds no check, so the time-order bound is all the exposed work while issue
+ * 10's bound is 0; the same wait between the two micro-batches holds the first one's checks
+ * only: the bound is the exposed work of the second micro-batch and the optimizer. Both less
+ * at most the rank's other waits (the loss and norm sums': microseconds). */
+static void test_profile_order(void **state)
+{
+    (void)state;
+    if (ft_test_size() != 1) skip();
+    log_init(0, FT_LOG_WARN);
+    for (int at = 1; at <= 2; at++) {
+        FtConfig c = cfg_of(&g_layouts[0], FT_DMR_PLANNED, 1); /* 2 micro-batches, AC every 2 */
+        c.dmr.profile_steps = 1, c.dmr.phases = FT_DMR_PHASES_1;
+        FtGrid g;
+        char err[FT_DECK_ERR_MAX];
+        assert_int_equal(grid_create(&g, ft_test_comm(), 1, 1, 1, 1, err, sizeof err), 0);
+        FtGpt2Config mc;
+        model_config_from_deck(&c, &mc);
+        FtModel m;
+        model_create(&m, &mc);
+        model_init_random(&m, 7);
+        OrderSrc os = {.at = at};
+        FtBatchSource src = {fetch_with_order, &os};
+        FtTrainer tr;
+        train_init_grid(&tr, &c, &m, &g, &src, NULL);
+        os.tl = &tr.tl;
+        FtTrainDmr *td;
+        assert_int_equal(train_dmr_setup(&td, &tr, &c, err, sizeof err), 0);
+        FtStepInfo info;
+        assert_true(train_step(&tr, &info) == FT_STEP_OK);
+        const FtDmrEntryPlan *p = dmr_plan(train_dmr_get(td));
+        assert_non_null(p);
+        assert_true(p->has_order);
+        FtDmrPlanTotals t;
+        dmr_plan_totals(p, &t);
+        double micro = 0, opt = 0;
+        for (int i = 0; i < p->n; i++)
+            if (p->strat[i] >= 0 && p->strat[i] != PLAN_PIGGYBACK)
+                *(i < p->nmicro ? &micro : &opt) += p->time[i];
+        assert_true(micro > 0 && opt > 0 && t.window_s > 1.0 && t.exposed_s < 0.5); /* scaled */
+        double want = at == 1 ? t.exposed_s : micro / 2 + opt; /* 2 micro-batches */
+        double big = 0; /* the booked wait; the others are the loss/norm sums' (microseconds) */
+        for (int w = 0; w < p->nwin; w++) big = p->win_len[w] > big ? p->win_len[w] : big;
+        double other = t.window_s - big, tol = other + 1e-12 * want;
+        assert_true(other < 0.1 * want);
+        assert_true(p->order_s <= want + tol && p->order_s >= want - tol);
+        double ob, lb = dmr_plan_bounds(p, 1.0, &ob);
+        assert_true(lb == 0 && fabs(ob - p->order_s) <= 1e-12);
+        train_dmr_destroy(td);
+        train_free(&tr);
+        model_free(&m);
+        grid_destroy(&g);
+    }
 }
 
 /* A batch source that runs the DMR poll hook (as a wait with a message in flight does) before
@@ -827,6 +901,8 @@ static void test_plan_file_roundtrip(void **state)
     train_init_grid(&tr, &c, &m, &g, &src, NULL);
     FtDmrEntryPlan p, q;
     synthetic_plan(&tr, PLAN_PHASE1 | PLAN_PHASE2 | PLAN_PHASE3, 1 << 16, false, &p);
+    assert_false(p.has_order); /* the synthetic profile has no sequence */
+    p.has_order = true, p.order_s = 12.5e-3;
     char path[64];
     ft_tmpfile("", 0, path);
     assert_int_equal(dmr_plan_write(&p, &tr.tape, &tr.opt_tape, path, "rank 0 of 1 layout x",
@@ -855,9 +931,40 @@ static void test_plan_file_roundtrip(void **state)
     assert_true(fabs(q.step_s - p.step_s) < 1e-9 && fabs(q.overhead - p.overhead) < 1e-9);
     assert_true(q.tape_hash == p.tape_hash);
     assert_true(p.pre_bwd_s == 0.5 && fabs(q.pre_bwd_s - 0.5) < 1e-9); /* prebwd_ms */
+    assert_true(q.has_order && fabs(q.order_s - 12.5e-3) < 1e-12);   /* order_ms */
+    { /* the budget line's optional fields: a bad value or order is refused with its line */
+        static const char *bad[][2] = {{" order_ms 12.500000", " order_ms -1"},
+                                       {" order_ms 12.500000", " order_ms x"},
+                                       {" order_ms 12.500000", " order_ms 1 order_ms 2"},
+                                       {" order_ms 12.500000", " order_ms"},
+                                       {" prebwd_ms 500.000000", " prebwd_ms -2"}};
+        static char buf[1 << 20], mod[1 << 20];
+        FILE *f = fopen(path, "r");
+        assert_non_null(f);
+        size_t nb = fread(buf, 1, sizeof buf - 1, f);
+        fclose(f);
+        buf[nb] = 0;
+        for (size_t b = 0; b < sizeof bad / sizeof bad[0]; b++) {
+            char *a = strstr(buf, bad[b][0]);
+            assert_non_null(a);
+            size_t pre = (size_t)(a - buf);
+            snprintf(mod, sizeof mod, "%.*s%s%s", (int)pre, buf, bad[b][1], a + strlen(bad[b][0]));
+            char bpath[80];
+            snprintf(bpath, sizeof bpath, "%s.bad", path);
+            f = fopen(bpath, "w");
+            fputs(mod, f);
+            fclose(f);
+            FtDmrEntryPlan o;
+            assert_int_equal(dmr_plan_read(&o, &tr.tape, &tr.opt_tape, bpath,
+                                           "rank 0 of 1 layout x", err, sizeof err), -1);
+            assert_non_null(strstr(err, "[order_ms X]"));
+            assert_non_null(strstr(err, ":7: ")); /* the budget line */
+            unlink(bpath);
+        }
+    }
     assert_int_equal(q.fwd_end, tr.tape.fwd_end);
     assert_int_equal(p.fwd_end, tr.tape.fwd_end);
-    { /* a plan written before prebwd_ms existed still reads, with pre_bwd 0 */
+    { /* a plan written before prebwd_ms and order_ms existed still reads, with neither */
         FILE *f = fopen(path, "r");
         assert_non_null(f);
         static char buf[1 << 20];
@@ -873,7 +980,7 @@ static void test_plan_file_roundtrip(void **state)
         FtDmrEntryPlan o;
         assert_int_equal(dmr_plan_read(&o, &tr.tape, &tr.opt_tape, path, "rank 0 of 1 layout x",
                                        err, sizeof err), 0);
-        assert_true(o.pre_bwd_s == 0 && o.n == p.n);
+        assert_true(o.pre_bwd_s == 0 && !o.has_order && o.n == p.n);
         dmr_plan_free(&o);
     }
     int n[4] = {0};
@@ -1104,6 +1211,67 @@ static void test_plan_bounds(void **state)
     assert_true(dmr_plan_bounds(&p, 0, &ob) == 0 && ob == 0); /* no step: 0 */
 }
 
+/* dmr_order_excess by hand: entries 0 (naive, 2 ms per step), 1 (piggyback), 2 (naive, 5 ms), 3
+ * (deferred, 4 ms), two micro-batches: 0 1 0 1 then 2 3 2 3, a 5 ms wait before the first
+ * execution, 1 before the second micro-batch's 0, 2 before the first 2, a 3 ms tail. Work and
+ * waits are 11 ms each (issue 10's bound: 0); from the first execution of entry 2 on there are
+ * 9 ms of checks (2.5 + 2 + 2.5 + 2) and only the 3 ms tail after its start: 6 ms. The profile's
+ * sequence: a second step with the same executions adds its waits; a different one, or a step
+ * that noted no end, marks it bad (the bound then falls back). */
+static void test_order_excess(void **state)
+{
+    (void)state;
+    int strat[4] = {PLAN_NAIVE, PLAN_PIGGYBACK, PLAN_NAIVE, PLAN_DEFERRED};
+    double time[4] = {2e-3, 3e-3, 5e-3, 4e-3};
+    int seq[8] = {0, 1, 0, 1, 2, 3, 2, 3};
+    double wait[8] = {5e-3, 0, 1e-3, 0, 2e-3, 0, 0, 0};
+    assert_true(fabs(dmr_order_excess(strat, time, 4, seq, wait, 8, 3e-3) - 6e-3) < 1e-12);
+    wait[0] = 0, wait[3] = 5e-3; /* the 5 ms now after execution 2: k = 3 gives 9 - 3 */
+    assert_true(fabs(dmr_order_excess(strat, time, 4, seq, wait, 8, 3e-3) - 6e-3) < 1e-12);
+    wait[5] = 4e-3; /* after the first 2: from 2's first run 9 - 7, from 3's first 6.5 - 3 */
+    assert_true(fabs(dmr_order_excess(strat, time, 4, seq, wait, 8, 3e-3) - 3.5e-3) < 1e-12);
+    int one[1] = {2};
+    double w1[1] = {50e-3}; /* a start bubble holds nothing: all 5 ms of entry 2 */
+    assert_true(fabs(dmr_order_excess(strat, time, 4, one, w1, 1, 0) - 5e-3) < 1e-12);
+    assert_true(dmr_order_excess(strat, time, 4, one, w1, 1, 9e-3) == 0); /* never negative */
+    /* the bounds: has_order takes order_s, never below issue 10's */
+    double len[1] = {11e-3}, used[1] = {0}, cost[4] = {0};
+    int use[1] = {0};
+    FtDmrEntryPlan p = {.n = 4, .nmicro = 4, .strat = strat, .time = time, .cost = cost,
+                        .nwin = 1, .win_len = len, .win_used = used, .win_use = use, .fwd_end = 2,
+                        .has_order = true, .order_s = 6e-3};
+    double ob, lb = dmr_plan_bounds(&p, 10e-3, &ob);
+    assert_true(lb == 0 && fabs(ob - 0.6) < 1e-9);
+    len[0] = 1e-3, p.order_s = 0; /* issue 10's: 10 ms, above a lower order_s */
+    lb = dmr_plan_bounds(&p, 10e-3, &ob);
+    assert_true(fabs(lb - 1.0) < 1e-9 && fabs(ob - 1.0) < 1e-9);
+    /* the profile's sequence over two steps */
+    FtDmrProfile pf;
+    dmr_profile_init(&pf, 4, 0);
+    for (int st = 0; st < 2; st++) {
+        for (int k = 0; k < 8; k++) dmr_profile_seq(&pf, k, seq[k], 1e-3 * (k + st));
+        dmr_profile_seq(&pf, 8, -1, 1e-3);
+    }
+    assert_true(pf.seq_done && !pf.seq_bad && pf.nseq == 8);
+    assert_memory_equal(pf.seq, seq, sizeof seq);
+    for (int k = 0; k < 8; k++) assert_true(fabs(pf.seq_wait[k] - 1e-3 * (2 * k + 1)) < 1e-15);
+    assert_true(fabs(pf.seq_tail - 2e-3) < 1e-15);
+    for (int k = 0; k < 8; k++) dmr_profile_seq(&pf, k, seq[k ^ 1], 0); /* another order */
+    assert_true(pf.seq_bad);
+    dmr_profile_free(&pf);
+    dmr_profile_init(&pf, 4, 0);
+    for (int k = 0; k < 8; k++) dmr_profile_seq(&pf, k, seq[k], 0);
+    dmr_profile_seq(&pf, 8, -1, 0);
+    for (int k = 0; k < 7; k++) dmr_profile_seq(&pf, k, seq[k], 0); /* one execution short */
+    dmr_profile_seq(&pf, 7, -1, 0);
+    assert_true(pf.seq_bad);
+    dmr_profile_free(&pf);
+    dmr_profile_init(&pf, 4, 0);
+    dmr_profile_seq(&pf, 1, 0, 0); /* a gap in the first step's positions */
+    assert_true(pf.seq_bad);
+    dmr_profile_free(&pf);
+}
+
 /* ---- suspects and the faults-only mode ------------------------------------------------------ */
 
 /* Flips on the last rank in 3 steps with dmr.suspect_after = 3: that rank (and only it) is
@@ -1325,11 +1493,12 @@ static void test_regrid(void **state)
 FT_TEST_MAIN(cmocka_unit_test(test_flip_campaign), cmocka_unit_test(test_clean_runs_match_off),
              cmocka_unit_test(test_planned_campaign), cmocka_unit_test(test_planned_clean),
              cmocka_unit_test(test_profile_steps), cmocka_unit_test(test_profile_window_kinds),
+             cmocka_unit_test(test_profile_order),
              cmocka_unit_test(test_budget_exact), cmocka_unit_test(test_poll_replays),
              cmocka_unit_test(test_agc_piggyback_members),
              cmocka_unit_test(test_moe_dynamic), cmocka_unit_test(test_plan_file_roundtrip),
              cmocka_unit_test(test_plan_windows), cmocka_unit_test(test_plan_file_refusals),
-             cmocka_unit_test(test_plan_bounds),
+             cmocka_unit_test(test_plan_bounds), cmocka_unit_test(test_order_excess),
              cmocka_unit_test(test_suspect_and_off), cmocka_unit_test(test_flip_before_start),
              cmocka_unit_test(test_rolled_back_missed),
              cmocka_unit_test(test_regrid))

@@ -16,7 +16,10 @@
  * on messages (timeline.h), pipeline waits apart from the others (tensor-parallel all-reduces,
  * expert all-to-alls, data-parallel buckets, tied-embedding exchange, loss/norm sums). Pipeline
  * waits are the PP windows and bubbles together: with 1F1B a stage's bubble is its wait for the
- * neighbour's activation or gradient.
+ * neighbour's activation or gradient. And the step in time order: the sequence of its op
+ * executions with the wait before each (dmr_profile_seq), for the time-order bound
+ * (dmr_order_excess): per entry the waits of all micro-batches are summed, which loses when
+ * each came.
  *
  * Build (dmr_plan_build): planner.h's operators are the op entries that may be planned; entries
  * that write integers (MoE routing indices and counts, which later ops use as addresses before a
@@ -38,7 +41,7 @@
  *   ftllm-dmr-plan 1
  *   rank R of N layout LAYOUT
  *   tape HASH entries NMICRO optimizer NOPT
- *   budget_mb X phases P profile_steps S step_ms X overhead_ms X [prebwd_ms X]
+ *   budget_mb X phases P profile_steps S step_ms X overhead_ms X [prebwd_ms X] [order_ms X]
  *   window W after ENTRY kind pp|intra len_ms X use -|agc|deferred used_ms X
  *   op ENTRY KIND.DIR PHASE LAYER STRATEGY WINDOW SEGMENT TIME_MS KEPT_BYTES COST_MS
  * (COST_MS: naive, its time; deferred, its bookkeeping; AGC members, their share of the
@@ -68,6 +71,13 @@ typedef struct ft_dmr_profile {
     double *wait_other; /*   any op of the step), summed over the steps */
     double pre_bwd_s;   /* of those waits, the ones before the step's first backward op (no
                            check of a backward op can run in them), summed over the steps */
+    /* The step in time order: its op executions, seq[k] the entry of the k-th (recorded in
+     * the first measured step), seq_wait[k] the seconds waited just before it and seq_tail
+     * after the last (summed over the steps); seq_bad: the steps ran different sequences
+     * (then the time-order bound falls back to pre_bwd_s) */
+    int *seq, nseq, capseq;
+    double *seq_wait, seq_tail;
+    bool seq_done, seq_bad;
     double step_s;      /* step attempts' seconds without their checks, summed */
     double wall_s;      /* step attempts' seconds, checks included, summed */
     bool moe_dynamic;   /* dmr.moe_dynamic: expert ops without an AC twin are decided at run
@@ -92,6 +102,9 @@ typedef struct ft_dmr_entry_plan {
     double step_s;       /* profiled step seconds (0: unknown) */
     double pre_bwd_s;    /* window seconds per step before the first backward op (scaled as
                             the windows; dmr_plan_bounds); 0: none or not measured */
+    bool has_order;      /* order_s was measured (a plan file made before it: false) */
+    double order_s;      /* the time-order bound's excess, seconds per step (dmr_order_excess
+                            of the profile's sequence under this plan's strategies) */
     int fwd_end;         /* entries [0, fwd_end) are the micro-batch tape's forward */
     double budget_mb;
     int phases;          /* enum ft_plan_phase mask */
@@ -102,6 +115,10 @@ typedef struct ft_dmr_entry_plan {
 /* Profile of nmicro + nopt entries, zeroed. */
 void dmr_profile_init(FtDmrProfile *pf, int nmicro, int nopt);
 void dmr_profile_free(FtDmrProfile *pf);
+/* The profiler's note: execution pos of the measured step is entry idx (-1: the step's end),
+ * after `wait` seconds of waits. The first step records the sequence, later ones add their
+ * waits to it (a different sequence sets seq_bad). */
+void dmr_profile_seq(FtDmrProfile *pf, int pos, int idx, double wait);
 
 /* Whether entry e may be deferred (it writes no integers) and whether AC checks it (a twin). */
 bool dmr_entry_deferrable(const FtTape *tp, const FtTapeEntry *e);
@@ -146,13 +163,26 @@ typedef struct ft_dmr_plan_totals {
 } FtDmrPlanTotals;
 void dmr_plan_totals(const FtDmrEntryPlan *p, FtDmrPlanTotals *t);
 
+/* The time-order bound's excess over the step without checks, seconds, at least 0. The step's
+ * op executions in time order: seq[k] (an entry of the plan's space) after a wait of wait[k]
+ * seconds, tail seconds of waits after the last; entry i's exposed checker work per step,
+ * time[i] unless strat[i] is piggyback or a marker (< 0), is split evenly over its executions
+ * in seq. A check runs after its op, on the rank's one stream of work, so from the start of
+ * execution k to the end of the step the rank does at least the ops from k on, and their
+ * exposed checks, and only the waits after k's start can hold any check:
+ *   excess = max over k of (exposed work of executions k.. - waits after k's start),
+ * never below issue 10's bound (every wait counted, the one before the first execution too). For
+ * the last pipeline stage the wait for its first activation comes before every op: it holds
+ * nothing. Waits and times are per step, as measured without (or scaled to no) checks. */
+double dmr_order_excess(const int *strat, const double *time, int n, const int *seq,
+                        const double *wait, int nseq, double tail);
+
 /* Lower bounds of the overhead, as fractions of step_s (> 0), at least 0:
  *   returned  issue 10's: (checker time AC does not recompute - every window) / step_s;
- *   *ordered  the same with the windows before the step's first backward op holding at most
- *             the forward ops' share of that work (a check runs after its op; those waits, a
- *             first pipeline stage's warm-up bubble above all, come before every backward op).
- *             Still a lower bound: every other window is taken as filled. Equal to the first
- *             when pre_bwd_s is 0 (one stage, or a plan read from a file made before it). */
+ *   *ordered  in time order: order_s / step_s when has_order (dmr_order_excess; never below
+ *             the first). A plan file made before order_ms falls back to the coarser form
+ *             with pre_bwd_s: the windows before the step's first backward op hold at most the
+ *             forward ops' share of the work; equal to the first when pre_bwd_s is 0. */
 double dmr_plan_bounds(const FtDmrEntryPlan *p, double step_s, double *ordered);
 
 /* The table (one row per op: entry, op, phase, layer, strategy, window, time, cost) when

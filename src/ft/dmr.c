@@ -465,7 +465,7 @@ void dmr_step_begin(FtDmr *d, long long step)
         if (d->mode == FT_DMR_PLANNED && !d->plan.strat) {
             d->prof_attempt++;
             d->prof_count = d->profile_steps == 1 || d->prof_attempt > 1; /* 1st: warm-up */
-            d->prof_last = -1, d->prof_bwd = false;
+            d->prof_last = -1, d->prof_bwd = false, d->prof_pos = 0;
             dmr_prof_waits(d, d->prof_w);
         }
     }

@@ -305,7 +305,10 @@ void dmr_prof_note(FtDmr *d, int idx)
     if (d->prof_count) {
         d->prof.wait_pp[d->prof_last + 1] += w[0] - d->prof_w[0];
         d->prof.wait_other[d->prof_last + 1] += w[1] - d->prof_w[1];
-        if (!d->prof_bwd) d->prof.pre_bwd_s += (w[0] - d->prof_w[0]) + (w[1] - d->prof_w[1]);
+        double dw = (w[0] - d->prof_w[0]) + (w[1] - d->prof_w[1]);
+        if (!d->prof_bwd) d->prof.pre_bwd_s += dw;
+        dmr_profile_seq(&d->prof, d->prof_pos, idx > -2 ? idx : -1, dw);
+        if (idx > -2) d->prof_pos++;
     }
     d->prof_w[0] = w[0], d->prof_w[1] = w[1];
     if (idx > -2) d->prof_last = idx;

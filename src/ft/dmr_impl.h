@@ -93,6 +93,7 @@ struct ft_dmr {
     FtDmrEntryPlan plan; /* plan.strat NULL: profiling */
     FtDmrProfile prof;
     int prof_last;       /* entry space index of the op that ran last (-1: none this attempt) */
+    int prof_pos;        /* executions noted this attempt (dmr_profile_seq) */
     bool prof_bwd;       /* a backward op of this attempt ran (the waits since are after it) */
     double prof_w[2];    /* the timeline's waits (pp, others) at the last op */
     bool prof_count;     /* this attempt is measured */

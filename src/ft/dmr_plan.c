@@ -33,9 +33,37 @@ void dmr_profile_init(FtDmrProfile *pf, int nmicro, int nopt)
     FT_ASSERT(pf->time && pf->copy && pf->fp && pf->wait_pp && pf->wait_other);
 }
 
+void dmr_profile_seq(FtDmrProfile *pf, int pos, int idx, double wait)
+{
+    if (pf->seq_bad) return;
+    if (idx < 0) { /* the step's end: what came after its last op */
+        if (pf->seq_done && pos != pf->nseq) pf->seq_bad = true;
+        pf->seq_tail += wait, pf->seq_done = true;
+        return;
+    }
+    if (pf->seq_done) {
+        if (pos >= pf->nseq || pf->seq[pos] != idx) pf->seq_bad = true;
+        else pf->seq_wait[pos] += wait;
+        return;
+    }
+    if (pos != pf->nseq) { /* not called for every op: no sequence */
+        pf->seq_bad = true;
+        return;
+    }
+    if (pf->nseq == pf->capseq) {
+        int cap = pf->capseq ? 2 * pf->capseq : 256;
+        int *s = realloc(pf->seq, (size_t)cap * sizeof *s);
+        double *w = realloc(pf->seq_wait, (size_t)cap * sizeof *w);
+        FT_ASSERT(s && w);
+        pf->seq = s, pf->seq_wait = w, pf->capseq = cap;
+    }
+    pf->seq[pf->nseq] = idx, pf->seq_wait[pf->nseq++] = wait;
+}
+
 void dmr_profile_free(FtDmrProfile *pf)
 {
     free(pf->time), free(pf->copy), free(pf->fp), free(pf->wait_pp), free(pf->wait_other);
+    free(pf->seq), free(pf->seq_wait);
     memset(pf, 0, sizeof *pf);
 }
 
@@ -209,6 +237,15 @@ int dmr_plan_build(const FtDmrProfile *pf, const FtTape *micro, const FtTape *op
                     ops[o].fp + (o == pl.seg_first[s] || o == pl.seg_last[s] ? ops[o].copy : 0);
             }
     }
+    if (pf->seq_done && !pf->seq_bad && pf->nseq > 0) { /* per step, scaled as the windows */
+        double *w = malloc((size_t)pf->nseq * sizeof *w);
+        FT_ASSERT(w);
+        for (int k = 0; k < pf->nseq; k++) w[k] = scale * pf->seq_wait[k] / steps;
+        p->order_s = dmr_order_excess(p->strat, p->time, n, pf->seq, w, pf->nseq,
+                                      scale * pf->seq_tail / steps);
+        p->has_order = true;
+        free(w);
+    }
     for (int w = 0; w < nwin; w++) {
         p->win_after[w] = went[w], p->win_kind[w] = win[w].kind, p->win_len[w] = win[w].len;
         p->win_use[w] = pl.win_phase[w], p->win_used[w] = pl.win_time[w];
@@ -240,6 +277,25 @@ void dmr_plan_totals(const FtDmrEntryPlan *p, FtDmrPlanTotals *t)
     }
 }
 
+double dmr_order_excess(const int *strat, const double *time, int n, const int *seq,
+                        const double *wait, int nseq, double tail)
+{
+    int *runs = calloc((size_t)n + 1, sizeof *runs);
+    FT_ASSERT(runs);
+    for (int k = 0; k < nseq; k++)
+        if (seq[k] >= 0 && seq[k] < n) runs[seq[k]]++;
+    double work = 0, after = tail, best = 0; /* from execution k on; waits after its start */
+    for (int k = nseq - 1; k >= 0; k--) {
+        int i = seq[k];
+        if (i >= 0 && i < n && strat[i] >= 0 && strat[i] != PLAN_PIGGYBACK)
+            work += time[i] / runs[i];
+        if (work - after > best) best = work - after;
+        after += wait[k];
+    }
+    free(runs);
+    return best;
+}
+
 double dmr_plan_bounds(const FtDmrEntryPlan *p, double step_s, double *ordered)
 {
     FtDmrPlanTotals t;
@@ -247,6 +303,7 @@ double dmr_plan_bounds(const FtDmrEntryPlan *p, double step_s, double *ordered)
     double pre = p->pre_bwd_s < t.window_s ? p->pre_bwd_s : t.window_s;
     double held = pre < t.exposed_fwd_s ? pre : t.exposed_fwd_s; /* what those waits can hold */
     double lb = t.exposed_s - t.window_s, ob = t.exposed_s - (t.window_s - pre) - held;
+    if (p->has_order) ob = p->order_s > lb ? p->order_s : lb;
     *ordered = step_s > 0 && ob > 0 ? ob / step_s : 0.0;
     return step_s > 0 && lb > 0 ? lb / step_s : 0.0;
 }
@@ -302,7 +359,10 @@ void dmr_plan_print(FILE *out, const FtDmrEntryPlan *p, const FtTape *micro, con
             p->nwin, 1e3 * t.window_s, t.windows_used, 1e3 * p->overhead,
             p->step_s > 0 ? 100 * p->overhead / p->step_s : 0.0, 1e3 * p->step_s, 100 * lb,
             1e3 * t.exposed_s);
-    if (p->pre_bwd_s > 0)
+    if (p->has_order)
+        fprintf(out, ", %.1f%% in time order (a check runs after its op: a wait holds only the "
+                     "checks of the ops before it)", 100 * ob);
+    else if (p->pre_bwd_s > 0)
         fprintf(out, ", %.1f%% in time order (%.3f ms of the windows come before the first "
                      "backward op: they can hold only the %.3f ms of forward checks)",
                 100 * ob, 1e3 * p->pre_bwd_s, 1e3 * t.exposed_fwd_s);
@@ -327,9 +387,11 @@ int dmr_plan_write(const FtDmrEntryPlan *p, const FtTape *micro, const FtTape *o
     fprintf(f, "ftllm-dmr-plan 1\n%s\ntape %016llx entries %d optimizer %d\n", rank_line,
             (unsigned long long)p->tape_hash, p->nmicro, p->nopt);
     fprintf(f, "budget_mb %.6g phases %s profile_steps %d step_ms %.6f overhead_ms %.6f "
-               "prebwd_ms %.6f\n",
+               "prebwd_ms %.6f",
             p->budget_mb, phases_text(p->phases), p->profile_steps, 1e3 * p->step_s,
             1e3 * p->overhead, 1e3 * p->pre_bwd_s);
+    if (p->has_order) fprintf(f, " order_ms %.6f", 1e3 * p->order_s);
+    fprintf(f, "\n");
     fprintf(f, "# window W after ENTRY kind pp|intra len_ms X use -|agc|deferred used_ms X\n");
     for (int w = 0; w < p->nwin; w++)
         fprintf(f, "window %d after %d kind %s len_ms %.6f use %s used_ms %.6f\n", w,
@@ -547,16 +609,20 @@ int dmr_plan_read(FtDmrEntryPlan *p, const FtTape *micro, const FtTape *opt, con
             plan_alloc(p, nm, no, 0);
             p->tape_hash = h, p->fwd_end = micro->fwd_end;
         } else if (state == 3) {
-            double mb, st, ov, pb = 0;
+            double mb, st, ov, pb = 0, ob = -1;
             int ps;
-            if ((nt != 10 && nt != 12) || strcmp(tok[0], "budget_mb") || !num(tok[1], &mb) ||
+            bool opt_ok = nt >= 10 && nt <= 14 && nt % 2 == 0; /* [prebwd_ms X] [order_ms X] */
+            for (int k = 10; opt_ok && k < nt; k += 2)
+                opt_ok = k == 10 && !strcmp(tok[k], "prebwd_ms") ? num(tok[k + 1], &pb) && pb >= 0
+                         : !strcmp(tok[k], "order_ms") && ob < 0 ? num(tok[k + 1], &ob) && ob >= 0
+                                                                 : false;
+            if (!opt_ok || strcmp(tok[0], "budget_mb") || !num(tok[1], &mb) ||
                 strcmp(tok[2], "phases") || strcmp(tok[4], "profile_steps") ||
                 !int_of(tok[5], 0, 1000000, &ps) || strcmp(tok[6], "step_ms") ||
-                !num(tok[7], &st) || strcmp(tok[8], "overhead_ms") || !num(tok[9], &ov) ||
-                (nt == 12 && (strcmp(tok[10], "prebwd_ms") || !num(tok[11], &pb))))
+                !num(tok[7], &st) || strcmp(tok[8], "overhead_ms") || !num(tok[9], &ov))
                 BAD("expected 'budget_mb X phases P profile_steps N step_ms X overhead_ms X "
-                    "[prebwd_ms X]'");
-            p->pre_bwd_s = pb / 1e3;
+                    "[prebwd_ms X] [order_ms X]'");
+            p->pre_bwd_s = pb / 1e3, p->has_order = ob >= 0, p->order_s = ob >= 0 ? ob / 1e3 : 0;
             p->phases = !strcmp(tok[3], "1")       ? PLAN_PHASE1
                         : !strcmp(tok[3], "1,2")   ? PLAN_PHASE1 | PLAN_PHASE2
                         : !strcmp(tok[3], "1,2,3") ? PLAN_PHASE1 | PLAN_PHASE2 | PLAN_PHASE3
