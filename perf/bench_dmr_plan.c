@@ -40,7 +40,7 @@
 
 #include "bench_util.h"
 
-enum { NV = 6, WARMUP = 3, PROFILE_STEPS = 2 };
+enum { NV = 6, WARMUP = 4, PROFILE_STEPS = 3 };
 static const struct {
     const char *name;
     int mode, phases;

@@ -631,9 +631,9 @@ static void test_profile_order(void **state)
         double want = at == 1 ? t.exposed_s : micro / 2 + opt; /* 2 micro-batches */
         double big = 0; /* the booked wait; the others are the loss/norm sums' (microseconds) */
         for (int w = 0; w < p->nwin; w++) big = p->win_len[w] > big ? p->win_len[w] : big;
-        double other = t.window_s - big, tol = other + 1e-12 * want;
-        assert_true(other < 0.1 * want);
-        assert_true(p->order_s <= want + tol && p->order_s >= want - tol);
+        double other = t.window_s - big, tol = 1e-12 * want; /* a wait a busy machine
+                                                                 stretches: bounds, not sizes */
+        assert_true(p->order_s <= want + tol && p->order_s >= want - other - tol);
         double ob, lb = dmr_plan_bounds(p, 1.0, &ob);
         assert_true(lb == 0 && fabs(ob - p->order_s) <= 1e-12);
         train_dmr_destroy(td);
