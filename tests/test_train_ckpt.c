@@ -2,7 +2,9 @@
  * synthetic tokens:
  *  - 2N steps straight vs N steps + checkpoint + restore into a differently initialized model
  *    + N steps: bitwise-identical parameters, moments and losses (cosine schedule, so the step
- *    count really is restored), synchronous and asynchronous;
+ *    count really is restored), synchronous and asynchronous; the same with the model on a
+ *    stand-in device (the CPU backend under another identity), staged through host memory as
+ *    a CUDA model is;
  *  - the schedule: interval in steps (multiples + the end), keep-last-K, the time trigger (rank
  *    0's clock decides, agreed one step ahead: every rank checkpoints at the same steps even
  *    when another rank's clock runs ahead), interval = auto (the interval is the optimizer's
@@ -73,17 +75,51 @@ typedef struct {
     FtTrainer tr;
 } Run;
 
-static void run_init(Run *r, const FtConfig *c, uint64_t seed)
+/* A stand-in for a device: the CPU backend under another identity (backend_is_host says no),
+ * so checkpoints stage the model through host memory as they do for CUDA; it counts the bytes
+ * its copies move. */
+static FtBackend g_dev;
+static size_t g_to_host, g_to_device;
+
+static void dev_to_host(void *ctx, void *host, const void *src, size_t bytes)
+{
+    g_to_host += bytes;
+    backend_cpu()->to_host(ctx, host, src, bytes);
+}
+
+static void dev_to_device(void *ctx, void *dst, const void *host, size_t bytes)
+{
+    g_to_device += bytes;
+    backend_cpu()->to_device(ctx, dst, host, bytes);
+}
+
+static const FtBackend *dev_backend(void)
+{
+    g_dev = *backend_cpu();
+    g_dev.name = "cpu-as-device", g_dev.to_host = dev_to_host, g_dev.to_device = dev_to_device;
+    return &g_dev;
+}
+
+/* A run of c from initialization `seed`, its model on be (NULL: the CPU). */
+static void run_init_on(Run *r, const FtConfig *c, uint64_t seed, const FtBackend *be)
 {
     FtGpt2Config mc;
     model_config_from_deck(c, &mc);
     model_create(&r->m, &mc);
     model_init_random(&r->m, seed);
+    if (be) {
+        FtModel host = r->m;
+        model_create_on(&r->m, &host.cfg, &host.sh, be);
+        model_copy_state(&r->m, &host);
+        model_free(&host);
+    }
     g_dims[0] = train_seq_len(c);
     g_dims[1] = (int)c->model.vocab;
     FtBatchSource src = {ft_synth_fetch, g_dims};
     train_init(&r->tr, c, &r->m, &src, NULL);
 }
+
+static void run_init(Run *r, const FtConfig *c, uint64_t seed) { run_init_on(r, c, seed, NULL); }
 
 static void run_free(Run *r)
 {
@@ -107,8 +143,10 @@ static bool exists(const char *dir, long long step)
     return access(p, F_OK) == 0;
 }
 
-/* 2N straight vs N + checkpoint + restore + N. */
-static void resume_bitwise(bool async)
+/* 2N straight vs N + checkpoint + restore + N; staged: the checkpointed and the restored run
+ * have their model on a stand-in device (dev_backend), saved at N - 1 too (the staging buffer
+ * is used again: it must hold step N's state, not N - 1's). */
+static void resume_bitwise(bool async, bool staged)
 {
     char dir[64], err[CKPT_ERR_MAX] = "";
     ft_tmpdir(dir);
@@ -120,23 +158,31 @@ static void resume_bitwise(bool async)
     run_init(&a, &c, 7);
     steps(&a, 2 * N_HALF, la);
 
-    run_init(&b, &c, 7);
-    steps(&b, N_HALF, NULL);
+    const FtBackend *be = staged ? dev_backend() : NULL;
+    run_init_on(&b, &c, 7, be);
     FtTrainCkpt *tc = NULL;
     assert_int_equal(train_ckpt_create(&tc, &c, ft_test_comm(), err, sizeof err), 0);
     assert_non_null(tc);
+    steps(&b, N_HALF - 1, NULL);
+    if (staged) train_ckpt_save(tc, &b.tr);
+    steps(&b, 1, NULL);
+    g_to_host = g_to_device = 0;
     train_ckpt_save(tc, &b.tr);
+    size_t state = 3 * sizeof(float) * b.m.nparams;
+    assert_true(staged ? g_to_host >= state : g_to_host == 0); /* staged through the host */
     /* asynchronous: the copy is taken, so training on may change the live state at once */
     if (async) steps(&b, 1, NULL);
     train_ckpt_destroy(tc);
     run_free(&b);
 
-    run_init(&b, &c, 99); /* another initialization: everything must come from the file */
+    run_init_on(&b, &c, 99, be); /* another initialization: everything must come from the file */
     char path[CKPT_PATH_MAX];
     ckpt_path(path, sizeof path, dir, "t", N_HALF);
+    g_to_host = g_to_device = 0;
     int rc = train_ckpt_restore(&b.tr, path, true, ft_test_comm(), err, sizeof err);
     if (rc) printf("  %s\n", err);
     assert_all(rc == 0);
+    assert_true(staged ? g_to_device >= state : g_to_device == 0);
     assert_all(b.m.step == N_HALF && b.tr.cursor == (uint64_t)(N_HALF * c.train.batch));
     steps(&b, N_HALF, lb);
     size_t bytes = sizeof(float) * a.m.nparams;
@@ -153,13 +199,22 @@ static void resume_bitwise(bool async)
 static void test_resume_bitwise_sync(void **state)
 {
     (void)state;
-    resume_bitwise(false);
+    resume_bitwise(false, false);
 }
 
 static void test_resume_bitwise_async(void **state)
 {
     (void)state;
-    resume_bitwise(true);
+    resume_bitwise(true, false);
+}
+
+/* A model on a device is checkpointed and restored through host memory, synchronous and
+ * asynchronous, bitwise as from host memory. */
+static void test_resume_staged(void **state)
+{
+    (void)state;
+    resume_bitwise(false, true);
+    resume_bitwise(true, true);
 }
 
 /* train_run with the hook: which steps get a file. */
@@ -649,6 +704,7 @@ static void test_reshard(void **state)
 }
 
 FT_TEST_MAIN(cmocka_unit_test(test_resume_bitwise_sync), cmocka_unit_test(test_resume_bitwise_async),
+             cmocka_unit_test(test_resume_staged),
              cmocka_unit_test(test_interval_and_keep), cmocka_unit_test(test_every_seconds),
              cmocka_unit_test(test_every_seconds_agreed),
              cmocka_unit_test(test_auto_interval), cmocka_unit_test(test_resume_fallback_and_errors),

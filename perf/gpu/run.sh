@@ -15,7 +15,9 @@
 # NCCL comm backend on one rank);
 # then training runs, each printing a summary line that the table quotes:
 #   small   inputs/default.ini (L 4, C 128, T 64, B 4), 20 steps, on cpu and on cuda, and on
-#           cuda with naive DMR and inputs/default.faults' flips (all caught: the dmr line)
+#           cuda with naive DMR and inputs/default.faults' flips (all caught: the dmr line);
+#           then 4 steps on cuda with checkpoints, resumed to 6, against 6 straight (the last
+#           losses must be equal)
 #   gpt2s   GPT-2 small's shape with the byte vocabulary (L 12, NH 12, C 768, T 1024, B 8),
 #           $GPU_STEPS steps on cuda (default 20), $CPU_STEPS on cpu (default 3: the baseline)
 #   124M    GPT-2 124M as the issue's benchmark (V 50257 padded to 50304, B 16, T 1024),
@@ -150,6 +152,20 @@ train() {
 label="" train small cpu 20
 label="" train small cuda 20
 label="dmr naive + flips" train small cuda 20 dmr.mode=naive faults.schedule=inputs/default.faults
+# checkpoints of the GPU model (staged through host memory) and a resume from one: the resumed
+# run's last loss must be the straight run's
+ck=$work/ckpt
+label="ckpt every 2, 4 steps" train small cuda 4 checkpoint.dir="$ck" checkpoint.interval=2
+label="resumed to 6" train small cuda 6 checkpoint.dir="$ck" checkpoint.resume=auto
+label="straight 6" train small cuda 6
+last_loss() { grep '^summary:' "$1" 2> /dev/null | tail -1 | sed -n 's/.*loss [0-9.]* -> \([0-9.]*\).*/\1/p'; }
+a=$(last_loss "$logs/small.cuda.straight_6.log") b=$(last_loss "$logs/small.cuda.resumed_to_6.log")
+if [ -n "$a" ] && [ "$a" = "$b" ]; then
+  row "checkpoint + resume on cuda" "step 6 loss $b = the straight run's" "" "" "" "" ""
+else
+  failed=$((failed + 1))
+  row "checkpoint + resume on cuda" "FAILED: step 6 loss '$b', straight '$a'" "" "" "" "" ""
+fi
 gpt2s="model.layers=12 model.heads=12 model.channels=768 model.seq_len=1024 train.batch=8"
 # shellcheck disable=SC2086
 label="" train gpt2s cuda "$GPU_STEPS" $gpt2s

@@ -25,7 +25,12 @@
  *    MTBF, law, restart, detection latency) comes from the deck's [cluster] section; the run
  *    length is train.steps.
  *  - The end of the run is always checkpointed when checkpoints are on, so a run can be extended
- *    (train.steps raised, checkpoint.resume=auto). */
+ *    (train.steps raised, checkpoint.resume=auto).
+ *  - A model on a device (run.backend = cuda) is staged through host memory: a save copies the
+ *    parameters and both moments into one host buffer (kept for the next save: in synchronous
+ *    mode the writer reads it at the commit) and writes from there; a restore copies the device
+ *    state to a host buffer, reads the file's slabs into it (what the file does not hold keeps
+ *    its value) and copies it back. */
 #include "ftllm/train_ckpt.h"
 
 #include <math.h>
@@ -34,6 +39,7 @@
 #include <string.h>
 
 #include "ftllm/analytic.h"
+#include "ftllm/backend.h"
 #include "ftllm/comm.h"
 #include "ftllm/log.h"
 #include "ftllm/sim.h"
@@ -58,6 +64,7 @@ struct ft_train_ckpt {
     double auto_step_s, auto_ckpt_s; /* interval = auto: the inputs the optimizer got */
     int count;
     double stall;
+    float *stage; /* a device model's parameters and moments in host memory (3 x nparams) */
     char *resolved; /* deck_print text */
     FtCkptOpts opts;
 };
@@ -153,10 +160,26 @@ int train_ckpt_create(FtTrainCkpt **out, const FtConfig *cfg, MPI_Comm comm, cha
     return 0;
 }
 
+/* A device model's state in host memory: stage[0 .. 3 nparams) = parameters, m, v. */
+static void stage_to_host(const FtModel *m, float *stage)
+{
+    const float *from[3] = {m->params, m->m, m->v};
+    for (int k = 0; k < 3; k++)
+        m->be->to_host(m->be->ctx, stage + (size_t)k * m->nparams, from[k],
+                       sizeof(float) * m->nparams);
+}
+
 void train_ckpt_save(FtTrainCkpt *tc, const FtTrainer *tr)
 {
     const FtModel *m = tr->model;
     float *base[3] = {m->params, m->m, m->v};
+    if (!backend_is_host(m->be)) {
+        if (!tc->stage && !(tc->stage = malloc(3 * sizeof(float) * m->nparams)))
+            FT_DIE("checkpoint: out of memory staging %zu parameters in host memory", m->nparams);
+        stage_to_host(m, tc->stage); /* free again: an asynchronous write copies at each put,
+                                        a synchronous one wrote at its commit */
+        for (int k = 0; k < 3; k++) base[k] = tc->stage + (size_t)k * m->nparams;
+    }
     FtCkptSlab sl[FT_NPARAM_TENSORS];
     train_ckpt_slabs(tr, tc->comm, sl);
     ckpt_begin(tc->w, m->step);
@@ -378,6 +401,7 @@ void train_ckpt_destroy(FtTrainCkpt *tc)
     if (tc->w) ckpt_destroy(tc->w);
     comm_destroy(tc->agree);
     free(tc->resolved);
+    free(tc->stage);
     free(tc);
 }
 
@@ -395,10 +419,17 @@ int train_ckpt_restore(FtTrainer *tr, const char *path, bool verify, MPI_Comm co
 {
     int rc = -1;
     FtModel *m = tr->model;
+    float *stage = NULL;
     FtCkptFile *f = ckpt_open(path, comm, err, errlen);
     if (!f) return -1;
     if (verify && ckpt_verify(f, err, errlen)) goto out_close;
     float *base[3] = {m->params, m->m, m->v};
+    if (!backend_is_host(m->be)) {
+        if (!(stage = malloc(3 * sizeof(float) * m->nparams)))
+            FT_DIE("checkpoint: out of memory staging %zu parameters in host memory", m->nparams);
+        stage_to_host(m, stage);
+        for (int k = 0; k < 3; k++) base[k] = stage + (size_t)k * m->nparams;
+    }
     FtCkptSlab sl[FT_NPARAM_TENSORS];
     train_ckpt_slabs(tr, comm, sl);
     for (int part = 0; part < 3; part++)
@@ -421,6 +452,11 @@ int train_ckpt_restore(FtTrainer *tr, const char *path, bool verify, MPI_Comm co
         snprintf(err, errlen, "%s: dataset 'state/step' is %lld, expected >= 0", path, step);
         goto out_close;
     }
+    if (stage) {
+        float *to[3] = {m->params, m->m, m->v};
+        for (int k = 0; k < 3; k++)
+            m->be->to_device(m->be->ctx, to[k], base[k], sizeof(float) * m->nparams);
+    }
     m->step = step;
     tr->cursor = cursor;
     if (seed != (uint64_t)tr->cfg->run.seed)
@@ -429,6 +465,7 @@ int train_ckpt_restore(FtTrainer *tr, const char *path, bool verify, MPI_Comm co
                  tr->cfg->run.seed);
     rc = 0;
 out_close:
+    free(stage);
     ckpt_close(f);
     return rc;
 }

@@ -13,8 +13,8 @@
  * rank 0 prints every rank's fraction of step time spent waiting on messages.
  * run.backend picks where ops run (backend.h). A device model is staged through the host: the
  * model is initialized (or read) in host memory and copied to the device before training, and
- * copied back before run.save_model writes it (model_copy_state); checkpoints are not staged
- * yet, so a CUDA run refuses the checkpoint keys.
+ * copied back before run.save_model writes it (model_copy_state); checkpoints stage it through
+ * host memory too (train_ckpt.c).
  * With SPARe (spare.r > 0) the run ends with a `spare:` line (failures masked, wipe-outs, shards
  * computed vs needed, spares used, restarts, time lost); a replica that failed (from the faults
  * hook) leaves the training communicators: its ranks wait inside train_run (job channel,
@@ -158,10 +158,6 @@ static int open_backend(const FtConfig *cfg, MPI_Comm comm, const FtBackend **be
     if (nranks > 1)
         snprintf(why, sizeof why, "runs on one rank in this version, not %d (the GPU "
                  "communicator, NCCL or host-staged MPI, is not built yet)", nranks);
-    else if (cfg->checkpoint.interval != 0 || cfg->checkpoint.every_s > 0 ||
-             cfg->checkpoint.resume[0])
-        snprintf(why, sizeof why, "checkpoints are not staged through the host yet (HINT: "
-                 "leave checkpoint.interval, checkpoint.every_s and checkpoint.resume unset)");
     else if (!(b = backend_open("cuda", 0, why, sizeof why)) && !why[0])
         snprintf(why, sizeof why, "not available");
     snprintf(err, sizeof err, "run.backend = cuda: %s", why);

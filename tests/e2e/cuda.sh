@@ -2,8 +2,9 @@
 # e2e/cuda.sh: run.backend as a user meets it. A build without CUDA asked for run.backend = cuda
 # says so in one line (exit 2). The CUDA build ($FTLLM_CUDA: make CUDA=1; tests/run.sh passes
 # it where nvcc exists) says in one line (exit 2) that there is no usable GPU where there is
-# none, or trains on the GPU where there is one; it refuses what the CUDA backend cannot do yet
-# (more than one rank, checkpoints) in one line, and trains on the CPU with run.backend = cpu.
+# none, or trains on the GPU where there is one (and checkpoints it, and resumes from that); it
+# refuses what the CUDA backend cannot do yet (more than one rank) in one line, and trains on
+# the CPU with run.backend = cpu.
 # run.precision = bf16 without run.backend = cuda is one line (exit 2); on a GPU it trains.
 source tests/e2e/lib.bash
 
@@ -30,14 +31,24 @@ else
     run "cuda build: trains in bf16 on the GPU" 0 "" 1 "$cuda" train $deck $short \
       run.backend=cuda run.precision=bf16
     has "cuda build, bf16: verdict" '^verdict: OK \(trained 2 steps'
+    ck=$(mktemp -d "${TMPDIR:-/tmp}/ftllm_cuda_ckpt_XXXXXX")
+    run "cuda build: checkpoints on the GPU" 0 "" 1 "$cuda" train $deck $short run.backend=cuda \
+      checkpoint.dir="$ck" checkpoint.interval=1
+    run "cuda build: resumes on the GPU" 0 "" 1 "$cuda" train $deck $short train.steps=3 \
+      run.backend=cuda checkpoint.dir="$ck" checkpoint.resume=auto
+    has "cuda build: resumed at step 2" '^verdict: OK \(trained 1 step'
+    rm -rf "$ck"
   else
     run "cuda build without a GPU: one line, exit 2" 2 "run.backend = cuda: no usable GPU:" \
       1 "$cuda" train $deck $short run.backend=cuda
   fi
   run "cuda build: 2 ranks refused" 2 "run.backend = cuda: runs on one rank" \
     2 "$cuda" train $deck $short run.backend=cuda parallel.dp=2
-  run "cuda build: checkpoints refused" 2 "run.backend = cuda: checkpoints are not staged" \
-    1 "$cuda" train $deck $short run.backend=cuda checkpoint.interval=1
+  if ! command -v nvidia-smi > /dev/null || ! nvidia-smi -L > /dev/null 2>&1; then
+    run "cuda build without a GPU, checkpoints on: the same one line" 2 \
+      "run.backend = cuda: no usable GPU:" 1 "$cuda" train $deck $short run.backend=cuda \
+      checkpoint.interval=1
+  fi
   run "cuda build: backend=cpu trains" 0 "" 1 "$cuda" train $deck $short
   has "cuda build, cpu: verdict" '^verdict: OK \(trained 2 steps'
 fi
