@@ -73,6 +73,18 @@ static void cu_to_device(void *ctx, void *dst, const void *host, size_t bytes)
     CUDA_CHECK(cudaStreamSynchronize(cx->stream));
 }
 
+/* Device memory (cudaMalloc) as opposed to host memory, pageable or pinned. */
+static int cu_is_device(void *ctx, const void *p)
+{
+    (void)ctx;
+    cudaPointerAttributes a;
+    if (cudaPointerGetAttributes(&a, p) != cudaSuccess) {
+        (void)cudaGetLastError(); /* not a pointer CUDA knows: host memory */
+        return 0;
+    }
+    return a.type == cudaMemoryTypeDevice || a.type == cudaMemoryTypeManaged;
+}
+
 static void cu_to_host(void *ctx, void *host, const void *src, size_t bytes)
 {
     CudaCtx *cx = (CudaCtx *)ctx;
@@ -150,10 +162,11 @@ extern "C" const FtBackend *backend_cuda_open(int device, char *err, size_t errl
                               "node with an NVIDIA GPU and its driver)");
         return NULL;
     }
-    if (device < 0 || device >= n) {
-        snprintf(err, errlen, "GPU %d asked for, this node has %d", device, n);
+    if (device < 0) {
+        snprintf(err, errlen, "GPU %d asked for: expected a rank on the node, 0 or more", device);
         return NULL;
     }
+    device %= n; /* more ranks than GPUs on the node: they share (MPI staging, not NCCL) */
     if (soft_fail(cudaSetDevice(device), "cudaSetDevice", err, errlen)) return NULL;
     CudaCtx *cx = &g_ctx;
     memset(cx, 0, sizeof *cx);
@@ -174,6 +187,7 @@ extern "C" const FtBackend *backend_cuda_open(int device, char *err, size_t errl
     g_be.equal = cuda_equal;
     g_be.fingerprint = cuda_fingerprint;
     g_be.set_precision = cuda_set_precision;
+    g_be.is_device = cu_is_device;
     g_be.ops = ops_cuda_table(); /* last: a set ops marks the backend open */
     return &g_be;
 }

@@ -39,12 +39,16 @@ typedef struct ft_backend {
     /* GEMM precision (enum ft_precision_choice, deck_keys.h: run.precision), for the primary
      * and the checker alike; NULL: fp32 only (the CPU) */
     void (*set_precision)(void *ctx, int precision);
+    /* whether p is this backend's memory, which host code and MPI may not read (CUDA: device
+     * memory); NULL: all of it is host memory (the CPU). Communication stages it (comm.h). */
+    int (*is_device)(void *ctx, const void *p);
 } FtBackend;
 
 /* The CPU backend (C + OpenMP + OpenBLAS, ops_cpu.c). */
 const FtBackend *backend_cpu(void);
 
-/* The backend called `name` ("cpu" or "cuda"; device: which GPU of the node). NULL with a
+/* The backend called `name` ("cpu" or "cuda"; device: this rank's place on its node, which
+ * picks GPU device mod the node's GPU count, so ranks beyond the GPUs share them). NULL with a
  * one-line reason in err when it cannot be had: an unknown name, a build without the CUDA
  * backend, no usable GPU. Opening "cuda" twice gives the same backend (backend_select.c). */
 const FtBackend *backend_open(const char *name, int device, char *err, size_t errlen);

@@ -1,8 +1,10 @@
 /* comm.h: the collectives and point-to-point messages ftllm needs, behind one interface.
  *
- * An FtComm wraps a communicator (a grid dimension) with a backend: MPI (host buffers) or NCCL
- * (device buffers of the CUDA backend: compiled, not yet used by the trainer, never run on a
- * GPU), both filling the same table of operations (struct ft_comm_backend in comm_impl.h). Every operation is non-blocking and returns a request
+ * An FtComm wraps a communicator (a grid dimension) with a backend: MPI (host buffers), MPI
+ * with host staging (device buffers through host copies: comm_create_staged, what a CUDA
+ * trainer uses) or NCCL (device buffers of the CUDA backend: compiled, not yet used by the
+ * trainer, never run on a GPU), all filling the same table of operations (struct
+ * ft_comm_backend in comm_impl.h). Every operation is non-blocking and returns a request
  * that can be tested; the "blocking" calls are the non-blocking call plus comm_wait(). The wait
  * is this module's own loop of test + poll hook + sched_yield(), never a blocking MPI call:
  * MPICH busy-polls, and with more ranks than cores a blocking call starves the rank it waits
@@ -66,7 +68,8 @@ typedef struct ft_poll {
 typedef struct ft_comm_stats {
     long calls;
     double bytes;
-    double wait_s; /* time inside comm_wait/comm_waitall */
+    double wait_s;       /* time inside comm_wait/comm_waitall */
+    double staged_bytes; /* device bytes copied through host memory (comm_create_staged) */
 } FtCommStats;
 
 /* Wraps comm (not duplicated: the caller keeps ownership of the MPI communicator, whose error
@@ -79,10 +82,24 @@ FtComm *comm_create_mpi(MPI_Comm comm, const char *name);
 FtComm *comm_create_mpi_dup(MPI_Comm comm, const char *name);
 void comm_destroy(FtComm *c);
 
-/* ---- device buffers (the CUDA backend; comm_select.c, comm_nccl.c) ----
+/* ---- device buffers (the CUDA backend; comm_select.c, comm_nccl.c, comm_staged.c) ----
  * How the ranks of a CUDA job talk: NCCL when every rank of a node has a GPU of its own (NCCL
- * refuses two ranks on one GPU) and NCCL loads, else MPI with host staging (not built yet: a
- * multi-rank CUDA run is still refused, verb_train.c). */
+ * refuses two ranks on one GPU) and NCCL loads, else MPI with host staging. */
+
+/* How staging tells device memory from host memory and moves it (the caller fills it from its
+ * compute backend: this layer knows none). to_host/to_device finish before they return. */
+typedef struct ft_comm_stager {
+    void *ctx;
+    int (*is_device)(void *ctx, const void *p);
+    void (*to_host)(void *ctx, void *host, const void *dev, size_t bytes);
+    void (*to_device)(void *ctx, void *dev, const void *host, size_t bytes);
+} FtCommStager;
+
+/* An FtComm over comm (not duplicated, as comm_create_mpi) with MPI and host staging: every
+ * buffer st calls device memory goes through a host copy (sent: copied before the operation
+ * starts; received: copied back when a test sees it complete); host buffers go to MPI as they
+ * are, so one communicator carries both. st is copied. Collective. */
+FtComm *comm_create_staged(MPI_Comm comm, const char *name, const FtCommStager *st);
 typedef enum ft_devcomm { FT_DEVCOMM_NCCL, FT_DEVCOMM_MPI_STAGED } FtDevComm;
 
 /* This rank's choice, not collective: local_rank of local_size ranks on this node, ngpus GPUs

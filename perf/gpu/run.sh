@@ -16,8 +16,9 @@
 # then training runs, each printing a summary line that the table quotes:
 #   small   inputs/default.ini (L 4, C 128, T 64, B 4), 20 steps, on cpu and on cuda, and on
 #           cuda with naive DMR and inputs/default.faults' flips (all caught: the dmr line);
-#           then 4 steps on cuda with checkpoints, resumed to 6, against 6 straight (the last
-#           losses must be equal)
+#           then on 2 ranks sharing the GPU (dp 2, pp 2: MPI staged through host memory), and
+#           4 steps on cuda with checkpoints, resumed to 6, against 6 straight (the last losses
+#           must be equal)
 #   gpt2s   GPT-2 small's shape with the byte vocabulary (L 12, NH 12, C 768, T 1024, B 8),
 #           $GPU_STEPS steps on cuda (default 20), $CPU_STEPS on cpu (default 3: the baseline)
 #   124M    GPT-2 124M as the issue's benchmark (V 50257 padded to 50304, B 16, T 1024),
@@ -100,7 +101,8 @@ else
   data=""
 fi
 
-# [label=TEXT] train NAME BACKEND STEPS OVERRIDES...: one run; its summary (and the faults:
+# [np=N] [label=TEXT] train NAME BACKEND STEPS OVERRIDES...: one run on N ranks (default 1); its
+# summary (and the faults:
 # line of a run with flips, whose every flip must be detected) into the table
 train() {
   local name=$1 be=$2 steps=$3; shift 3
@@ -115,7 +117,7 @@ train() {
     return
   fi
   # shellcheck disable=SC2086
-  timeout "$lim" mpiexec -n 1 "$bin/ftllm" train inputs/default.ini $data run.backend="$be" \
+  timeout "$lim" mpiexec -n "${np:-1}" "$bin/ftllm" train inputs/default.ini $data run.backend="$be" \
     train.steps="$steps" train.rate_skip=1 train.val_batches=0 train.sample_tokens=0 \
     dmr.mode=off faults.schedule= "$@" \
     > "$log" 2>&1
@@ -152,6 +154,9 @@ train() {
 label="" train small cpu 20
 label="" train small cuda 20
 label="dmr naive + flips" train small cuda 20 dmr.mode=naive faults.schedule=inputs/default.faults
+# two ranks on the one GPU, their messages staged through host memory (comm_staged.c)
+np=2 label="2 ranks, dp 2, MPI staged" train small cuda 20 parallel.dp=2
+np=2 label="2 ranks, pp 2, MPI staged" train small cuda 20 parallel.pp=2 parallel.microbatches=2
 # checkpoints of the GPU model (staged through host memory) and a resume from one: the resumed
 # run's last loss must be the straight run's
 ck=$work/ckpt

@@ -1,8 +1,8 @@
 /* comm_mpi.c: the MPI backend of FtComm (host buffers). Each operation is the matching
  * non-blocking MPI call; test is MPI_Test; every return code goes through comm_ft_rc (a
- * process failure under ULFM completes the request, anything else is fatal). Counts above INT_MAX are refused with a fatal error
- * naming the operation (no single collective that large is needed: gradient buckets are far
- * smaller). */
+ * process failure under ULFM completes the request, anything else is fatal). Counts above INT_MAX
+ * are refused with a fatal error naming the operation (no single collective that large is needed:
+ * gradient buckets are far smaller). */
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -14,7 +14,7 @@ _Static_assert(sizeof(MPI_Request) <= sizeof(((FtReq *)0)->handle), "MPI_Request
 #define MPI_REQ(r) ((MPI_Request *)(void *)(r)->handle.raw)
 #include "ftllm/log.h"
 
-static MPI_Datatype mpi_type(enum ft_dtype t)
+MPI_Datatype comm_mpi_type(enum ft_dtype t)
 {
     switch (t) {
     case FT_F32: return MPI_FLOAT;
@@ -26,13 +26,13 @@ static MPI_Datatype mpi_type(enum ft_dtype t)
     FT_DIE("unknown dtype %d", (int)t);
 }
 
-static int icount(const FtComm *c, const char *op, size_t n)
+int comm_mpi_count(const FtComm *c, const char *op, size_t n)
 {
     if (n > INT_MAX) FT_DIE("%s on %s: count %zu exceeds INT_MAX", op, c->name, n);
     return (int)n;
 }
 
-static void start(FtReq *req, FtComm *c, const char *op, size_t bytes)
+void comm_req_start(FtReq *req, FtComm *c, const char *op, size_t bytes)
 {
     req->comm = c;
     req->op = op;
@@ -43,31 +43,33 @@ static void start(FtReq *req, FtComm *c, const char *op, size_t bytes)
 static void mpi_iallreduce_sum(FtComm *c, const void *send, void *recv, size_t count,
                                enum ft_dtype t, FtReq *req)
 {
-    start(req, c, "allreduce", count * ft_dtype_size(t));
+    comm_req_start(req, c, "allreduce", count * ft_dtype_size(t));
     const void *s = send == FT_IN_PLACE ? MPI_IN_PLACE : send;
     if (COMM_FT_RC(c, "allreduce",
-               MPI_Iallreduce(s, recv, icount(c, "allreduce", count), mpi_type(t), MPI_SUM, c->mpi,
-                              MPI_REQ(req))))
+                   MPI_Iallreduce(s, recv, comm_mpi_count(c, "allreduce", count), comm_mpi_type(t),
+                                  MPI_SUM, c->mpi, MPI_REQ(req))))
         req->active = false; /* a process failure (ULFM): done, nothing moved */
 }
 
 static void mpi_ireduce_scatter_sum(FtComm *c, const void *send, void *recv, size_t recvcount,
                                     enum ft_dtype t, FtReq *req)
 {
-    start(req, c, "reduce_scatter", recvcount * (size_t)c->size * ft_dtype_size(t));
+    comm_req_start(req, c, "reduce_scatter", recvcount * (size_t)c->size * ft_dtype_size(t));
     if (COMM_FT_RC(c, "reduce_scatter",
-               MPI_Ireduce_scatter_block(send, recv, icount(c, "reduce_scatter", recvcount),
-                                         mpi_type(t), MPI_SUM, c->mpi, MPI_REQ(req))))
+                   MPI_Ireduce_scatter_block(send, recv,
+                                             comm_mpi_count(c, "reduce_scatter", recvcount),
+                                             comm_mpi_type(t), MPI_SUM, c->mpi, MPI_REQ(req))))
         req->active = false; /* a process failure (ULFM): done, nothing moved */
 }
 
 static void mpi_iallgather(FtComm *c, const void *send, void *recv, size_t sendcount,
                            enum ft_dtype t, FtReq *req)
 {
-    start(req, c, "allgather", sendcount * (size_t)c->size * ft_dtype_size(t));
-    int n = icount(c, "allgather", sendcount);
+    comm_req_start(req, c, "allgather", sendcount * (size_t)c->size * ft_dtype_size(t));
+    int n = comm_mpi_count(c, "allgather", sendcount);
     if (COMM_FT_RC(c, "allgather",
-               MPI_Iallgather(send, n, mpi_type(t), recv, n, mpi_type(t), c->mpi, MPI_REQ(req))))
+                   MPI_Iallgather(send, n, comm_mpi_type(t), recv, n, comm_mpi_type(t), c->mpi,
+                                  MPI_REQ(req))))
         req->active = false; /* a process failure (ULFM): done, nothing moved */
 }
 
@@ -76,37 +78,41 @@ static void mpi_ialltoallv(FtComm *c, const void *send, const int *sendcounts, c
                            FtReq *req)
 {
     size_t total = 0;
-    for (int i = 0; i < c->size; i++) total += (size_t)sendcounts[i];
-    start(req, c, "alltoallv", total * ft_dtype_size(t));
+    for (int i = 0; i < c->size; i++)
+        total += (size_t)sendcounts[i];
+    comm_req_start(req, c, "alltoallv", total * ft_dtype_size(t));
     if (COMM_FT_RC(c, "alltoallv",
-               MPI_Ialltoallv(send, sendcounts, sdispls, mpi_type(t), recv, recvcounts, rdispls,
-                              mpi_type(t), c->mpi, MPI_REQ(req))))
+                   MPI_Ialltoallv(send, sendcounts, sdispls, comm_mpi_type(t), recv, recvcounts,
+                                  rdispls, comm_mpi_type(t), c->mpi, MPI_REQ(req))))
         req->active = false; /* a process failure (ULFM): done, nothing moved */
 }
 
 static void mpi_ibcast(FtComm *c, void *buf, size_t count, enum ft_dtype t, int root, FtReq *req)
 {
-    start(req, c, "bcast", count * ft_dtype_size(t));
+    comm_req_start(req, c, "bcast", count * ft_dtype_size(t));
     if (COMM_FT_RC(c, "bcast",
-               MPI_Ibcast(buf, icount(c, "bcast", count), mpi_type(t), root, c->mpi, MPI_REQ(req))))
+                   MPI_Ibcast(buf, comm_mpi_count(c, "bcast", count), comm_mpi_type(t), root,
+                              c->mpi, MPI_REQ(req))))
         req->active = false; /* a process failure (ULFM): done, nothing moved */
 }
 
 static void mpi_isend(FtComm *c, const void *buf, size_t count, enum ft_dtype t, int peer, int tag,
                       FtReq *req)
 {
-    start(req, c, "send", count * ft_dtype_size(t));
+    comm_req_start(req, c, "send", count * ft_dtype_size(t));
     if (COMM_FT_RC(c, "send",
-               MPI_Isend(buf, icount(c, "send", count), mpi_type(t), peer, tag, c->mpi, MPI_REQ(req))))
+                   MPI_Isend(buf, comm_mpi_count(c, "send", count), comm_mpi_type(t), peer, tag,
+                             c->mpi, MPI_REQ(req))))
         req->active = false; /* a process failure (ULFM): done, nothing moved */
 }
 
 static void mpi_irecv(FtComm *c, void *buf, size_t count, enum ft_dtype t, int peer, int tag,
                       FtReq *req)
 {
-    start(req, c, "recv", count * ft_dtype_size(t));
+    comm_req_start(req, c, "recv", count * ft_dtype_size(t));
     if (COMM_FT_RC(c, "recv",
-               MPI_Irecv(buf, icount(c, "recv", count), mpi_type(t), peer, tag, c->mpi, MPI_REQ(req))))
+                   MPI_Irecv(buf, comm_mpi_count(c, "recv", count), comm_mpi_type(t), peer, tag,
+                             c->mpi, MPI_REQ(req))))
         req->active = false; /* a process failure (ULFM): done, nothing moved */
 }
 

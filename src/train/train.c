@@ -30,6 +30,38 @@
 #include "ftllm/progress.h"
 #include "train_spare.h"
 
+/* Device memory through host memory (comm_create_staged), from the model's backend. */
+static int dev_is_device(void *ctx, const void *p)
+{
+    const FtBackend *be = ctx;
+    return be->is_device(be->ctx, p);
+}
+
+static void dev_to_host(void *ctx, void *host, const void *dev, size_t bytes)
+{
+    const FtBackend *be = ctx;
+    be->to_host(be->ctx, host, dev, bytes);
+}
+
+static void dev_to_device(void *ctx, void *dev, const void *host, size_t bytes)
+{
+    const FtBackend *be = ctx;
+    be->to_device(be->ctx, dev, host, bytes);
+}
+
+/* A communicator of the trainer: MPI for a model in host memory, MPI with host staging for one
+ * on a device (NCCL is not wired in yet). */
+static FtComm *train_comm(const FtModel *model, MPI_Comm comm, const char *name)
+{
+    const FtBackend *be = model->be;
+    if (backend_is_host(be)) return comm_create_mpi(comm, name);
+    if (!be->is_device)
+        FT_DIE("train: backend %s cannot tell its memory from the host's", be->name);
+    FtCommStager st = {.ctx = (void *)be, .is_device = dev_is_device, .to_host = dev_to_host,
+                       .to_device = dev_to_device};
+    return comm_create_staged(comm, name, &st);
+}
+
 /* ---- set-up -------------------------------------------------------------------------------- */
 
 int train_seq_len(const FtConfig *cfg)
@@ -98,19 +130,20 @@ static void init_grid(FtTrainer *tr, const FtConfig *cfg, FtModel *model, const 
                    grid->tp_rank, grid->tp, grid->pp_rank, grid->pp, grid->ep_rank, grid->ep);
         tr->data_rank = grid->dp_rank * grid->ep + grid->ep_rank;
         tr->data_width = grid->dp * grid->ep;
-        tr->c_world = comm_create_mpi(grid->world, "world");
-        tr->c_replica = comm_create_mpi(grid->replica_comm, "replica");
-        if (grid->tp > 1) tr->c_tp = comm_create_mpi(grid->tp_comm, "tp");
+        tr->c_world = train_comm(model, grid->world, "world");
+        tr->c_replica = train_comm(model, grid->replica_comm, "replica");
+        if (grid->tp > 1) tr->c_tp = train_comm(model, grid->tp_comm, "tp");
         if (grid->pp > 1) {
-            tr->c_pp = comm_create_mpi(grid->pp_comm, "pp");
+            tr->c_pp = train_comm(model, grid->pp_comm, "pp");
             int ends = grid->pp_rank == 0 || grid->pp_rank == grid->pp - 1;
             FT_CHECK_MPI(MPI_Comm_split(grid->pp_comm, ends ? 0 : MPI_UNDEFINED, grid->pp_rank,
                                         &tr->emb_comm));
-            if (ends) tr->c_emb = comm_create_mpi(tr->emb_comm, "emb");
+            if (ends) tr->c_emb = train_comm(model, tr->emb_comm, "emb");
         }
-        if (grid->ep > 1) tr->c_ep = comm_create_mpi(grid->ep_comm, "ep");
-        if (grid->dp > 1 && model->cfg.E) tr->c_edp = comm_create_mpi(grid->dp_comm, "dp.experts");
-        if (grid->dp * grid->ep > 1) tr->c_dp = comm_create_mpi(grid->dense_dp_comm, "dp");
+        if (grid->ep > 1) tr->c_ep = train_comm(model, grid->ep_comm, "ep");
+        if (grid->dp > 1 && model->cfg.E)
+            tr->c_edp = train_comm(model, grid->dp_comm, "dp.experts");
+        if (grid->dp * grid->ep > 1) tr->c_dp = train_comm(model, grid->dense_dp_comm, "dp");
     }
     spare_setup(tr, cfg, grid, keep);
     FtGradSyncComms gc = {.dense = tr->c_dp, .expert = tr->c_edp, .emb = tr->c_emb,

@@ -151,18 +151,38 @@ static int open_backend(const FtConfig *cfg, MPI_Comm comm, const FtBackend **be
 {
     *be = backend_cpu();
     if (cfg->run.backend == FT_BACKEND_CPU) return FT_EXIT_OK;
-    int nranks = 1;
+    int rank = 0, nranks = 1, local = 0;
+    FT_CHECK_MPI(MPI_Comm_rank(comm, &rank));
     FT_CHECK_MPI(MPI_Comm_size(comm, &nranks));
-    char why[512] = "", err[640];
+    MPI_Comm node; /* this rank's place on its node picks its GPU (backend_open) */
+    FT_CHECK_MPI(MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &node));
+    FT_CHECK_MPI(MPI_Comm_rank(node, &local));
+    FT_CHECK_MPI(MPI_Comm_free(&node));
+    char why[512] = "", err[640], first[640];
     const FtBackend *b = NULL;
-    if (nranks > 1)
-        snprintf(why, sizeof why, "runs on one rank in this version, not %d (the GPU "
-                 "communicator, NCCL or host-staged MPI, is not built yet)", nranks);
-    else if (!(b = backend_open("cuda", 0, why, sizeof why)) && !why[0])
+    if (cfg->spare.r > 0 || cfg->spare.spares > 0)
+        snprintf(why, sizeof why, "SPARe (spare.r, spare.spares) moves the model over MPI "
+                 "without host staging: not with a device model in this version (HINT: "
+                 "leave spare.r and spare.spares at 0)");
+    else if (!(b = backend_open("cuda", local, why, sizeof why)) && !why[0])
         snprintf(why, sizeof why, "not available");
     snprintf(err, sizeof err, "run.backend = cuda: %s", why);
-    if (agree(b ? 0 : 1, comm)) {
-        cli_error(comm, err);
+    /* every rank's verdict; the message of the first rank that has none */
+    int bad = b ? 0 : 1, *all = malloc(sizeof(int) * (size_t)nranks), src = -1;
+    if (!all) FT_DIE("out of memory");
+    FT_CHECK_MPI(MPI_Allgather(&bad, 1, MPI_INT, all, 1, MPI_INT, comm));
+    for (int q = 0; q < nranks && src < 0; q++)
+        if (all[q]) src = q;
+    free(all);
+    if (src >= 0) {
+        memcpy(first, err, sizeof first);
+        FT_CHECK_MPI(MPI_Bcast(first, (int)sizeof first, MPI_CHAR, src, comm));
+        first[sizeof first - 1] = '\0';
+        if (nranks > 1 && src > 0) {
+            size_t n = strlen(first);
+            snprintf(first + n, sizeof first - n, " (rank %d)", src);
+        }
+        cli_error(comm, first);
         return FT_EXIT_USAGE;
     }
     b->set_precision(b->ctx, (int)cfg->run.precision);

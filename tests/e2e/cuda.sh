@@ -3,8 +3,9 @@
 # says so in one line (exit 2). The CUDA build ($FTLLM_CUDA: make CUDA=1; tests/run.sh passes
 # it where nvcc exists) says in one line (exit 2) that there is no usable GPU where there is
 # none, or trains on the GPU where there is one (and checkpoints it, and resumes from that); it
-# refuses what the CUDA backend cannot do yet (more than one rank) in one line, and trains on
-# the CPU with run.backend = cpu.
+# trains on several ranks (MPI staged through host memory; on a GPU machine); it refuses what
+# the CUDA backend cannot do yet (SPARe) in one line, and trains on the CPU with
+# run.backend = cpu.
 # run.precision = bf16 without run.backend = cuda is one line (exit 2); on a GPU it trains.
 source tests/e2e/lib.bash
 
@@ -42,8 +43,19 @@ else
     run "cuda build without a GPU: one line, exit 2" 2 "run.backend = cuda: no usable GPU:" \
       1 "$cuda" train $deck $short run.backend=cuda
   fi
-  run "cuda build: 2 ranks refused" 2 "run.backend = cuda: runs on one rank" \
-    2 "$cuda" train $deck $short run.backend=cuda parallel.dp=2
+  if command -v nvidia-smi > /dev/null && nvidia-smi -L > /dev/null 2>&1; then
+    run "cuda build: 2 ranks (dp 2) on the node's GPUs, MPI staged" 0 "" 2 "$cuda" train $deck \
+      $short run.backend=cuda parallel.dp=2
+    has "cuda build, dp 2: verdict" '^verdict: OK \(trained 2 steps'
+    run "cuda build: 2 ranks (pp 2), MPI staged" 0 "" 2 "$cuda" train $deck $short \
+      run.backend=cuda parallel.pp=2 parallel.microbatches=2
+    has "cuda build, pp 2: verdict" '^verdict: OK \(trained 2 steps'
+  else
+    run "cuda build without a GPU, 2 ranks: one line" 2 "run.backend = cuda: no usable GPU:" \
+      2 "$cuda" train $deck $short run.backend=cuda parallel.dp=2
+  fi
+  run "cuda build: SPARe refused" 2 "run.backend = cuda: SPARe (spare.r, spare.spares)" \
+    2 "$cuda" train $deck $short run.backend=cuda parallel.dp=2 spare.r=2
   if ! command -v nvidia-smi > /dev/null || ! nvidia-smi -L > /dev/null 2>&1; then
     run "cuda build without a GPU, checkpoints on: the same one line" 2 \
       "run.backend = cuda: no usable GPU:" 1 "$cuda" train $deck $short run.backend=cuda \

@@ -1,0 +1,298 @@
+/* test_staged.c: MPI with host staging for device buffers (comm_create_staged), the way a CUDA
+ * job's ranks talk where NCCL cannot be had, against a stand-in device: the CPU backend under
+ * another identity whose allocations are "device memory" (is_device knows their ranges) and
+ * whose copies count the bytes they move. Every operation (all-reduce, in place and not,
+ * reduce-scatter, all-gather, all-to-all(v) with gaps, broadcast, send and receive) on device
+ * buffers gives the MPI backend's bytes and moves them through host memory; host buffers on
+ * the same communicator pass through unstaged. Then training on the stand-in device with tp 2,
+ * pp 2 (1F1B), dp 2 and MoE ep 2 (the trainer's communicators staged) ends bitwise where the
+ * same layout on the CPU ends, and really staged its messages.
+ * ft-test: ranks 2 */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ft_test.h"
+#include "ftllm/backend.h"
+#include "ftllm/comm.h"
+#include "ftllm/deck.h"
+#include "ftllm/grid.h"
+#include "ftllm/log.h"
+#include "ftllm/model.h"
+#include "ftllm/train.h"
+
+/* ---- the stand-in device ------------------------------------------------------------------ */
+
+enum { MAX_ALLOCS = 4096 };
+static struct {
+    const char *p;
+    size_t n;
+} g_allocs[MAX_ALLOCS];
+static int g_nallocs;
+static double g_moved; /* bytes through to_host / to_device */
+static FtBackend g_dev;
+
+static void *dev_alloc(void *ctx, size_t bytes)
+{
+    void *p = backend_cpu()->alloc(ctx, bytes);
+    if (p) {
+        assert_true(g_nallocs < MAX_ALLOCS);
+        g_allocs[g_nallocs].p = p, g_allocs[g_nallocs++].n = bytes ? bytes : 1;
+    }
+    return p;
+}
+
+static void dev_release(void *ctx, void *p)
+{
+    for (int i = 0; i < g_nallocs; i++)
+        if (g_allocs[i].p == p) {
+            g_allocs[i] = g_allocs[--g_nallocs];
+            break;
+        }
+    backend_cpu()->release(ctx, p);
+}
+
+static int dev_is_device(void *ctx, const void *p)
+{
+    (void)ctx;
+    const char *c = p;
+    for (int i = 0; i < g_nallocs; i++)
+        if (c >= g_allocs[i].p && c < g_allocs[i].p + g_allocs[i].n) return 1;
+    return 0;
+}
+
+static void dev_to_host(void *ctx, void *host, const void *src, size_t bytes)
+{
+    g_moved += (double)bytes;
+    backend_cpu()->to_host(ctx, host, src, bytes);
+}
+
+static void dev_to_device(void *ctx, void *dst, const void *host, size_t bytes)
+{
+    g_moved += (double)bytes;
+    backend_cpu()->to_device(ctx, dst, host, bytes);
+}
+
+static const FtBackend *dev(void)
+{
+    g_dev = *backend_cpu();
+    g_dev.name = "cpu-as-device", g_dev.alloc = dev_alloc, g_dev.release = dev_release;
+    g_dev.to_host = dev_to_host, g_dev.to_device = dev_to_device;
+    g_dev.is_device = dev_is_device;
+    return &g_dev;
+}
+
+static int st_is_device(void *ctx, const void *p)
+{
+    return dev_is_device(ctx, p);
+}
+static void st_to_host(void *ctx, void *h, const void *d, size_t n)
+{
+    dev_to_host(ctx, h, d, n);
+}
+static void st_to_device(void *ctx, void *d, const void *h, size_t n)
+{
+    dev_to_device(ctx, d, h, n);
+}
+
+static FtComm *staged_world(void)
+{
+    FtCommStager st = {
+        .ctx = NULL, .is_device = st_is_device, .to_host = st_to_host, .to_device = st_to_device};
+    return comm_create_staged(ft_test_comm(), "staged", &st);
+}
+
+static float *dev_floats(size_t n)
+{
+    return dev()->alloc(g_dev.ctx, n * sizeof(float));
+}
+
+/* ---- every operation ----------------------------------------------------------------------- */
+
+/* Each operation on stand-in device buffers against the plain MPI backend on host buffers. */
+static void test_ops(void **state)
+{
+    (void)state;
+    int rank = ft_test_rank(), P = ft_test_size();
+    FtComm *s = staged_world(), *m = comm_create_mpi(ft_test_comm(), "mpi");
+    enum { N = 1000 };
+    float *d = dev_floats((size_t)N * P), *d2 = dev_floats((size_t)N * P);
+    float *h = malloc(sizeof(float) * N * P), *h2 = malloc(sizeof(float) * N * P);
+    assert_true(d && d2 && h && h2);
+    for (int i = 0; i < N * P; i++)
+        d[i] = h[i] = (float)(rank * 1000 + i) * 0.25f;
+    double before = g_moved;
+    comm_allreduce_sum(s, FT_IN_PLACE, d, N, FT_F32); /* in place */
+    comm_allreduce_sum(m, FT_IN_PLACE, h, N, FT_F32);
+    assert_memory_equal(d, h, sizeof(float) * N);
+    assert_true(g_moved - before == 2.0 * sizeof(float) * N); /* out and back */
+    comm_allreduce_sum(s, h, d2, N, FT_F32);                  /* host send, device receive */
+    comm_allreduce_sum(m, h, h2, N, FT_F32);
+    assert_memory_equal(d2, h2, sizeof(float) * N);
+    comm_reduce_scatter_sum(s, d, d2, N / P, FT_F32);
+    comm_reduce_scatter_sum(m, h, h2, N / P, FT_F32);
+    assert_memory_equal(d2, h2, sizeof(float) * (N / P));
+    comm_allgather(s, d, d2, N, FT_F32);
+    comm_allgather(m, h, h2, N, FT_F32);
+    assert_memory_equal(d2, h2, sizeof(float) * N * P);
+    /* all-to-all(v): 3 + q elements to rank q, with a gap of 2 in front of each block */
+    int sc[64], sd[64], rc[64], rd[64];
+    assert_true(P <= 64);
+    for (int q = 0, o = 0, r = 0; q < P; q++) {
+        sc[q] = 3 + q, sd[q] = o + 2, o += 2 + sc[q];
+        rc[q] = 3 + rank, rd[q] = r + 2, r += 2 + rc[q];
+    }
+    for (int i = 0; i < N * P; i++)
+        d2[i] = h2[i] = -1.0f;
+    FtReq r1, r2;
+    comm_ialltoallv(s, d, sc, sd, d2, rc, rd, FT_F32, &r1);
+    comm_ialltoallv(m, h, sc, sd, h2, rc, rd, FT_F32, &r2);
+    comm_wait(&r1, NULL), comm_wait(&r2, NULL);
+    assert_memory_equal(d2, h2, sizeof(float) * N); /* the gaps kept their -1 */
+    for (int i = 0; i < N; i++)
+        d2[i] = h2[i] = (float)(rank == 1 ? i : -i);
+    comm_bcast(s, d2, N, FT_F32, 1);
+    comm_bcast(m, h2, N, FT_F32, 1);
+    assert_memory_equal(d2, h2, sizeof(float) * N);
+    /* point to point: rank 0 sends the device buffer, rank 1 receives into device memory */
+    if (rank < 2) {
+        for (int i = 0; i < N; i++)
+            d[i] = (float)(7 * i + rank);
+        FtReq rq;
+        if (rank == 0)
+            comm_isend(s, d, N, FT_F32, 1, 5, &rq);
+        else
+            comm_irecv(s, d2, N, FT_F32, 0, 5, &rq);
+        comm_wait(&rq, NULL);
+        if (rank == 1)
+            for (int i = 0; i < N; i++)
+                assert_true(d2[i] == (float)(7 * i));
+    }
+    /* host buffers on the staged communicator are not staged */
+    double staged = comm_stats(s).staged_bytes;
+    before = g_moved;
+    long long v = rank + 1;
+    comm_allreduce_sum(s, FT_IN_PLACE, &v, 1, FT_I64);
+    assert_true(v == (long long)P * (P + 1) / 2);
+    assert_true(g_moved == before && comm_stats(s).staged_bytes == staged && staged > 0);
+    comm_destroy(s), comm_destroy(m);
+    g_dev.release(g_dev.ctx, d), g_dev.release(g_dev.ctx, d2);
+    free(h), free(h2);
+}
+
+/* ---- training on the stand-in device ------------------------------------------------------- */
+
+typedef struct run {
+    FtConfig c;
+    FtGrid g;
+    FtModel m;
+    FtTrainer tr;
+} Run;
+
+static int g_dims[2];
+
+static void run_open(Run *r, int tp, int pp, int dp, int ep, const FtBackend *be)
+{
+    char err[FT_DECK_ERR_MAX];
+    FtConfig *c = &r->c;
+    assert_int_equal(deck_defaults(c, err, sizeof err), 0);
+    c->model.layers = 2, c->model.heads = 2, c->model.channels = 16, c->model.vocab = 50;
+    c->model.vocab_pad = 16, c->model.seq_len = 8;
+    c->model.experts = ep > 1 ? 4 : 0, c->model.top_k = 2, c->model.capacity_factor = 1.0;
+    c->train.batch = 2, c->train.steps = 3, c->train.lr = 1e-2, c->train.warmup = 1;
+    c->train.val_batches = 0, c->train.sample_tokens = 0, c->train.ac = FT_AC_CHOICE_FULL;
+    c->parallel.tp = tp, c->parallel.pp = pp, c->parallel.dp = dp, c->parallel.ep = ep;
+    c->parallel.microbatches = pp > 1 ? 2 : 1;
+    c->run.log_level = FT_LOG_WARN;
+    assert_int_equal(deck_check(c, ft_test_size(), err, sizeof err), 0);
+    assert_int_equal(grid_create(&r->g, ft_test_comm(), tp, pp, dp, ep, err, sizeof err), 0);
+    FtGpt2Config mc;
+    model_config_from_deck(c, &mc);
+    FtShard sh = {.tp = r->g.tp,
+                  .tp_rank = r->g.tp_rank,
+                  .pp = r->g.pp,
+                  .pp_rank = r->g.pp_rank,
+                  .ep = r->g.ep,
+                  .ep_rank = r->g.ep_rank};
+    model_create_sharded(&r->m, &mc, &sh);
+    model_init_random(&r->m, 1337);
+    if (be) {
+        FtModel host = r->m;
+        model_create_on(&r->m, &host.cfg, &host.sh, be);
+        model_copy_state(&r->m, &host);
+        model_free(&host);
+    }
+    g_dims[0] = train_seq_len(c), g_dims[1] = (int)c->model.vocab;
+    FtBatchSource src = {ft_synth_fetch, g_dims};
+    train_init_grid(&r->tr, c, &r->m, &r->g, &src, NULL);
+}
+
+static double staged_bytes(const FtTrainer *tr)
+{
+    FtComm *cs[] = {tr->c_world, tr->c_replica, tr->c_tp,  tr->c_pp,
+                    tr->c_emb,   tr->c_ep,      tr->c_edp, tr->c_dp};
+    double b = 0;
+    for (size_t i = 0; i < sizeof cs / sizeof cs[0]; i++)
+        if (cs[i]) b += comm_stats(cs[i]).staged_bytes;
+    return b;
+}
+
+static void run_close(Run *r)
+{
+    train_free(&r->tr);
+    model_free(&r->m);
+    grid_destroy(&r->g);
+}
+
+static void layout(int tp, int pp, int dp, int ep)
+{
+    Run a, b;
+    run_open(&a, tp, pp, dp, ep, NULL);
+    run_open(&b, tp, pp, dp, ep, dev());
+    double la[3], lb[3];
+    for (int s = 0; s < 3; s++) {
+        FtStepInfo ia, ib;
+        assert_all(train_step(&a.tr, &ia) == FT_STEP_OK);
+        assert_all(train_step(&b.tr, &ib) == FT_STEP_OK);
+        la[s] = ia.loss, lb[s] = ib.loss;
+    }
+    size_t bytes = sizeof(float) * a.m.nparams;
+    assert_all(memcmp(la, lb, sizeof la) == 0);
+    assert_all(memcmp(a.m.params, b.m.params, bytes) == 0);
+    assert_all(memcmp(a.m.m, b.m.m, bytes) == 0 && memcmp(a.m.v, b.m.v, bytes) == 0);
+    assert_all(staged_bytes(&b.tr) > 0 && staged_bytes(&a.tr) == 0);
+    assert_all(la[0] != la[2]); /* it trained */
+    run_close(&a), run_close(&b);
+}
+
+static void test_train_tp2(void **state)
+{
+    (void)state;
+    if (ft_test_size() != 2) skip();
+    layout(2, 1, 1, 1);
+}
+
+static void test_train_pp2(void **state)
+{
+    (void)state;
+    if (ft_test_size() != 2) skip();
+    layout(1, 2, 1, 1);
+}
+
+static void test_train_dp2(void **state)
+{
+    (void)state;
+    if (ft_test_size() != 2) skip();
+    layout(1, 1, 2, 1);
+}
+
+static void test_train_ep2(void **state)
+{
+    (void)state;
+    if (ft_test_size() != 2) skip();
+    layout(1, 1, 1, 2);
+}
+
+FT_TEST_MAIN(cmocka_unit_test(test_ops), cmocka_unit_test(test_train_tp2),
+             cmocka_unit_test(test_train_pp2), cmocka_unit_test(test_train_dp2),
+             cmocka_unit_test(test_train_ep2))
