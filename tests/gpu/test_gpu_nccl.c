@@ -2,15 +2,18 @@
  * backend, one rank: NCCL loads (or says in one line why not), a communicator is made from the
  * MPI one, and an in-place all-reduce, an all-gather, a broadcast and an all-to-all(v) of device
  * buffers give the values the operations define (one rank: copies), through the comm layer's
- * wait loop. Where no GPU is usable the GPU tests skip with one line saying why.
+ * wait loop. The same operations through MPI with host staging (comm_create_staged, what the
+ * trainer uses for a device model): the backend's is_device tells cudaMalloc memory from host
+ * memory, device buffers come back with the values, host ones pass unstaged. Where no GPU is
+ * usable the GPU tests skip with one line saying why.
  * ft-test: ranks 1 */
 #include <stdio.h>
 #include <string.h>
 
 #include "../ft_test.h"
-#include "gpu_skip.h"
 #include "ftllm/backend.h"
 #include "ftllm/comm.h"
+#include "gpu_skip.h"
 
 static void test_available(void **s)
 {
@@ -30,8 +33,10 @@ static void test_ops(void **s)
     if (!c) fail_msg("comm_create_nccl: %s", err);
     enum { N = 1000 };
     float h[N], back[2 * N];
-    for (int i = 0; i < N; i++) h[i] = (float)i * 0.25f - 7.0f;
-    float *a = backend_alloc(be, sizeof h, "nccl test"), *b = backend_alloc(be, sizeof back, "nccl test");
+    for (int i = 0; i < N; i++)
+        h[i] = (float)i * 0.25f - 7.0f;
+    float *a = backend_alloc(be, sizeof h, "nccl test"),
+          *b = backend_alloc(be, sizeof back, "nccl test");
     be->to_device(be->ctx, a, h, sizeof h);
     comm_allreduce_sum(c, FT_IN_PLACE, a, N, FT_F32);
     be->to_host(be->ctx, back, a, sizeof h);
@@ -53,4 +58,55 @@ static void test_ops(void **s)
     comm_destroy(c);
 }
 
-FT_TEST_MAIN(cmocka_unit_test(test_available), cmocka_unit_test(test_ops))
+static const FtBackend *g_be;
+static int st_is_device(void *ctx, const void *p)
+{
+    return g_be->is_device(g_be->ctx, p);
+}
+static void st_to_host(void *ctx, void *h, const void *d, size_t n)
+{
+    g_be->to_host(g_be->ctx, h, d, n);
+}
+static void st_to_device(void *ctx, void *d, const void *h, size_t n)
+{
+    g_be->to_device(g_be->ctx, d, h, n);
+}
+
+static void test_staged(void **s)
+{
+    (void)s;
+    const FtBackend *be = g_be = gpu();
+    assert_non_null(be->is_device);
+    enum { N = 1000 };
+    float h[N], back[N];
+    for (int i = 0; i < N; i++)
+        h[i] = (float)i * 0.5f - 3.0f;
+    float *a = backend_alloc(be, sizeof h, "staged test"),
+          *b = backend_alloc(be, sizeof h, "staged test");
+    assert_true(be->is_device(be->ctx, a) && be->is_device(be->ctx, b + N / 2));
+    assert_false(be->is_device(be->ctx, h) || be->is_device(be->ctx, back));
+    FtCommStager st = {.is_device = st_is_device, .to_host = st_to_host, .to_device = st_to_device};
+    FtComm *c = comm_create_staged(ft_test_comm(), "staged", &st);
+    be->to_device(be->ctx, a, h, sizeof h);
+    comm_allreduce_sum(c, FT_IN_PLACE, a, N, FT_F32);
+    be->to_host(be->ctx, back, a, sizeof h);
+    assert_memory_equal(back, h, sizeof h);
+    comm_allgather(c, a, b, N, FT_F32);
+    be->to_host(be->ctx, back, b, sizeof h);
+    assert_memory_equal(back, h, sizeof h);
+    be->set(be->ctx, b, 0, sizeof h);
+    comm_bcast(c, a, N, FT_F32, 0);
+    comm_allreduce_sum(c, a, b, N, FT_F32);
+    be->to_host(be->ctx, back, b, sizeof h);
+    assert_memory_equal(back, h, sizeof h);
+    assert_true(comm_stats(c).staged_bytes >= 4.0 * sizeof h);
+    double staged = comm_stats(c).staged_bytes;
+    long long v = 5;
+    comm_allreduce_sum(c, FT_IN_PLACE, &v, 1, FT_I64); /* a host buffer: not staged */
+    assert_true(v == 5 && comm_stats(c).staged_bytes == staged);
+    be->release(be->ctx, a), be->release(be->ctx, b);
+    comm_destroy(c);
+}
+
+FT_TEST_MAIN(cmocka_unit_test(test_available), cmocka_unit_test(test_ops),
+             cmocka_unit_test(test_staged))
