@@ -14,7 +14,9 @@
  *    commutative, so the value does not depend on the order (no float is ever summed).
  *  - equal: one flag word, set by any thread that sees a differing word (all write 1: the race
  *    is benign); 4-byte words when both pointers and the length allow, bytes otherwise.
- *  - Both answers come back through a pinned word pair and one stream synchronisation. */
+ *  - Both answers come back through a pinned word pair and one stream synchronisation;
+ *    mark_differs writes equal's flag into the caller's word instead and does not wait (DMR
+ *    reads a step's flags once, at its agreement). */
 #include "cuda_common.cuh"
 
 #include <stdint.h>
@@ -74,6 +76,22 @@ int cuda_equal(void *ctx, const void *a, const void *b, size_t bytes)
                                cudaMemcpyDeviceToHost, cx->stream));
     CUDA_CHECK(cudaStreamSynchronize(cx->stream));
     return cx->res_host[0] == 0;
+}
+
+/* mark_differs: equal's kernel into the caller's flag, no wait (backend.h) */
+void cuda_mark_differs(void *ctx, const void *a, const void *b, size_t bytes, unsigned *flag)
+{
+    CudaCtx *cx = (CudaCtx *)ctx;
+    if (!bytes || a == b) return;
+    if ((((uintptr_t)a | (uintptr_t)b | bytes) & 3) == 0) {
+        size_t n = bytes / 4;
+        differs_kernel<uint32_t><<<cuda_blocks((long long)n, 256), 256, 0, cx->stream>>>(
+            (const uint32_t *)a, (const uint32_t *)b, n, flag);
+    } else {
+        differs_kernel<uint8_t><<<cuda_blocks((long long)bytes, 256), 256, 0, cx->stream>>>(
+            (const uint8_t *)a, (const uint8_t *)b, bytes, flag);
+    }
+    CUDA_LAUNCHED();
 }
 
 /* ---- fingerprint ----------------------------------------------------------------------------- */

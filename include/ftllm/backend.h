@@ -36,6 +36,11 @@ typedef struct ft_backend {
     void (*checker_run)(void *ctx, FtOpFn fn, FtOpCall *c);
     int (*equal)(void *ctx, const void *a, const void *b, size_t bytes);
     uint64_t (*fingerprint)(void *ctx, const void *p, size_t esize, size_t n);
+    /* equal without waiting for the answer: sets *flag (a word of this backend's memory) to 1
+     * when the bytes differ, and leaves it alone when not; ordered like the backend's other
+     * work, so a later copy of the flag to the host (to_host) sees the answer. NULL: DMR waits
+     * for equal at each compare. */
+    void (*mark_differs)(void *ctx, const void *a, const void *b, size_t bytes, unsigned *flag);
     /* GEMM precision (enum ft_precision_choice, deck_keys.h: run.precision), for the primary
      * and the checker alike; NULL: fp32 only (the CPU) */
     void (*set_precision)(void *ctx, int precision);

@@ -30,6 +30,12 @@ static int cpu_equal(void *ctx, const void *a, const void *b, size_t bytes)
     (void)ctx;
     return !bytes || !memcmp(a, b, bytes);
 }
+static void cpu_mark_differs(void *ctx, const void *a, const void *b, size_t bytes,
+                             unsigned *flag)
+{
+    (void)ctx;
+    if (bytes && memcmp(a, b, bytes)) *flag = 1;
+}
 static uint64_t cpu_fingerprint(void *ctx, const void *p, size_t esize, size_t n)
 {
     (void)ctx;
@@ -44,7 +50,7 @@ const FtBackend *backend_cpu(void)
                          .release = cpu_release, .to_device = cpu_copy, .to_host = cpu_copy,
                          .copy = cpu_copy, .set = cpu_set, .sync = cpu_sync,
                          .checker_run = cpu_checker_run, .equal = cpu_equal,
-                         .fingerprint = cpu_fingerprint};
+                         .fingerprint = cpu_fingerprint, .mark_differs = cpu_mark_differs};
     return &be;
 }
 

@@ -82,6 +82,8 @@ void dmr_free(FtDmr *d)
     if (!d) return;
     for (int i = 0; i < d->nst; i++) free(d->st[i].fp), free(d->st[i].pending);
     if (d->scratch) d->be->release(d->be->ctx, d->scratch);
+    if (d->flags) d->be->release(d->be->ctx, d->flags);
+    free(d->pend);
     free(d->flips), free(d->fired), free(d->armed), free(d->inj), free(d->def);
     free(d->bad_steps), free(d->who), free(d->suspect);
     for (int i = 0; i < d->nunits; i++) dmr_unit_free(d, d->units[i]);
@@ -301,8 +303,41 @@ static void prof_keep(FtDmr *d, const FtTape *tp, int i, const FtOpCall *c)
     d->prof.copy[idx] += t1 - t0, d->prof.fp[idx] += omp_get_wtime() - t1;
 }
 
+/* The answers of the compares pending since the last call: one copy of their flags to the host,
+ * a mismatch for each that differed, the flags zeroed again. */
+static void resolve_pending(FtDmr *d)
+{
+    if (!d->npend) return;
+    size_t bytes = sizeof(unsigned) * (size_t)d->npend;
+    unsigned *h = malloc(bytes);
+    FT_ASSERT(h);
+    d->be->to_host(d->be->ctx, h, d->flags, bytes);
+    for (int j = 0; j < d->npend; j++)
+        if (h[j]) dmr_mismatch(d, d->pend[j].tp, d->pend[j].i, d->pend[j].i, S_NAIVE);
+    d->be->set(d->be->ctx, d->flags, 0, bytes);
+    d->npend = 0;
+    free(h);
+}
+
+/* A flag for one more pending compare (the pending ones answered first when all are taken). */
+static unsigned *pending_flag(FtDmr *d, const FtTape *tp, int i)
+{
+    if (!d->flags) {
+        d->cappend = 4096;
+        d->flags = backend_alloc(d->be, sizeof(unsigned) * (size_t)d->cappend, "DMR flags");
+        d->pend = malloc(sizeof *d->pend * (size_t)d->cappend);
+        FT_ASSERT(d->pend);
+    }
+    if (d->npend == d->cappend) resolve_pending(d);
+    d->pend[d->npend].tp = tp, d->pend[d->npend].i = i;
+    return d->flags + d->npend++;
+}
+
 /* Runs entry i again into scratch outputs (flipping the checker flips chk[0..nchk) there) and
- * compares with the primary's outputs c->out. */
+ * compares with the primary's outputs c->out: at once for an op that writes integers (they are
+ * addresses for later ops: a flipped one must not go on) or where the backend has no
+ * mark_differs, else answered at the agreement (resolve_pending): the compare does not wait, and
+ * a mismatch redoes the step, whose bytes then do not matter. */
 void dmr_check_naive(FtDmr *d, const FtTape *tp, int i, const FtOpCall *c, const int *chk,
                         int nchk)
 {
@@ -323,9 +358,13 @@ void dmr_check_naive(FtDmr *d, const FtTape *tp, int i, const FtOpCall *c, const
     double t1 = omp_get_wtime();
     for (int j = 0; j < nchk; j++) dmr_inject(d, chk[j], tp, i, cc.out, i, S_NAIVE);
     double t2 = omp_get_wtime();
-    bool same = true;
-    for (int k = 0; k < FT_OP_MAX_OUT && same; k++)
-        if (nb[k] && !d->be->equal(d->be->ctx, c->out[k], cc.out[k], nb[k])) same = false;
+    bool same = true, later = d->be->mark_differs && !writes_ints(tp, e);
+    unsigned *flag = later ? pending_flag(d, tp, i) : NULL;
+    for (int k = 0; k < FT_OP_MAX_OUT && same; k++) {
+        if (!nb[k]) continue;
+        if (later) d->be->mark_differs(d->be->ctx, c->out[k], cc.out[k], nb[k], flag);
+        else if (!d->be->equal(d->be->ctx, c->out[k], cc.out[k], nb[k])) same = false;
+    }
     if (d->mode == FT_DMR_PLANNED && !d->plan.strat && d->prof_count) {
         /* the checker's time: its run and the comparison (a deferred check instead pays a
          * fingerprint of the replay, about the same pass over the outputs) */
@@ -457,6 +496,10 @@ void dmr_step_begin(FtDmr *d, long long step)
         d->first[0] = '\0';
         d->ninj = d->ndef = 0;
         d->narmed = 0;
+        if (d->npend) { /* an attempt that never reached its agreement */
+            d->be->set(d->be->ctx, d->flags, 0, sizeof(unsigned) * (size_t)d->npend);
+            d->npend = 0;
+        }
         for (int i = 0; i < d->nflips; i++)
             if (!d->fired[i] && d->flips[i].step == step) d->armed[d->narmed++] = i;
         d->t_attempt = omp_get_wtime();
@@ -481,6 +524,7 @@ int dmr_agree(FtDmr *d, FtExec *ex, FtComm *world)
     resize_world(d, world);
     if (d->mode == FT_DMR_PLANNED && !d->plan.strat) dmr_prof_note(d, -2);
     dmr_drain(d);
+    resolve_pending(d);
     for (int i = 0; i < d->nst; i++) { /* forward fingerprints whose twin never ran */
         FpStore *st = &d->st[i];
         for (int j = 0; j < st->ne && st->npending; j++)

@@ -73,6 +73,11 @@ struct ft_dmr {
     int nst;
     void *scratch;
     size_t scratch_bytes;
+    /* naive compares answered at the agreement (the backend's mark_differs): flags[j] (backend
+     * memory, zero until a compare differs) belongs to entry pend[j] */
+    unsigned *flags;
+    struct { const FtTape *tp; int i; } *pend;
+    int npend, cappend;
     /* the attempt */
     bool in_attempt, active;
     long long step;

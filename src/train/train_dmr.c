@@ -276,8 +276,8 @@ int train_dmr_setup(FtTrainDmr **out, FtTrainer *tr, const FtConfig *cfg, char *
     int nops = ops_on(&tr->tape), npb = piggybacked(&tr->tape);
     if (mode == FT_DMR_NAIVE)
         log_info("dmr: mode naive: every op of a step (forward, backward, recomputation, "
-                 "optimizer) is run again at once and compared; a mismatch anywhere redoes the "
-                 "step on every rank");
+                 "optimizer) is run again at once and compared (the answers read at the step's "
+                 "agreement); a mismatch anywhere redoes the step on every rank");
     else if (mode == FT_DMR_PIGGYBACK)
         log_info("dmr: mode piggyback: %d of the %d op entries of a micro-batch (rank 0) are "
                  "checked by their AC recomputation, the rest (and the optimizer) are run again "

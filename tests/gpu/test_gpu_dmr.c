@@ -1,12 +1,15 @@
-/* test_gpu_dmr.c: DMR on the CUDA backend (backend.h: checker_run, equal, fingerprint).
+/* test_gpu_dmr.c: DMR on the CUDA backend (backend.h: checker_run, equal, fingerprint,
+ * mark_differs).
  *   - The backends' DMR functions agree with the host: the CPU backend's fingerprint is
  *     ckpt_checksum_array and its equal is memcmp, and the CUDA kernel's way of summing
  *     checksum.h's terms (per thread over a grid-stride loop, then the threads' sums in
  *     another order), emulated on the host, gives ckpt_checksum_array too (this test runs
  *     everywhere); the CUDA fingerprint kernel gives ckpt_checksum_array's value for the same
  *     bytes (1-, 2-, 4- and 8-byte elements, lengths that fill no block evenly) and any single
- *     flipped bit changes it; the CUDA equal finds a single differing byte at the first, a middle and the last position,
- *     on word-aligned and odd lengths.
+ *     flipped bit changes it; the CUDA equal finds a single differing byte at the first, a
+ *     middle and the last position, on word-aligned and odd lengths; mark_differs (the
+ *     compare DMR reads back at the agreement) gives the same answers into a flag word and
+ *     never clears a flag that is set, on both backends.
  *   - A flip campaign on the GPU: seeded sdc-random schedules (primary and checker targets) over
  *     the forward, backward, AC recomputation and optimizer of a dense GPT-2 with AC every 2
  *     blocks, naive and piggyback DMR, through train_dmr_setup as `ftllm train` uses it: every
@@ -43,6 +46,20 @@ static unsigned char rbyte(void)
 
 /* ---- the functions themselves -------------------------------------------------------------- */
 
+/* mark_differs's answer for a and b (backend memory), read back: 1 when they differ. A flag
+ * already set stays set (an equal pair never clears it). */
+static unsigned marks(const FtBackend *be, const void *a, const void *b, size_t n)
+{
+    unsigned *f = backend_alloc(be, 2 * sizeof(unsigned), "mark test"), h[2];
+    be->mark_differs(be->ctx, a, b, n, f);
+    be->to_device(be->ctx, f + 1, &(unsigned){1}, sizeof(unsigned));
+    be->mark_differs(be->ctx, a, a, n, f + 1);
+    be->to_host(be->ctx, h, f, sizeof h);
+    be->release(be->ctx, f);
+    assert_int_equal(h[1], 1);
+    return h[0];
+}
+
 static void test_cpu_backend(void **s)
 {
     (void)s;
@@ -54,8 +71,11 @@ static void test_cpu_backend(void **s)
     for (int k = 0; k < 4; k++)
         assert_true(be->fingerprint(be->ctx, a, es[k], N) == ckpt_checksum_array(a, es[k], N));
     assert_true(be->equal(be->ctx, a, b, sizeof a));
+    assert_int_equal(marks(be, a, b, sizeof a), 0);
     b[4321] ^= 0x10;
     assert_false(be->equal(be->ctx, a, b, sizeof a));
+    assert_int_equal(marks(be, a, b, sizeof a), 1);
+    assert_int_equal(marks(be, a + 1, b + 1, sizeof a - 1), 1);
     /* the fingerprint kernel's sums, emulated on the host from checksum.h's terms: each of
      * 3 blocks x 256 threads sums its grid-stride elements' lanes, then the threads' sums are
      * added (the kernel: block trees, then one integer atomicAdd per block) */
@@ -123,13 +143,17 @@ static void test_equal(void **s)
         be->to_device(be->ctx, a, h, n);
         be->to_device(be->ctx, b, h, n);
         assert_true(be->equal(be->ctx, a, b, n));
+        assert_int_equal(marks(be, a, b, n), 0);
         size_t pos[3] = {0, n / 2, n - 1};
         for (int p = 0; p < 3; p++) {
             unsigned char c = h[pos[p]] ^ 0x01;
             be->to_device(be->ctx, b + pos[p], &c, 1);
             assert_false(be->equal(be->ctx, a, b, n));
-            if (pos[p] != 0) /* misaligned pointers: the byte-wise kernel */
+            assert_int_equal(marks(be, a, b, n), 1);
+            if (pos[p] != 0) { /* misaligned pointers: the byte-wise kernel */
                 assert_false(be->equal(be->ctx, a + 1, b + 1, n - 1));
+                assert_int_equal(marks(be, a + 1, b + 1, n - 1), 1);
+            }
             be->to_device(be->ctx, b + pos[p], h + pos[p], 1);
             assert_true(be->equal(be->ctx, a, b, n));
         }
