@@ -187,6 +187,7 @@ extern "C" const FtBackend *backend_cuda_open(int device, char *err, size_t errl
     g_be.equal = cuda_equal;
     g_be.fingerprint = cuda_fingerprint;
     g_be.mark_differs = cuda_mark_differs;
+    g_be.fingerprint_into = cuda_fingerprint_into;
     g_be.set_precision = cuda_set_precision;
     g_be.is_device = cu_is_device;
     g_be.ops = ops_cuda_table(); /* last: a set ops marks the backend open */

@@ -88,6 +88,7 @@ void cuda_checker_run(void *ctx, FtOpFn fn, FtOpCall *c);
 int cuda_equal(void *ctx, const void *a, const void *b, size_t bytes);
 uint64_t cuda_fingerprint(void *ctx, const void *p, size_t esize, size_t n);
 void cuda_mark_differs(void *ctx, const void *a, const void *b, size_t bytes, unsigned *flag);
+void cuda_fingerprint_into(void *ctx, const void *p, size_t esize, size_t n, uint64_t *slot);
 /* gemm.cu: run.precision for the context and its checker (backend.h set_precision). */
 extern "C" void cuda_set_precision(void *ctx, int precision);
 /* A stream with a cuBLAS handle bound to it: pedantic fp32, no atomics, its own workspace. */

@@ -15,8 +15,8 @@
  *  - equal: one flag word, set by any thread that sees a differing word (all write 1: the race
  *    is benign); 4-byte words when both pointers and the length allow, bytes otherwise.
  *  - Both answers come back through a pinned word pair and one stream synchronisation;
- *    mark_differs writes equal's flag into the caller's word instead and does not wait (DMR
- *    reads a step's flags once, at its agreement). */
+ *    mark_differs and fingerprint_into write into the caller's device words instead and do not
+ *    wait (DMR reads a step's answers once, at its agreement). */
 #include "cuda_common.cuh"
 
 #include <stdint.h>
@@ -115,36 +115,52 @@ __global__ void __launch_bounds__(FT_CUDA_NT)
     }
 }
 
-uint64_t cuda_fingerprint(void *ctx, const void *p, size_t esize, size_t n)
+/* The fingerprint of n esize-byte elements at p into lanes[0..1] (device memory: low and high
+ * 32 bits, the uint64_t's own layout on a little-endian GPU), on cx's stream, no wait. */
+static void fingerprint_launch(CudaCtx *cx, const void *p, size_t esize, size_t n,
+                               unsigned *lanes)
 {
-    CudaCtx *cx = (CudaCtx *)ctx;
-    if (!n) return 0;
     if ((uintptr_t)p % esize)
         FT_DIE("cuda fingerprint: %zu-byte elements at a misaligned address", esize);
-    CUDA_CHECK(cudaMemsetAsync(cx->res_dev, 0, 2 * sizeof(unsigned), cx->stream));
+    CUDA_CHECK(cudaMemsetAsync(lanes, 0, 2 * sizeof(unsigned), cx->stream));
+    if (!n) return;
     unsigned nb = cuda_blocks((long long)n, FT_CUDA_NT);
     switch (esize) {
     case 1:
         fingerprint_kernel<uint8_t><<<nb, FT_CUDA_NT, 0, cx->stream>>>((const uint8_t *)p, n,
-                                                                       cx->res_dev);
+                                                                       lanes);
         break;
     case 2:
         fingerprint_kernel<uint16_t><<<nb, FT_CUDA_NT, 0, cx->stream>>>((const uint16_t *)p, n,
-                                                                        cx->res_dev);
+                                                                        lanes);
         break;
     case 4:
         fingerprint_kernel<uint32_t><<<nb, FT_CUDA_NT, 0, cx->stream>>>((const uint32_t *)p, n,
-                                                                        cx->res_dev);
+                                                                        lanes);
         break;
     case 8:
         fingerprint_kernel<uint64_t><<<nb, FT_CUDA_NT, 0, cx->stream>>>((const uint64_t *)p, n,
-                                                                        cx->res_dev);
+                                                                        lanes);
         break;
     default: FT_DIE("cuda fingerprint: element size %zu (expected 1, 2, 4 or 8)", esize);
     }
     CUDA_LAUNCHED();
+}
+
+uint64_t cuda_fingerprint(void *ctx, const void *p, size_t esize, size_t n)
+{
+    CudaCtx *cx = (CudaCtx *)ctx;
+    if (!n) return 0;
+    fingerprint_launch(cx, p, esize, n, cx->res_dev);
     CUDA_CHECK(cudaMemcpyAsync(cx->res_host, cx->res_dev, 2 * sizeof(unsigned),
                                cudaMemcpyDeviceToHost, cx->stream));
     CUDA_CHECK(cudaStreamSynchronize(cx->stream));
     return (uint64_t)cx->res_host[1] << 32 | cx->res_host[0];
+}
+
+/* fingerprint_into (backend.h): the value into *slot (device memory), no wait */
+void cuda_fingerprint_into(void *ctx, const void *p, size_t esize, size_t n, uint64_t *slot)
+{
+    static_assert(sizeof(uint64_t) == 2 * sizeof(unsigned), "two 32-bit lanes per slot");
+    fingerprint_launch((CudaCtx *)ctx, p, esize, n, (unsigned *)slot);
 }

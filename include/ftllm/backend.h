@@ -41,6 +41,9 @@ typedef struct ft_backend {
      * work, so a later copy of the flag to the host (to_host) sees the answer. NULL: DMR waits
      * for equal at each compare. */
     void (*mark_differs)(void *ctx, const void *a, const void *b, size_t bytes, unsigned *flag);
+    /* fingerprint without waiting: its value into *slot (8 bytes of this backend's memory),
+     * ordered like mark_differs. NULL: DMR waits for fingerprint. */
+    void (*fingerprint_into)(void *ctx, const void *p, size_t esize, size_t n, uint64_t *slot);
     /* GEMM precision (enum ft_precision_choice, deck_keys.h: run.precision), for the primary
      * and the checker alike; NULL: fp32 only (the CPU) */
     void (*set_precision)(void *ctx, int precision);

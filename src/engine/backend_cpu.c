@@ -41,6 +41,10 @@ static uint64_t cpu_fingerprint(void *ctx, const void *p, size_t esize, size_t n
     (void)ctx;
     return ckpt_checksum_array(p, esize, n);
 }
+static void cpu_fingerprint_into(void *ctx, const void *p, size_t esize, size_t n, uint64_t *slot)
+{
+    *slot = cpu_fingerprint(ctx, p, esize, n);
+}
 
 const FtBackend *backend_cpu(void)
 {
@@ -50,7 +54,8 @@ const FtBackend *backend_cpu(void)
                          .release = cpu_release, .to_device = cpu_copy, .to_host = cpu_copy,
                          .copy = cpu_copy, .set = cpu_set, .sync = cpu_sync,
                          .checker_run = cpu_checker_run, .equal = cpu_equal,
-                         .fingerprint = cpu_fingerprint, .mark_differs = cpu_mark_differs};
+                         .fingerprint = cpu_fingerprint, .mark_differs = cpu_mark_differs,
+                         .fingerprint_into = cpu_fingerprint_into};
     return &be;
 }
 

@@ -80,7 +80,12 @@ FtDmr *dmr_create(const FtDmrCfg *cfg)
 void dmr_free(FtDmr *d)
 {
     if (!d) return;
-    for (int i = 0; i < d->nst; i++) free(d->st[i].fp), free(d->st[i].pending);
+    for (int i = 0; i < d->nst; i++) {
+        free(d->st[i].fp), free(d->st[i].pending);
+        if (d->st[i].fp_dev) d->be->release(d->be->ctx, d->st[i].fp_dev);
+    }
+    if (d->pbfp) d->be->release(d->be->ctx, d->pbfp);
+    free(d->pb);
     if (d->scratch) d->be->release(d->be->ctx, d->scratch);
     if (d->flags) d->be->release(d->be->ctx, d->flags);
     free(d->pend);
@@ -138,7 +143,11 @@ static FpStore *store(FtDmr *d, const FtTape *tp)
     }
     if (s->ne != tp->ne) { /* new, or a tape rebuilt at the same address (regrid) */
         free(s->fp), free(s->pending);
+        if (s->fp_dev) d->be->release(d->be->ctx, s->fp_dev), s->fp_dev = NULL;
         s->ne = tp->ne;
+        if (d->be->fingerprint_into && tp->ne)
+            s->fp_dev = backend_alloc(d->be, sizeof(uint64_t) * FT_OP_MAX_OUT * (size_t)tp->ne,
+                                      "DMR fingerprints");
         s->fp = calloc((size_t)tp->ne * FT_OP_MAX_OUT, sizeof *s->fp);
         s->pending = calloc((size_t)tp->ne, 1);
         s->npending = 0;
@@ -307,6 +316,17 @@ static void prof_keep(FtDmr *d, const FtTape *tp, int i, const FtOpCall *c)
  * a mismatch for each that differed, the flags zeroed again. */
 static void resolve_pending(FtDmr *d)
 {
+    if (d->npb) {
+        size_t w = 2 * FT_OP_MAX_OUT, bytes = sizeof(uint64_t) * w * (size_t)d->npb;
+        uint64_t *h = malloc(bytes);
+        FT_ASSERT(h);
+        d->be->to_host(d->be->ctx, h, d->pbfp, bytes);
+        for (int j = 0; j < d->npb; j++)
+            if (memcmp(h + j * w, h + j * w + FT_OP_MAX_OUT, sizeof(uint64_t) * FT_OP_MAX_OUT))
+                dmr_mismatch(d, d->pb[j].tp, d->pb[j].i, d->pb[j].f, S_PB_CHECK);
+        d->npb = 0;
+        free(h);
+    }
     if (!d->npend) return;
     size_t bytes = sizeof(unsigned) * (size_t)d->npend;
     unsigned *h = malloc(bytes);
@@ -317,6 +337,38 @@ static void resolve_pending(FtDmr *d)
     d->be->set(d->be->ctx, d->flags, 0, bytes);
     d->npend = 0;
     free(h);
+}
+
+/* The fingerprints of entry i's outputs into slot[0 .. FT_OP_MAX_OUT) of backend memory (0 for
+ * an output it does not have), without waiting. */
+static void fingerprint_into(const FtDmr *d, const FtTape *tp, const FtTapeEntry *e,
+                             const FtOpCall *c, uint64_t *slot)
+{
+    d->be->set(d->be->ctx, slot, 0, sizeof(uint64_t) * FT_OP_MAX_OUT);
+    for (int k = 0; k < FT_OP_MAX_OUT; k++) {
+        if (e->out[k] < 0 || !c->out[k]) continue;
+        const FtTensor *t = &tp->t[e->out[k]];
+        d->be->fingerprint_into(d->be->ctx, c->out[k], ft_dtype_size(t->dtype), t->n, slot + k);
+    }
+}
+
+/* Slots for one more pending piggyback compare of entry i against its twin f's saved
+ * fingerprints (the pending ones answered first when all are taken): the saved ones are copied
+ * in now, as the twin's slot may be saved again before the agreement. */
+static uint64_t *pending_pb(FtDmr *d, const FtTape *tp, int i, int f, const uint64_t *saved)
+{
+    size_t w = 2 * FT_OP_MAX_OUT;
+    if (!d->pbfp) {
+        d->cappb = 4096;
+        d->pbfp = backend_alloc(d->be, sizeof(uint64_t) * w * (size_t)d->cappb, "DMR checks");
+        d->pb = malloc(sizeof *d->pb * (size_t)d->cappb);
+        FT_ASSERT(d->pb);
+    }
+    if (d->npb == d->cappb) resolve_pending(d);
+    d->pb[d->npb].tp = tp, d->pb[d->npb].i = i, d->pb[d->npb].f = f;
+    uint64_t *slot = d->pbfp + w * (size_t)d->npb++;
+    d->be->copy(d->be->ctx, slot, saved, sizeof(uint64_t) * FT_OP_MAX_OUT);
+    return slot + FT_OP_MAX_OUT;
 }
 
 /* A flag for one more pending compare (the pending ones answered first when all are taken). */
@@ -442,7 +494,8 @@ static void after_op(void *arg, const FtTape *tp, int i, const FtOpCall *c)
     case S_DYN: dmr_dyn_check(d, tp, i, c, chk, nchk); break;
     case S_PB_SAVE: {
         FpStore *st = store(d, tp);
-        dmr_fingerprint(d, tp, e, c, st->fp + (size_t)i * FT_OP_MAX_OUT);
+        if (st->fp_dev) fingerprint_into(d, tp, e, c, st->fp_dev + (size_t)i * FT_OP_MAX_OUT);
+        else dmr_fingerprint(d, tp, e, c, st->fp + (size_t)i * FT_OP_MAX_OUT);
         if (!st->pending[i]) st->pending[i] = 1, st->npending++;
         break;
     }
@@ -453,11 +506,16 @@ static void after_op(void *arg, const FtTape *tp, int i, const FtOpCall *c)
             d->s.unchecked++;
             break;
         }
-        uint64_t fp[FT_OP_MAX_OUT];
-        dmr_fingerprint(d, tp, e, c, fp);
         st->pending[f] = 0;
         st->npending--;
         d->s.checks[FT_DMR_S_PIGGYBACK]++;
+        if (st->fp_dev) { /* answered at the agreement (resolve_pending) */
+            fingerprint_into(d, tp, e, c,
+                             pending_pb(d, tp, i, f, st->fp_dev + (size_t)f * FT_OP_MAX_OUT));
+            break;
+        }
+        uint64_t fp[FT_OP_MAX_OUT];
+        dmr_fingerprint(d, tp, e, c, fp);
         if (memcmp(fp, st->fp + (size_t)f * FT_OP_MAX_OUT, sizeof fp)) dmr_mismatch(d, tp, i, f, s);
         break;
     }
@@ -500,6 +558,7 @@ void dmr_step_begin(FtDmr *d, long long step)
             d->be->set(d->be->ctx, d->flags, 0, sizeof(unsigned) * (size_t)d->npend);
             d->npend = 0;
         }
+        d->npb = 0;
         for (int i = 0; i < d->nflips; i++)
             if (!d->fired[i] && d->flips[i].step == step) d->armed[d->narmed++] = i;
         d->t_attempt = omp_get_wtime();

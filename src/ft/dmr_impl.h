@@ -43,6 +43,7 @@ typedef struct fp_store {
     const FtTape *tp;
     int ne;
     uint64_t *fp;           /* ne x FT_OP_MAX_OUT */
+    uint64_t *fp_dev;       /* the same in backend memory (its fingerprint_into), or NULL */
     unsigned char *pending; /* ne: fingerprinted, twin not run yet */
     int npending;
 } FpStore;
@@ -78,6 +79,12 @@ struct ft_dmr {
     unsigned *flags;
     struct { const FtTape *tp; int i; } *pend;
     int npend, cappend;
+    /* piggyback compares answered at the agreement (the backend's fingerprint_into): pbfp
+     * (backend memory) holds per compare j the saved fingerprints of entry pb[j].f, copied at
+     * the check, then the check's own (2 x FT_OP_MAX_OUT words) */
+    uint64_t *pbfp;
+    struct { const FtTape *tp; int i, f; } *pb;
+    int npb, cappb;
     /* the attempt */
     bool in_attempt, active;
     long long step;

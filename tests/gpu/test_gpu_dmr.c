@@ -1,5 +1,5 @@
 /* test_gpu_dmr.c: DMR on the CUDA backend (backend.h: checker_run, equal, fingerprint,
- * mark_differs).
+ * mark_differs, fingerprint_into).
  *   - The backends' DMR functions agree with the host: the CPU backend's fingerprint is
  *     ckpt_checksum_array and its equal is memcmp, and the CUDA kernel's way of summing
  *     checksum.h's terms (per thread over a grid-stride loop, then the threads' sums in
@@ -9,7 +9,8 @@
  *     flipped bit changes it; the CUDA equal finds a single differing byte at the first, a
  *     middle and the last position, on word-aligned and odd lengths; mark_differs (the
  *     compare DMR reads back at the agreement) gives the same answers into a flag word and
- *     never clears a flag that is set, on both backends.
+ *     never clears a flag that is set, and fingerprint_into the fingerprint's value into a
+ *     word, on both backends.
  *   - A flip campaign on the GPU: seeded sdc-random schedules (primary and checker targets) over
  *     the forward, backward, AC recomputation and optimizer of a dense GPT-2 with AC every 2
  *     blocks, naive and piggyback DMR, through train_dmr_setup as `ftllm train` uses it: every
@@ -46,6 +47,18 @@ static unsigned char rbyte(void)
 
 /* ---- the functions themselves -------------------------------------------------------------- */
 
+/* fingerprint_into's value for n esize-byte elements at p (backend memory), read back; the
+ * slot holds garbage before, which must not matter. */
+static uint64_t fp_into(const FtBackend *be, const void *p, size_t esize, size_t n)
+{
+    uint64_t *slot = backend_alloc(be, sizeof(uint64_t), "fingerprint slot"), v;
+    be->set(be->ctx, slot, 0xA5, sizeof(uint64_t));
+    be->fingerprint_into(be->ctx, p, esize, n, slot);
+    be->to_host(be->ctx, &v, slot, sizeof v);
+    be->release(be->ctx, slot);
+    return v;
+}
+
 /* mark_differs's answer for a and b (backend memory), read back: 1 when they differ. A flag
  * already set stays set (an equal pair never clears it). */
 static unsigned marks(const FtBackend *be, const void *a, const void *b, size_t n)
@@ -68,8 +81,10 @@ static void test_cpu_backend(void **s)
     static unsigned char a[8 * N], b[8 * N];
     for (size_t i = 0; i < sizeof a; i++) a[i] = b[i] = rbyte();
     static const size_t es[] = {1, 2, 4, 8};
-    for (int k = 0; k < 4; k++)
+    for (int k = 0; k < 4; k++) {
         assert_true(be->fingerprint(be->ctx, a, es[k], N) == ckpt_checksum_array(a, es[k], N));
+        assert_true(fp_into(be, a, es[k], N) == ckpt_checksum_array(a, es[k], N));
+    }
     assert_true(be->equal(be->ctx, a, b, sizeof a));
     assert_int_equal(marks(be, a, b, sizeof a), 0);
     b[4321] ^= 0x10;
@@ -114,6 +129,7 @@ static void test_fingerprint(void **s)
             be->to_device(be->ctx, d, h, bytes);
             uint64_t want = ckpt_checksum_array(h, es[k], n);
             uint64_t got = be->fingerprint(be->ctx, d, es[k], n);
+            assert_true(fp_into(be, d, es[k], n) == want); /* the no-wait form, same value */
             size_t el = n / 2, bit = (size_t)rbyte() % (8 * es[k]);
             h[el * es[k] + bit / 8] ^= (unsigned char)(1u << (bit % 8));
             be->to_device(be->ctx, d, h, bytes);
