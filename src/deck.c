@@ -700,10 +700,10 @@ int deck_check(const FtConfig *cfg, int nranks, char *err, size_t errlen)
         return cross_fail(cfg, KID(run, precision), KID(run, backend), err, errlen,
                           "run.precision = bf16 needs run.backend = cuda (the CPU backend "
                           "computes in fp32 only)");
-    if (cfg->dmr.mode == FT_DMR_PLANNED && cfg->run.backend != FT_BACKEND_CPU)
-        return cross_fail(cfg, KID(dmr, mode), KID(run, backend), err, errlen,
-                          "dmr.mode = planned needs run.backend = cpu (deferred checks keep "
-                          "host copies of their inputs; on the GPU use naive or piggyback)");
+    if (cfg->dmr.moe_dynamic && cfg->run.backend != FT_BACKEND_CPU)
+        return cross_fail(cfg, KID(dmr, moe_dynamic), KID(run, backend), err, errlen,
+                          "dmr.moe_dynamic = true needs run.backend = cpu (the dynamic planner "
+                          "reads the routed rows in host memory)");
     if (cfg->dmr.moe_dynamic && cfg->dmr.mode != FT_DMR_PLANNED)
         return cross_fail(cfg, KID(dmr, moe_dynamic), KID(dmr, mode), err, errlen,
                           "dmr.moe_dynamic = true needs dmr.mode = planned (it decides the "

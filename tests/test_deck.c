@@ -302,8 +302,10 @@ static void test_cross_engine(void **state)
                        "t.ini:2: run.precision = bf16 needs run.backend = cuda");
     assert_int_equal(parse("[run]\nprecision = bf16\nbackend = cuda\n"), 0);
     assert_int_equal(deck_check(&g_cfg, 1, g_err, sizeof g_err), 0);
-    expect_check_error("[run]\nbackend = cuda\n[dmr]\nmode = planned\n", 1,
-                       "t.ini:4: dmr.mode = planned needs run.backend = cpu");
+    assert_int_equal(parse("[run]\nbackend = cuda\n[dmr]\nmode = planned\n"), 0);
+    assert_int_equal(deck_check(&g_cfg, 1, g_err, sizeof g_err), 0); /* planned on a GPU */
+    expect_check_error("[run]\nbackend = cuda\n[dmr]\nmode = planned\nmoe_dynamic = true\n", 1,
+                       "t.ini:5: dmr.moe_dynamic = true needs run.backend = cpu");
     expect_check_error("[dmr]\nmoe_dynamic = true\nmode = naive\n", 1,
                        "t.ini:3: dmr.moe_dynamic = true needs dmr.mode = planned");
     assert_int_equal(parse("[dmr]\nmoe_dynamic = true\nmode = planned\n"), 0);

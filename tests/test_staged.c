@@ -6,11 +6,14 @@
  * buffers gives the MPI backend's bytes and moves them through host memory; host buffers on
  * the same communicator pass through unstaged. Then training on the stand-in device with tp 2,
  * pp 2 (1F1B), dp 2 and MoE ep 2 (the trainer's communicators staged) ends bitwise where the
- * same layout on the CPU ends, and really staged its messages.
+ * same layout on the CPU ends, and really staged its messages; planned DMR (deferred and AGC
+ * checks keeping their inputs in device memory) on pp 2 catches a flip and ends bitwise where
+ * the CPU run does.
  * ft-test: ranks 2 */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "ft_test.h"
 #include "ftllm/backend.h"
@@ -20,6 +23,7 @@
 #include "ftllm/log.h"
 #include "ftllm/model.h"
 #include "ftllm/train.h"
+#include "ftllm/train_dmr.h"
 
 /* ---- the stand-in device ------------------------------------------------------------------ */
 
@@ -293,6 +297,55 @@ static void test_train_ep2(void **state)
     layout(1, 1, 1, 2);
 }
 
+/* Planned DMR on the stand-in device, pp 2 with 4 micro-batches, phases 1,2,3 profiled from the
+ * first 2 steps: deferred and AGC checks keep their inputs in device memory (the backend's
+ * alloc and copy) and replay there; a flip of a forward matmul on the last stage is caught and
+ * rolled back, and the run ends bitwise where the CPU run with no flip ends. */
+static void test_planned_dmr_pp2(void **state)
+{
+    (void)state;
+    if (ft_test_size() != 2) skip();
+    char sched[64];
+    const char *text = "sdc step=4 rank=1 op=matmul:5 bit=30\n";
+    ft_tmpfile(text, strlen(text), sched);
+    Run r[2];
+    FtTrainDmr *td[2];
+    FtDmrStats st[2];
+    for (int k = 0; k < 2; k++) {
+        run_open(&r[k], 1, 2, 1, 1, k ? dev() : NULL);
+        FtConfig *c = &r[k].c;
+        c->parallel.microbatches = 4, c->train.steps = 6;
+        c->dmr.mode = FT_DMR_PLANNED, c->dmr.phases = FT_DMR_PHASES_123;
+        c->dmr.profile_steps = 2;
+        if (k) snprintf(c->faults.schedule, sizeof c->faults.schedule, "%s", sched);
+        char err[FT_DECK_ERR_MAX];
+        train_free(&r[k].tr); /* again with the DMR settings */
+        FtBatchSource src = {ft_synth_fetch, g_dims};
+        train_init_grid(&r[k].tr, c, &r[k].m, &r[k].g, &src, NULL);
+        assert_int_equal(train_dmr_setup(&td[k], &r[k].tr, c, err, sizeof err), 0);
+    }
+    double moved = g_moved;
+    for (int s = 0; s < 6; s++)
+        for (int k = 0; k < 2; k++) {
+            FtStepInfo info;
+            FtStepStatus want = k == 1 && s == 3 ? FT_STEP_REDONE : FT_STEP_OK; /* the flip */
+            assert_all(train_step(&r[k].tr, &info) == want);
+        }
+    for (int k = 0; k < 2; k++) train_dmr_stats(td[k], &st[k]);
+    size_t bytes = sizeof(float) * r[0].m.nparams;
+    assert_all(memcmp(r[0].m.params, r[1].m.params, bytes) == 0);
+    assert_all(memcmp(r[0].m.m, r[1].m.m, bytes) == 0 && memcmp(r[0].m.v, r[1].m.v, bytes) == 0);
+    assert_all(st[0].mismatches == 0 && st[1].injected == 1 && st[1].detected == 1 &&
+               st[1].missed == 0 && st[1].redone == 1);
+    assert_all(st[1].checks[FT_DMR_S_DEFERRED] + st[1].checks[FT_DMR_S_AGC] > 0);
+    assert_all(g_moved > moved); /* the pipeline's messages were staged */
+    for (int k = 0; k < 2; k++) {
+        train_dmr_destroy(td[k]);
+        run_close(&r[k]);
+    }
+    if (ft_test_rank() == 0) unlink(sched);
+}
+
 FT_TEST_MAIN(cmocka_unit_test(test_ops), cmocka_unit_test(test_train_tp2),
              cmocka_unit_test(test_train_pp2), cmocka_unit_test(test_train_dp2),
-             cmocka_unit_test(test_train_ep2))
+             cmocka_unit_test(test_train_ep2), cmocka_unit_test(test_planned_dmr_pp2))

@@ -24,7 +24,7 @@
 #   124M    GPT-2 124M as the issue's benchmark (V 50257 padded to 50304, B 16, T 1024),
 #           $BENCH_STEPS steps (default 8) on cuda, fp32 and bf16 (run.precision: bf16 GEMM
 #           operands, everything else fp32), each with DMR off, full activation checkpointing,
-#           naive DMR; MFU against the H200's 989 TFLOP/s dense bf16 peak (the issue's anchors
+#           naive DMR, planned DMR with full activation checkpointing; MFU against the H200's 989 TFLOP/s dense bf16 peak (the issue's anchors
 #           use it; the fp32 rows' own peak is far lower).
 # On the lent H200 (the device tool: one command of at most 10 minutes, at most 8 files back
 # from $OUT), carry build/gpu.tar.xz and run
@@ -184,6 +184,10 @@ for prec in fp32 bf16; do
   # shellcheck disable=SC2086
   label="$prec, dmr naive" train 124M cuda "$BENCH_STEPS" $g124 run.precision=$prec \
     dmr.mode=naive
+  # planned: its first 2 steps are profiled (checked naively), left out of the rate
+  # shellcheck disable=SC2086
+  label="$prec, dmr planned, ac full" train 124M cuda "$((BENCH_STEPS + 2))" $g124 \
+    run.precision=$prec train.ac=full dmr.mode=planned dmr.profile_steps=2 train.rate_skip=3
 done
 # shellcheck disable=SC2086
 label="" train gpt2s cpu "$CPU_STEPS" $gpt2s

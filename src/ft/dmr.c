@@ -58,9 +58,9 @@ FtDmr *dmr_create(const FtDmrCfg *cfg)
     d->suspect_after = cfg->suspect_after;
     d->be = cfg->be ? cfg->be : backend_cpu();
     FT_ASSERT(d->be->checker_run && d->be->equal && d->be->fingerprint);
-    /* deferred checks and AGC replays copy inputs through host pointers (dmr_defer.c): the
-     * deck check refuses dmr.mode = planned on another backend before we get here */
-    FT_ASSERT(d->mode != FT_DMR_PLANNED || !strcmp(d->be->name, "cpu"));
+    /* the dynamic planner reads routed rows through host pointers (dmr_dynamic.c): the deck
+     * check refuses dmr.moe_dynamic on another backend before we get here */
+    FT_ASSERT(!d->moe_dyn || backend_is_host(d->be));
     d->rank = cfg->world ? comm_rank(cfg->world) : 0;
     d->nranks = cfg->world ? comm_size(cfg->world) : 1;
     for (int i = 0; i < cfg->nflips; i++) d->nflips += cfg->flips[i].rank == d->rank;
@@ -92,7 +92,8 @@ void dmr_free(FtDmr *d)
     free(d->flips), free(d->fired), free(d->armed), free(d->inj), free(d->def);
     free(d->bad_steps), free(d->who), free(d->suspect);
     for (int i = 0; i < d->nunits; i++) dmr_unit_free(d, d->units[i]);
-    free(d->units), free(d->link), free(d->seg_last), free(d->rscratch);
+    free(d->units), free(d->link), free(d->seg_last);
+    dmr_keep_free(d, d->rscratch);
     dmr_plan_free(&d->plan);
     dmr_profile_free(&d->prof);
     free(d);
@@ -299,15 +300,15 @@ static void prof_keep(FtDmr *d, const FtTape *tp, int i, const FtOpCall *c)
         FtTensorRole r = tp->t[e->in[k]].role;
         size_t nb = tape_tensor_bytes(tp, e->in[k]);
         if (r == FT_TR_PARAM || r == FT_TR_MOM1 || r == FT_TR_MOM2 || !nb) continue;
-        unsigned char *cp = aligned_alloc(64, (nb + 63) & ~(size_t)63);
-        FT_ASSERT(cp);
-        memcpy(cp, c->in[k], nb);
-        *(volatile unsigned char *)cp; /* the copy is used: not elided with the free */
-        free(cp);
+        unsigned char *cp = dmr_keep_alloc(d, nb, "DMR profile copy");
+        d->be->copy(d->be->ctx, cp, c->in[k], nb);
+        if (backend_is_host(d->be)) *(volatile unsigned char *)cp; /* not elided with the free */
+        else d->be->sync(d->be->ctx);                               /* timed to its end */
+        dmr_keep_free(d, cp);
     }
     double t1 = omp_get_wtime();
     uint64_t fp[FT_OP_MAX_OUT];
-    dmr_fingerprint(d, tp, e, c, fp);
+    dmr_fingerprint(d, tp, e, c, fp); /* waits for its answer */
     int idx = dmr_entry_index(d, tp, i);
     d->prof.copy[idx] += t1 - t0, d->prof.fp[idx] += omp_get_wtime() - t1;
 }
@@ -405,8 +406,13 @@ void dmr_check_naive(FtDmr *d, const FtTape *tp, int i, const FtOpCall *c, const
     FtOpCall cc = *c;
     for (int k = 0; k < FT_OP_MAX_OUT; k++)
         if (nb[k]) cc.out[k] = (char *)d->scratch + off[k];
+    /* profiling on a device: the checker's own time, not its launch (waits only then) */
+    bool timed = d->mode == FT_DMR_PLANNED && !d->plan.strat && d->prof_count &&
+                 !backend_is_host(d->be);
+    if (timed) d->be->sync(d->be->ctx);
     double t0 = omp_get_wtime();
     d->be->checker_run(d->be->ctx, op_fn(d, e), &cc);
+    if (timed) d->be->sync(d->be->ctx);
     double t1 = omp_get_wtime();
     for (int j = 0; j < nchk; j++) dmr_inject(d, chk[j], tp, i, cc.out, i, S_NAIVE);
     double t2 = omp_get_wtime();
@@ -417,6 +423,7 @@ void dmr_check_naive(FtDmr *d, const FtTape *tp, int i, const FtOpCall *c, const
         if (later) d->be->mark_differs(d->be->ctx, c->out[k], cc.out[k], nb[k], flag);
         else if (!d->be->equal(d->be->ctx, c->out[k], cc.out[k], nb[k])) same = false;
     }
+    if (timed) d->be->sync(d->be->ctx);
     if (d->mode == FT_DMR_PLANNED && !d->plan.strat && d->prof_count) {
         /* the checker's time: its run and the comparison (a deferred check instead pays a
          * fingerprint of the replay, about the same pass over the outputs) */

@@ -29,11 +29,28 @@ static bool stable_role(FtTensorRole r)
     return r == FT_TR_PARAM || r == FT_TR_MOM1 || r == FT_TR_MOM2; /* unchanged until commit */
 }
 
+/* Memory for kept inputs and replay outputs: the backend's (a device's), or plain aligned host
+ * memory on the CPU (the backend's zeroing would cost a pass the copy makes anyway). */
+void *dmr_keep_alloc(const FtDmr *d, size_t bytes, const char *what)
+{
+    if (!backend_is_host(d->be)) return backend_alloc(d->be, bytes, what);
+    void *p = aligned_alloc(64, (bytes + 63) & ~(size_t)63);
+    FT_ASSERT(p);
+    return p;
+}
+
+void dmr_keep_free(const FtDmr *d, void *p)
+{
+    if (!p) return;
+    if (backend_is_host(d->be)) free(p);
+    else d->be->release(d->be->ctx, p);
+}
+
 void dmr_unit_free(FtDmr *d, Unit *u)
 {
     if (!u) return;
     for (int j = 0; j < u->nm; j++)
-        for (int k = 0; k < FT_OP_MAX_IN; k++) free(u->m[j].copy[k]);
+        for (int k = 0; k < FT_OP_MAX_IN; k++) dmr_keep_free(d, u->m[j].copy[k]);
     d->kept -= u->kept;
     if (u->dyn) d->dyn_kept -= u->kept;
     free(u->m), free(u->roff), free(u);
@@ -68,10 +85,9 @@ static void unit_step(FtDmr *d, Unit *u)
             }
         }
         if (total > d->rscratch_bytes) {
-            free(d->rscratch);
+            dmr_keep_free(d, d->rscratch);
             d->rscratch_bytes = total + total / 4;
-            d->rscratch = aligned_alloc(64, (d->rscratch_bytes + 63) & ~(size_t)63);
-            FT_ASSERT(d->rscratch);
+            d->rscratch = dmr_keep_alloc(d, d->rscratch_bytes, "DMR replay outputs");
         }
         d->cur = u;
     }
@@ -148,9 +164,8 @@ static Unit *unit_push(FtDmr *d, Unit *u, const FtTape *tp, int seg, const Membe
     const FtTapeEntry *e = &tp->e[m.entry];
     for (int k = 0; k < FT_OP_MAX_IN; k++) {
         if (!nb[k]) continue;
-        m.copy[k] = aligned_alloc(64, (nb[k] + 63) & ~(size_t)63); /* as the model's buffers */
-        FT_ASSERT(m.copy[k]);
-        memcpy(m.copy[k], c->in[k], nb[k]);
+        m.copy[k] = dmr_keep_alloc(d, nb[k], "DMR kept inputs"); /* aligned as the model's */
+        d->be->copy(d->be->ctx, m.copy[k], c->in[k], nb[k]);
         m.c.in[k] = m.copy[k];
     }
     dmr_fingerprint(d, tp, e, c, m.fp);

@@ -150,6 +150,9 @@ void dmr_defer_add(FtDmr *d, const FtTape *tp, int i, const FtOpCall *c, int seg
                    const int *chk, int nchk);
 void dmr_drain(FtDmr *d);              /* replays every queued unit */
 void dmr_unit_free(FtDmr *d, Unit *u); /* frees u and its kept copies */
+/* Memory for kept inputs and replay outputs (the backend's; aligned host memory on the CPU). */
+void *dmr_keep_alloc(const FtDmr *d, size_t bytes, const char *what);
+void dmr_keep_free(const FtDmr *d, void *p);
 void dmr_prof_waits(const FtDmr *d, double *w);
 void dmr_prof_note(FtDmr *d, int idx);
 void dmr_profile_end(FtDmr *d, double now);
