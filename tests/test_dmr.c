@@ -541,24 +541,17 @@ static void test_profile_window_kinds(void **state)
     log_init(0, FT_LOG_WARN);
     FtConfig c = cfg_of(&g_layouts[0], FT_DMR_PLANNED, 1);
     c.dmr.profile_steps = 1, c.dmr.phases = FT_DMR_PHASES_1;
-    FtGrid g;
-    char err[FT_DECK_ERR_MAX];
-    assert_int_equal(grid_create(&g, ft_test_comm(), 1, 1, 1, 1, err, sizeof err), 0);
-    FtGpt2Config mc;
-    model_config_from_deck(&c, &mc);
-    FtModel m;
-    model_create(&m, &mc);
-    model_init_random(&m, 7);
     WaitsSrc ws = {0};
     FtBatchSource src = {fetch_with_waits, &ws};
-    FtTrainer tr;
-    train_init_grid(&tr, &c, &m, &g, &src, NULL);
-    ws.tl = &tr.tl;
-    FtTrainDmr *td;
-    assert_int_equal(train_dmr_setup(&td, &tr, &c, err, sizeof err), 0);
+    g_source = &src, g_synthetic = false, g_plan_edit = NULL; /* the profile's own plan */
+    FtModel m;
+    Run r;
+    run_open(&r, &c, NULL, &m);
+    g_source = NULL;
+    ws.tl = &r.tr.tl;
     FtStepInfo info;
-    assert_true(train_step(&tr, &info) == FT_STEP_OK);
-    const FtDmrEntryPlan *p = dmr_plan(train_dmr_get(td));
+    assert_true(train_step(&r.tr, &info) == FT_STEP_OK);
+    const FtDmrEntryPlan *p = dmr_plan(train_dmr_get(r.td));
     assert_non_null(p);
     int npp = 0, wpp = -1, wtp = -1;
     for (int w = 0; w < p->nwin; w++) {
@@ -568,10 +561,9 @@ static void test_profile_window_kinds(void **state)
     assert_true(npp == 1 && wtp >= 0); /* one rank: no other pipeline wait */
     assert_int_equal(p->win_after[wpp], p->win_after[wtp]);
     assert_true(p->win_len[wpp] > 1.5 * p->win_len[wtp] && p->win_len[wtp] > 0);
-    train_dmr_destroy(td);
-    train_free(&tr);
+    FtDmrStats st;
+    run_close(&r, &st);
     model_free(&m);
-    grid_destroy(&g);
 }
 
 /* A batch source that books a 1000 s pipeline wait on the trainer's timeline at its call `at`
@@ -603,24 +595,17 @@ static void test_profile_order(void **state)
     for (int at = 1; at <= 2; at++) {
         FtConfig c = cfg_of(&g_layouts[0], FT_DMR_PLANNED, 1); /* 2 micro-batches, AC every 2 */
         c.dmr.profile_steps = 1, c.dmr.phases = FT_DMR_PHASES_1;
-        FtGrid g;
-        char err[FT_DECK_ERR_MAX];
-        assert_int_equal(grid_create(&g, ft_test_comm(), 1, 1, 1, 1, err, sizeof err), 0);
-        FtGpt2Config mc;
-        model_config_from_deck(&c, &mc);
-        FtModel m;
-        model_create(&m, &mc);
-        model_init_random(&m, 7);
         OrderSrc os = {.at = at};
         FtBatchSource src = {fetch_with_order, &os};
-        FtTrainer tr;
-        train_init_grid(&tr, &c, &m, &g, &src, NULL);
-        os.tl = &tr.tl;
-        FtTrainDmr *td;
-        assert_int_equal(train_dmr_setup(&td, &tr, &c, err, sizeof err), 0);
+        g_source = &src, g_synthetic = false, g_plan_edit = NULL; /* the profile's own plan */
+        FtModel m;
+        Run r;
+        run_open(&r, &c, NULL, &m);
+        g_source = NULL;
+        os.tl = &r.tr.tl;
         FtStepInfo info;
-        assert_true(train_step(&tr, &info) == FT_STEP_OK);
-        const FtDmrEntryPlan *p = dmr_plan(train_dmr_get(td));
+        assert_true(train_step(&r.tr, &info) == FT_STEP_OK);
+        const FtDmrEntryPlan *p = dmr_plan(train_dmr_get(r.td));
         assert_non_null(p);
         assert_true(p->has_order);
         FtDmrPlanTotals t;
@@ -639,10 +624,9 @@ static void test_profile_order(void **state)
         assert_true(p->order_s <= want + tol && p->order_s >= want - other - tol);
         double ob, lb = dmr_plan_bounds(p, 1.0, &ob);
         assert_true(lb == 0 && fabs(ob - p->order_s) <= 1e-12);
-        train_dmr_destroy(td);
-        train_free(&tr);
+        FtDmrStats st;
+        run_close(&r, &st);
         model_free(&m);
-        grid_destroy(&g);
     }
 }
 
