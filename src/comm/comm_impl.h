@@ -47,10 +47,12 @@ int comm_ft_rc(FtComm *c, const char *op, int rc, const char *file, int line);
 #define COMM_FT_RC(c, op, call) comm_ft_rc((c), (op), (call), __FILE__, __LINE__)
 
 /* comm_mpi.c's helpers, shared with the staged backend (comm_staged.c): the MPI type of t, a
- * count as int (dies naming op above INT_MAX), a request's common fields. */
+ * count as int (dies naming op above INT_MAX), a request's common fields, destroy. */
 MPI_Datatype comm_mpi_type(enum ft_dtype t);
 int comm_mpi_count(const FtComm *c, const char *op, size_t n);
 void comm_req_start(FtReq *req, FtComm *c, const char *op, size_t bytes);
+/* The MPI backend's destroy: untracked, the communicator freed when the FtComm owns it. */
+void comm_mpi_destroy(FtComm *c);
 
 /* Dies naming the operation and the communicator when rc is not MPI_SUCCESS. */
 void comm_check_mpi(const FtComm *c, const char *op, int rc, const char *file, int line);

@@ -124,7 +124,7 @@ static bool mpi_test(FtReq *req)
     return done != 0;
 }
 
-static void mpi_destroy(FtComm *c)
+void comm_mpi_destroy(FtComm *c)
 {
     comm_ft_untrack(c);
     if (c->owns_mpi) COMM_FT_RC(c, "comm_free", MPI_Comm_free(&c->mpi));
@@ -140,7 +140,7 @@ static const struct ft_comm_backend g_mpi_backend = {
     .isend = mpi_isend,
     .irecv = mpi_irecv,
     .test = mpi_test,
-    .destroy = mpi_destroy,
+    .destroy = comm_mpi_destroy,
 };
 
 FtComm *comm_create_mpi(MPI_Comm mpi, const char *name)

@@ -39,9 +39,12 @@ static Staged *st_start(FtReq *req, FtComm *c, const char *op, size_t bytes)
     return s;
 }
 
-static void st_free(Staged *s)
+/* The request's state freed (its host copies with it). */
+static void st_end(FtReq *req)
 {
+    Staged *s = ST(req);
     free(s->hsend), free(s->hrecv), free(s);
+    ST(req) = NULL;
 }
 
 static bool is_dev(const FtComm *c, const void *p)
@@ -75,8 +78,7 @@ static void *recv_buf(FtComm *c, const char *op, Staged *s, void *p, size_t byte
 static void st_started(FtReq *req, int failed)
 {
     if (!failed) return;
-    st_free(ST(req));
-    ST(req) = NULL;
+    st_end(req);
     req->active = false;
 }
 
@@ -186,8 +188,7 @@ static bool st_test(FtReq *req)
     FtComm *c = req->comm;
     int done = 0;
     if (COMM_FT_RC(c, req->op, MPI_Test(&s->mreq, &done, MPI_STATUS_IGNORE))) {
-        st_free(s); /* ended by a process failure (ULFM): its buffers are undefined */
-        ST(req) = NULL;
+        st_end(req); /* ended by a process failure (ULFM): its buffers are undefined */
         return true;
     }
     if (!done) return false;
@@ -195,15 +196,13 @@ static bool st_test(FtReq *req)
         stager(c)->to_device(stager(c)->ctx, s->drecv, s->hrecv, s->rbytes);
         c->stats.staged_bytes += (double)s->rbytes;
     }
-    st_free(s);
-    ST(req) = NULL;
+    st_end(req);
     return true;
 }
 
 static void st_destroy(FtComm *c)
 {
-    comm_ft_untrack(c);
-    if (c->owns_mpi) COMM_FT_RC(c, "comm_free", MPI_Comm_free(&c->mpi));
+    comm_mpi_destroy(c);
     free(c->ctx);
 }
 
