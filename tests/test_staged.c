@@ -86,23 +86,10 @@ static const FtBackend *dev(void)
     return &g_dev;
 }
 
-static int st_is_device(void *ctx, const void *p)
-{
-    return dev_is_device(ctx, p);
-}
-static void st_to_host(void *ctx, void *h, const void *d, size_t n)
-{
-    dev_to_host(ctx, h, d, n);
-}
-static void st_to_device(void *ctx, void *d, const void *h, size_t n)
-{
-    dev_to_device(ctx, d, h, n);
-}
-
 static FtComm *staged_world(void)
 {
-    FtCommStager st = {
-        .ctx = NULL, .is_device = st_is_device, .to_host = st_to_host, .to_device = st_to_device};
+    FtCommStager st;
+    backend_stager(dev(), &st);
     return comm_create_staged(ft_test_comm(), "staged", &st);
 }
 

@@ -68,6 +68,11 @@ const FtBackend *backend_cuda_open(int device, char *err, size_t errlen);
 /* Whether be's memory is host memory (host code may then read its pointers directly). */
 static inline int backend_is_host(const FtBackend *be) { return be == backend_cpu(); }
 
+/* How MPI staging (comm_create_staged, comm.h) recognizes and moves be's memory: be's own
+ * is_device (which must be set), to_host and to_device, into *st. */
+struct ft_comm_stager;
+void backend_stager(const FtBackend *be, struct ft_comm_stager *st);
+
 /* Allocation that dies with a clear message when the memory is not there. */
 void *backend_alloc(const FtBackend *be, size_t bytes, const char *what);
 

@@ -5,6 +5,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "ftllm/comm.h"
+
 const FtBackend *backend_open(const char *name, int device, char *err, size_t errlen)
 {
     if (!strcmp(name, "cpu")) return backend_cpu();
@@ -20,4 +22,29 @@ const FtBackend *backend_open(const char *name, int device, char *err, size_t er
     }
     snprintf(err, errlen, "unknown backend '%s' (cpu or cuda)", name);
     return NULL;
+}
+
+/* backend_stager's functions: ctx is the backend */
+static int stager_is_device(void *ctx, const void *p)
+{
+    const FtBackend *be = ctx;
+    return be->is_device(be->ctx, p);
+}
+
+static void stager_to_host(void *ctx, void *host, const void *dev, size_t bytes)
+{
+    const FtBackend *be = ctx;
+    be->to_host(be->ctx, host, dev, bytes);
+}
+
+static void stager_to_device(void *ctx, void *dev, const void *host, size_t bytes)
+{
+    const FtBackend *be = ctx;
+    be->to_device(be->ctx, dev, host, bytes);
+}
+
+void backend_stager(const FtBackend *be, FtCommStager *st)
+{
+    *st = (FtCommStager){.ctx = (void *)be, .is_device = stager_is_device,
+                         .to_host = stager_to_host, .to_device = stager_to_device};
 }

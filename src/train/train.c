@@ -30,25 +30,6 @@
 #include "ftllm/progress.h"
 #include "train_spare.h"
 
-/* Device memory through host memory (comm_create_staged), from the model's backend. */
-static int dev_is_device(void *ctx, const void *p)
-{
-    const FtBackend *be = ctx;
-    return be->is_device(be->ctx, p);
-}
-
-static void dev_to_host(void *ctx, void *host, const void *dev, size_t bytes)
-{
-    const FtBackend *be = ctx;
-    be->to_host(be->ctx, host, dev, bytes);
-}
-
-static void dev_to_device(void *ctx, void *dev, const void *host, size_t bytes)
-{
-    const FtBackend *be = ctx;
-    be->to_device(be->ctx, dev, host, bytes);
-}
-
 /* A communicator of the trainer: MPI for a model in host memory, MPI with host staging for one
  * on a device (NCCL is not wired in yet). */
 static FtComm *train_comm(const FtModel *model, MPI_Comm comm, const char *name)
@@ -57,8 +38,8 @@ static FtComm *train_comm(const FtModel *model, MPI_Comm comm, const char *name)
     if (backend_is_host(be)) return comm_create_mpi(comm, name);
     if (!be->is_device)
         FT_DIE("train: backend %s cannot tell its memory from the host's", be->name);
-    FtCommStager st = {.ctx = (void *)be, .is_device = dev_is_device, .to_host = dev_to_host,
-                       .to_device = dev_to_device};
+    FtCommStager st;
+    backend_stager(be, &st);
     return comm_create_staged(comm, name, &st);
 }
 

@@ -58,24 +58,10 @@ static void test_ops(void **s)
     comm_destroy(c);
 }
 
-static const FtBackend *g_be;
-static int st_is_device(void *ctx, const void *p)
-{
-    return g_be->is_device(g_be->ctx, p);
-}
-static void st_to_host(void *ctx, void *h, const void *d, size_t n)
-{
-    g_be->to_host(g_be->ctx, h, d, n);
-}
-static void st_to_device(void *ctx, void *d, const void *h, size_t n)
-{
-    g_be->to_device(g_be->ctx, d, h, n);
-}
-
 static void test_staged(void **s)
 {
     (void)s;
-    const FtBackend *be = g_be = gpu();
+    const FtBackend *be = gpu();
     assert_non_null(be->is_device);
     enum { N = 1000 };
     float h[N], back[N];
@@ -85,7 +71,8 @@ static void test_staged(void **s)
           *b = backend_alloc(be, sizeof h, "staged test");
     assert_true(be->is_device(be->ctx, a) && be->is_device(be->ctx, b + N / 2));
     assert_false(be->is_device(be->ctx, h) || be->is_device(be->ctx, back));
-    FtCommStager st = {.is_device = st_is_device, .to_host = st_to_host, .to_device = st_to_device};
+    FtCommStager st;
+    backend_stager(be, &st);
     FtComm *c = comm_create_staged(ft_test_comm(), "staged", &st);
     be->to_device(be->ctx, a, h, sizeof h);
     comm_allreduce_sum(c, FT_IN_PLACE, a, N, FT_F32);
