@@ -6,6 +6,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "ftllm/backend.h"
+
 static int g_rank, g_size;
 
 MPI_Comm ft_test_comm(void) { return MPI_COMM_WORLD; }
@@ -93,4 +95,67 @@ int ft_test_run(int argc, char **argv, const char *name, const struct CMUnitTest
     fflush(stdout);
     MPI_Finalize();
     return worst ? 1 : 0;
+}
+
+/* ---- the stand-in device (ft_test.h) ---------------------------------------------------- */
+
+enum { MAX_ALLOCS = 4096 };
+static struct {
+    const char *p;
+    size_t n;
+} g_allocs[MAX_ALLOCS];
+static int g_nallocs;
+double ft_dev_to_host, ft_dev_to_device;
+static FtBackend g_dev;
+
+static void *dev_alloc(void *ctx, size_t bytes)
+{
+    void *p = backend_cpu()->alloc(ctx, bytes);
+    if (p) {
+        assert_true(g_nallocs < MAX_ALLOCS);
+        g_allocs[g_nallocs].p = p, g_allocs[g_nallocs++].n = bytes ? bytes : 1;
+    }
+    return p;
+}
+
+static void dev_release(void *ctx, void *p)
+{
+    for (int i = 0; i < g_nallocs; i++)
+        if (g_allocs[i].p == p) {
+            g_allocs[i] = g_allocs[--g_nallocs];
+            break;
+        }
+    backend_cpu()->release(ctx, p);
+}
+
+static int dev_is_device(void *ctx, const void *p)
+{
+    (void)ctx;
+    const char *c = p;
+    for (int i = 0; i < g_nallocs; i++)
+        if (c >= g_allocs[i].p && c < g_allocs[i].p + g_allocs[i].n) return 1;
+    return 0;
+}
+
+static void dev_to_host(void *ctx, void *host, const void *src, size_t bytes)
+{
+    ft_dev_to_host += (double)bytes;
+    backend_cpu()->to_host(ctx, host, src, bytes);
+}
+
+static void dev_to_device(void *ctx, void *dst, const void *host, size_t bytes)
+{
+    ft_dev_to_device += (double)bytes;
+    backend_cpu()->to_device(ctx, dst, host, bytes);
+}
+
+const FtBackend *ft_dev(void)
+{
+    if (!g_dev.ops) {
+        g_dev = *backend_cpu();
+        g_dev.name = "cpu-as-device", g_dev.alloc = dev_alloc, g_dev.release = dev_release;
+        g_dev.to_host = dev_to_host, g_dev.to_device = dev_to_device;
+        g_dev.is_device = dev_is_device;
+    }
+    return &g_dev;
 }

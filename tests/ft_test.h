@@ -49,6 +49,14 @@ void ft_rmdir(const char *dir);
  * int dims[2] = {T, V}. */
 void ft_synth_fetch(void *ctx, uint64_t first, int B, int *in, int *tg);
 
+/* A stand-in device for the tests of host staging (checkpoints, MPI): the CPU backend under
+ * another identity (backend_is_host says no) whose allocations are "device memory" (its
+ * is_device knows their ranges) and whose to_host / to_device add the bytes they move to
+ * ft_dev_to_host / ft_dev_to_device (the tests may reset them). */
+struct ft_backend;
+const struct ft_backend *ft_dev(void);
+extern double ft_dev_to_host, ft_dev_to_device;
+
 int ft_test_run(int argc, char **argv, const char *name, const struct CMUnitTest *tests, size_t n);
 
 #define FT_TEST_MAIN(...)                                                                      \

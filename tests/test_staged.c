@@ -25,77 +25,19 @@
 #include "ftllm/train.h"
 #include "ftllm/train_dmr.h"
 
-/* ---- the stand-in device ------------------------------------------------------------------ */
-
-enum { MAX_ALLOCS = 4096 };
-static struct {
-    const char *p;
-    size_t n;
-} g_allocs[MAX_ALLOCS];
-static int g_nallocs;
-static double g_moved; /* bytes through to_host / to_device */
-static FtBackend g_dev;
-
-static void *dev_alloc(void *ctx, size_t bytes)
-{
-    void *p = backend_cpu()->alloc(ctx, bytes);
-    if (p) {
-        assert_true(g_nallocs < MAX_ALLOCS);
-        g_allocs[g_nallocs].p = p, g_allocs[g_nallocs++].n = bytes ? bytes : 1;
-    }
-    return p;
-}
-
-static void dev_release(void *ctx, void *p)
-{
-    for (int i = 0; i < g_nallocs; i++)
-        if (g_allocs[i].p == p) {
-            g_allocs[i] = g_allocs[--g_nallocs];
-            break;
-        }
-    backend_cpu()->release(ctx, p);
-}
-
-static int dev_is_device(void *ctx, const void *p)
-{
-    (void)ctx;
-    const char *c = p;
-    for (int i = 0; i < g_nallocs; i++)
-        if (c >= g_allocs[i].p && c < g_allocs[i].p + g_allocs[i].n) return 1;
-    return 0;
-}
-
-static void dev_to_host(void *ctx, void *host, const void *src, size_t bytes)
-{
-    g_moved += (double)bytes;
-    backend_cpu()->to_host(ctx, host, src, bytes);
-}
-
-static void dev_to_device(void *ctx, void *dst, const void *host, size_t bytes)
-{
-    g_moved += (double)bytes;
-    backend_cpu()->to_device(ctx, dst, host, bytes);
-}
-
-static const FtBackend *dev(void)
-{
-    g_dev = *backend_cpu();
-    g_dev.name = "cpu-as-device", g_dev.alloc = dev_alloc, g_dev.release = dev_release;
-    g_dev.to_host = dev_to_host, g_dev.to_device = dev_to_device;
-    g_dev.is_device = dev_is_device;
-    return &g_dev;
-}
+/* Bytes the stand-in device's copies moved so far, both ways. */
+static double moved_bytes(void) { return ft_dev_to_host + ft_dev_to_device; }
 
 static FtComm *staged_world(void)
 {
     FtCommStager st;
-    backend_stager(dev(), &st);
+    backend_stager(ft_dev(), &st);
     return comm_create_staged(ft_test_comm(), "staged", &st);
 }
 
 static float *dev_floats(size_t n)
 {
-    return dev()->alloc(g_dev.ctx, n * sizeof(float));
+    return ft_dev()->alloc(ft_dev()->ctx, n * sizeof(float));
 }
 
 /* ---- every operation ----------------------------------------------------------------------- */
@@ -112,11 +54,11 @@ static void test_ops(void **state)
     assert_true(d && d2 && h && h2);
     for (int i = 0; i < N * P; i++)
         d[i] = h[i] = (float)(rank * 1000 + i) * 0.25f;
-    double before = g_moved;
+    double before = moved_bytes();
     comm_allreduce_sum(s, FT_IN_PLACE, d, N, FT_F32); /* in place */
     comm_allreduce_sum(m, FT_IN_PLACE, h, N, FT_F32);
     assert_memory_equal(d, h, sizeof(float) * N);
-    assert_true(g_moved - before == 2.0 * sizeof(float) * N); /* out and back */
+    assert_true(moved_bytes() - before == 2.0 * sizeof(float) * N); /* out and back */
     comm_allreduce_sum(s, h, d2, N, FT_F32);                  /* host send, device receive */
     comm_allreduce_sum(m, h, h2, N, FT_F32);
     assert_memory_equal(d2, h2, sizeof(float) * N);
@@ -161,13 +103,13 @@ static void test_ops(void **state)
     }
     /* host buffers on the staged communicator are not staged */
     double staged = comm_stats(s).staged_bytes;
-    before = g_moved;
+    before = moved_bytes();
     long long v = rank + 1;
     comm_allreduce_sum(s, FT_IN_PLACE, &v, 1, FT_I64);
     assert_true(v == (long long)P * (P + 1) / 2);
-    assert_true(g_moved == before && comm_stats(s).staged_bytes == staged && staged > 0);
+    assert_true(moved_bytes() == before && comm_stats(s).staged_bytes == staged && staged > 0);
     comm_destroy(s), comm_destroy(m);
-    g_dev.release(g_dev.ctx, d), g_dev.release(g_dev.ctx, d2);
+    ft_dev()->release(ft_dev()->ctx, d), ft_dev()->release(ft_dev()->ctx, d2);
     free(h), free(h2);
 }
 
@@ -239,7 +181,7 @@ static void layout(int tp, int pp, int dp, int ep)
 {
     Run a, b;
     run_open(&a, tp, pp, dp, ep, NULL);
-    run_open(&b, tp, pp, dp, ep, dev());
+    run_open(&b, tp, pp, dp, ep, ft_dev());
     double la[3], lb[3];
     for (int s = 0; s < 3; s++) {
         FtStepInfo ia, ib;
@@ -299,7 +241,7 @@ static void test_planned_dmr_pp2(void **state)
     FtTrainDmr *td[2];
     FtDmrStats st[2];
     for (int k = 0; k < 2; k++) {
-        run_open(&r[k], 1, 2, 1, 1, k ? dev() : NULL);
+        run_open(&r[k], 1, 2, 1, 1, k ? ft_dev() : NULL);
         FtConfig *c = &r[k].c;
         c->parallel.microbatches = 4, c->train.steps = 6;
         c->dmr.mode = FT_DMR_PLANNED, c->dmr.phases = FT_DMR_PHASES_123;
@@ -311,7 +253,7 @@ static void test_planned_dmr_pp2(void **state)
         train_init_grid(&r[k].tr, c, &r[k].m, &r[k].g, &src, NULL);
         assert_int_equal(train_dmr_setup(&td[k], &r[k].tr, c, err, sizeof err), 0);
     }
-    double moved = g_moved;
+    double moved = moved_bytes();
     for (int s = 0; s < 6; s++)
         for (int k = 0; k < 2; k++) {
             FtStepInfo info;
@@ -325,7 +267,7 @@ static void test_planned_dmr_pp2(void **state)
     assert_all(st[0].mismatches == 0 && st[1].injected == 1 && st[1].detected == 1 &&
                st[1].missed == 0 && st[1].redone == 1);
     assert_all(st[1].checks[FT_DMR_S_DEFERRED] + st[1].checks[FT_DMR_S_AGC] > 0);
-    assert_all(g_moved > moved); /* the pipeline's messages were staged */
+    assert_all(moved_bytes() > moved); /* the pipeline's messages were staged */
     for (int k = 0; k < 2; k++) {
         train_dmr_destroy(td[k]);
         run_close(&r[k]);

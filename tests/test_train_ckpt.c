@@ -75,31 +75,6 @@ typedef struct {
     FtTrainer tr;
 } Run;
 
-/* A stand-in for a device: the CPU backend under another identity (backend_is_host says no),
- * so checkpoints stage the model through host memory as they do for CUDA; it counts the bytes
- * its copies move. */
-static FtBackend g_dev;
-static size_t g_to_host, g_to_device;
-
-static void dev_to_host(void *ctx, void *host, const void *src, size_t bytes)
-{
-    g_to_host += bytes;
-    backend_cpu()->to_host(ctx, host, src, bytes);
-}
-
-static void dev_to_device(void *ctx, void *dst, const void *host, size_t bytes)
-{
-    g_to_device += bytes;
-    backend_cpu()->to_device(ctx, dst, host, bytes);
-}
-
-static const FtBackend *dev_backend(void)
-{
-    g_dev = *backend_cpu();
-    g_dev.name = "cpu-as-device", g_dev.to_host = dev_to_host, g_dev.to_device = dev_to_device;
-    return &g_dev;
-}
-
 /* A run of c from initialization `seed`, its model on be (NULL: the CPU). */
 static void run_init_on(Run *r, const FtConfig *c, uint64_t seed, const FtBackend *be)
 {
@@ -144,8 +119,8 @@ static bool exists(const char *dir, long long step)
 }
 
 /* 2N straight vs N + checkpoint + restore + N; staged: the checkpointed and the restored run
- * have their model on a stand-in device (dev_backend), saved at N - 1 too (the staging buffer
- * is used again: it must hold step N's state, not N - 1's). */
+ * have their model on a stand-in device (ft_test.h's ft_dev), saved at N - 1 too (the staging
+ * buffer is used again: it must hold step N's state, not N - 1's). */
 static void resume_bitwise(bool async, bool staged)
 {
     char dir[64], err[CKPT_ERR_MAX] = "";
@@ -158,7 +133,7 @@ static void resume_bitwise(bool async, bool staged)
     run_init(&a, &c, 7);
     steps(&a, 2 * N_HALF, la);
 
-    const FtBackend *be = staged ? dev_backend() : NULL;
+    const FtBackend *be = staged ? ft_dev() : NULL;
     run_init_on(&b, &c, 7, be);
     FtTrainCkpt *tc = NULL;
     assert_int_equal(train_ckpt_create(&tc, &c, ft_test_comm(), err, sizeof err), 0);
@@ -166,10 +141,11 @@ static void resume_bitwise(bool async, bool staged)
     steps(&b, N_HALF - 1, NULL);
     if (staged) train_ckpt_save(tc, &b.tr);
     steps(&b, 1, NULL);
-    g_to_host = g_to_device = 0;
+    ft_dev_to_host = ft_dev_to_device = 0;
     train_ckpt_save(tc, &b.tr);
     size_t state = 3 * sizeof(float) * b.m.nparams;
-    assert_true(staged ? g_to_host >= state : g_to_host == 0); /* staged through the host */
+    /* staged through the host */
+    assert_true(staged ? ft_dev_to_host >= state : ft_dev_to_host == 0);
     /* asynchronous: the copy is taken, so training on may change the live state at once */
     if (async) steps(&b, 1, NULL);
     train_ckpt_destroy(tc);
@@ -178,11 +154,11 @@ static void resume_bitwise(bool async, bool staged)
     run_init_on(&b, &c, 99, be); /* another initialization: everything must come from the file */
     char path[CKPT_PATH_MAX];
     ckpt_path(path, sizeof path, dir, "t", N_HALF);
-    g_to_host = g_to_device = 0;
+    ft_dev_to_host = ft_dev_to_device = 0;
     int rc = train_ckpt_restore(&b.tr, path, true, ft_test_comm(), err, sizeof err);
     if (rc) printf("  %s\n", err);
     assert_all(rc == 0);
-    assert_true(staged ? g_to_device >= state : g_to_device == 0);
+    assert_true(staged ? ft_dev_to_device >= state : ft_dev_to_device == 0);
     assert_all(b.m.step == N_HALF && b.tr.cursor == (uint64_t)(N_HALF * c.train.batch));
     steps(&b, N_HALF, lb);
     size_t bytes = sizeof(float) * a.m.nparams;
