@@ -160,26 +160,27 @@ int train_ckpt_create(FtTrainCkpt **out, const FtConfig *cfg, MPI_Comm comm, cha
     return 0;
 }
 
-/* A device model's state in host memory: stage[0 .. 3 nparams) = parameters, m, v. */
-static void stage_to_host(const FtModel *m, float *stage)
+/* Where the parameters and both moments are in host memory: the model's own arrays, or for a
+ * device model *stage (allocated when NULL: 3 x nparams floats) filled from the device. */
+static void host_state(const FtModel *m, float **stage, float *base[3])
 {
-    const float *from[3] = {m->params, m->m, m->v};
-    for (int k = 0; k < 3; k++)
-        m->be->to_host(m->be->ctx, stage + (size_t)k * m->nparams, from[k],
-                       sizeof(float) * m->nparams);
+    base[0] = m->params, base[1] = m->m, base[2] = m->v;
+    if (backend_is_host(m->be)) return;
+    if (!*stage && !(*stage = malloc(3 * sizeof(float) * m->nparams)))
+        FT_DIE("checkpoint: out of memory staging %zu parameters in host memory", m->nparams);
+    for (int k = 0; k < 3; k++) {
+        float *h = *stage + (size_t)k * m->nparams;
+        m->be->to_host(m->be->ctx, h, base[k], sizeof(float) * m->nparams);
+        base[k] = h;
+    }
 }
 
 void train_ckpt_save(FtTrainCkpt *tc, const FtTrainer *tr)
 {
     const FtModel *m = tr->model;
-    float *base[3] = {m->params, m->m, m->v};
-    if (!backend_is_host(m->be)) {
-        if (!tc->stage && !(tc->stage = malloc(3 * sizeof(float) * m->nparams)))
-            FT_DIE("checkpoint: out of memory staging %zu parameters in host memory", m->nparams);
-        stage_to_host(m, tc->stage); /* free again: an asynchronous write copies at each put,
-                                        a synchronous one wrote at its commit */
-        for (int k = 0; k < 3; k++) base[k] = tc->stage + (size_t)k * m->nparams;
-    }
+    float *base[3];
+    host_state(m, &tc->stage, base); /* the stage is free again: an asynchronous write copies
+                                        at each put, a synchronous one wrote at its commit */
     FtCkptSlab sl[FT_NPARAM_TENSORS];
     train_ckpt_slabs(tr, tc->comm, sl);
     ckpt_begin(tc->w, m->step);
@@ -423,13 +424,8 @@ int train_ckpt_restore(FtTrainer *tr, const char *path, bool verify, MPI_Comm co
     FtCkptFile *f = ckpt_open(path, comm, err, errlen);
     if (!f) return -1;
     if (verify && ckpt_verify(f, err, errlen)) goto out_close;
-    float *base[3] = {m->params, m->m, m->v};
-    if (!backend_is_host(m->be)) {
-        if (!(stage = malloc(3 * sizeof(float) * m->nparams)))
-            FT_DIE("checkpoint: out of memory staging %zu parameters in host memory", m->nparams);
-        stage_to_host(m, stage);
-        for (int k = 0; k < 3; k++) base[k] = stage + (size_t)k * m->nparams;
-    }
+    float *base[3];
+    host_state(m, &stage, base); /* a device model's: what the file lacks keeps its value */
     FtCkptSlab sl[FT_NPARAM_TENSORS];
     train_ckpt_slabs(tr, comm, sl);
     for (int part = 0; part < 3; part++)
