@@ -919,12 +919,19 @@ static void test_plan_file_roundtrip(void **state)
     assert_true(q.tape_hash == p.tape_hash);
     assert_true(p.pre_bwd_s == 0.5 && fabs(q.pre_bwd_s - 0.5) < 1e-9); /* prebwd_ms */
     assert_true(q.has_order && fabs(q.order_s - 12.5e-3) < 1e-12);   /* order_ms */
+    assert_true(p.has_idle && p.idle_s > 0);                          /* idle_ms */
+    assert_true(q.has_idle && fabs(q.idle_s - p.idle_s) < 1e-9);
     { /* the budget line's optional fields: a bad value or order is refused with its line */
-        static const char *bad[][2] = {{" order_ms 12.500000", " order_ms -1"},
-                                       {" order_ms 12.500000", " order_ms x"},
-                                       {" order_ms 12.500000", " order_ms 1 order_ms 2"},
-                                       {" order_ms 12.500000", " order_ms"},
-                                       {" prebwd_ms 500.000000", " prebwd_ms -2"}};
+        char idle[64];
+        snprintf(idle, sizeof idle, " idle_ms %.6f", 1e3 * p.idle_s);
+        const char *bad[][2] = {{" order_ms 12.500000", " order_ms -1"},
+                                {" order_ms 12.500000", " order_ms x"},
+                                {" order_ms 12.500000", " order_ms 1 order_ms 2"},
+                                {" order_ms 12.500000", " order_ms"},
+                                {" prebwd_ms 500.000000", " prebwd_ms -2"},
+                                {idle, " idle_ms -1"},
+                                {idle, " idle_ms 1 idle_ms 2"},
+                                {idle, " idle_ms 1 prebwd_ms 2"}};
         static char buf[1 << 20], mod[1 << 20];
         FILE *f = fopen(path, "r");
         assert_non_null(f);
@@ -951,7 +958,7 @@ static void test_plan_file_roundtrip(void **state)
     }
     assert_int_equal(q.fwd_end, tr.tape.fwd_end);
     assert_int_equal(p.fwd_end, tr.tape.fwd_end);
-    { /* a plan written before prebwd_ms and order_ms existed still reads, with neither */
+    { /* a plan written before prebwd_ms, order_ms and idle_ms existed still reads, without */
         FILE *f = fopen(path, "r");
         assert_non_null(f);
         static char buf[1 << 20];
@@ -967,7 +974,7 @@ static void test_plan_file_roundtrip(void **state)
         FtDmrEntryPlan o;
         assert_int_equal(dmr_plan_read(&o, &tr.tape, &tr.opt_tape, path, "rank 0 of 1 layout x",
                                        err, sizeof err), 0);
-        assert_true(o.pre_bwd_s == 0 && !o.has_order && o.n == p.n);
+        assert_true(o.pre_bwd_s == 0 && !o.has_order && !o.has_idle && o.n == p.n);
         dmr_plan_free(&o);
     }
     int n[4] = {0};
@@ -1012,7 +1019,8 @@ static void test_plan_file_roundtrip(void **state)
 /* dmr_plan_build's windows: a wait measured after entry i opens a window after entry i, of the
  * wait's kind, its length per step scaled by step_s / wall_s (the profile's waits stretched by
  * its naive checks); a pipeline wait and another at the same place are two windows, and the
- * plan file carries them (windows in order, ties allowed). */
+ * plan file carries them (windows in order, ties allowed). Then the waits after the last
+ * micro-batch op in time order (below). */
 static void test_plan_windows(void **state)
 {
     (void)state;
@@ -1060,6 +1068,43 @@ static void test_plan_windows(void **state)
         dmr_plan_free(&p), dmr_plan_free(&q);
     }
     dmr_profile_free(&pf);
+    /* With the step in time order (two micro-batches, then the optimizer's entries): the waits
+     * that came after the rank's last micro-batch op keep their length, the others are scaled,
+     * and a place whose waits came partly before and partly after it is scaled in proportion.
+     * Place P, after the micro-batch tape's last entry, waits 0.6 s (0.2 pipeline, 0.4 other):
+     * `before` of it before the second micro-batch, the rest before the optimizer's first op.
+     * idle_s (issue 10's bound) scales every wait. */
+    int P = mt->ne, lastop = -1;
+    for (int j = 0; j < mt->ne; j++)
+        if (mt->e[j].kind != FT_OP_MARK && dmr_entry_deferrable(mt, &mt->e[j])) lastop = j;
+    for (int split = 0; split < 3; split++) {
+        double before = split == 0 ? 0 : split == 1 ? 0.3 : 0.6;
+        dmr_profile_init(&pf, mt->ne, ot->ne);
+        pf.steps = 2, pf.step_s = 2.0, pf.wall_s = 4.0;
+        for (int i = 0; i < n; i++) pf.time[i] = 2e-3, pf.fp[i] = 2e-5;
+        int pos = 0;
+        for (int mb = 0; mb < 2; mb++)
+            for (int i = 0; i < mt->ne; i++)
+                dmr_profile_seq(&pf, pos++, i, mb == 0 && i == a + 1 ? 0.6 : mb == 1 && i == 0 ? before : 0);
+        /* (the optimizer's entry 0 not among them: a wait is booked after the op before it) */
+        for (int i = 1; i < ot->ne; i++) dmr_profile_seq(&pf, pos++, P + i, i == 1 ? 0.6 - before : 0);
+        dmr_profile_seq(&pf, pos, -1, 0);
+        pf.wait_pp[a + 1] = 0.6, pf.wait_pp[P] = 0.2, pf.wait_other[P] = 0.4;
+        FtDmrEntryPlan p;
+        assert_int_equal(dmr_plan_build(&pf, mt, ot, 1 << 20, PLAN_PHASE1, &p), 0);
+        double sc = 0.5 + 0.5 * (0.6 - before) / 0.6; /* 1, 0.75, 0.5 */
+        int wafter[3] = {a, lastop, lastop}, wkind[3] = {PLAN_WIN_PP, PLAN_WIN_PP, PLAN_WIN_INTRA};
+        double wlen[3] = {0.15, 0.1 * sc, 0.2 * sc};
+        assert_int_equal(p.nwin, 3);
+        for (int w = 0; w < 3; w++) {
+            assert_int_equal(p.win_after[w], wafter[w]);
+            assert_int_equal(p.win_kind[w], wkind[w]);
+            assert_true(fabs(p.win_len[w] - wlen[w]) < 1e-12);
+        }
+        assert_true(p.has_idle && fabs(p.idle_s - 0.3) < 1e-12); /* 1.2 s / 2 steps x 0.5 */
+        dmr_plan_free(&p);
+        dmr_profile_free(&pf);
+    }
     unlink(path);
     train_free(&tr);
     model_free(&m);
@@ -1196,6 +1241,14 @@ static void test_plan_bounds(void **state)
     lb = dmr_plan_bounds(&p, 10e-3, &ob);
     assert_true(lb == 0 && ob == 0);
     assert_true(dmr_plan_bounds(&p, 0, &ob) == 0 && ob == 0); /* no step: 0 */
+    /* a profiled plan subtracts its idle_s (every wait scaled), not the windows' lengths */
+    p.has_idle = true, p.idle_s = 1e-3;
+    lb = dmr_plan_bounds(&p, 10e-3, &ob);
+    assert_true(fabs(lb - 1.0) < 1e-9 && fabs(ob - 1.0) < 1e-9);
+    p.idle_s = 4e-3, p.pre_bwd_s = 6e-3; /* before the first backward op: at most idle_s, 4 ms,
+                                             holding the 2 ms of forward checks */
+    lb = dmr_plan_bounds(&p, 10e-3, &ob);
+    assert_true(fabs(lb - 0.7) < 1e-9 && fabs(ob - 0.9) < 1e-9);
 }
 
 /* dmr_order_excess by hand: entries 0 (naive, 2 ms per step), 1 (piggyback), 2 (naive, 5 ms), 3

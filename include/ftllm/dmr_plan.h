@@ -35,13 +35,19 @@
  * measured while every rank checked naively, which stretches a pipeline's bubbles and a
  * neighbour's lateness with the compute: window lengths are scaled by step_s / wall_s (the
  * step without its checks over the step with them), to first order what they are once most
- * checks are off the critical path.
+ * checks are off the critical path. Except the waits that came after the rank's last
+ * micro-batch op in time order (the sequence below): those are the other ranks finishing their
+ * last ops (in a pipeline the first stage's last backward, waited for by the last stage), and
+ * the checks of those ops have no long window after them, so plans leave them on the path and
+ * those waits keep their measured length. Issue 10's bound still subtracts every wait scaled
+ * (idle_s): the idle time of the step without checks.
  *
  * The file (dmr_plan_write / dmr_plan_read): text, '#' starts a comment line:
  *   ftllm-dmr-plan 1
  *   rank R of N layout LAYOUT
  *   tape HASH entries NMICRO optimizer NOPT
  *   budget_mb X phases P profile_steps S step_ms X overhead_ms X [prebwd_ms X] [order_ms X]
+ *             [idle_ms X]
  *   window W after ENTRY kind pp|intra len_ms X use -|agc|deferred used_ms X
  *   op ENTRY KIND.DIR PHASE LAYER STRATEGY WINDOW SEGMENT TIME_MS KEPT_BYTES COST_MS
  * (COST_MS: naive, its time; deferred, its bookkeeping; AGC members, their share of the
@@ -102,6 +108,10 @@ typedef struct ft_dmr_entry_plan {
     double step_s;       /* profiled step seconds (0: unknown) */
     double pre_bwd_s;    /* window seconds per step before the first backward op (scaled as
                             the windows; dmr_plan_bounds); 0: none or not measured */
+    bool has_idle;       /* idle_s was measured (a plan file made before it: false) */
+    double idle_s;       /* the waits, seconds per step, every one scaled as the step without
+                            checks has them: what issue 10's bound subtracts (dmr_plan_bounds;
+                            without it, the windows' lengths) */
     bool has_order;      /* order_s was measured (a plan file made before it: false) */
     double order_s;      /* the time-order bound's excess, seconds per step (dmr_order_excess
                             of the profile's sequence under this plan's strategies) */

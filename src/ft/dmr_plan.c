@@ -166,6 +166,23 @@ static void plan_alloc(FtDmrEntryPlan *p, int nmicro, int nopt, int nwin)
 
 /* ---- build --------------------------------------------------------------------------------- */
 
+/* end[i], i in [0, n]: the seconds (summed over the steps) of position i's waits that came after
+ * the rank's last micro-batch op in time order (the profile's sequence: the wait before
+ * execution k was booked after execution k - 1's entry, dmr_prof_note); all 0 without a
+ * sequence. */
+static void end_waits(const FtDmrProfile *pf, int n, double *end)
+{
+    for (int i = 0; i <= n; i++) end[i] = 0;
+    if (!pf->seq_done || pf->seq_bad || pf->nseq <= 0) return;
+    int last = -1;
+    for (int k = 0; k < pf->nseq; k++)
+        if (pf->seq[k] >= 0 && pf->seq[k] < pf->nmicro) last = k;
+    if (last < 0) return;
+    for (int k = last + 1; k < pf->nseq; k++)
+        if (pf->seq[k - 1] + 1 <= n) end[pf->seq[k - 1] + 1] += pf->seq_wait[k];
+    if (pf->seq[pf->nseq - 1] + 1 <= n) end[pf->seq[pf->nseq - 1] + 1] += pf->seq_tail;
+}
+
 int dmr_plan_build(const FtDmrProfile *pf, const FtTape *micro, const FtTape *opt, size_t budget,
                    int phases, FtDmrEntryPlan *p)
 {
@@ -175,14 +192,21 @@ int dmr_plan_build(const FtDmrProfile *pf, const FtTape *micro, const FtTape *op
     FtPlanWindow *win = calloc(2 * ((size_t)n + 1), sizeof *win);
     int *ent = malloc(((size_t)n + 1) * sizeof *ent), *opi = malloc(((size_t)n + 1) * sizeof *opi);
     int *went = malloc(2 * ((size_t)n + 1) * sizeof *went);
+    double *end = malloc(((size_t)n + 1) * sizeof *end);
     FtDmrPlan pl = {0};
-    if (!ops || !win || !ent || !opi || !went) goto out;
+    if (!ops || !win || !ent || !opi || !went || !end) goto out;
     int nops = 0, nwin = 0, last = -1;
     double scale = pf->wall_s > 0 && pf->step_s > 0 && pf->step_s < pf->wall_s
                    ? pf->step_s / pf->wall_s : 1.0; /* waits measured under naive checks */
+    double idle = 0; /* the waits as the step without checks has them */
+    end_waits(pf, n, end);
     for (int i = 0; i <= n; i++) {
-        /* the waits just before entry i (after entry i - 1): one window per kind */
-        double w[2] = {scale * pf->wait_pp[i] / steps, scale * pf->wait_other[i] / steps};
+        /* the waits just before entry i (after entry i - 1): one window per kind; the share
+         * that came after the rank's last micro-batch op is not scaled (dmr_plan.h) */
+        double all = pf->wait_pp[i] + pf->wait_other[i];
+        double f = all > 0 ? fmin(1.0, end[i] / all) : 0, sc = scale + (1 - scale) * f;
+        double w[2] = {sc * pf->wait_pp[i] / steps, sc * pf->wait_other[i] / steps};
+        idle += scale * all / steps;
         for (int k = 0; k < 2; k++) {
             if (!(w[k] > 0)) continue;
             int blk = i > 0 ? block_of(micro, opt, i - 1) : 0;
@@ -209,6 +233,7 @@ int dmr_plan_build(const FtDmrProfile *pf, const FtTape *micro, const FtTape *op
     p->phases = phases, p->budget_mb = (double)budget / (1024.0 * 1024.0);
     p->step_s = pf->step_s / steps, p->overhead = pl.overhead, p->nseg = pl.nseg;
     p->pre_bwd_s = scale * pf->pre_bwd_s / steps, p->fwd_end = micro->fwd_end;
+    p->has_idle = true, p->idle_s = idle;
     p->tape_hash = dmr_tape_hash(micro, opt);
     for (int i = 0; i < n; i++) {
         const FtTape *tp;
@@ -253,7 +278,7 @@ int dmr_plan_build(const FtDmrProfile *pf, const FtTape *micro, const FtTape *op
     rc = 0;
 out:
     planner_free(&pl);
-    free(ops), free(win), free(ent), free(opi), free(went);
+    free(ops), free(win), free(ent), free(opi), free(went), free(end);
     return rc;
 }
 
@@ -300,9 +325,10 @@ double dmr_plan_bounds(const FtDmrEntryPlan *p, double step_s, double *ordered)
 {
     FtDmrPlanTotals t;
     dmr_plan_totals(p, &t);
-    double pre = p->pre_bwd_s < t.window_s ? p->pre_bwd_s : t.window_s;
+    double idle = p->has_idle ? p->idle_s : t.window_s;
+    double pre = p->pre_bwd_s < idle ? p->pre_bwd_s : idle;
     double held = pre < t.exposed_fwd_s ? pre : t.exposed_fwd_s; /* what those waits can hold */
-    double lb = t.exposed_s - t.window_s, ob = t.exposed_s - (t.window_s - pre) - held;
+    double lb = t.exposed_s - idle, ob = t.exposed_s - (idle - pre) - held;
     if (p->has_order) ob = p->order_s > lb ? p->order_s : lb;
     *ordered = step_s > 0 && ob > 0 ? ob / step_s : 0.0;
     return step_s > 0 && lb > 0 ? lb / step_s : 0.0;
@@ -355,10 +381,11 @@ void dmr_plan_print(FILE *out, const FtDmrEntryPlan *p, const FtTape *micro, con
     double ob, lb = dmr_plan_bounds(p, p->step_s, &ob);
     fprintf(out, "plan: windows %d (%.3f ms per step, %d used), predicted overhead %.3f ms per "
                  "step = %.1f%% of the profiled step %.3f ms; lower bound %.1f%% (checker time "
-                 "not on recomputation %.3f ms minus the windows)",
+                 "not on recomputation %.3f ms minus the %s %.3f ms)",
             p->nwin, 1e3 * t.window_s, t.windows_used, 1e3 * p->overhead,
             p->step_s > 0 ? 100 * p->overhead / p->step_s : 0.0, 1e3 * p->step_s, 100 * lb,
-            1e3 * t.exposed_s);
+            1e3 * t.exposed_s, p->has_idle ? "waits of the step without checks" : "windows",
+            1e3 * (p->has_idle ? p->idle_s : t.window_s));
     if (p->has_order)
         fprintf(out, ", %.1f%% in time order (a check runs after its op: a wait holds only the "
                      "checks of the ops before it)", 100 * ob);
@@ -391,6 +418,7 @@ int dmr_plan_write(const FtDmrEntryPlan *p, const FtTape *micro, const FtTape *o
             p->budget_mb, phases_text(p->phases), p->profile_steps, 1e3 * p->step_s,
             1e3 * p->overhead, 1e3 * p->pre_bwd_s);
     if (p->has_order) fprintf(f, " order_ms %.6f", 1e3 * p->order_s);
+    if (p->has_idle) fprintf(f, " idle_ms %.6f", 1e3 * p->idle_s);
     fprintf(f, "\n");
     fprintf(f, "# window W after ENTRY kind pp|intra len_ms X use -|agc|deferred used_ms X\n");
     for (int w = 0; w < p->nwin; w++)
@@ -609,20 +637,23 @@ int dmr_plan_read(FtDmrEntryPlan *p, const FtTape *micro, const FtTape *opt, con
             plan_alloc(p, nm, no, 0);
             p->tape_hash = h, p->fwd_end = micro->fwd_end;
         } else if (state == 3) {
-            double mb, st, ov, pb = 0, ob = -1;
+            double mb, st, ov, pb = 0, ob = -1, ib = -1;
             int ps;
-            bool opt_ok = nt >= 10 && nt <= 14 && nt % 2 == 0; /* [prebwd_ms X] [order_ms X] */
+            /* [prebwd_ms X] [order_ms X] [idle_ms X] */
+            bool opt_ok = nt >= 10 && nt <= 16 && nt % 2 == 0;
             for (int k = 10; opt_ok && k < nt; k += 2)
                 opt_ok = k == 10 && !strcmp(tok[k], "prebwd_ms") ? num(tok[k + 1], &pb) && pb >= 0
                          : !strcmp(tok[k], "order_ms") && ob < 0 ? num(tok[k + 1], &ob) && ob >= 0
+                         : !strcmp(tok[k], "idle_ms") && ib < 0  ? num(tok[k + 1], &ib) && ib >= 0
                                                                  : false;
             if (!opt_ok || strcmp(tok[0], "budget_mb") || !num(tok[1], &mb) ||
                 strcmp(tok[2], "phases") || strcmp(tok[4], "profile_steps") ||
                 !int_of(tok[5], 0, 1000000, &ps) || strcmp(tok[6], "step_ms") ||
                 !num(tok[7], &st) || strcmp(tok[8], "overhead_ms") || !num(tok[9], &ov))
                 BAD("expected 'budget_mb X phases P profile_steps N step_ms X overhead_ms X "
-                    "[prebwd_ms X] [order_ms X]'");
+                    "[prebwd_ms X] [order_ms X] [idle_ms X]'");
             p->pre_bwd_s = pb / 1e3, p->has_order = ob >= 0, p->order_s = ob >= 0 ? ob / 1e3 : 0;
+            p->has_idle = ib >= 0, p->idle_s = ib >= 0 ? ib / 1e3 : 0;
             p->phases = !strcmp(tok[3], "1")       ? PLAN_PHASE1
                         : !strcmp(tok[3], "1,2")   ? PLAN_PHASE1 | PLAN_PHASE2
                         : !strcmp(tok[3], "1,2,3") ? PLAN_PHASE1 | PLAN_PHASE2 | PLAN_PHASE3
