@@ -129,6 +129,7 @@ typedef struct ft_dmr_stats {
     long long dyn_windowed; /* ... deferred ones replayed in a window (the rest: drained) */
     long long dyn_bytes;     /* bytes the dynamic planner's executions would keep (routed rows) */
     long long dyn_cap_bytes; /* ... sized by capacity instead (as the static plan does) */
+    long long keep_allocs; /* buffers allocated for kept inputs (the others were reused) */
     long long injected, detected, rolled_back, missed, not_fired;
     long long injected_at[FT_OP_NKINDS][3]; /* by op kind and phase (FtPhase; optimizer = fwd) */
     long long injected_by[FT_DMR_NSTRAT + 1][2]; /* by the strategy checking it (last: none) and
@@ -141,6 +142,8 @@ typedef struct ft_dmr_stats {
     long long dyn_kept_peak; /* ... of them the dynamic planner's (job: the largest rank's) */
     long long dyn_guard;     /* the dynamic guard in bytes (job: the largest rank's) */
     long long dyn_slack;     /* dyn_guard - dyn_kept_peak (job: the smallest rank's) */
+    long long held_peak;     /* most bytes of kept-input buffers held at once, kept and pooled
+                                for reuse together (job: the largest rank's) */
 } FtDmrStats;
 
 /* Not collective. cfg->flips is copied (this rank's). */

@@ -11,7 +11,8 @@
  * checker time (the naive re-execution and the comparison of its outputs, timed), summed over
  * micro-batches;
  * per entry the bookkeeping a deferred check would add at the primary, timed by doing it once
- * after the naive check (copying the kept inputs into fresh buffers, fingerprinting outputs);
+ * after the naive check (copying the kept inputs into buffers reused as a deferral's are,
+ * fingerprinting outputs);
  * per position (after entry i, the one that ran last before the wait) the time this rank waited
  * on messages (timeline.h), pipeline waits apart from the others (tensor-parallel all-reduces,
  * expert all-to-alls, data-parallel buckets, tied-embedding exchange, loss/norm sums). Pipeline

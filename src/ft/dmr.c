@@ -93,7 +93,8 @@ void dmr_free(FtDmr *d)
     free(d->bad_steps), free(d->who), free(d->suspect);
     for (int i = 0; i < d->nunits; i++) dmr_unit_free(d, d->units[i]);
     free(d->units), free(d->link), free(d->seg_last);
-    dmr_keep_free(d, d->rscratch);
+    dmr_mem_free(d, d->rscratch);
+    dmr_pool_release(d);
     dmr_plan_free(&d->plan);
     dmr_profile_free(&d->prof);
     free(d);
@@ -290,7 +291,7 @@ static void scratch_reserve(FtDmr *d, size_t bytes)
 }
 
 /* Profile: what deferring entry i's check would add at the primary (as dmr_defer_add does it):
- * copying its inputs that are not model state into fresh buffers, fingerprinting its outputs. */
+ * copying its inputs that are not model state into kept buffers (reused, as a deferral's), fingerprinting its outputs. */
 static void prof_keep(FtDmr *d, const FtTape *tp, int i, const FtOpCall *c)
 {
     const FtTapeEntry *e = &tp->e[i];
@@ -300,11 +301,11 @@ static void prof_keep(FtDmr *d, const FtTape *tp, int i, const FtOpCall *c)
         FtTensorRole r = tp->t[e->in[k]].role;
         size_t nb = tape_tensor_bytes(tp, e->in[k]);
         if (r == FT_TR_PARAM || r == FT_TR_MOM1 || r == FT_TR_MOM2 || !nb) continue;
-        unsigned char *cp = dmr_keep_alloc(d, nb, "DMR profile copy");
+        unsigned char *cp = dmr_keep_alloc(d, nb, "DMR profile copy"); /* as a deferral's */
         d->be->copy(d->be->ctx, cp, c->in[k], nb);
-        if (backend_is_host(d->be)) *(volatile unsigned char *)cp; /* not elided with the free */
+        if (backend_is_host(d->be)) *(volatile unsigned char *)cp; /* not elided */
         else d->be->sync(d->be->ctx);                               /* timed to its end */
-        dmr_keep_free(d, cp);
+        dmr_keep_free(d, cp, nb);
     }
     double t1 = omp_get_wtime();
     uint64_t fp[FT_OP_MAX_OUT];
@@ -675,9 +676,11 @@ void dmr_stats_job(FtDmr *d, FtComm *world, FtDmrStats *s)
     long long peak = comm_max_i64(world, s->kept_peak);
     long long dpeak = comm_max_i64(world, s->dyn_kept_peak);
     long long guard = comm_max_i64(world, s->dyn_guard), slack = -comm_max_i64(world, -s->dyn_slack);
+    long long held = comm_max_i64(world, s->held_peak);
     memcpy(s, c, sizeof c);
     s->check_s = t[0], s->compute_s = t[1], s->redo_s = t[2], s->window_s = t[3];
     s->kept_peak = peak, s->dyn_kept_peak = dpeak, s->dyn_guard = guard, s->dyn_slack = slack;
+    s->held_peak = held;
     s->attempts = d->s.attempts; /* job-wide already: every rank takes part in each */
     s->redone = d->s.redone;
 }
@@ -716,9 +719,10 @@ void dmr_report(FtDmr *d, FtComm *world, const char *schedule, int nfail, FILE *
                 s.check_s, s.window_s, rest, s.redo_s);
         fprintf(out, "dmr: planned: deferred units (an op or an AGC segment) checked in windows "
                      "%lld, before the agreement %lld, at once over the budget %lld; kept at most "
-                     "%.3f MiB (dmr.deferred_mb = %.3f, the largest rank's)\n",
+                     "%.3f MiB (dmr.deferred_mb = %.3f, the largest rank's), %.3f MiB with the "
+                     "buffers held for reuse; %lld buffers allocated\n",
                 s.windowed, s.drained, s.demoted, (double)s.kept_peak / 1048576.0,
-                (double)d->budget / 1048576.0);
+                (double)d->budget / 1048576.0, (double)s.held_peak / 1048576.0, s.keep_allocs);
         if (d->moe_dyn)
             fprintf(out, "dmr: dynamic (MoE expert ops, dmr.moe_dynamic): deferred %lld (%lld "
                          "replayed in windows, the rest before the agreement), naive %lld (their "

@@ -31,7 +31,7 @@ static bool stable_role(FtTensorRole r)
 
 /* Memory for kept inputs and replay outputs: the backend's (a device's), or plain aligned host
  * memory on the CPU (the backend's zeroing would cost a pass the copy makes anyway). */
-void *dmr_keep_alloc(const FtDmr *d, size_t bytes, const char *what)
+void *dmr_mem_alloc(const FtDmr *d, size_t bytes, const char *what)
 {
     if (!backend_is_host(d->be)) return backend_alloc(d->be, bytes, what);
     void *p = aligned_alloc(64, (bytes + 63) & ~(size_t)63);
@@ -39,19 +39,71 @@ void *dmr_keep_alloc(const FtDmr *d, size_t bytes, const char *what)
     return p;
 }
 
-void dmr_keep_free(const FtDmr *d, void *p)
+void dmr_mem_free(const FtDmr *d, void *p)
 {
     if (!p) return;
     if (backend_is_host(d->be)) free(p);
     else d->be->release(d->be->ctx, p);
 }
 
+/* Kept inputs are reused rather than allocated per deferred op: a step keeps the same sizes
+ * every step, and a fresh buffer costs page faults on the CPU (glibc returns large blocks to
+ * the kernel at free) and, on a GPU, a cudaMalloc and a cudaFree, which waits for the device.
+ * The pool counts bytes as the budget does (unrounded). */
+static void pool_held(FtDmr *d)
+{
+    long long held = (long long)(d->kept + d->pool_bytes);
+    if (held > d->s.held_peak) d->s.held_peak = held;
+}
+
+void *dmr_keep_alloc(FtDmr *d, size_t bytes, const char *what)
+{
+    for (int i = d->npool - 1; i >= 0; i--) /* the newest of that size */
+        if (d->pool[i].bytes == bytes) {
+            void *p = d->pool[i].p;
+            memmove(d->pool + i, d->pool + i + 1, sizeof *d->pool * (size_t)(d->npool - i - 1));
+            d->npool--, d->pool_bytes -= bytes;
+            return p;
+        }
+    d->s.keep_allocs++;
+    return dmr_mem_alloc(d, bytes, what);
+}
+
+void dmr_keep_free(FtDmr *d, void *p, size_t bytes)
+{
+    if (!p) return;
+    if (d->npool == d->cappool) {
+        d->cappool = d->cappool ? 2 * d->cappool : 64;
+        void *np = realloc(d->pool, sizeof *d->pool * (size_t)d->cappool);
+        FT_ASSERT(np);
+        d->pool = np;
+    }
+    d->pool[d->npool].p = p, d->pool[d->npool++].bytes = bytes, d->pool_bytes += bytes;
+    int drop = 0; /* kept and pooled within the budget: the oldest go */
+    while (drop < d->npool && d->kept + d->pool_bytes > d->budget) {
+        dmr_mem_free(d, d->pool[drop].p);
+        d->pool_bytes -= d->pool[drop++].bytes;
+    }
+    if (drop) {
+        memmove(d->pool, d->pool + drop, sizeof *d->pool * (size_t)(d->npool - drop));
+        d->npool -= drop;
+    }
+    pool_held(d);
+}
+
+void dmr_pool_release(FtDmr *d)
+{
+    for (int i = 0; i < d->npool; i++) dmr_mem_free(d, d->pool[i].p);
+    free(d->pool);
+    d->pool = NULL, d->npool = d->cappool = 0, d->pool_bytes = 0;
+}
+
 void dmr_unit_free(FtDmr *d, Unit *u)
 {
     if (!u) return;
+    d->kept -= u->kept; /* first: the pool may keep what this frees */
     for (int j = 0; j < u->nm; j++)
-        for (int k = 0; k < FT_OP_MAX_IN; k++) dmr_keep_free(d, u->m[j].copy[k]);
-    d->kept -= u->kept;
+        for (int k = 0; k < FT_OP_MAX_IN; k++) dmr_keep_free(d, u->m[j].copy[k], u->m[j].nb[k]);
     if (u->dyn) d->dyn_kept -= u->kept;
     free(u->m), free(u->roff), free(u);
 }
@@ -85,9 +137,9 @@ static void unit_step(FtDmr *d, Unit *u)
             }
         }
         if (total > d->rscratch_bytes) {
-            dmr_keep_free(d, d->rscratch);
+            dmr_mem_free(d, d->rscratch);
             d->rscratch_bytes = total + total / 4;
-            d->rscratch = dmr_keep_alloc(d, d->rscratch_bytes, "DMR replay outputs");
+            d->rscratch = dmr_mem_alloc(d, d->rscratch_bytes, "DMR replay outputs");
         }
         d->cur = u;
     }
@@ -165,6 +217,7 @@ static Unit *unit_push(FtDmr *d, Unit *u, const FtTape *tp, int seg, const Membe
     for (int k = 0; k < FT_OP_MAX_IN; k++) {
         if (!nb[k]) continue;
         m.copy[k] = dmr_keep_alloc(d, nb[k], "DMR kept inputs"); /* aligned as the model's */
+        m.nb[k] = nb[k];
         d->be->copy(d->be->ctx, m.copy[k], c->in[k], nb[k]);
         m.c.in[k] = m.copy[k];
     }
@@ -191,6 +244,7 @@ static Unit *unit_push(FtDmr *d, Unit *u, const FtTape *tp, int seg, const Membe
     u->m[u->nm++] = m;
     u->kept += bytes, d->kept += bytes;
     if ((long long)d->kept > d->s.kept_peak) d->s.kept_peak = (long long)d->kept;
+    pool_held(d);
     return u;
 }
 

@@ -20,7 +20,8 @@ typedef struct member {
     int entry;                  /* in its tape */
     FtOpCall c;                 /* inputs: kept copies, model state, or NULL where link >= 0 */
     int link[FT_OP_MAX_IN];     /* input k is member link/FT_OP_MAX_OUT's output link%MAX, or -1 */
-    void *copy[FT_OP_MAX_IN];   /* kept copies (freed with the unit) */
+    void *copy[FT_OP_MAX_IN];   /* kept copies (back to the pool with the unit) */
+    size_t nb[FT_OP_MAX_IN];    /* ... their bytes */
     uint64_t fp[FT_OP_MAX_OUT]; /* the primary's output fingerprints */
     int chk[4], nchk;           /* checker flips (applied to the replay's outputs) */
     bool covered;               /* counted as a check (AGC: not a piggyback op replayed) */
@@ -116,6 +117,10 @@ struct ft_dmr {
     int *link;           /* [n x FT_OP_MAX_IN] AGC members: producer entry * MAX_OUT + k, or -1 */
     Unit **units;        /* deferred checks in order: open and complete */
     int nunits, capunits;
+    struct { void *p; size_t bytes; } *pool; /* freed kept-input buffers, oldest first: the next
+                                                 keep of the same size takes one (dmr_keep_alloc) */
+    int npool, cappool;
+    size_t pool_bytes;
     void *rscratch;      /* the replay outputs of the unit being replayed */
     size_t rscratch_bytes;
     bool in_poll;
@@ -150,9 +155,15 @@ void dmr_defer_add(FtDmr *d, const FtTape *tp, int i, const FtOpCall *c, int seg
                    const int *chk, int nchk);
 void dmr_drain(FtDmr *d);              /* replays every queued unit */
 void dmr_unit_free(FtDmr *d, Unit *u); /* frees u and its kept copies */
-/* Memory for kept inputs and replay outputs (the backend's; aligned host memory on the CPU). */
-void *dmr_keep_alloc(const FtDmr *d, size_t bytes, const char *what);
-void dmr_keep_free(const FtDmr *d, void *p);
+/* Buffers for kept inputs (the backend's memory; aligned host memory on the CPU), reused: a
+ * freed one joins the pool and the next of the same size takes it; kept and pooled bytes
+ * together stay within the budget (the pool's oldest are released first). */
+void *dmr_keep_alloc(FtDmr *d, size_t bytes, const char *what);
+void dmr_keep_free(FtDmr *d, void *p, size_t bytes);
+/* ... and memory that is not pooled (the replay scratch; the pool's own release). */
+void *dmr_mem_alloc(const FtDmr *d, size_t bytes, const char *what);
+void dmr_mem_free(const FtDmr *d, void *p);
+void dmr_pool_release(FtDmr *d); /* empties the pool */
 void dmr_prof_waits(const FtDmr *d, double *w);
 void dmr_prof_note(FtDmr *d, int idx);
 void dmr_profile_end(FtDmr *d, double now);
