@@ -1461,6 +1461,45 @@ static void test_flip_before_start(void **state)
     model_free(&m);
 }
 
+/* Compares answered at the agreement, read early when dmr_set_pending_max's few are pending:
+ * naive and piggyback, 3 at most, flips in steps 2 and 3 (a primary's and a checker's) are each
+ * caught and their steps redone, the clean steps commit, and the run ends bitwise where DMR off
+ * ends. */
+static void test_pending_early(void **state)
+{
+    (void)state;
+    log_init(ft_test_rank(), FT_LOG_ERROR);
+    const Layout *l = NULL;
+    for (int li = 0; li < NLAYOUTS && !l; li++)
+        if (runs_here(&g_layouts[li]) && !g_layouts[li].experts) l = &g_layouts[li];
+    if (!l) skip();
+    FtConfig c0 = cfg_of(l, FT_DMR_OFF, 4);
+    FtModel ref;
+    FtDmrStats s0;
+    train_layout(&c0, NULL, &ref, &s0);
+    const char *text = "sdc step=2 rank=0 op=gelu:1 bit=30\n"
+                       "sdc step=3 rank=0 op=matmul:3 bit=29 target=checker\n";
+    for (int mode = FT_DMR_NAIVE; mode <= FT_DMR_PIGGYBACK; mode++) {
+        FtConfig c = cfg_of(l, mode, 4);
+        FtModel m;
+        Run r;
+        run_open(&r, &c, text, &m);
+        dmr_set_pending_max(train_dmr_get(r.td), 3);
+        for (int s = 0; s < 4; s++) {
+            FtStepInfo info;
+            assert_all(train_step(&r.tr, &info) == (s == 1 || s == 2 ? FT_STEP_REDONE : FT_STEP_OK));
+        }
+        FtDmrStats st;
+        run_close(&r, &st);
+        assert_all(st.injected == 2 && st.detected == 2 && st.redone == 2 && st.missed == 0);
+        assert_all(st.mismatches >= 2); /* piggyback: a flipped forward output also moves the
+                                           fingerprints of the ops after it in its segment */
+        assert_all(same_state(&m, &ref));
+        model_free(&m);
+    }
+    model_free(&ref);
+}
+
 /* The execution number (op=KIND:N) of entry i of tape tp: entries of its kind before it, forward,
  * backward and recomputation counted alike (the first micro-batch's). */
 static int nth_of(const FtTape *tp, int i)
@@ -1594,5 +1633,6 @@ FT_TEST_MAIN(cmocka_unit_test(test_flip_campaign), cmocka_unit_test(test_clean_r
              cmocka_unit_test(test_plan_windows), cmocka_unit_test(test_plan_file_refusals),
              cmocka_unit_test(test_plan_bounds), cmocka_unit_test(test_order_excess),
              cmocka_unit_test(test_suspect_and_off), cmocka_unit_test(test_flip_before_start),
+             cmocka_unit_test(test_pending_early),
              cmocka_unit_test(test_rolled_back_missed),
              cmocka_unit_test(test_regrid))

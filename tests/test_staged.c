@@ -54,7 +54,7 @@ static void test_ops(void **state)
     assert_true(d && d2 && h && h2);
     for (int i = 0; i < N * P; i++)
         d[i] = h[i] = (float)(rank * 1000 + i) * 0.25f;
-    double before = moved_bytes();
+    double before = moved_bytes(), start = before;
     comm_allreduce_sum(s, FT_IN_PLACE, d, N, FT_F32); /* in place */
     comm_allreduce_sum(m, FT_IN_PLACE, h, N, FT_F32);
     assert_memory_equal(d, h, sizeof(float) * N);
@@ -101,6 +101,8 @@ static void test_ops(void **state)
             for (int i = 0; i < N; i++)
                 assert_true(d2[i] == (float)(7 * i));
     }
+    /* every byte the stager moved, both ways, is counted in the communicator's staged_bytes */
+    assert_true(comm_stats(s).staged_bytes == moved_bytes() - start);
     /* host buffers on the staged communicator are not staged */
     double staged = comm_stats(s).staged_bytes;
     before = moved_bytes();

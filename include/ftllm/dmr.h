@@ -156,6 +156,11 @@ void dmr_free(FtDmr *d);
 FtExecHooks dmr_hooks(FtDmr *d);
 FtPoll dmr_poll(FtDmr *d);
 
+/* How many compares answered at the agreement (naive and piggyback, on a backend with
+ * mark_differs / fingerprint_into) may be pending at once; when that many are, the host reads
+ * their answers early (one copy) and goes on. Default 4096; call before the first step. */
+void dmr_set_pending_max(FtDmr *d, int n);
+
 /* Mode planned: gives d the plan to follow from the next attempt (d owns *p afterwards, p is
  * zeroed); without one, d profiles dmr.profile_steps attempts first (checked naively) and plans
  * them. dmr_plan is the plan in use, NULL while profiling. */

@@ -56,6 +56,7 @@ FtDmr *dmr_create(const FtDmrCfg *cfg)
         d->prof.moe_dynamic = cfg->moe_dynamic;
     }
     d->suspect_after = cfg->suspect_after;
+    d->pend_max = 4096;
     d->be = cfg->be ? cfg->be : backend_cpu();
     FT_ASSERT(d->be->checker_run && d->be->equal && d->be->fingerprint);
     /* the dynamic planner reads routed rows through host pointers (dmr_dynamic.c): the deck
@@ -361,7 +362,7 @@ static uint64_t *pending_pb(FtDmr *d, const FtTape *tp, int i, int f, const uint
 {
     size_t w = 2 * FT_OP_MAX_OUT;
     if (!d->pbfp) {
-        d->cappb = 4096;
+        d->cappb = d->pend_max;
         d->pbfp = backend_alloc(d->be, sizeof(uint64_t) * w * (size_t)d->cappb, "DMR checks");
         d->pb = malloc(sizeof *d->pb * (size_t)d->cappb);
         FT_ASSERT(d->pb);
@@ -377,7 +378,7 @@ static uint64_t *pending_pb(FtDmr *d, const FtTape *tp, int i, int f, const uint
 static unsigned *pending_flag(FtDmr *d, const FtTape *tp, int i)
 {
     if (!d->flags) {
-        d->cappend = 4096;
+        d->cappend = d->pend_max;
         d->flags = backend_alloc(d->be, sizeof(unsigned) * (size_t)d->cappend, "DMR flags");
         d->pend = malloc(sizeof *d->pend * (size_t)d->cappend);
         FT_ASSERT(d->pend);
@@ -584,6 +585,12 @@ void dmr_step_begin(FtDmr *d, long long step)
 }
 
 void dmr_pause(FtDmr *d) { d->active = false; }
+
+void dmr_set_pending_max(FtDmr *d, int n)
+{
+    FT_ASSERT(n > 0 && !d->flags && !d->pbfp);
+    d->pend_max = n;
+}
 
 int dmr_agree(FtDmr *d, FtExec *ex, FtComm *world)
 {

@@ -80,6 +80,7 @@ struct ft_dmr {
     unsigned *flags;
     struct { const FtTape *tp; int i; } *pend;
     int npend, cappend;
+    int pend_max;         /* capacity of flags/pend and of pbfp/pb (dmr_set_pending_max) */
     /* piggyback compares answered at the agreement (the backend's fingerprint_into): pbfp
      * (backend memory) holds per compare j the saved fingerprints of entry pb[j].f, copied at
      * the check, then the check's own (2 x FT_OP_MAX_OUT words) */
