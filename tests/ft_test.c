@@ -106,6 +106,7 @@ static struct {
 } g_allocs[MAX_ALLOCS];
 static int g_nallocs;
 double ft_dev_to_host, ft_dev_to_device;
+long long ft_dev_syncs;
 static FtBackend g_dev;
 
 static void *dev_alloc(void *ctx, size_t bytes)
@@ -149,13 +150,19 @@ static void dev_to_device(void *ctx, void *dst, const void *host, size_t bytes)
     backend_cpu()->to_device(ctx, dst, host, bytes);
 }
 
+static void dev_sync(void *ctx)
+{
+    ft_dev_syncs++;
+    backend_cpu()->sync(ctx);
+}
+
 const FtBackend *ft_dev(void)
 {
     if (!g_dev.ops) {
         g_dev = *backend_cpu();
         g_dev.name = "cpu-as-device", g_dev.alloc = dev_alloc, g_dev.release = dev_release;
         g_dev.to_host = dev_to_host, g_dev.to_device = dev_to_device;
-        g_dev.is_device = dev_is_device;
+        g_dev.is_device = dev_is_device, g_dev.sync = dev_sync;
     }
     return &g_dev;
 }

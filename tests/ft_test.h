@@ -56,6 +56,7 @@ void ft_synth_fetch(void *ctx, uint64_t first, int B, int *in, int *tg);
 struct ft_backend;
 const struct ft_backend *ft_dev(void);
 extern double ft_dev_to_host, ft_dev_to_device;
+extern long long ft_dev_syncs; /* its stream waits (sync) */
 
 int ft_test_run(int argc, char **argv, const char *name, const struct CMUnitTest *tests, size_t n);
 

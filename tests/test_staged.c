@@ -277,6 +277,30 @@ static void test_planned_dmr_pp2(void **state)
     if (ft_test_rank() == 0) unlink(sched);
 }
 
-FT_TEST_MAIN(cmocka_unit_test(test_ops), cmocka_unit_test(test_train_tp2),
+/* The executor's op table on a device times each op to its end when stats.sync asks (a stream
+ * wait before and after it: the table `ftllm train` prints at debug level), and otherwise does
+ * not wait: the op runs, counted either way. */
+static void test_op_timing(void **state)
+{
+    (void)state;
+    enum { N = 64 };
+    float *x = dev_floats(N), *y = dev_floats(N);
+    for (int i = 0; i < N; i++) x[i] = 0.1f * (float)i;
+    FtExecStats st;
+    memset(&st, 0, sizeof st);
+    FtOpCall c = {.in = {x}, .out = {y}, .d = {N}};
+    ft_dev_syncs = 0;
+    exec_op_on(ft_dev(), FT_OP_GELU, FT_FWD, &c, &st);
+    assert_true(ft_dev_syncs == 0 && st.calls[FT_OP_GELU][FT_FWD] == 1 && y[N - 1] > 6.0f);
+    st.sync = true;
+    exec_op_on(ft_dev(), FT_OP_GELU, FT_FWD, &c, &st);
+    assert_true(ft_dev_syncs == 2 && st.calls[FT_OP_GELU][FT_FWD] == 2);
+    exec_op_on(ft_dev(), FT_OP_GELU, FT_FWD, &c, NULL); /* no table: no wait */
+    assert_true(ft_dev_syncs == 2);
+    ft_dev()->release(ft_dev()->ctx, x), ft_dev()->release(ft_dev()->ctx, y);
+}
+
+FT_TEST_MAIN(cmocka_unit_test(test_ops), cmocka_unit_test(test_op_timing),
+             cmocka_unit_test(test_train_tp2),
              cmocka_unit_test(test_train_pp2), cmocka_unit_test(test_train_dp2),
              cmocka_unit_test(test_train_ep2), cmocka_unit_test(test_planned_dmr_pp2))

@@ -15,6 +15,7 @@
 #ifndef FTLLM_EXEC_H
 #define FTLLM_EXEC_H
 
+#include <stdbool.h>
 #include <stdio.h>
 
 #include "ftllm/backend.h"
@@ -24,6 +25,10 @@
 #include "ftllm/timeline.h"
 
 typedef struct ft_exec_stats {
+    /* time each op to its end: a backend that is not the host's (a GPU) waits for its stream
+     * before and after each op, which serializes the host with it (the op table `ftllm train`
+     * prints at run.log_level = debug). Off, a device op's time is its launch. */
+    bool sync;
     long long calls[FT_OP_NKINDS][2];
     double seconds[FT_OP_NKINDS][2];
     double flops[FT_OP_NKINDS][2];

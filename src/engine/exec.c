@@ -33,8 +33,11 @@ void exec_op_on(const FtBackend *be, FtOpKind kind, FtOpDir dir, FtOpCall *c, Ft
         fn(c);
         return;
     }
+    bool wait = stats->sync && !backend_is_host(be); /* to the op's end, not its launch */
+    if (wait) be->sync(be->ctx);
     double t0 = omp_get_wtime();
     fn(c);
+    if (wait) be->sync(be->ctx);
     stats->seconds[kind][dir] += omp_get_wtime() - t0;
     stats->calls[kind][dir]++;
     stats->flops[kind][dir] += d->flops(c, dir);

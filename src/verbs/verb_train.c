@@ -414,6 +414,7 @@ static int train_or_plan(int argc, char **argv, MPI_Comm comm, bool plan)
     FtTrainer tr;
     if (spare_rank) train_init_spare(&tr, &cfg, &model, &tsrc, val ? &vsrc : NULL);
     else train_init_grid(&tr, &cfg, &model, &grid, &tsrc, val ? &vsrc : NULL);
+    tr.stats.sync = log_level() >= FT_LOG_DEBUG; /* the op table below times kernels, not launches */
     if (log_level() >= FT_LOG_DEBUG && rank == 0) {
         printf("tape (one micro-batch; fwd / bwd / rec = AC recomputation):\n");
         tape_print(stdout, &tr.tape);
