@@ -379,10 +379,14 @@ void dmr_plan_print(FILE *out, const FtDmrEntryPlan *p, const FtTape *micro, con
             1e3 * needless, t.ops[PLAN_DEFERRED], 1e3 * t.time[PLAN_DEFERRED],
             t.ops[PLAN_NAIVE], 1e3 * t.time[PLAN_NAIVE], 1e3 * keep);
     double ob, lb = dmr_plan_bounds(p, p->step_s, &ob);
-    fprintf(out, "plan: windows %d (%.3f ms per step, %d used), predicted overhead %.3f ms per "
+    char held[160] = "";
+    if (p->has_idle && t.window_s > p->idle_s)
+        snprintf(held, sizeof held, "; %.3f ms of them the other ranks' checks at the step's end, "
+                 "which the step without checks does not wait for", 1e3 * (t.window_s - p->idle_s));
+    fprintf(out, "plan: windows %d (%.3f ms per step, %d used%s), predicted overhead %.3f ms per "
                  "step = %.1f%% of the profiled step %.3f ms; lower bound %.1f%% (checker time "
                  "not on recomputation %.3f ms minus the %s %.3f ms)",
-            p->nwin, 1e3 * t.window_s, t.windows_used, 1e3 * p->overhead,
+            p->nwin, 1e3 * t.window_s, t.windows_used, held, 1e3 * p->overhead,
             p->step_s > 0 ? 100 * p->overhead / p->step_s : 0.0, 1e3 * p->step_s, 100 * lb,
             1e3 * t.exposed_s, p->has_idle ? "waits of the step without checks" : "windows",
             1e3 * (p->has_idle ? p->idle_s : t.window_s));
