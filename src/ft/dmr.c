@@ -292,7 +292,8 @@ static void scratch_reserve(FtDmr *d, size_t bytes)
 }
 
 /* Profile: what deferring entry i's check would add at the primary (as dmr_defer_add does it):
- * copying its inputs that are not model state into kept buffers (reused, as a deferral's), fingerprinting its outputs. */
+ * copying its inputs that are not model state into kept buffers (reused, as a deferral's),
+ * fingerprinting its outputs. */
 static void prof_keep(FtDmr *d, const FtTape *tp, int i, const FtOpCall *c)
 {
     const FtTapeEntry *e = &tp->e[i];
