@@ -388,7 +388,8 @@ static void test_clean_runs_match_off(void **state)
 enum { PLANNED_STEPS = 60, PLANNED_FLIPS = 60 };
 #define PLANNED_BUDGET_MB 0.05 /* small enough that some deferred checks do not fit */
 
-/* Campaigns with dmr.mode = planned, phases 1 / 1,2 / 1,2,3, on every layout of this rank count
+/* Campaigns with dmr.mode = planned, phases 1 / 1,2 / 1,2,3 and 1,2,3 with dmr.leftovers = end
+ * (the checks the plan leaves naive deferred as well), on every layout of this rank count
  * (synthetic_plan's plan: its shape does not depend on this machine's speed): every flip
  * detected and rolled back, the run ending bitwise where the fault-free run without DMR ends;
  * deferred checks run wherever phase 3 is on, AGC segments replay on the pipeline (whose PP
@@ -407,21 +408,28 @@ static void test_planned_campaign(void **state)
         FtModel ref;
         FtDmrStats none;
         train_layout(&c0, NULL, &ref, &none);
-        for (int ph = FT_DMR_PHASES_1; ph <= FT_DMR_PHASES_123; ph++) {
+        double deferred_123 = 0, naive_123 = 0; /* per attempt, phases 1,2,3 */
+        for (int v = 0; v < 4; v++) { /* phases 1, 1,2, 1,2,3, and 1,2,3 with leftovers = end */
+            int ph = v < 3 ? FT_DMR_PHASES_1 + v : FT_DMR_PHASES_123;
+            bool left = v == 3;
             char text[256];
-            snprintf(text, sizeof text, "; planned campaign: %s, phases %d\nsdc-random count=%d "
-                     "seed=%d steps=1-%d target=both\n", l->name, ph, PLANNED_FLIPS,
-                     2000 + 10 * li + ph, PLANNED_STEPS);
+            snprintf(text, sizeof text, "; planned campaign: %s, phases %d%s\nsdc-random "
+                     "count=%d seed=%d steps=1-%d target=both\n", l->name, ph,
+                     left ? ", leftovers end" : "", PLANNED_FLIPS, 2000 + 10 * li + v,
+                     PLANNED_STEPS);
             FtConfig c = cfg_of(l, FT_DMR_PLANNED, PLANNED_STEPS);
             c.dmr.phases = ph, c.dmr.deferred_mb = PLANNED_BUDGET_MB;
+            c.dmr.leftovers = left ? FT_DMR_LEFT_END : FT_DMR_LEFT_NAIVE;
+            if (left) c.dmr.deferred_mb = 256; /* room for every leftover: its path is tested */
             FtModel m;
             FtDmrStats s;
             train_layout(&c, text, &m, &s);
             if (ft_test_rank() == 0)
-                printf("  %-5s phases %-5s: %lld flips, %lld detected, %lld missed; checks naive "
-                       "%lld piggyback %lld deferred %lld agc %lld; units in windows %lld, "
+                printf("  %-5s phases %-5s%s: %lld flips, %lld detected, %lld missed; checks "
+                       "naive %lld piggyback %lld deferred %lld agc %lld; units in windows %lld, "
                        "drained %lld, over budget %lld; kept at most %lld bytes\n", l->name,
-                       ph == 0 ? "1" : ph == 1 ? "1,2" : "1,2,3", s.injected, s.detected,
+                       ph == 0 ? "1" : ph == 1 ? "1,2" : "1,2,3", left ? " (leftovers end)" : "",
+                       s.injected, s.detected,
                        s.missed, s.checks[0], s.checks[1], s.checks[2], s.checks[3], s.windowed,
                        s.drained, s.demoted, s.kept_peak);
             assert_all(g_covered);
@@ -432,9 +440,18 @@ static void test_planned_campaign(void **state)
             long long mine = 0;
             for (int k = 0; k < FT_DMR_NSTRAT; k++) mine += g_mine.checks[k];
             assert_all(mine == g_mine.attempts * g_per_attempt);
-            assert_all(s.kept_peak <= (long long)(PLANNED_BUDGET_MB * 1048576.0));
+            assert_all(s.kept_peak <= (long long)(c.dmr.deferred_mb * 1048576.0));
             if (ph == FT_DMR_PHASES_123) assert_all(s.checks[FT_DMR_S_DEFERRED] > 0);
             else assert_all(s.checks[FT_DMR_S_DEFERRED] == 0);
+            /* leftovers = end: the ops the plan leaves naive are deferred too (all fit), per
+             * attempt more deferred checks and fewer naive ones than under the same plan */
+            double att = (double)s.attempts;
+            if (ph == FT_DMR_PHASES_123 && !left)
+                deferred_123 = s.checks[FT_DMR_S_DEFERRED] / att,
+                naive_123 = s.checks[FT_DMR_S_NAIVE] / att;
+            if (left)
+                assert_all(s.checks[FT_DMR_S_DEFERRED] / att > deferred_123 &&
+                           s.checks[FT_DMR_S_NAIVE] / att < naive_123 && s.demoted == 0);
             if (ph != FT_DMR_PHASES_1 && l->pp > 1) assert_all(s.checks[FT_DMR_S_AGC] > 0);
             if (ph == FT_DMR_PHASES_1) assert_all(s.checks[FT_DMR_S_AGC] == 0);
             /* checks that keep something report what they kept; the dynamic planner is off */

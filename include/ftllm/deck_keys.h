@@ -161,6 +161,10 @@
       "mode = planned: decide at run time, from the rows actually routed, whether each MoE "     \
       "expert op's check is deferred (its kept bytes fit what dmr.deferred_mb leaves after "     \
       "the static plan's reservations) or naive at once; piggyback and AGC choices stay")        \
+    K(dmr, leftovers, ENUM, "naive", 0, 0, "naive|end", 0,                                       \
+      "mode = planned: the checks no window holds: naive = run again at once (the paper); end = " \
+      "deferred, their inputs kept within dmr.deferred_mb and replayed in any later wait or "    \
+      "before the agreement: off the pipeline's critical path, at the price of the copies")      \
     K(dmr, suspect_after, INT, "3", 0, 1000000000, "", 0,                                        \
       "a rank whose checks mismatch in this many steps is reported as suspect (for SPARe to "    \
       "retire); 0 = never")
@@ -290,6 +294,7 @@ enum ft_ac_choice { FT_AC_CHOICE_NONE, FT_AC_CHOICE_FULL, FT_AC_CHOICE_EVERY };
 enum ft_dmr_mode { FT_DMR_OFF, FT_DMR_NAIVE, FT_DMR_PIGGYBACK, FT_DMR_PLANNED };
 enum ft_spare_wipeout { FT_WIPEOUT_RESTART, FT_WIPEOUT_REQUEUE };
 enum ft_dmr_phases { FT_DMR_PHASES_1, FT_DMR_PHASES_12, FT_DMR_PHASES_123, FT_DMR_PHASES_PAPER };
+enum ft_dmr_leftovers { FT_DMR_LEFT_NAIVE, FT_DMR_LEFT_END };
 enum ft_backend_choice { FT_BACKEND_CPU, FT_BACKEND_CUDA };
 enum ft_precision_choice { FT_PRECISION_FP32, FT_PRECISION_BF16 };
 enum ft_progress_choice { FT_PROGRESS_AUTO, FT_PROGRESS_LIVE, FT_PROGRESS_LINES };

@@ -109,6 +109,9 @@ typedef struct ft_dmr_cfg {
     size_t budget;             /* bytes deferred checks may keep at once */
     int profile_steps;         /* steps profiled when no plan is given */
     bool moe_dynamic;          /* the dynamic planner for MoE expert ops (above) */
+    bool leftovers_end;        /* dmr.leftovers = end: the micro-batch ops the plan leaves naive
+                                  are deferred instead (replayed in any later wait or at the
+                                  drain; over the budget, naive as before) */
     const FtTimeline *tl;      /* the executor's timeline: the profiler reads its waits */
     /* called once the profile is planned (dmr_plan has it), at the end of an attempt */
     void (*on_plan)(void *arg, FtDmr *d);

@@ -52,6 +52,7 @@ FtDmr *dmr_create(const FtDmrCfg *cfg)
         d->profile_steps = d->profile_left = cfg->profile_steps > 0 ? cfg->profile_steps : 1;
         d->on_plan = cfg->on_plan, d->on_plan_arg = cfg->on_plan_arg;
         d->moe_dyn = cfg->moe_dynamic;
+        d->left_end = cfg->leftovers_end;
         dmr_profile_init(&d->prof, d->micro->ne, d->opt->ne);
         d->prof.moe_dynamic = cfg->moe_dynamic;
     }
@@ -130,7 +131,9 @@ static enum strat strategy(const FtDmr *d, const FtTape *tp, const FtTapeEntry *
         return S_NAIVE;
     case PLAN_DEFERRED: return S_DEFER;
     case PLAN_AGC: return S_AGC;
-    default: return S_NAIVE;
+    default: /* a leftover: deferred under dmr.leftovers = end (micro-batch ops only: the
+                optimizer's checks come right before the agreement anyway) */
+        return d->left_end && tp != d->opt && !writes_ints(tp, e) ? S_DEFER : S_NAIVE;
     }
 }
 
@@ -728,9 +731,10 @@ void dmr_report(FtDmr *d, FtComm *world, const char *schedule, int nfail, FILE *
         fprintf(out, "dmr: planned: deferred units (an op or an AGC segment) checked in windows "
                      "%lld, before the agreement %lld, at once over the budget %lld; kept at most "
                      "%.3f MiB (dmr.deferred_mb = %.3f, the largest rank's), %.3f MiB with the "
-                     "buffers held for reuse; %lld buffers allocated\n",
+                     "buffers held for reuse; %lld buffers allocated%s\n",
                 s.windowed, s.drained, s.demoted, (double)s.kept_peak / 1048576.0,
-                (double)d->budget / 1048576.0, (double)s.held_peak / 1048576.0, s.keep_allocs);
+                (double)d->budget / 1048576.0, (double)s.held_peak / 1048576.0, s.keep_allocs,
+                d->left_end ? "; the plan's naive checks deferred too (dmr.leftovers = end)" : "");
         if (d->moe_dyn)
             fprintf(out, "dmr: dynamic (MoE expert ops, dmr.moe_dynamic): deferred %lld (%lld "
                          "replayed in windows, the rest before the agreement), naive %lld (their "

@@ -126,6 +126,7 @@ struct ft_dmr {
     size_t rscratch_bytes;
     bool in_poll;
     bool moe_dyn;        /* dmr.moe_dynamic */
+    bool left_end;       /* dmr.leftovers = end */
     size_t dyn_guard;    /* bytes the dynamic planner may keep: budget - the plan's reservations */
     size_t dyn_kept;     /* ... kept now */
     void (*on_plan)(void *arg, FtDmr *d);

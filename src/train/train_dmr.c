@@ -256,6 +256,7 @@ int train_dmr_setup(FtTrainDmr **out, FtTrainer *tr, const FtConfig *cfg, char *
                    .budget = (size_t)(cfg->dmr.deferred_mb * 1048576.0),
                    .profile_steps = (int)cfg->dmr.profile_steps, .tl = &tr->tl,
                    .moe_dynamic = cfg->dmr.moe_dynamic,
+                   .leftovers_end = cfg->dmr.leftovers == FT_DMR_LEFT_END,
                    .on_plan = plan_made, .on_plan_arg = td};
     td->dmr = dmr_create(&dc);
     free(flips);
