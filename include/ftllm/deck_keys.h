@@ -164,7 +164,8 @@
     K(dmr, leftovers, ENUM, "naive", 0, 0, "naive|end", 0,                                       \
       "mode = planned: the checks no window holds: naive = run again at once (the paper); end = " \
       "deferred, their inputs kept within dmr.deferred_mb and replayed in any later wait or "    \
-      "before the agreement: off the pipeline's critical path, at the price of the copies")      \
+      "before the agreement: off the pipeline's critical path, at the price of the copies "     \
+      "(decided at run time: plan files and ftllm plan still list them as naive)")              \
     K(dmr, suspect_after, INT, "3", 0, 1000000000, "", 0,                                        \
       "a rank whose checks mismatch in this many steps is reported as suspect (for SPARe to "    \
       "retire); 0 = never")
