@@ -275,6 +275,14 @@ static bool runs_here(const Layout *l)
     return l->tp * l->pp * l->dp * l->ep == ft_test_size();
 }
 
+/* The first layout without experts that runs on this rank count, or NULL. */
+static const Layout *dense_here(void)
+{
+    for (int li = 0; li < NLAYOUTS; li++)
+        if (runs_here(&g_layouts[li]) && !g_layouts[li].experts) return &g_layouts[li];
+    return NULL;
+}
+
 /* ---- the campaign -------------------------------------------------------------------------- */
 
 enum { CAMPAIGN_STEPS = 200 }; /* about one flip a step: some steps none, some several */
@@ -1390,9 +1398,7 @@ static void test_suspect_and_off(void **state)
 {
     (void)state;
     log_init(ft_test_rank(), FT_LOG_ERROR);
-    const Layout *l = NULL;
-    for (int li = 0; li < NLAYOUTS && !l; li++)
-        if (runs_here(&g_layouts[li]) && !g_layouts[li].experts) l = &g_layouts[li];
+    const Layout *l = dense_here();
     if (!l) skip();
     int last = ft_test_size() - 1;
     char text[256];
@@ -1458,9 +1464,7 @@ static void test_flip_before_start(void **state)
 {
     (void)state;
     log_init(ft_test_rank(), FT_LOG_ERROR);
-    const Layout *l = NULL;
-    for (int li = 0; li < NLAYOUTS && !l; li++)
-        if (runs_here(&g_layouts[li]) && !g_layouts[li].experts) l = &g_layouts[li];
+    const Layout *l = dense_here();
     if (!l) skip();
     FtConfig c = cfg_of(l, FT_DMR_NAIVE, 4);
     const char *text = "sdc step=1 rank=0 op=gelu bit=30\nsdc step=3 rank=0 op=gelu:1 bit=30\n";
@@ -1486,9 +1490,7 @@ static void test_pending_early(void **state)
 {
     (void)state;
     log_init(ft_test_rank(), FT_LOG_ERROR);
-    const Layout *l = NULL;
-    for (int li = 0; li < NLAYOUTS && !l; li++)
-        if (runs_here(&g_layouts[li]) && !g_layouts[li].experts) l = &g_layouts[li];
+    const Layout *l = dense_here();
     if (!l) skip();
     FtConfig c0 = cfg_of(l, FT_DMR_OFF, 4);
     FtModel ref;
