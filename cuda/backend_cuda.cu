@@ -190,6 +190,11 @@ extern "C" const FtBackend *backend_cuda_open(int device, char *err, size_t errl
     g_be.fingerprint_into = cuda_fingerprint_into;
     g_be.set_precision = cuda_set_precision;
     g_be.is_device = cu_is_device;
+    g_be.stream = (void *)cx->stream;
+    cudaDeviceProp prop;
+    if (soft_fail(cudaGetDeviceProperties(&prop, device), "cudaGetDeviceProperties", err, errlen))
+        return NULL;
+    memcpy(g_be.uuid, prop.uuid.bytes, sizeof g_be.uuid);
     g_be.ops = ops_cuda_table(); /* last: a set ops marks the backend open */
     return &g_be;
 }

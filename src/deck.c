@@ -700,6 +700,10 @@ int deck_check(const FtConfig *cfg, int nranks, char *err, size_t errlen)
         return cross_fail(cfg, KID(run, precision), KID(run, backend), err, errlen,
                           "run.precision = bf16 needs run.backend = cuda (the CPU backend "
                           "computes in fp32 only)");
+    if (p->device_comm == FT_DEVCOMM_KEY_NCCL && cfg->run.backend != FT_BACKEND_CUDA)
+        return cross_fail(cfg, KID(parallel, device_comm), KID(run, backend), err, errlen,
+                          "parallel.device_comm = nccl needs run.backend = cuda (NCCL moves "
+                          "device buffers; the CPU backend's go over MPI)");
     if (cfg->dmr.moe_dynamic && cfg->run.backend != FT_BACKEND_CPU)
         return cross_fail(cfg, KID(dmr, moe_dynamic), KID(run, backend), err, errlen,
                           "dmr.moe_dynamic = true needs run.backend = cpu (the dynamic planner "

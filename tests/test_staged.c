@@ -115,6 +115,134 @@ static void test_ops(void **state)
     free(h), free(h2);
 }
 
+/* ---- NCCL beside MPI (comm_create_routed) --------------------------------------------------- */
+
+/* The stand-in for NCCL: MPI over a duplicate of the communicator, which reads the stand-in
+ * device's memory directly (it is host memory underneath); g_transport_fail makes it refuse. */
+static bool g_transport_fail;
+static char g_transport_name[64];
+
+static FtComm *standin_transport(MPI_Comm comm, const char *name, void *stream, char *err,
+                                 size_t errlen)
+{
+    (void)stream;
+    snprintf(g_transport_name, sizeof g_transport_name, "%s", name);
+    if (g_transport_fail) {
+        snprintf(err, errlen, "NCCL: stand-in refused");
+        return NULL;
+    }
+    return comm_create_mpi_dup(comm, name);
+}
+
+static FtComm *routed_world(void)
+{
+    FtCommStager st;
+    backend_stager(ft_dev(), &st);
+    char err[256] = "";
+    comm_set_device_transport(standin_transport);
+    FtComm *c = comm_create_routed(ft_test_comm(), "routed", &st, NULL, err, sizeof err);
+    if (!c) fail_msg("comm_create_routed: %s", err);
+    return c;
+}
+
+/* Collectives none of whose buffers is host memory go to the device transport, unstaged; host
+ * buffers, mixed ones and point-to-point go over MPI, staged where they are device memory; every
+ * result is the MPI backend's. */
+static void test_routed_ops(void **state)
+{
+    (void)state;
+    int rank = ft_test_rank(), P = ft_test_size();
+    FtComm *s = routed_world(), *m = comm_create_mpi(ft_test_comm(), "mpi");
+    assert_string_equal(g_transport_name, "routed.device");
+    enum { N = 600 };
+    float *d = dev_floats((size_t)N * P), *d2 = dev_floats((size_t)N * P);
+    float *h = malloc(sizeof(float) * N * P), *h2 = malloc(sizeof(float) * N * P);
+    assert_true(d && d2 && h && h2);
+    for (int i = 0; i < N * P; i++)
+        d[i] = h[i] = (float)(rank * 1000 + i) * 0.5f;
+    double moved = moved_bytes();
+    long calls = 0;
+#define ROUTED(n) /* n more calls on the device transport, nothing staged */                     \
+    do {                                                                                         \
+        calls += (n);                                                                            \
+        assert_true(comm_stats(s).dev_calls == calls && moved_bytes() == moved);                 \
+    } while (0)
+    comm_allreduce_sum(s, FT_IN_PLACE, d, N, FT_F32);
+    comm_allreduce_sum(m, FT_IN_PLACE, h, N, FT_F32);
+    assert_memory_equal(d, h, sizeof(float) * N);
+    ROUTED(1);
+    comm_allreduce_sum(s, d, d2, N, FT_F32);
+    comm_allreduce_sum(m, h, h2, N, FT_F32);
+    assert_memory_equal(d2, h2, sizeof(float) * N);
+    comm_reduce_scatter_sum(s, d, d2, N / P, FT_F32);
+    comm_reduce_scatter_sum(m, h, h2, N / P, FT_F32);
+    assert_memory_equal(d2, h2, sizeof(float) * (N / P));
+    comm_allgather(s, d, d2, N, FT_F32);
+    comm_allgather(m, h, h2, N, FT_F32);
+    assert_memory_equal(d2, h2, sizeof(float) * N * P);
+    int sc[64], sd[64], rc[64], rd[64];
+    assert_true(P <= 64);
+    for (int q = 0, o = 0, r = 0; q < P; q++) {
+        sc[q] = 2 + q, sd[q] = o, o += sc[q];
+        rc[q] = 2 + rank, rd[q] = r, r += rc[q];
+    }
+    FtReq r1, r2;
+    comm_ialltoallv(s, d, sc, sd, d2, rc, rd, FT_F32, &r1);
+    comm_ialltoallv(m, h, sc, sd, h2, rc, rd, FT_F32, &r2);
+    comm_waitall(&r1, 1, NULL), comm_wait(&r2, NULL);
+    assert_memory_equal(d2, h2, sizeof(float) * (size_t)(2 + rank) * (size_t)P);
+    comm_bcast(s, d, N, FT_F32, P - 1);
+    comm_bcast(m, h, N, FT_F32, P - 1);
+    assert_memory_equal(d, h, sizeof(float) * N);
+    ROUTED(5);
+    assert_true(comm_stats(s).dev_bytes > 0);
+    /* host buffers: MPI, not the device transport, nothing staged */
+    long long v = rank + 1;
+    comm_allreduce_sum(s, FT_IN_PLACE, &v, 1, FT_I64);
+    assert_true(v == (long long)P * (P + 1) / 2);
+    ROUTED(0);
+    /* a host send into a device receive: MPI, the device side staged */
+    comm_allreduce_sum(s, h, d2, N, FT_F32);
+    comm_allreduce_sum(m, h, h2, N, FT_F32);
+    assert_memory_equal(d2, h2, sizeof(float) * N);
+    assert_true(comm_stats(s).dev_calls == calls && moved_bytes() > moved);
+    /* point to point stays on MPI, staged, even with device buffers at both ends */
+    moved = moved_bytes();
+    if (rank < 2) {
+        for (int i = 0; i < N; i++) d[i] = (float)(3 * i + rank);
+        FtReq rq;
+        if (rank == 0) comm_isend(s, d, N, FT_F32, 1, 9, &rq);
+        else comm_irecv(s, d2, N, FT_F32, 0, 9, &rq);
+        comm_wait(&rq, NULL);
+        if (rank == 1)
+            for (int i = 0; i < N; i++) assert_true(d2[i] == (float)(3 * i));
+        assert_true(moved_bytes() - moved == sizeof(float) * N);
+    }
+    assert_true(comm_stats(s).dev_calls == calls);
+#undef ROUTED
+    comm_destroy(s), comm_destroy(m);
+    comm_set_device_transport(NULL);
+    ft_dev()->release(ft_dev()->ctx, d), ft_dev()->release(ft_dev()->ctx, d2);
+    free(h), free(h2);
+}
+
+/* A device transport that cannot be had: no communicator, its one-line reason. */
+static void test_routed_refused(void **state)
+{
+    (void)state;
+    FtCommStager st;
+    backend_stager(ft_dev(), &st);
+    char err[256] = "";
+    comm_set_device_transport(standin_transport);
+    g_transport_fail = true;
+    FtComm *c = comm_create_routed(ft_test_comm(), "tp", &st, NULL, err, sizeof err);
+    g_transport_fail = false;
+    comm_set_device_transport(NULL);
+    assert_null(c);
+    assert_string_equal(err, "NCCL: stand-in refused");
+    assert_string_equal(g_transport_name, "tp.device");
+}
+
 /* ---- training on the stand-in device ------------------------------------------------------- */
 
 typedef struct run {
@@ -179,11 +307,34 @@ static void run_close(Run *r)
     grid_destroy(&r->g);
 }
 
-static void layout(int tp, int pp, int dp, int ep)
+/* Calls the device transport carried, over the trainer's communicators; world and replica
+ * carry host values only and must have none. */
+static long dev_calls(const FtTrainer *tr)
+{
+    FtComm *cs[] = {tr->c_tp, tr->c_pp, tr->c_emb, tr->c_ep, tr->c_edp, tr->c_dp};
+    long n = 0;
+    for (size_t i = 0; i < sizeof cs / sizeof cs[0]; i++)
+        if (cs[i]) n += comm_stats(cs[i]).dev_calls;
+    assert_true(comm_stats(tr->c_world).dev_calls == 0 &&
+                comm_stats(tr->c_replica).dev_calls == 0);
+    return n;
+}
+
+/* The layout on the CPU (a) and on the stand-in device (b), staged, or with routed
+ * (parallel.device_comm = nccl) its collectives on the stand-in device transport. */
+static void layout_on(int tp, int pp, int dp, int ep, bool routed)
 {
     Run a, b;
     run_open(&a, tp, pp, dp, ep, NULL);
     run_open(&b, tp, pp, dp, ep, ft_dev());
+    if (routed) { /* deck_check refuses nccl on a CPU deck: set after it, as `ftllm train` does */
+        comm_set_device_transport(standin_transport);
+        b.c.parallel.device_comm = FT_DEVCOMM_KEY_NCCL;
+        train_free(&b.tr);
+        FtBatchSource src = {ft_synth_fetch, g_dims};
+        train_init_grid(&b.tr, &b.c, &b.m, &b.g, &src, NULL);
+        comm_set_device_transport(NULL);
+    }
     double la[3], lb[3];
     for (int s = 0; s < 3; s++) {
         FtStepInfo ia, ib;
@@ -195,9 +346,17 @@ static void layout(int tp, int pp, int dp, int ep)
     assert_all(memcmp(la, lb, sizeof la) == 0);
     assert_all(memcmp(a.m.params, b.m.params, bytes) == 0);
     assert_all(memcmp(a.m.m, b.m.m, bytes) == 0 && memcmp(a.m.v, b.m.v, bytes) == 0);
-    assert_all(staged_bytes(&b.tr) > 0 && staged_bytes(&a.tr) == 0);
+    assert_all(staged_bytes(&a.tr) == 0 && dev_calls(&a.tr) == 0);
+    if (!routed) assert_all(staged_bytes(&b.tr) > 0 && dev_calls(&b.tr) == 0);
+    else assert_all(dev_calls(&b.tr) > 0 && (pp == 1 || staged_bytes(&b.tr) > 0));
     assert_all(la[0] != la[2]); /* it trained */
     run_close(&a), run_close(&b);
+}
+
+static void layout(int tp, int pp, int dp, int ep)
+{
+    layout_on(tp, pp, dp, ep, false);
+    layout_on(tp, pp, dp, ep, true);
 }
 
 static void test_train_tp2(void **state)
@@ -301,6 +460,7 @@ static void test_op_timing(void **state)
 }
 
 FT_TEST_MAIN(cmocka_unit_test(test_ops), cmocka_unit_test(test_op_timing),
+             cmocka_unit_test(test_routed_ops), cmocka_unit_test(test_routed_refused),
              cmocka_unit_test(test_train_tp2),
              cmocka_unit_test(test_train_pp2), cmocka_unit_test(test_train_dp2),
              cmocka_unit_test(test_train_ep2), cmocka_unit_test(test_planned_dmr_pp2))

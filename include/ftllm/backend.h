@@ -50,6 +50,12 @@ typedef struct ft_backend {
     /* whether p is this backend's memory, which host code and MPI may not read (CUDA: device
      * memory); NULL: all of it is host memory (the CPU). Communication stages it (comm.h). */
     int (*is_device)(void *ctx, const void *p);
+    /* the primary's stream (CUDA: a cudaStream_t), after whose work a device transport's
+     * operations start (comm_create_routed); NULL: none (the CPU) */
+    void *stream;
+    /* the GPU this backend drives (CUDA: cudaDeviceProp.uuid), which tells ranks that share a
+     * GPU from ranks that see one each (parallel.device_comm); zeros on the CPU */
+    unsigned char uuid[16];
 } FtBackend;
 
 /* The CPU backend (C + OpenMP + OpenBLAS, ops_cpu.c). */

@@ -1,10 +1,11 @@
 /* comm.h: the collectives and point-to-point messages ftllm needs, behind one interface.
  *
  * An FtComm wraps a communicator (a grid dimension) with a backend: MPI (host buffers), MPI
- * with host staging (device buffers through host copies: comm_create_staged, what a CUDA
- * trainer uses) or NCCL (device buffers of the CUDA backend: compiled, not yet used by the
- * trainer, never run on a GPU), all filling the same table of operations (struct
- * ft_comm_backend in comm_impl.h). Every operation is non-blocking and returns a request
+ * with host staging (device buffers through host copies: comm_create_staged) or NCCL (device
+ * buffers of the CUDA backend; never run on a GPU between ranks), all filling the same table of
+ * operations (struct ft_comm_backend in comm_impl.h). A CUDA trainer's communicators are
+ * staged MPI, or with parallel.device_comm = nccl routed (comm_create_routed): collectives on
+ * device buffers to NCCL, the rest staged. Every operation is non-blocking and returns a request
  * that can be tested; the "blocking" calls are the non-blocking call plus comm_wait(). The wait
  * is this module's own loop of test + poll hook + sched_yield(), never a blocking MPI call:
  * MPICH busy-polls, and with more ranks than cores a blocking call starves the rank it waits
@@ -70,6 +71,8 @@ typedef struct ft_comm_stats {
     double bytes;
     double wait_s;       /* time inside comm_wait/comm_waitall */
     double staged_bytes; /* device bytes copied through host memory (comm_create_staged) */
+    long dev_calls;      /* of calls, those the device transport carried (comm_create_routed) */
+    double dev_bytes;    /* and their bytes */
 } FtCommStats;
 
 /* Wraps comm (not duplicated: the caller keeps ownership of the MPI communicator, whose error
@@ -102,11 +105,13 @@ typedef struct ft_comm_stager {
 FtComm *comm_create_staged(MPI_Comm comm, const char *name, const FtCommStager *st);
 typedef enum ft_devcomm { FT_DEVCOMM_NCCL, FT_DEVCOMM_MPI_STAGED } FtDevComm;
 
-/* This rank's choice, not collective: local_rank of local_size ranks on this node, ngpus GPUs
- * visible there, nccl_ok whether NCCL loaded. *device = the GPU this rank drives (local_rank
- * mod ngpus). Returns -1 with a reason when there is no GPU (ngpus < 1) or the arguments are
- * inconsistent; otherwise the choice, with why it is not NCCL in why ("" for NCCL). */
-int comm_device_choice(int local_rank, int local_size, int ngpus, bool nccl_ok, int *device,
+/* This rank's choice, not collective: uuid holds the GPU of each of the local_size ranks on this
+ * node (16 bytes each, in local rank order: what each rank's backend drives, however the GPUs
+ * are bound: one visible per task, or all visible and picked by local rank), local_rank is this
+ * rank's place, nccl_ok whether NCCL loaded. NCCL where no other rank of the node drives this
+ * rank's GPU (NCCL refuses two ranks on one GPU) and NCCL loads; else MPI with host staging, with
+ * the reason in why ("" for NCCL); -1 with the reason when the arguments are inconsistent. */
+int comm_device_choice(const unsigned char *uuid, int local_rank, int local_size, bool nccl_ok,
                        char *why, size_t whylen);
 /* The job's choice (collective over world, NULL: one rank): NCCL only where every rank chose
  * it, the same answer on every rank. */
@@ -124,6 +129,37 @@ FtComm *comm_create_nccl(MPI_Comm comm, const char *name, void *compute_stream, 
 /* Whether NCCL loads here (libnccl.so.2 and its symbols); reason in err when not. Not
  * collective. */
 bool comm_nccl_available(char *err, size_t errlen);
+
+/* An FtComm over comm for a device model with NCCL beside MPI: every all-reduce,
+ * reduce-scatter, all-gather, all-to-all(v) and broadcast none of whose buffers is host memory
+ * (as st tells; NULL buffers count as device memory, so a rank that passes none goes where the
+ * others go) runs on the device transport, a communicator of its own over comm (NCCL, ordered
+ * after what stream, a cudaStream_t, has launched); everything else (host buffers, sends and
+ * receives) goes over MPI with host staging, as comm_create_staged. Point-to-point stays on
+ * MPI because NCCL's sends and receives, issued one by one on one stream, deadlock when both
+ * neighbours of a pipeline send before they receive. The routing depends only on where the
+ * buffers live, which is the same on every rank of an SPMD job, so every rank takes the same
+ * transport for the same call. Requests of the device transport carry its communicator
+ * (req->comm); their waits count in this FtComm's comm_stats. Under ULFM a failed rank is
+ * still fatal to the device transport (NCCL cannot be revoked from here): callers choose MPI
+ * there (comm_device_pick). Collective over comm. NULL with a one-line reason in err when the
+ * device transport cannot be had. */
+FtComm *comm_create_routed(MPI_Comm comm, const char *name, const FtCommStager *st,
+                           void *stream, char *err, size_t errlen);
+/* The device transport comm_create_routed uses: NULL (the default) is comm_create_nccl; tests
+ * without a GPU set a stand-in. */
+typedef FtComm *(*FtDeviceTransport)(MPI_Comm comm, const char *name, void *stream, char *err,
+                                     size_t errlen);
+void comm_set_device_transport(FtDeviceTransport fn);
+
+/* What parallel.device_comm (want: enum ft_device_comm_choice of deck_keys.h) comes to for a
+ * job of nranks ranks, ulfm whether it runs under ULFM, agreed the job's agreed choice
+ * (comm_device_agree of every rank's comm_device_choice) and why_not that rank's reason when it
+ * is not NCCL. Returns FT_DEVCOMM_NCCL or FT_DEVCOMM_MPI_STAGED with a one-line account in msg
+ * ("" for an explicit mpi), or -1 with the reason in msg when want is nccl and the job cannot
+ * have it. Pure: every rank gets the same answer from the same agreed inputs. */
+int comm_device_pick(int want, int nranks, bool ulfm, FtDevComm agreed, const char *why_not,
+                     char *msg, size_t msglen);
 
 int comm_rank(const FtComm *c);
 int comm_size(const FtComm *c);

@@ -95,7 +95,12 @@
       "data-parallel gradient bucket size, MiB (reductions start bucket by bucket in backward)") \
     K(parallel, progress, BOOL, "true", 0, 0, "", 0,                                             \
       "test in-flight gradient reductions between tape entries (MPICH has no progress thread: "  \
-      "without this a bucket's all-reduce advances only inside MPI calls)")
+      "without this a bucket's all-reduce advances only inside MPI calls)")                      \
+    K(parallel, device_comm, ENUM, "auto", 0, 0, "auto|nccl|mpi", 0,                             \
+      "how a CUDA job's collectives on device buffers travel: nccl (point-to-point and host "    \
+      "buffers still go over MPI, staged), mpi (everything over MPI through host copies), or "   \
+      "auto (nccl where the job has several ranks, each with a GPU of its own, NCCL loads and "  \
+      "ULFM is off; else mpi)")
 
 #define FT_KEYS_train(K)                                                                         \
     K(train, steps, INT, "20", 0, 1e15, "", 0, "optimizer steps to run")                         \
@@ -297,6 +302,7 @@ enum ft_spare_wipeout { FT_WIPEOUT_RESTART, FT_WIPEOUT_REQUEUE };
 enum ft_dmr_phases { FT_DMR_PHASES_1, FT_DMR_PHASES_12, FT_DMR_PHASES_123, FT_DMR_PHASES_PAPER };
 enum ft_dmr_leftovers { FT_DMR_LEFT_NAIVE, FT_DMR_LEFT_END };
 enum ft_backend_choice { FT_BACKEND_CPU, FT_BACKEND_CUDA };
+enum ft_device_comm_choice { FT_DEVCOMM_KEY_AUTO, FT_DEVCOMM_KEY_NCCL, FT_DEVCOMM_KEY_MPI };
 enum ft_precision_choice { FT_PRECISION_FP32, FT_PRECISION_BF16 };
 enum ft_progress_choice { FT_PROGRESS_AUTO, FT_PROGRESS_LIVE, FT_PROGRESS_LINES };
 enum ft_mlp_choice { FT_MLP_GELU, FT_MLP_SWIGLU };

@@ -20,6 +20,7 @@ void comm_check_mpi(const FtComm *c, const char *op, int rc, const char *file, i
 void comm_destroy(FtComm *c)
 {
     if (!c) return;
+    comm_destroy(c->dev);
     if (c->be->destroy) c->be->destroy(c);
     free(c);
 }
@@ -27,12 +28,32 @@ void comm_destroy(FtComm *c)
 int comm_rank(const FtComm *c) { return c->rank; }
 int comm_size(const FtComm *c) { return c->size; }
 const char *comm_name(const FtComm *c) { return c->name; }
-FtCommStats comm_stats(const FtComm *c) { return c->stats; }
+FtCommStats comm_stats(const FtComm *c)
+{
+    FtCommStats s = c->stats;
+    if (c->dev) s.wait_s += c->dev->stats.wait_s; /* its requests carry it (comm_waitall) */
+    return s;
+}
 
 static void count_call(FtComm *c, const FtReq *req)
 {
     c->stats.calls++;
     c->stats.bytes += (double)req->bytes;
+    if (req->comm && req->comm == c->dev) {
+        c->stats.dev_calls++;
+        c->stats.dev_bytes += (double)req->bytes;
+    }
+}
+
+/* Where a collective with buffers a and b goes (comm_create_routed): the device transport
+ * unless one of them is host memory. */
+static FtComm *route(FtComm *c, const void *a, const void *b)
+{
+    if (!c->dev) return c;
+    const FtCommStager *st = &c->dev_st;
+    if (a && a != FT_IN_PLACE && !st->is_device(st->ctx, a)) return c;
+    if (b && b != FT_IN_PLACE && !st->is_device(st->ctx, b)) return c;
+    return c->dev;
 }
 
 static void check_peer(const FtComm *c, const char *op, int peer)
@@ -45,21 +66,24 @@ static void check_peer(const FtComm *c, const char *op, int peer)
 void comm_iallreduce_sum(FtComm *c, const void *send, void *recv, size_t count, enum ft_dtype t,
                          FtReq *req)
 {
-    c->be->iallreduce_sum(c, send, recv, count, t, req);
+    FtComm *to = route(c, send, recv);
+    to->be->iallreduce_sum(to, send, recv, count, t, req);
     count_call(c, req);
 }
 
 void comm_ireduce_scatter_sum(FtComm *c, const void *send, void *recv, size_t recvcount,
                               enum ft_dtype t, FtReq *req)
 {
-    c->be->ireduce_scatter_sum(c, send, recv, recvcount, t, req);
+    FtComm *to = route(c, send, recv);
+    to->be->ireduce_scatter_sum(to, send, recv, recvcount, t, req);
     count_call(c, req);
 }
 
 void comm_iallgather(FtComm *c, const void *send, void *recv, size_t sendcount, enum ft_dtype t,
                      FtReq *req)
 {
-    c->be->iallgather(c, send, recv, sendcount, t, req);
+    FtComm *to = route(c, send, recv);
+    to->be->iallgather(to, send, recv, sendcount, t, req);
     count_call(c, req);
 }
 
@@ -67,14 +91,16 @@ void comm_ialltoallv(FtComm *c, const void *send, const int *sendcounts, const i
                      void *recv, const int *recvcounts, const int *rdispls, enum ft_dtype t,
                      FtReq *req)
 {
-    c->be->ialltoallv(c, send, sendcounts, sdispls, recv, recvcounts, rdispls, t, req);
+    FtComm *to = route(c, send, recv);
+    to->be->ialltoallv(to, send, sendcounts, sdispls, recv, recvcounts, rdispls, t, req);
     count_call(c, req);
 }
 
 void comm_ibcast(FtComm *c, void *buf, size_t count, enum ft_dtype t, int root, FtReq *req)
 {
     check_peer(c, "bcast", root);
-    c->be->ibcast(c, buf, count, t, root, req);
+    FtComm *to = route(c, buf, NULL);
+    to->be->ibcast(to, buf, count, t, root, req);
     count_call(c, req);
 }
 
@@ -161,7 +187,7 @@ int comm_all_true_poll(FtComm *c, int value, const FtPoll *poll)
 /* every rank's value, in rank order (malloc'ed; free it) */
 static void *gather_one(FtComm *c, const void *value, enum ft_dtype t, const FtPoll *poll)
 {
-    void *all = malloc(ft_dtype_size(t) * (size_t)c->size);
+    void *all = calloc((size_t)c->size, ft_dtype_size(t));
     if (!all) FT_DIE("out of memory");
     FtReq r;
     comm_iallgather(c, value, all, 1, t, &r);

@@ -34,6 +34,10 @@ struct ft_comm {
     char name[32];
     FtCommStats stats;
     void *ctx; /* backend state */
+    /* comm_create_routed: collectives none of whose buffers is host memory go to dev (NCCL),
+     * owned; dev_st tells host memory from device memory. NULL: everything goes to be. */
+    struct ft_comm *dev;
+    FtCommStager dev_st;
     struct ft_comm *next_live; /* comm_ft's list of this process's FtComms (revoked together) */
 };
 

@@ -9,7 +9,8 @@
  *    the compute stream had launched; each request is a CUDA event recorded after its
  *    operation, tested with cudaEventQuery (never blocks: the wait loop of comm.c stays the
  *    one wait). An all-to-all(v) is a group of sends and receives.
- * Status: compiled, never run on a GPU; no caller in the trainer yet. */
+ * Status: compiled, run on no GPU yet. The trainer's collectives on device buffers come here
+ * under parallel.device_comm = nccl (comm_create_routed, comm_select.c). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

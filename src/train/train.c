@@ -30,9 +30,14 @@
 #include "ftllm/progress.h"
 #include "train_spare.h"
 
-/* A communicator of the trainer: MPI for a model in host memory, MPI with host staging for one
- * on a device (NCCL is not wired in yet). */
-static FtComm *train_comm(const FtModel *model, MPI_Comm comm, const char *name)
+/* A communicator of the trainer: MPI for a model in host memory; for one on a device, MPI with
+ * host staging, and with parallel.device_comm = nccl, where dev says it carries collectives on
+ * device buffers (tp, ep, dp and the tied embedding's pair; not world and replica, whose
+ * agreements and sums are host values, nor pp, whose messages are point-to-point), those
+ * collectives over NCCL (comm_create_routed). `ftllm train` resolves auto before the trainer
+ * starts, so auto here is MPI. */
+static FtComm *train_comm(const FtConfig *cfg, const FtModel *model, MPI_Comm comm,
+                          const char *name, bool dev)
 {
     const FtBackend *be = model->be;
     if (backend_is_host(be)) return comm_create_mpi(comm, name);
@@ -40,7 +45,12 @@ static FtComm *train_comm(const FtModel *model, MPI_Comm comm, const char *name)
         FT_DIE("train: backend %s cannot tell its memory from the host's", be->name);
     FtCommStager st;
     backend_stager(be, &st);
-    return comm_create_staged(comm, name, &st);
+    if (!dev || cfg->parallel.device_comm != FT_DEVCOMM_KEY_NCCL)
+        return comm_create_staged(comm, name, &st);
+    char err[256];
+    FtComm *c = comm_create_routed(comm, name, &st, be->stream, err, sizeof err);
+    if (!c) FT_DIE("train: the %s communicator: %s", name, err);
+    return c;
 }
 
 /* ---- set-up -------------------------------------------------------------------------------- */
@@ -111,20 +121,21 @@ static void init_grid(FtTrainer *tr, const FtConfig *cfg, FtModel *model, const 
                    grid->tp_rank, grid->tp, grid->pp_rank, grid->pp, grid->ep_rank, grid->ep);
         tr->data_rank = grid->dp_rank * grid->ep + grid->ep_rank;
         tr->data_width = grid->dp * grid->ep;
-        tr->c_world = train_comm(model, grid->world, "world");
-        tr->c_replica = train_comm(model, grid->replica_comm, "replica");
-        if (grid->tp > 1) tr->c_tp = train_comm(model, grid->tp_comm, "tp");
+        tr->c_world = train_comm(cfg, model, grid->world, "world", false);
+        tr->c_replica = train_comm(cfg, model, grid->replica_comm, "replica", false);
+        if (grid->tp > 1) tr->c_tp = train_comm(cfg, model, grid->tp_comm, "tp", true);
         if (grid->pp > 1) {
-            tr->c_pp = train_comm(model, grid->pp_comm, "pp");
+            tr->c_pp = train_comm(cfg, model, grid->pp_comm, "pp", false);
             int ends = grid->pp_rank == 0 || grid->pp_rank == grid->pp - 1;
             FT_CHECK_MPI(MPI_Comm_split(grid->pp_comm, ends ? 0 : MPI_UNDEFINED, grid->pp_rank,
                                         &tr->emb_comm));
-            if (ends) tr->c_emb = train_comm(model, tr->emb_comm, "emb");
+            if (ends) tr->c_emb = train_comm(cfg, model, tr->emb_comm, "emb", true);
         }
-        if (grid->ep > 1) tr->c_ep = train_comm(model, grid->ep_comm, "ep");
+        if (grid->ep > 1) tr->c_ep = train_comm(cfg, model, grid->ep_comm, "ep", true);
         if (grid->dp > 1 && model->cfg.E)
-            tr->c_edp = train_comm(model, grid->dp_comm, "dp.experts");
-        if (grid->dp * grid->ep > 1) tr->c_dp = train_comm(model, grid->dense_dp_comm, "dp");
+            tr->c_edp = train_comm(cfg, model, grid->dp_comm, "dp.experts", true);
+        if (grid->dp * grid->ep > 1)
+            tr->c_dp = train_comm(cfg, model, grid->dense_dp_comm, "dp", true);
     }
     spare_setup(tr, cfg, grid, keep);
     FtGradSyncComms gc = {.dense = tr->c_dp, .expert = tr->c_edp, .emb = tr->c_emb,

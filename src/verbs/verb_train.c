@@ -31,6 +31,7 @@
 #include <sys/stat.h>
 
 #include "ftllm/cli.h"
+#include "ftllm/comm.h"
 #include "ftllm/counters.h"
 #include "ftllm/data.h"
 #include "ftllm/deck.h"
@@ -145,19 +146,77 @@ static int load_deck(const char *verb, int argc, char **argv, MPI_Comm comm, FtC
     return FT_EXIT_OK;
 }
 
-/* The backend run.backend asks for (the GPU of a CUDA run). Returns FT_EXIT_OK, or
- * FT_EXIT_USAGE after one error line (agreed over comm) when it cannot be had here. */
-static int open_backend(const FtConfig *cfg, MPI_Comm comm, const FtBackend **be)
+/* Over comm: the text of the first rank whose bad is set, with " (rank R)" when that is not rank
+ * 0 of several, into out; -1 when no rank's is set. Collective. */
+static int first_reason(MPI_Comm comm, int bad, const char *text, char *out, size_t outlen)
+{
+    int rank = 0, nranks = 1;
+    FT_CHECK_MPI(MPI_Comm_rank(comm, &rank));
+    FT_CHECK_MPI(MPI_Comm_size(comm, &nranks));
+    int *all = malloc(sizeof(int) * (size_t)nranks), src = -1;
+    if (!all) FT_DIE("out of memory");
+    FT_CHECK_MPI(MPI_Allgather(&bad, 1, MPI_INT, all, 1, MPI_INT, comm));
+    for (int q = 0; q < nranks && src < 0; q++)
+        if (all[q]) src = q;
+    free(all);
+    if (src < 0) return -1;
+    char buf[640];
+    snprintf(buf, sizeof buf, "%s", text);
+    FT_CHECK_MPI(MPI_Bcast(buf, (int)sizeof buf, MPI_CHAR, src, comm));
+    buf[sizeof buf - 1] = '\0';
+    if (nranks > 1 && src > 0)
+        snprintf(out, outlen, "%.600s (rank %d)", buf, src);
+    else
+        snprintf(out, outlen, "%s", buf);
+    return src;
+}
+
+/* parallel.device_comm for a CUDA job on backend b, resolved to nccl or mpi in cfg, the same on
+ * every rank (comm_device_pick); node: this rank's node. Returns FT_EXIT_OK, or FT_EXIT_USAGE
+ * after one error line when nccl was asked for and cannot be had. Collective. */
+static int pick_device_comm(FtConfig *cfg, MPI_Comm comm, MPI_Comm node, const FtBackend *b)
+{
+    if (cfg->parallel.device_comm == FT_DEVCOMM_KEY_MPI) return FT_EXIT_OK;
+    int nranks = 1, local = 0, local_size = 1;
+    FT_CHECK_MPI(MPI_Comm_size(comm, &nranks));
+    FT_CHECK_MPI(MPI_Comm_rank(node, &local));
+    FT_CHECK_MPI(MPI_Comm_size(node, &local_size));
+    unsigned char *uuid = malloc(16 * (size_t)local_size);
+    if (!uuid) FT_DIE("out of memory");
+    FT_CHECK_MPI(MPI_Allgather(b->uuid, 16, MPI_BYTE, uuid, 16, MPI_BYTE, node));
+    char why[256] = "", first[640] = "", msg[1024];
+    bool nccl_ok = comm_nccl_available(why, sizeof why);
+    char nwhy[256];
+    snprintf(nwhy, sizeof nwhy, "%s", why);
+    int mine = comm_device_choice(uuid, local, local_size, nccl_ok, why, sizeof why);
+    free(uuid);
+    if (!nccl_ok && strstr(why, "NCCL is not available")) /* the loader's own reason */
+        snprintf(why, sizeof why, "%s", nwhy);
+    int src = first_reason(comm, mine != FT_DEVCOMM_NCCL, why, first, sizeof first);
+    int pick = comm_device_pick((int)cfg->parallel.device_comm, nranks, comm_ft_enabled(),
+                                src < 0 ? FT_DEVCOMM_NCCL : FT_DEVCOMM_MPI_STAGED, first, msg,
+                                sizeof msg);
+    if (pick < 0) {
+        cli_error(comm, msg);
+        return FT_EXIT_USAGE;
+    }
+    cfg->parallel.device_comm = pick == FT_DEVCOMM_NCCL ? FT_DEVCOMM_KEY_NCCL : FT_DEVCOMM_KEY_MPI;
+    log_info("comm: %s", msg);
+    return FT_EXIT_OK;
+}
+
+/* The backend run.backend asks for (the GPU of a CUDA run), and for a CUDA run how its device
+ * buffers travel (parallel.device_comm, resolved in cfg). Returns FT_EXIT_OK, or FT_EXIT_USAGE
+ * after one error line (agreed over comm) when it cannot be had here. */
+static int open_backend(FtConfig *cfg, MPI_Comm comm, const FtBackend **be)
 {
     *be = backend_cpu();
     if (cfg->run.backend == FT_BACKEND_CPU) return FT_EXIT_OK;
-    int rank = 0, nranks = 1, local = 0;
+    int rank = 0, local = 0;
     FT_CHECK_MPI(MPI_Comm_rank(comm, &rank));
-    FT_CHECK_MPI(MPI_Comm_size(comm, &nranks));
     MPI_Comm node; /* this rank's place on its node picks its GPU (backend_open) */
     FT_CHECK_MPI(MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &node));
     FT_CHECK_MPI(MPI_Comm_rank(node, &local));
-    FT_CHECK_MPI(MPI_Comm_free(&node));
     char why[512] = "", err[640], first[640];
     const FtBackend *b = NULL;
     if (cfg->spare.r > 0 || cfg->spare.spares > 0)
@@ -168,23 +227,15 @@ static int open_backend(const FtConfig *cfg, MPI_Comm comm, const FtBackend **be
         snprintf(why, sizeof why, "not available");
     snprintf(err, sizeof err, "run.backend = cuda: %s", why);
     /* every rank's verdict; the message of the first rank that has none */
-    int bad = b ? 0 : 1, *all = malloc(sizeof(int) * (size_t)nranks), src = -1;
-    if (!all) FT_DIE("out of memory");
-    FT_CHECK_MPI(MPI_Allgather(&bad, 1, MPI_INT, all, 1, MPI_INT, comm));
-    for (int q = 0; q < nranks && src < 0; q++)
-        if (all[q]) src = q;
-    free(all);
-    if (src >= 0) {
-        memcpy(first, err, sizeof first);
-        FT_CHECK_MPI(MPI_Bcast(first, (int)sizeof first, MPI_CHAR, src, comm));
-        first[sizeof first - 1] = '\0';
-        if (nranks > 1 && src > 0) {
-            size_t n = strlen(first);
-            snprintf(first + n, sizeof first - n, " (rank %d)", src);
-        }
+    int rc = FT_EXIT_OK;
+    if (first_reason(comm, b ? 0 : 1, err, first, sizeof first) >= 0) {
         cli_error(comm, first);
-        return FT_EXIT_USAGE;
+        rc = FT_EXIT_USAGE;
+    } else {
+        rc = pick_device_comm(cfg, comm, node, b);
     }
+    FT_CHECK_MPI(MPI_Comm_free(&node));
+    if (rc) return rc;
     b->set_precision(b->ctx, (int)cfg->run.precision);
     *be = b;
     return FT_EXIT_OK;

@@ -4,7 +4,8 @@
  * buffers give the values the operations define (one rank: copies), through the comm layer's
  * wait loop. The same operations through MPI with host staging (comm_create_staged, what the
  * trainer uses for a device model): the backend's is_device tells cudaMalloc memory from host
- * memory, device buffers come back with the values, host ones pass unstaged. Where no GPU is
+ * memory, device buffers come back with the values, host ones pass unstaged. And both at once
+ * (comm_create_routed): device collectives on NCCL, host ones on MPI. Where no GPU is
  * usable the GPU tests skip with one line saying why.
  * ft-test: ranks 1 */
 #include <stdio.h>
@@ -95,5 +96,37 @@ static void test_staged(void **s)
     comm_destroy(c);
 }
 
+/* NCCL beside MPI (comm_create_routed, parallel.device_comm = nccl): the collectives on device
+ * buffers go to NCCL and are not staged, host buffers go to MPI, both give the values. */
+static void test_routed(void **s)
+{
+    (void)s;
+    const FtBackend *be = gpu();
+    FtCommStager st;
+    backend_stager(be, &st);
+    char err[256] = "";
+    FtComm *c = comm_create_routed(ft_test_comm(), "routed", &st, be->stream, err, sizeof err);
+    if (!c) fail_msg("comm_create_routed: %s", err);
+    enum { N = 1000 };
+    float h[N], back[N];
+    for (int i = 0; i < N; i++)
+        h[i] = (float)i * 0.75f - 5.0f;
+    float *a = backend_alloc(be, sizeof h, "routed test"),
+          *b = backend_alloc(be, sizeof h, "routed test");
+    be->to_device(be->ctx, a, h, sizeof h);
+    comm_allreduce_sum(c, a, b, N, FT_F32);
+    comm_bcast(c, b, N, FT_F32, 0);
+    be->to_host(be->ctx, back, b, sizeof h);
+    assert_memory_equal(back, h, sizeof h);
+    FtCommStats cs = comm_stats(c);
+    assert_true(cs.dev_calls == 2 && cs.staged_bytes == 0);
+    long long v = 7;
+    comm_allreduce_sum(c, FT_IN_PLACE, &v, 1, FT_I64); /* host: MPI */
+    cs = comm_stats(c);
+    assert_true(v == 7 && cs.dev_calls == 2 && cs.calls == 3);
+    be->release(be->ctx, a), be->release(be->ctx, b);
+    comm_destroy(c);
+}
+
 FT_TEST_MAIN(cmocka_unit_test(test_available), cmocka_unit_test(test_ops),
-             cmocka_unit_test(test_staged))
+             cmocka_unit_test(test_staged), cmocka_unit_test(test_routed))
