@@ -161,6 +161,13 @@ void timers_report(const FtTimers *t, MPI_Comm comm, FILE *out)
             }
             fprintf(out, "\n");
         }
+        double between = 0; /* regions that run between steps, not inside one */
+        for (int k = 0; k < size; k++)
+            between += all[(size_t)k * w + per * FT_REGION_EVAL + 1] +
+                       all[(size_t)k * w + per * FT_REGION_CHECKPOINT + 1];
+        if (between > 0)
+            fprintf(out, "(eval and checkpoint run between steps: their %% of step compares them "
+                         "with the steps' time and can pass 100)\n");
         fflush(out);
     }
     free(mine);
