@@ -34,6 +34,8 @@ else
   else [ "$n" -eq 1 ] && ok "papi: refused PAPI_TOT_INS warned once" || bad "papi: refused warned once" "$n warnings: $(cat "$E2E_TMP/err")"; fi
 fi
 has "papi: verdict" '^verdict: OK'
+# the run validated (train.val_batches=1): the region table says what eval's share is of
+has "region table: footnote on eval" '^\(eval and checkpoint run between steps: their % of step compares them with the steps. time and can pass 100\)$'
 
 # a CPU PMU model forced on libpfm4: its perf:: software PMU is then not active, so PAPI
 # refuses every perf:: event ("Event does not exist") on every rank
