@@ -1,21 +1,25 @@
 /* ops_attention.cu: ATTENTION (ops.h), causal multi-head, the straightforward version: one
- * block per query row (b, h, t), dot products one thread each, the softmax in the block.
+ * block per query row (b, h, t), dot products one thread each, the softmax in the block. The op
+ * keeps no T x T matrix between its passes (lse, as on the CPU); these kernels still use one in
+ * the op's scratch while they run.
  *
- * Forward: scores q_t . k_t2 * scale for t2 <= t are written into att's row, then the row's
- * maximum, exp (expf), the sum in double (fixed tree), the normalization and zeros above the
- * diagonal; y_t = sum over t2 of att[t, t2] v_t2, one thread per channel, t2 in order.
- * Backward: a first kernel writes, per row, r[t, t2] = att (dy_t . v_t2 - sum_t2 att dy_t . v_t2)
- * into scratch (B NH T T floats); a second writes row t's slices of dq, dk and dv, one thread
- * per channel, each a sequential sum: dq_t = s sum_{t2<=t} r[t,t2] k_t2,
- * dk_t = s sum_{t3>=t} r[t3,t] q_t3, dv_t = sum_{t3>=t} att[t3,t] dy_t3. No two threads write
- * the same element, so there are no atomics; every slice of dqkv is written.
- * Not yet: a tiled (flash-style) kernel that keeps scores on chip. */
+ * Forward: scores q_t . k_t2 * scale for t2 <= t are written into the scratch row, then the
+ * row's maximum, exp (expf), the sum in double (fixed tree), lse = max + log(sum), and the
+ * normalization; y_t = sum over t2 of att[t, t2] v_t2, one thread per channel, t2 in order.
+ * Backward: a first kernel writes, per row, the probabilities att[t, t2] = exp(s - lse_t) again
+ * and r[t, t2] = att (dy_t . v_t2 - sum_t2 att dy_t . v_t2), both into scratch (2 B NH T T
+ * floats); a second writes row t's slices of dq, dk and dv, one thread per channel, each a
+ * sequential sum: dq_t = s sum_{t2<=t} r[t,t2] k_t2, dk_t = s sum_{t3>=t} r[t3,t] q_t3,
+ * dv_t = sum_{t3>=t} att[t3,t] dy_t3. No two threads write the same element, so there are no
+ * atomics; every slice of dqkv is written.
+ * Not yet: a tiled (flash-style) kernel that keeps scores on chip (the op's contract allows it
+ * now: nothing but lse is kept). */
 #include "ops_cuda.h"
 
 /* (b, h, t) of a row block: blockIdx.x = t, y = h, z = b */
 __global__ void __launch_bounds__(FT_CUDA_NT)
-attention_fwd_kernel(float *y, float *att, const float *qkv, long long T, long long C,
-                     long long NH, float scale)
+attention_fwd_kernel(float *y, float *lse, float *att, const float *qkv, long long T,
+                     long long C, long long NH, float scale)
 {
     long long t = blockIdx.x, h = blockIdx.y, b = blockIdx.z, HS = C / NH;
     const float *q = qkv + (b * T + t) * 3 * C + h * HS;
@@ -37,8 +41,9 @@ attention_fwd_kernel(float *y, float *att, const float *qkv, long long T, long l
         sum += e;
     }
     sum = block_sum(sum);
+    if (threadIdx.x == 0) lse[(b * NH + h) * T + t] = mx + (float)log(sum);
     float inv = (float)(1.0 / sum);
-    for (long long t2 = threadIdx.x; t2 < T; t2 += FT_CUDA_NT) a[t2] = t2 <= t ? a[t2] * inv : 0.0f;
+    for (long long t2 = threadIdx.x; t2 <= t; t2 += FT_CUDA_NT) a[t2] *= inv;
     __syncthreads(); /* the row is read by every thread below */
     float *o = y + (b * T + t) * C + h * HS;
     const float *v = qkv + b * T * 3 * C + 2 * C + h * HS; /* v of position 0 */
@@ -56,28 +61,40 @@ void cuda_attention_fwd(const FtOpCall *c)
     FT_ASSERT(NH > 0 && C % NH == 0 && NH < 65536 && B < 65536);
     if (B * T * NH == 0) return;
     float scale = (float)(1.0 / sqrt((double)(C / NH)));
+    float *att = (float *)cuda_scratch(cx, sizeof(float) * (size_t)(B * NH * T * T));
     dim3 grid((unsigned)T, (unsigned)NH, (unsigned)B);
     attention_fwd_kernel<<<grid, FT_CUDA_NT, 0, cx->stream>>>(
-        (float *)c->out[0], (float *)c->out[1], (const float *)c->in[0], T, C, NH, scale);
+        (float *)c->out[0], (float *)c->out[1], att, (const float *)c->in[0], T, C, NH, scale);
     CUDA_LAUNCHED();
 }
 
-/* r[t, t2] = att[t, t2] (dy_t . v_t2 - dsum), dsum = sum_t2 att[t, t2] (dy_t . v_t2) */
+/* att[t, t2] = exp(q_t . k_t2 scale - lse_t) for t2 <= t (0 above), and
+ * r[t, t2] = att[t, t2] (dy_t . v_t2 - dsum), dsum = sum_t2 att[t, t2] (dy_t . v_t2) */
 __global__ void __launch_bounds__(FT_CUDA_NT)
-attention_bwd_rows_kernel(float *r, const float *dy, const float *qkv, const float *att,
-                          long long T, long long C, long long NH)
+attention_bwd_rows_kernel(float *r, float *att, const float *dy, const float *qkv,
+                          const float *lse, long long T, long long C, long long NH, float scale)
 {
     long long t = blockIdx.x, h = blockIdx.y, b = blockIdx.z, HS = C / NH;
     const float *g = dy + (b * T + t) * C + h * HS;
-    const float *a = att + ((b * NH + h) * T + t) * T;
+    const float *q = qkv + (b * T + t) * 3 * C + h * HS;
+    float *a = att + ((b * NH + h) * T + t) * T;
     float *rr = r + ((b * NH + h) * T + t) * T;
+    float l = lse[(b * NH + h) * T + t];
     double dsum = 0;
-    for (long long t2 = threadIdx.x; t2 <= t; t2 += FT_CUDA_NT) {
-        const float *v = qkv + (b * T + t2) * 3 * C + 2 * C + h * HS;
-        float s = 0.0f;
+    for (long long t2 = threadIdx.x; t2 < T; t2 += FT_CUDA_NT) {
+        if (t2 > t) {
+            a[t2] = 0.0f;
+            continue;
+        }
+        const float *k = qkv + (b * T + t2) * 3 * C + C + h * HS;
+        const float *v = k + C;
+        float qk = 0.0f, s = 0.0f;
+        for (long long i = 0; i < HS; i++) qk += q[i] * k[i];
+        float p = expf(qk * scale - l);
         for (long long i = 0; i < HS; i++) s += g[i] * v[i];
+        a[t2] = p;
         rr[t2] = s;
-        dsum += (double)a[t2] * s;
+        dsum += (double)p * s;
     }
     dsum = block_sum(dsum);
     for (long long t2 = threadIdx.x; t2 <= t; t2 += FT_CUDA_NT)
@@ -111,15 +128,17 @@ void cuda_attention_bwd(const FtOpCall *c)
 {
     CudaCtx *cx = cuda_ctx(c);
     const float *dy = (const float *)c->in[0], *qkv = (const float *)c->in[1],
-                *att = (const float *)c->in[2];
+                *lse = (const float *)c->in[2];
     float *dqkv = (float *)c->out[0];
     long long B = c->d[0], T = c->d[1], C = c->d[2], NH = c->d[3];
     FT_ASSERT(NH > 0 && C % NH == 0 && NH < 65536 && B < 65536);
     if (B * T * NH == 0) return;
     float scale = (float)(1.0 / sqrt((double)(C / NH)));
-    float *r = (float *)cuda_scratch(cx, sizeof(float) * (size_t)(B * NH * T * T));
+    size_t tt = (size_t)(B * NH * T * T);
+    float *r = (float *)cuda_scratch(cx, 2 * sizeof(float) * tt), *att = r + tt;
     dim3 grid((unsigned)T, (unsigned)NH, (unsigned)B);
-    attention_bwd_rows_kernel<<<grid, FT_CUDA_NT, 0, cx->stream>>>(r, dy, qkv, att, T, C, NH);
+    attention_bwd_rows_kernel<<<grid, FT_CUDA_NT, 0, cx->stream>>>(r, att, dy, qkv, lse, T, C,
+                                                                   NH, scale);
     CUDA_LAUNCHED();
     attention_bwd_qkv_kernel<<<grid, ATT_COL_NT, 0, cx->stream>>>(dqkv, r, dy, qkv, att, T, C,
                                                                   NH, scale);

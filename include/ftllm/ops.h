@@ -39,10 +39,11 @@
  *                    d: N C OC
  *               bwd  in: dy (N,OC), x (N,C), w (OC,C), dw prev, db prev   out: dx (N,C) or NULL,
  *                    dw (OC,C) or NULL (then db NULL: dx only), db (OC) or NULL   d: N C OC
- *   ATTENTION   fwd  in: qkv (B,T,3C)                                 out: y (B,T,C), att (B,NH,T,T)
- *                    d: B T C NH   (causal; att holds the softmax probabilities, zeros above the
- *                    diagonal)
- *               bwd  in: dy (B,T,C), qkv, att                         out: dqkv (B,T,3C)
+ *   ATTENTION   fwd  in: qkv (B,T,3C)                                 out: y (B,T,C), lse (B,NH,T)
+ *                    d: B T C NH   (causal; lse holds each row's log-sum-exp of its scaled scores
+ *                    s = q.k / sqrt(C/NH), t2 <= t: the backward recomputes the probabilities
+ *                    exp(s - lse), so no T x T matrix is kept between the passes)
+ *               bwd  in: dy (B,T,C), qkv, lse                         out: dqkv (B,T,3C)
  *   GELU        fwd  in: x (N)  out: y (N)   d: N   (tanh approximation, as GPT-2)
  *               bwd  in: dy, x  out: dx
  *   RESIDUAL    fwd  in: a, b   out: y = a + b   d: N

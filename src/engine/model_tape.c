@@ -318,7 +318,7 @@ static void block_acts(Builder *b, const char *prefix, int l, const BlockActs *s
     struct { const char *name; size_t n; int dt, same; } spec[NACTS] = {
         {"ln1", N * C, F, -1}, {"ln1.mean", N, F, -1}, {"ln1.rstd", N, F, -1},
         {"qkv", N * 3 * Ct, F, -1}, {"atty", N * Ct, F, -1},
-        {"att", (size_t)b->B * NHt * T * T, F, -1}, {"attproj", N * C, F, -1},
+        {"att.lse", (size_t)b->B * NHt * T, F, -1}, {"attproj", N * C, F, -1},
         {"resmid", N * C, F, -1}, {"ln2", N * C, F, -1}, {"ln2.mean", N, F, -1},
         {"ln2.rstd", N, F, -1}, {"fch", fcrows * Ht, F, -1}, {"fchg", fcrows * Ht, F, -1},
         {"fcproj", N * C, F, -1},

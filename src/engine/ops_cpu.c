@@ -7,9 +7,9 @@
  *    a fixed order. Reductions over rows (bias, LayerNorm weight, embedding gradients) are
  *    parallelised over columns, so even their results do not depend on the thread count; only
  *    the GEMMs do (OpenBLAS splits K differently per thread count).
- *  - Outputs are written completely (attention's upper triangle and the padded vocabulary
- *    columns get zeros), so output bytes never depend on what the buffer held before, except for
- *    none: every call writes its outputs from its inputs alone. A gradient that sums several
+ *  - Outputs are written completely (the padded vocabulary columns get zeros), so output bytes
+ *    never depend on what the buffer held before: every call writes its outputs from its inputs
+ *    alone. A gradient that sums several
  *    contributions (micro-batches, the tied embedding's two uses) takes the earlier sum as an
  *    input and writes earlier + new into a different buffer, in the order the old in-place
  *    accumulation used, so the bits are those of `out += contribution`.
@@ -314,19 +314,24 @@ static void matmul_bwd_ref(const FtOpCall *c)
 
 /* ---- causal multi-head attention ----------------------------------------------------------- */
 
+/* Attention keeps no T x T matrix between its passes: the forward writes, per row, the log of
+ * its softmax denominator over the scaled scores (lse = max + log sum exp(s - max)), and the
+ * backward recomputes the probabilities as exp(s - lse) from q and k (flash-attention style).
+ * So a layer's saved state is B NH T floats, not B NH T T. */
+
 /* The plain loops (naive twin of attention_fwd): one dot product per (t, t2). */
 static void attention_fwd_ref(const FtOpCall *c)
 {
     const float *qkv = c->in[0];
-    float *y = c->out[0], *att = c->out[1];
+    float *y = c->out[0], *lse = c->out[1];
     long long B = c->d[0], T = c->d[1], C = c->d[2], NH = c->d[3], HS = C / NH;
     float scale = (float)(1.0 / sqrt((double)HS));
 #pragma omp parallel for collapse(2) schedule(static) if (PAR(B * T * T * C))
     for (long long b = 0; b < B; b++)
         for (long long h = 0; h < NH; h++) {
+            float a[T];
             for (long long t = 0; t < T; t++) {
                 const float *q = qkv + (size_t)(b * T + t) * 3 * C + h * HS;
-                float *a = att + (size_t)((b * NH + h) * T + t) * T;
                 float mx = -INFINITY;
                 for (long long t2 = 0; t2 <= t; t2++) {
                     const float *k = qkv + (size_t)(b * T + t2) * 3 * C + C + h * HS;
@@ -345,7 +350,7 @@ static void attention_fwd_ref(const FtOpCall *c)
                 }
                 float inv = (float)(1.0 / sum);
                 for (long long t2 = 0; t2 <= t; t2++) a[t2] *= inv;
-                for (long long t2 = t + 1; t2 < T; t2++) a[t2] = 0.0f;
+                lse[(b * NH + h) * T + t] = mx + (float)log(sum);
                 float *o = y + (size_t)(b * T + t) * C + h * HS;
                 for (long long i = 0; i < HS; i++) o[i] = 0.0f;
                 for (long long t2 = 0; t2 <= t; t2++) {
@@ -361,7 +366,7 @@ static void attention_fwd_ref(const FtOpCall *c)
  * the plain twin of attention_bwd. */
 static void attention_bwd_ref(const FtOpCall *c)
 {
-    const float *dy = c->in[0], *qkv = c->in[1], *att = c->in[2];
+    const float *dy = c->in[0], *qkv = c->in[1], *lse = c->in[2];
     float *dqkv = c->out[0];
     long long B = c->d[0], T = c->d[1], C = c->d[2], NH = c->d[3], HS = C / NH;
     float scale = (float)(1.0 / sqrt((double)HS));
@@ -372,12 +377,19 @@ static void attention_bwd_ref(const FtOpCall *c)
                 for (int part = 0; part < 3; part++)
                     memset(dqkv + (size_t)(b * T + t) * 3 * C + part * C + h * HS, 0,
                            sizeof(float) * HS);
-            float datt[T], dpre[T];
+            float a[T], datt[T], dpre[T];
             for (long long t = 0; t < T; t++) {
-                const float *a = att + (size_t)((b * NH + h) * T + t) * T;
                 const float *g = dy + (size_t)(b * T + t) * C + h * HS;
                 const float *q = qkv + (size_t)(b * T + t) * 3 * C + h * HS;
                 float *dq = dqkv + (size_t)(b * T + t) * 3 * C + h * HS;
+                float l = lse[(b * NH + h) * T + t];
+                for (long long t2 = 0; t2 <= t; t2++) { /* the probabilities again */
+                    const float *k = qkv + (size_t)(b * T + t2) * 3 * C + C + h * HS;
+                    float s = 0.0f;
+#pragma omp simd reduction(+ : s)
+                    for (long long i = 0; i < HS; i++) s += q[i] * k[i];
+                    a[t2] = expf(s * scale - l);
+                }
                 double dsum = 0;
                 for (long long t2 = 0; t2 <= t; t2++) {
                     const float *v = qkv + (size_t)(b * T + t2) * 3 * C + 2 * C + h * HS;
@@ -406,63 +418,80 @@ static void attention_bwd_ref(const FtOpCall *c)
         }
 }
 
-/* The fast path: per (b, h), three GEMMs on strided views of qkv (rows 3C apart), one
- * (b, h) per thread, so each sgemm runs single-threaded inside the parallel loop (OpenBLAS's
- * OpenMP build does not nest) and its bits do not depend on how (b, h) are shared out. The
- * full T x T product is computed and the causal part kept (2x the minimum FLOPs, still far
- * faster than dot products for T <= 1024). */
+/* The fast path: per (b, h), GEMMs on strided views of qkv (rows 3C apart) into a T x T scratch
+ * of the thread's own, one (b, h) per thread, so each sgemm runs single-threaded inside the
+ * parallel loop (OpenBLAS's OpenMP build does not nest) and its bits do not depend on how
+ * (b, h) are shared out. The full T x T product is computed and the causal part kept (2x the
+ * minimum FLOPs, still far faster than dot products for T <= 1024). */
 static void attention_fwd(const FtOpCall *c)
 {
     const float *qkv = c->in[0];
-    float *y = c->out[0], *att = c->out[1];
+    float *y = c->out[0], *lse = c->out[1];
     long long B = c->d[0], T = c->d[1], C = c->d[2], NH = c->d[3], HS = C / NH;
     float scale = (float)(1.0 / sqrt((double)HS));
-#pragma omp parallel for collapse(2) schedule(static) if (PAR(B * T * T * C))
-    for (long long b = 0; b < B; b++)
-        for (long long h = 0; h < NH; h++) {
-            const float *q = qkv + (size_t)b * T * 3 * C + h * HS, *k = q + C, *v = q + 2 * C;
-            float *a = att + (size_t)(b * NH + h) * T * T;
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)T, (int)T, (int)HS, scale, q,
-                        (int)(3 * C), k, (int)(3 * C), 0.0f, a, (int)T);
-            for (long long t = 0; t < T; t++) {
-                float *r = a + t * T, mx = -INFINITY;
-                for (long long t2 = 0; t2 <= t; t2++) mx = r[t2] > mx ? r[t2] : mx;
-                double sum = 0;
-                for (long long t2 = 0; t2 <= t; t2++) {
-                    float e = expf(r[t2] - mx);
-                    r[t2] = e;
-                    sum += e;
+#pragma omp parallel if (PAR(B * T * T * C))
+    {
+        float *a = malloc(sizeof(float) * (size_t)(T * T > 0 ? T * T : 1));
+        FT_ASSERT(a);
+#pragma omp for collapse(2) schedule(static)
+        for (long long b = 0; b < B; b++)
+            for (long long h = 0; h < NH; h++) {
+                const float *q = qkv + (size_t)b * T * 3 * C + h * HS, *k = q + C, *v = q + 2 * C;
+                float *l = lse + (b * NH + h) * T;
+                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)T, (int)T, (int)HS,
+                            scale, q, (int)(3 * C), k, (int)(3 * C), 0.0f, a, (int)T);
+                for (long long t = 0; t < T; t++) {
+                    float *r = a + t * T, mx = -INFINITY;
+                    for (long long t2 = 0; t2 <= t; t2++) mx = r[t2] > mx ? r[t2] : mx;
+                    double sum = 0;
+                    for (long long t2 = 0; t2 <= t; t2++) {
+                        float e = expf(r[t2] - mx);
+                        r[t2] = e;
+                        sum += e;
+                    }
+                    float inv = (float)(1.0 / sum);
+                    for (long long t2 = 0; t2 <= t; t2++) r[t2] *= inv;
+                    for (long long t2 = t + 1; t2 < T; t2++) r[t2] = 0.0f;
+                    l[t] = mx + (float)log(sum);
                 }
-                float inv = (float)(1.0 / sum);
-                for (long long t2 = 0; t2 <= t; t2++) r[t2] *= inv;
-                for (long long t2 = t + 1; t2 < T; t2++) r[t2] = 0.0f;
+                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)T, (int)HS, (int)T,
+                            1.0f, a, (int)T, v, (int)(3 * C), 0.0f, y + (size_t)b * T * C + h * HS,
+                            (int)C);
             }
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)T, (int)HS, (int)T, 1.0f, a,
-                        (int)T, v, (int)(3 * C), 0.0f, y + (size_t)b * T * C + h * HS, (int)C);
-        }
+        free(a);
+    }
 }
 
-/* datt = dy V^T, dV = att^T dy, dpre = att * (datt - rowsum(att * datt)), dQ = s dpre K,
- * dK = s dpre^T Q; every slice of dqkv written (beta 0). */
+/* att = exp(s Q K^T - lse) (causal), datt = dy V^T, dV = att^T dy,
+ * dpre = att * (datt - rowsum(att * datt)), dQ = s dpre K, dK = s dpre^T Q; every slice of
+ * dqkv written (beta 0). */
 static void attention_bwd(const FtOpCall *c)
 {
-    const float *dy = c->in[0], *qkv = c->in[1], *att = c->in[2];
+    const float *dy = c->in[0], *qkv = c->in[1], *lse = c->in[2];
     float *dqkv = c->out[0];
     long long B = c->d[0], T = c->d[1], C = c->d[2], NH = c->d[3], HS = C / NH;
     float scale = (float)(1.0 / sqrt((double)HS));
     int ld = (int)(3 * C), iT = (int)T, iHS = (int)HS;
 #pragma omp parallel if (PAR(B * T * T * C))
     {
-        float *da = malloc(sizeof(float) * (size_t)T * T);
-        FT_ASSERT(da);
+        size_t tt = (size_t)(T * T > 0 ? T * T : 1);
+        float *a = malloc(sizeof(float) * tt), *da = malloc(sizeof(float) * tt);
+        FT_ASSERT(a && da);
 #pragma omp for collapse(2) schedule(static)
         for (long long b = 0; b < B; b++)
             for (long long h = 0; h < NH; h++) {
                 size_t off = (size_t)b * T * 3 * C + h * HS;
                 const float *q = qkv + off, *k = q + C, *v = q + 2 * C;
                 float *dq = dqkv + off, *dk = dq + C, *dv = dq + 2 * C;
-                const float *a = att + (size_t)(b * NH + h) * T * T;
+                const float *l = lse + (b * NH + h) * T;
                 const float *g = dy + (size_t)b * T * C + h * HS;
+                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, iT, iT, iHS, scale, q, ld, k,
+                            ld, 0.0f, a, iT);
+                for (long long t = 0; t < T; t++) {
+                    float *r = a + t * T;
+                    for (long long t2 = 0; t2 <= t; t2++) r[t2] = expf(r[t2] - l[t]);
+                    for (long long t2 = t + 1; t2 < T; t2++) r[t2] = 0.0f;
+                }
                 cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, iT, iT, iHS, 1.0f, g, (int)C,
                             v, ld, 0.0f, da, iT);
                 cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, iT, iHS, iT, 1.0f, a, iT, g,
@@ -480,7 +509,7 @@ static void attention_bwd(const FtOpCall *c)
                 cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, iT, iHS, iT, scale, da, iT, q,
                             ld, 0.0f, dk, ld);
             }
-        free(da);
+        free(a), free(da);
     }
 }
 
@@ -972,16 +1001,17 @@ static double matmul_bytes(const FtOpCall *c, FtOpDir dir)
 }
 static double attention_flops(const FtOpCall *c, FtOpDir dir)
 {
-    /* QK^T and att V over the causal half: 2 GEMM-like products of B NH T(T+1)/2 HS MACs */
+    /* QK^T and att V over the causal half: 2 GEMM-like products of B NH T(T+1)/2 HS MACs; the
+     * backward computes QK^T again, then 4 more */
     double B = c->d[0], T = c->d[1], C = c->d[2];
     double f = 2.0 * 2.0 * B * C * T * (T + 1) / 2.0;
-    return dir == FT_FWD ? f : 2.0 * f;
+    return dir == FT_FWD ? f : 2.5 * f;
 }
 static double attention_bytes(const FtOpCall *c, FtOpDir dir)
 {
+    /* qkv in, y out and lse (fwd); dy, qkv and lse in, dqkv out (bwd): no T x T traffic */
     double B = c->d[0], T = c->d[1], C = c->d[2], NH = c->d[3];
-    double n = (4.0 * B * T * C + B * NH * T * T) * F4;
-    return dir == FT_FWD ? n : 1.5 * n;
+    return (dir == FT_FWD ? 4.0 * B * T * C : 7.0 * B * T * C) * F4 + B * NH * T * F4;
 }
 static double elementwise_flops(const FtOpCall *c, FtOpDir dir)
 {

@@ -274,7 +274,7 @@ static void test_attention(void **s)
 {
     (void)s;
     gpu();
-    size_t nq = (size_t)B * T * 3 * C, ny = (size_t)B * T * C, na = (size_t)B * NH * T * T;
+    size_t nq = (size_t)B * T * 3 * C, ny = (size_t)B * T * C, na = (size_t)B * NH * T; /* lse */
     Buf qkv = frand(nq, 1);
     OpCase f = {"attention.fwd", FT_OP_ATTENTION, FT_FWD, {copy_of(F32, qkv.host, nq)},
                 {out_f(ny), out_f(na)}, {B, T, C, NH}, {0}, {1e-5, 1e-5}};
