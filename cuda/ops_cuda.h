@@ -19,6 +19,11 @@ void cuda_matmul_bwd(const FtOpCall *c);
 /* ops_attention.cu */
 void cuda_attention_fwd(const FtOpCall *c);
 void cuda_attention_bwd(const FtOpCall *c);
+/* ops_attention_flash.cu: the tiled kernels, when FTLLM_CUDA_ATTENTION=flash and the shape fits
+ * (head size 32 or 64); false: not run, the caller's kernels do it */
+bool cuda_attention_flash_on(void);
+bool cuda_attention_flash_fwd(const FtOpCall *c);
+bool cuda_attention_flash_bwd(const FtOpCall *c);
 /* ops_elementwise.cu */
 void cuda_gelu_fwd(const FtOpCall *c);
 void cuda_gelu_bwd(const FtOpCall *c);

@@ -71,8 +71,16 @@ nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader ||
   echo "(no nvidia-smi)"
 
 echo "== GPU tests"
-for t in test_gpu_ops test_gpu_train test_gpu_dmr test_gpu_nccl; do
-  log=$logs/$t.log
+# the last two again with the tiled attention kernels (FTLLM_CUDA_ATTENTION=flash, not yet the
+# default: cuda/ops_attention_flash.cu)
+for t in test_gpu_ops test_gpu_train test_gpu_dmr test_gpu_nccl flash:test_gpu_ops flash:test_gpu_train; do
+  if [ "${t%%:*}" = flash ]; then
+    t=${t#flash:}
+    export FTLLM_CUDA_ATTENTION=flash
+  else
+    unset FTLLM_CUDA_ATTENTION
+  fi
+  log=$logs/$t${FTLLM_CUDA_ATTENTION:+.flash}.log
   lim=$(cap 300)
   if [ "$lim" -le 0 ]; then # timeout 0 would mean no limit at all
     failed=$((failed + 1))
@@ -86,8 +94,9 @@ for t in test_gpu_ops test_gpu_train test_gpu_dmr test_gpu_nccl; do
   f=$(sed -n 's/^\[  FAILED  \] \([0-9]*\) test.*/\1/p' "$log" | tail -1)
   s=$(sed -n 's/^\[  SKIPPED \] \([0-9]*\) test.*/\1/p' "$log" | tail -1)
   [ "$rc" -ne 0 ] || [ "${f:-0}" -ne 0 ] || [ "${s:-0}" -ne 0 ] && failed=$((failed + 1))
-  row "$t" "${p:-0} passed, ${f:-0} failed, ${s:-0} skipped (rc $rc)" "" "" "" "" ""
+  row "$t${FTLLM_CUDA_ATTENTION:+ (flash)}" "${p:-0} passed, ${f:-0} failed, ${s:-0} skipped (rc $rc)" "" "" "" "" ""
 done
+unset FTLLM_CUDA_ATTENTION
 
 echo "== data"
 if ! ls data/train_*.bin > /dev/null 2>&1; then
@@ -179,6 +188,9 @@ g124="$g124 model.vocab_pad=128 train.batch=16"
 for prec in fp32 bf16; do
   # shellcheck disable=SC2086
   label="$prec, dmr off" train 124M cuda "$BENCH_STEPS" $g124 run.precision=$prec
+  # shellcheck disable=SC2086
+  FTLLM_CUDA_ATTENTION=flash label="$prec, dmr off, flash attention" train 124M cuda \
+    "$BENCH_STEPS" $g124 run.precision=$prec
   # shellcheck disable=SC2086
   label="$prec, ac full" train 124M cuda "$BENCH_STEPS" $g124 run.precision=$prec train.ac=full
   # shellcheck disable=SC2086

@@ -270,22 +270,32 @@ static void test_matmul(void **s)
     matmul_case("matmul 300x192x160", 300, 192, 160, 1);
 }
 
+/* One shape: y and lse, then dqkv from the CPU's lse. */
+static void attention_case(const char *fwd, const char *bwd, long long b_, long long t_,
+                           long long c_, long long nh)
+{
+    size_t nq = (size_t)(b_ * t_ * 3 * c_), ny = (size_t)(b_ * t_ * c_), na = (size_t)(b_ * nh * t_);
+    Buf qkv = frand(nq, 1);
+    OpCase f = {fwd, FT_OP_ATTENTION, FT_FWD, {copy_of(F32, qkv.host, nq)},
+                {out_f(ny), out_f(na)}, {b_, t_, c_, nh}, {0}, {1e-5, 1e-5}};
+    void *r[FT_OP_MAX_OUT];
+    cpu_run(FT_OP_ATTENTION, FT_FWD, f.in, f.out, f.d, f.x, r);
+    run_case(&f);
+    OpCase b = {bwd, FT_OP_ATTENTION, FT_BWD, {frand(ny, 1), qkv, copy_of(F32, r[1], na)},
+                {out_f(nq)}, {b_, t_, c_, nh}, {0}, {1e-4}};
+    free(r[0]), free(r[1]);
+    run_case(&b);
+}
+
+/* Head size 12 (the per-row kernels always), then 64 and 32 over several tiles of 64 rows with
+ * a partial last one (the tiled kernels under FTLLM_CUDA_ATTENTION=flash, perf/gpu/run.sh). */
 static void test_attention(void **s)
 {
     (void)s;
     gpu();
-    size_t nq = (size_t)B * T * 3 * C, ny = (size_t)B * T * C, na = (size_t)B * NH * T; /* lse */
-    Buf qkv = frand(nq, 1);
-    OpCase f = {"attention.fwd", FT_OP_ATTENTION, FT_FWD, {copy_of(F32, qkv.host, nq)},
-                {out_f(ny), out_f(na)}, {B, T, C, NH}, {0}, {1e-5, 1e-5}};
-    void *r[FT_OP_MAX_OUT];
-    cpu_run(FT_OP_ATTENTION, FT_FWD, f.in, f.out, f.d, f.x, r);
-    run_case(&f);
-    OpCase b = {"attention.bwd", FT_OP_ATTENTION, FT_BWD,
-                {frand(ny, 1), qkv, copy_of(F32, r[1], na)}, {out_f(nq)}, {B, T, C, NH}, {0},
-                {1e-4}};
-    free(r[0]), free(r[1]);
-    run_case(&b);
+    attention_case("attention.fwd", "attention.bwd", B, T, C, NH);
+    attention_case("attention.fwd hs64 T150", "attention.bwd hs64 T150", 2, 150, 128, 2);
+    attention_case("attention.fwd hs32 T70", "attention.bwd hs32 T70", 1, 70, 96, 3);
 }
 
 static void test_elementwise(void **s)
