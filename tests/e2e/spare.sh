@@ -25,6 +25,13 @@ has "survivors ran every step" '^step +5/5 .*\| live 3 depth 2$'
 [ -n "$clean" ] && [ "$(losses)" = "$clean" ] && ok "losses equal to the run without the failure" \
   || bad "losses equal to the run without the failure" "clean: $clean; with the failure: $(losses)"
 
+# replica 0 (world rank 0) fails: the first rank still training writes run.save_model
+printf 'fail step=3 replica=0\n' > "$E2E_TMP/zero.faults"
+# shellcheck disable=SC2086
+run "replica 0 fails, weights saved" 0 "" 4 "$FTLLM" train inputs/default.ini $common faults.schedule="$E2E_TMP/zero.faults" run.save_model="$E2E_TMP/zero.bin"
+[ -s "$E2E_TMP/zero.bin" ] && ok "weights written by a surviving replica" \
+  || bad "weights written by a surviving replica" "no $E2E_TMP/zero.bin; $(grep -i 'saved\|verdict' "$E2E_TMP/out")"
+
 printf 'fail step=3 rank=2   ; rank 2 is replica 2 (one rank per replica here)\n' > "$E2E_TMP/rank.faults"
 # shellcheck disable=SC2086
 run "a rank's failure fails its replica" 0 "" 4 "$FTLLM" train inputs/default.ini $common faults.schedule="$E2E_TMP/rank.faults"
