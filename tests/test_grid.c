@@ -1,5 +1,6 @@
 /* test_grid.c: the process grid: coordinates, communicator sizes and membership, and layout
- * errors, for every factorisation of the job size.
+ * errors, for every factorisation of the job size; grid_place (a hot spare's place) agrees
+ * with grid_create; replicas leaving (grid_without), bad lists refused.
  * ft-test: ranks 1 2 4 8 */
 #include <string.h>
 

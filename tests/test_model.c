@@ -2,7 +2,9 @@
  * checkpointing gives bitwise-identical gradients (and a segment longer than the model costs
  * no more memory than one holding the whole model), two runs give bitwise-identical losses and
  * parameters, gradient accumulation matches a bigger batch, the tape's purity rules hold, the
- * loss goes down, and the learning-rate schedule has its shape.
+ * loss goes down, and the learning-rate schedule has its shape. The parameter layout: Vp is V
+ * rounded up to model.vocab_pad, initialization leaves wte's padded rows at zero (the last
+ * stage's copy too), and model_copy_state copies parameters, both moments and the step.
  * ft-test: ranks 1 */
 #include <math.h>
 #include <omp.h>

@@ -1,6 +1,7 @@
 /* test_model_llmc.c: llm.c model files: write/read round trip (bitwise), the header's shape,
  * and bad files (wrong magic, bf16 version, truncated, trailing data, shape not matching the
- * deck, missing) each give one line naming the file and leave the model untouched.
+ * deck, missing) each give one line naming the file and leave the model untouched; the header
+ * written has llm.c's fields at llm.c's offsets, and a Vp below V is a bad header.
  * ft-test: ranks 1 */
 #include <stdint.h>
 #include <stdio.h>

@@ -6,9 +6,12 @@
 # ending bitwise where a run without faults and without DMR ends; piggyback DMR on a pp2 pipeline
 # with AC catches a seeded campaign; a fail-stop line without SPARe is a one-line error; a flip
 # after a shorter run's end is left out with a warning; with dmr.mode = off a flip is missed.
+# A flip without elem= hits an element drawn from run.seed; dmr.suspect_after = 1 names the rank
+# in the dmr: line; an ep-sharded run prints no sample (it warns).
 # The MoE dynamic planner (dmr.moe_dynamic) on ep2 catches a campaign on the expert ops.
 # `ftllm plan` writes a plan that `ftllm train` loads (dmr.mode = planned); bad plan files (a good
-# one with one edit) and a plan file missing on one rank are one "FILE:LINE: message" line, exit 2;
+# one with one edit) and a plan file missing on one rank are one "FILE:LINE: message" line, exit 2
+# (bad files on two ranks: the first bad rank's line);
 # a plan it cannot write is one line naming the file, exit 1, and not reported as written.
 # Runs the sanitizer build ($FTLLM_SAN) too.
 set -u

@@ -6,7 +6,8 @@
 # "failures masked 1, wipe-outs 0"; a second failure of a replica holding the last copy of a
 # shard is a wipe-out: exit 5 and "wipe-outs 1" without checkpoints; with one, the run restarts
 # in-process from it and finishes with the same losses. A `fail` line naming a rank fails its
-# replica. A hot spare (spare.spares) takes a failed replica's place.
+# replica. When replica 0 (world rank 0) fails, a surviving rank writes run.save_model. A hot
+# spare (spare.spares) takes a failed replica's place.
 set -u
 source "$(dirname "$0")/lib.bash"
 common="parallel.dp=4 spare.r=2 train.steps=5 dmr.mode=off train.val_batches=0 train.sample_tokens=0 model.channels=32 model.layers=2 model.heads=2 model.seq_len=16 train.batch=2"
