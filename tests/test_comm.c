@@ -1,7 +1,8 @@
 /* test_comm.c: the comm layer on the MPI backend: every operation, blocking and non-blocking,
  * with inputs whose results are exactly known (small integers in floats sum exactly in any
  * order), bitwise agreement across ranks for general floats, the poll hook (also in the
- * agreements), a duplicate communicator, and counters.
+ * agreements), a duplicate communicator, receives matched by tag, and counters (one call and
+ * the buffer's bytes per operation).
  * ft-test: ranks 1 2 3 4 */
 #include <stdlib.h>
 #include <string.h>
@@ -207,6 +208,54 @@ static void test_bcast(void **state)
     assert_all(buf[0] == n - 1 && buf[2] == n - 1);
 }
 
+/* The counters: one call per operation, and its bytes are the whole buffer on one side (an
+ * all-reduce's count, a reduce-scatter's send and an all-gather's receive buffer: size x count
+ * elements, an all-to-all's elements sent, a message's elements). */
+static void test_stats_bytes(void **state)
+{
+    (void)state;
+    int n = comm_size(g_c);
+    enum { K = 5 };
+    float *buf = calloc((size_t)n * K, sizeof *buf), part[K];
+    FtCommStats s0 = comm_stats(g_c);
+    comm_reduce_scatter_sum(g_c, buf, part, K, FT_F32);
+    FtCommStats s1 = comm_stats(g_c);
+    comm_allgather(g_c, part, buf, K, FT_F32);
+    FtCommStats s2 = comm_stats(g_c);
+    comm_allreduce_sum(g_c, FT_IN_PLACE, buf, K, FT_F32);
+    FtCommStats s3 = comm_stats(g_c);
+    double step = (double)n * K * sizeof(float);
+    assert_all(s1.calls == s0.calls + 1 && s1.bytes == s0.bytes + step);
+    assert_all(s2.calls == s1.calls + 1 && s2.bytes == s1.bytes + step);
+    assert_all(s3.calls == s2.calls + 1 && s3.bytes == s2.bytes + K * sizeof(float));
+    int *cnt = calloc((size_t)n, sizeof *cnt), *dsp = calloc((size_t)n, sizeof *dsp);
+    int *ib = calloc((size_t)n * 2, sizeof *ib), *ob = calloc((size_t)n * 2, sizeof *ob);
+    for (int j = 0; j < n; j++) cnt[j] = 2, dsp[j] = 2 * j;
+    FtReq req;
+    comm_ialltoallv(g_c, ib, cnt, dsp, ob, cnt, dsp, FT_I32, &req);
+    comm_wait(&req, NULL);
+    FtCommStats s4 = comm_stats(g_c);
+    assert_all(s4.calls == s3.calls + 1 && s4.bytes == s3.bytes + 2.0 * n * sizeof(int));
+    free(buf), free(cnt), free(dsp), free(ib), free(ob);
+}
+
+/* Receives match by tag, not by arrival: two messages from one peer, received in the other
+ * order than they were sent (as a pipeline stage may post its receives), each land where their
+ * tag says. */
+static void test_tags(void **state)
+{
+    (void)state;
+    int n = comm_size(g_c), r = comm_rank(g_c), next = (r + 1) % n, prev = (r + n - 1) % n;
+    int out[2] = {100 * r + 1, 100 * r + 2}, in[2] = {-1, -1};
+    FtReq reqs[4];
+    comm_irecv(g_c, &in[1], 1, FT_I32, prev, 12, &reqs[0]);
+    comm_irecv(g_c, &in[0], 1, FT_I32, prev, 11, &reqs[1]);
+    comm_isend(g_c, &out[0], 1, FT_I32, next, 11, &reqs[2]);
+    comm_isend(g_c, &out[1], 1, FT_I32, next, 12, &reqs[3]);
+    comm_waitall(reqs, 4, NULL);
+    assert_all(in[0] == 100 * prev + 1 && in[1] == 100 * prev + 2);
+}
+
 FT_TEST_MAIN(cmocka_unit_test_setup_teardown(test_allreduce_exact, setup, teardown),
              cmocka_unit_test_setup_teardown(test_allreduce_same_bits, setup, teardown),
              cmocka_unit_test_setup_teardown(test_reduce_scatter_allgather, setup, teardown),
@@ -215,4 +264,6 @@ FT_TEST_MAIN(cmocka_unit_test_setup_teardown(test_allreduce_exact, setup, teardo
              cmocka_unit_test_setup_teardown(test_nonblocking_poll_and_stats, setup, teardown),
              cmocka_unit_test_setup_teardown(test_agreements_poll, setup, teardown),
              cmocka_unit_test_setup_teardown(test_dup, setup, teardown),
-             cmocka_unit_test_setup_teardown(test_bcast, setup, teardown))
+             cmocka_unit_test_setup_teardown(test_bcast, setup, teardown),
+             cmocka_unit_test_setup_teardown(test_stats_bytes, setup, teardown),
+             cmocka_unit_test_setup_teardown(test_tags, setup, teardown))

@@ -1,5 +1,6 @@
 /* test_grid.c: the process grid: coordinates, communicator sizes and membership, and layout
- * errors, for every factorisation of the job size.
+ * errors, for every factorisation of the job size; grid_place (a hot spare's place) agrees
+ * with grid_create; replicas leaving (grid_without), bad lists refused.
  * ft-test: ranks 1 2 4 8 */
 #include <string.h>
 
@@ -51,6 +52,11 @@ static void check_layout(int tp, int pp, int dp, int ep)
     MPI_Allgather(mine, 4, MPI_INT, all, 4, MPI_INT, g.dense_dp_comm);
     for (int i = 0; i < dp * ep; i++) ok &= all[4 * i + 1] == g.pp_rank && all[4 * i + 3] == g.tp_rank;
     assert_all(ok);
+    /* grid_place (a hot spare's place) gives the coordinates grid_create gives the same index
+     * within a replica */
+    int place[3];
+    grid_place(g.rank % (tp * pp * ep), tp, ep, &place[0], &place[1], &place[2]);
+    assert_all(place[0] == g.tp_rank && place[1] == g.pp_rank && place[2] == g.ep_rank);
     grid_destroy(&g);
 }
 
@@ -117,8 +123,9 @@ static void test_without(void **state)
     }
     assert_all(ok);
     if (from != MPI_COMM_NULL) MPI_Comm_free(&from);
-    int bad1[2] = {2, 0}, bad2[4] = {0, 1, 2, 3};
+    int bad1[2] = {2, 0}, bad2[4] = {0, 1, 2, 3}, bad3[2] = {1, 1};
     assert_all(grid_without(&g, g.world, bad1, 2, &out, err, sizeof err) == -1);
+    assert_all(grid_without(&g, g.world, bad3, 2, &out, err, sizeof err) == -1); /* twice */
     assert_all(grid_without(&g, g.world, bad2, 4, &out, err, sizeof err) == -1);
     assert_all(strstr(err, "cannot leave") != NULL);
     grid_destroy(&g);

@@ -2,7 +2,9 @@
  * checkpointing gives bitwise-identical gradients (and a segment longer than the model costs
  * no more memory than one holding the whole model), two runs give bitwise-identical losses and
  * parameters, gradient accumulation matches a bigger batch, the tape's purity rules hold, the
- * loss goes down, and the learning-rate schedule has its shape.
+ * loss goes down, and the learning-rate schedule has its shape. The parameter layout: Vp is V
+ * rounded up to model.vocab_pad, initialization leaves wte's padded rows at zero (the last
+ * stage's copy too), and model_copy_state copies parameters, both moments and the step.
  * ft-test: ranks 1 */
 #include <math.h>
 #include <omp.h>
@@ -339,6 +341,84 @@ static void test_lr_schedule(void **state)
         }
 }
 
+/* model_config_from_deck: Vp is V rounded up to a multiple of model.vocab_pad; a multiple stays
+ * as it is (GPT-2's 50257 pads to llm.c's 50304). */
+static void test_vocab_pad(void **state)
+{
+    (void)state;
+    FtConfig c = tiny_cfg();
+    const long long cases[][3] = {{50, 16, 64}, {64, 16, 64}, {65, 16, 80}, {63, 1, 63},
+                                  {50257, 128, 50304}, {50304, 128, 50304}};
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        c.model.vocab = cases[k][0], c.model.vocab_pad = cases[k][1];
+        FtGpt2Config mc;
+        model_config_from_deck(&c, &mc);
+        assert_int_equal(mc.V, cases[k][0]);
+        assert_int_equal(mc.Vp, cases[k][2]);
+    }
+}
+
+/* model_init_random: the padded rows V..Vp-1 of wte start (and, with no gradient, stay) at 0,
+ * the real rows do not; every other buffer starts at 0 and the step at 0; the last pipeline
+ * stage's copy of the tied wte has the same bits as the whole model's. */
+static void test_init_padding(void **state)
+{
+    (void)state;
+    FtConfig c = tiny_cfg(); /* V 50, Vp 64 */
+    FtGpt2Config mc;
+    model_config_from_deck(&c, &mc);
+    assert_true(mc.Vp > mc.V);
+    FtModel m, last;
+    model_create(&m, &mc);
+    model_init_random(&m, 7);
+    FtShard sh = {.tp = 1, .pp = 3, .pp_rank = 2};
+    model_create_sharded(&last, &mc, &sh);
+    model_init_random(&last, 7);
+    assert_int_equal(m.step, 0);
+    size_t C = (size_t)mc.C, V = (size_t)mc.V, Vp = (size_t)mc.Vp;
+    const float *wte = model_tensor(&m, m.params, FT_P_WTE, -1);
+    assert_int_equal(m.p[FT_P_WTE].size, Vp * C);
+    size_t nonzero = 0, padded = 0;
+    for (size_t i = 0; i < V * C; i++) nonzero += wte[i] != 0.0f;
+    for (size_t i = V * C; i < Vp * C; i++) padded += wte[i] != 0.0f;
+    assert_int_equal(nonzero, V * C);
+    assert_int_equal(padded, 0);
+    assert_int_equal(last.p[FT_P_WTE].size, Vp * C);
+    assert_memory_equal(model_tensor(&last, last.params, FT_P_WTE, -1), wte, sizeof(float) * Vp * C);
+    float *zero[] = {m.grads, m.m, m.v, m.grads_alt};
+    for (size_t k = 0; k < sizeof zero / sizeof zero[0]; k++)
+        for (size_t i = 0; i < m.nparams; i++) assert_true(zero[k][i] == 0.0f);
+    model_free(&m);
+    model_free(&last);
+}
+
+/* model_copy_state copies parameters, both AdamW moments and the step, every element (between
+ * two host models here; a device model is staged the same way). */
+static void test_copy_state(void **state)
+{
+    (void)state;
+    FtConfig c = tiny_cfg();
+    FtGpt2Config mc;
+    model_config_from_deck(&c, &mc);
+    FtModel a, b;
+    model_create(&a, &mc);
+    model_create(&b, &mc);
+    model_init_random(&a, 3);
+    model_init_random(&b, 4);
+    for (size_t i = 0; i < a.nparams; i++)
+        a.m[i] = (float)i * 0.5f + 1.0f, a.v[i] = (float)i * 0.25f + 2.0f, b.m[i] = b.v[i] = -1.0f;
+    a.step = 7;
+    model_copy_state(&b, &a);
+    assert_int_equal(b.step, 7);
+    assert_memory_equal(b.params, a.params, sizeof(float) * a.nparams);
+    assert_memory_equal(b.m, a.m, sizeof(float) * a.nparams);
+    assert_memory_equal(b.v, a.v, sizeof(float) * a.nparams);
+    model_free(&a);
+    model_free(&b);
+}
+
 FT_TEST_MAIN(cmocka_unit_test(test_tape_rules), cmocka_unit_test(test_ac_bitwise),
              cmocka_unit_test(test_two_runs_bitwise), cmocka_unit_test(test_grad_accum),
-             cmocka_unit_test(test_loss_decreases), cmocka_unit_test(test_lr_schedule))
+             cmocka_unit_test(test_loss_decreases), cmocka_unit_test(test_lr_schedule),
+             cmocka_unit_test(test_vocab_pad), cmocka_unit_test(test_init_padding),
+             cmocka_unit_test(test_copy_state))

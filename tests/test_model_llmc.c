@@ -1,6 +1,7 @@
 /* test_model_llmc.c: llm.c model files: write/read round trip (bitwise), the header's shape,
  * and bad files (wrong magic, bf16 version, truncated, trailing data, shape not matching the
- * deck, missing) each give one line naming the file and leave the model untouched.
+ * deck, missing) each give one line naming the file and leave the model untouched; the header
+ * written has llm.c's fields at llm.c's offsets, and a Vp below V is a bad header.
  * ft-test: ranks 1 */
 #include <stdint.h>
 #include <stdio.h>
@@ -105,4 +106,37 @@ static void test_bad_files(void **state)
     expect_bad("vocab", NULL, &other, "does not match the deck");
 }
 
-FT_TEST_MAIN(cmocka_unit_test(test_round_trip), cmocka_unit_test(test_bad_files))
+/* The header as llm.c lays it out (train_gpt2.c: magic, version, maxT, V, L, NH, C, Vp, then
+ * zeros up to 256 ints), written and read back field by field, with every field distinct so a
+ * field read from its neighbour's place shows. */
+static void test_header_fields(void **state)
+{
+    (void)state;
+    static const FtGpt2Config mc = {.L = 3, .NH = 2, .C = 8, .V = 11, .Vp = 16, .maxT = 5};
+    FtModel a;
+    model_create(&a, &mc);
+    model_init_random(&a, 5);
+    char path[256], err[512];
+    tmpname(path, sizeof path, "hdr");
+    assert_int_equal(llmc_write_model(path, &a, err, sizeof err), 0);
+    int32_t h[FT_LLMC_HEADER_INTS];
+    FILE *f = fopen(path, "rb");
+    assert_non_null(f);
+    assert_int_equal(fread(h, sizeof h[0], FT_LLMC_HEADER_INTS, f), FT_LLMC_HEADER_INTS);
+    fclose(f);
+    const int32_t want[8] = {20240326, 3, 5, 11, 3, 2, 8, 16};
+    assert_memory_equal(h, want, sizeof want);
+    for (int i = 8; i < FT_LLMC_HEADER_INTS; i++) assert_int_equal(h[i], 0);
+    FtGpt2Config got;
+    assert_int_equal(llmc_read_config(path, &got, err, sizeof err), 0);
+    assert_memory_equal(&got, &mc, sizeof got);
+    /* a padded vocabulary smaller than the vocabulary is refused by the header check itself */
+    put_int(path, 7 * 4, 10);
+    assert_int_equal(llmc_read_config(path, &got, err, sizeof err), -1);
+    assert_non_null(strstr(err, "bad llm.c header: field 7 is 10"));
+    remove(path);
+    model_free(&a);
+}
+
+FT_TEST_MAIN(cmocka_unit_test(test_round_trip), cmocka_unit_test(test_bad_files),
+             cmocka_unit_test(test_header_fields))

@@ -6,9 +6,12 @@
 # ending bitwise where a run without faults and without DMR ends; piggyback DMR on a pp2 pipeline
 # with AC catches a seeded campaign; a fail-stop line without SPARe is a one-line error; a flip
 # after a shorter run's end is left out with a warning; with dmr.mode = off a flip is missed.
+# A flip without elem= hits an element drawn from run.seed; dmr.suspect_after = 1 names the rank
+# in the dmr: line; an ep-sharded run prints no sample (it warns).
 # The MoE dynamic planner (dmr.moe_dynamic) on ep2 catches a campaign on the expert ops.
 # `ftllm plan` writes a plan that `ftllm train` loads (dmr.mode = planned); bad plan files (a good
-# one with one edit) and a plan file missing on one rank are one "FILE:LINE: message" line, exit 2;
+# one with one edit) and a plan file missing on one rank are one "FILE:LINE: message" line, exit 2
+# (bad files on two ranks: the first bad rank's line);
 # a plan it cannot write is one line naming the file, exit 1, and not reported as written.
 # Runs the sanitizer build ($FTLLM_SAN) too.
 set -u
@@ -71,6 +74,12 @@ badplan "truncated" "" "the file ends before the op line of entry" '$d'
 cp "$plan" "$E2E_TMP/half.r0"
 # shellcheck disable=SC2086
 run "plan file missing on one rank" 2 "$E2E_TMP/half.r1: missing, while other ranks have their plan files" 2 "$FTLLM" train inputs/default.ini $short parallel.dp=2 dmr.mode=planned dmr.plan="$E2E_TMP/half"
+# bad plan files on two ranks: the first bad rank's message (rank 0's bad header, not rank 1's
+# plan of another layout)
+sed 's/^ftllm-dmr-plan 1$/ftllm-dmr-plan 2/' "$plan" > "$E2E_TMP/both.r0"
+cp "$plan" "$E2E_TMP/both.r1"
+# shellcheck disable=SC2086
+run "bad plan files on two ranks" 2 "$E2E_TMP/both.r0:4: expected 'ftllm-dmr-plan 1'" 2 "$FTLLM" train inputs/default.ini $short parallel.dp=2 dmr.mode=planned dmr.plan="$E2E_TMP/both"
 
 # the default deck: one flip at step 3, caught, rolled back, and the weights end where a clean run ends
 # shellcheck disable=SC2086
@@ -80,6 +89,10 @@ has "mismatch logged" '^\[r0\] dmr: step 3: 1 check mismatched, the first: matmu
 has "step redone" '^dmr: step 3: mismatch on 1 of 1 rank \(r0\): rolled back'
 has "faults line" '^faults: sdc injected 1, detected 1, rolled back 1, missed 0 '
 has "dmr line" '^dmr: mode naive, checks naive [0-9]+ piggyback 0, mismatches 1, steps redone 1 of 5 attempts, unchecked 0, suspects none, overhead [0-9.]+%'
+# dmr.suspect_after = 1: the rank whose check mismatched (rank 0) is named a suspect
+# shellcheck disable=SC2086
+run "default deck, suspect after 1" 0 "" 1 "$FTLLM" train inputs/default.ini $short dmr.suspect_after=1
+has "suspect named" '^dmr: mode naive, .* suspects r0, overhead'
 # shellcheck disable=SC2086
 run "default deck without DMR and faults" 0 "" 1 "$FTLLM" train inputs/default.ini $short dmr.mode=off faults.schedule= run.save_model="$E2E_TMP/plain.bin"
 if grep -q '^faults:\|^dmr:' "$E2E_TMP/out"; then bad "no report lines when off" "$(grep '^faults:\|^dmr:' "$E2E_TMP/out")"; else ok "no report lines when off"; fi
@@ -95,14 +108,28 @@ has "campaign all caught" '^faults: sdc injected 12, detected 12, rolled back 12
 has "piggyback checks" '^dmr: mode piggyback, checks naive [0-9]+ piggyback [1-9][0-9]*, '
 has "campaign verdict" '^verdict: OK'
 
+# the element a flip without elem= hits is drawn from run.seed (and the line): two seeds, two
+# elements of the same matmul output
+for seed in 1 2; do
+  # shellcheck disable=SC2086
+  run "flip element, run.seed $seed" 0 "" 1 "$FTLLM" train inputs/default.ini $short dmr.mode=off run.seed=$seed
+  elem[$seed]=$(grep -o 'flipped bit 30 of [^ ]*' "$E2E_TMP/out")
+done
+[ -n "${elem[1]}" ] && [ "${elem[1]}" != "${elem[2]}" ] && ok "flip element follows run.seed (${elem[1]}; ${elem[2]})" \
+  || bad "flip element follows run.seed" "seed 1: '${elem[1]}', seed 2: '${elem[2]}'"
+
 # the MoE dynamic planner (dmr.moe_dynamic) on ep2: expert flips after the profile all caught,
 # expert checks deferred at run time and reported on their own line
 cat > "$E2E_TMP/moe.faults" <<EOF
 sdc-random count=6 seed=11 steps=3-6 target=both ops=moe_expert
 EOF
-run "moe dynamic ep2 campaign" 0 "" 2 "$FTLLM" train inputs/moe-ep2.ini train.steps=6 train.sample_tokens=0 train.val_batches=0 dmr.mode=planned dmr.profile_steps=2 dmr.deferred_mb=64 dmr.moe_dynamic=true faults.schedule="$E2E_TMP/moe.faults"
+run "moe dynamic ep2 campaign" 0 "" 2 "$FTLLM" train inputs/moe-ep2.ini train.steps=6 train.sample_tokens=8 train.val_batches=0 dmr.mode=planned dmr.profile_steps=2 dmr.deferred_mb=64 dmr.moe_dynamic=true faults.schedule="$E2E_TMP/moe.faults"
 has "moe dynamic all caught" '^faults: sdc injected 6, detected 6, rolled back 6, missed 0 '
 has "moe dynamic line" '^dmr: dynamic \(MoE expert ops, dmr.moe_dynamic\): deferred [1-9][0-9]* \([0-9]+ replayed in windows'
+# (train.sample_tokens > 0: an ep-sharded model holds half the experts per rank, so no sample)
+grep -q '^warning: run.save_model and the end-of-run sample need the whole model on one rank' "$E2E_TMP/err" \
+  && ! grep -q '^sample (' "$E2E_TMP/out" && ok "ep2: no sample from a shard" \
+  || bad "ep2: no sample from a shard" "$(grep '^sample' "$E2E_TMP/out"; head -c 600 "$E2E_TMP/err")"
 
 # a fail-stop line needs SPARe: without it, a one-line error naming the line
 printf 'sdc step=1 rank=0 op=gelu bit=3\nfail step=3 replica=0\n' > "$E2E_TMP/fail.faults"

@@ -6,7 +6,8 @@
 # "failures masked 1, wipe-outs 0"; a second failure of a replica holding the last copy of a
 # shard is a wipe-out: exit 5 and "wipe-outs 1" without checkpoints; with one, the run restarts
 # in-process from it and finishes with the same losses. A `fail` line naming a rank fails its
-# replica. A hot spare (spare.spares) takes a failed replica's place.
+# replica. When replica 0 (world rank 0) fails, a surviving rank writes run.save_model. A hot
+# spare (spare.spares) takes a failed replica's place.
 set -u
 source "$(dirname "$0")/lib.bash"
 common="parallel.dp=4 spare.r=2 train.steps=5 dmr.mode=off train.val_batches=0 train.sample_tokens=0 model.channels=32 model.layers=2 model.heads=2 model.seq_len=16 train.batch=2"
@@ -24,6 +25,13 @@ has "masked" '^spare: r 2, 4 replicas, live 3, depth 2; failures masked 1, wipe-
 has "survivors ran every step" '^step +5/5 .*\| live 3 depth 2$'
 [ -n "$clean" ] && [ "$(losses)" = "$clean" ] && ok "losses equal to the run without the failure" \
   || bad "losses equal to the run without the failure" "clean: $clean; with the failure: $(losses)"
+
+# replica 0 (world rank 0) fails: the first rank still training writes run.save_model
+printf 'fail step=3 replica=0\n' > "$E2E_TMP/zero.faults"
+# shellcheck disable=SC2086
+run "replica 0 fails, weights saved" 0 "" 4 "$FTLLM" train inputs/default.ini $common faults.schedule="$E2E_TMP/zero.faults" run.save_model="$E2E_TMP/zero.bin"
+[ -s "$E2E_TMP/zero.bin" ] && ok "weights written by a surviving replica" \
+  || bad "weights written by a surviving replica" "no $E2E_TMP/zero.bin; $(grep -i 'saved\|verdict' "$E2E_TMP/out")"
 
 printf 'fail step=3 rank=2   ; rank 2 is replica 2 (one rank per replica here)\n' > "$E2E_TMP/rank.faults"
 # shellcheck disable=SC2086
