@@ -12,7 +12,8 @@
  *    counts each parameter once) and the norm of the gathered gradient within 1e-4 of the
  *    single-rank norm. This is the sharp check: AdamW (per-element division by sqrt(v)) and
  *    clipping hide a constant scale of a gradient from losses and parameters;
- *  - the loss of each step (relative 1e-5) and every parameter after 10 steps (2e-4);
+ *  - the loss of each step (relative 1e-5), every parameter after 10 steps (2e-4), and the
+ *    validation loss of 2 batches after them (relative 1e-5; the same on every rank);
  *  - the same layout run twice gives bitwise-identical losses and parameters; parameters
  *    replicated over tp (LayerNorms, biases of row-parallel layers, embeddings) are bitwise
  *    equal on every tp rank, dp replicas hold the same bits, ep ranks the same dense ones.
@@ -197,6 +198,7 @@ static void step1_drops(const FtModel *m, int nmicro, int B, int *choices, int *
 
 typedef struct run {
     double loss[STEPS];
+    double val; /* train_eval of 2 batches after the steps */
     double gnorm1; /* step 1's global gradient norm */
     float *grad1;  /* step 1's gradient, this rank's layout */
     FtModel m;     /* the shard after the run's steps */
@@ -221,6 +223,7 @@ static void run_steps(FtTrainer *tr, Run *r, int steps)
             memcpy(r->grad1, r->m.grads, sizeof(float) * r->m.nparams);
         }
     }
+    r->val = train_eval(tr, 2);
 }
 
 /* The single-rank reference: the same global batch as dp ranks x MICRO micro-batches. */
@@ -234,7 +237,7 @@ static void run_single(int dp, ModelKind kind, int steps, Run *r)
     if (kind == MOE_DROPS) exact_routing(&r->m);
     FtBatchSource src = {synth_fetch, g_dims};
     FtTrainer tr;
-    train_init(&tr, &c, &r->m, &src, NULL);
+    train_init(&tr, &c, &r->m, &src, &src);
     run_steps(&tr, r, steps);
     train_free(&tr);
 }
@@ -257,7 +260,7 @@ static void run_layout(int tp, int pp, int dp, int ep, ModelKind kind, int sched
     if (kind == MOE_DROPS) exact_routing(&r->m);
     FtBatchSource src = {synth_fetch, g_dims};
     FtTrainer tr;
-    train_init_grid(&tr, &c, &r->m, g, &src, NULL);
+    train_init_grid(&tr, &c, &r->m, g, &src, &src);
     run_steps(&tr, r, STEPS);
     train_free(&tr);
 }
@@ -433,13 +436,15 @@ static void check_layout_kind(int tp, int pp, int dp, int ep, ModelKind kind, in
         nglob += p->size;
         free(want);
     }
+    double verr = ref_steps == STEPS ? fabs(a.val - ref.val) / ref.val : 0;
     double lmax = lerr, pmax = perr;
     MPI_Allreduce(MPI_IN_PLACE, &lmax, 1, MPI_DOUBLE, MPI_MAX, ft_test_comm());
     MPI_Allreduce(MPI_IN_PLACE, &pmax, 1, MPI_DOUBLE, MPI_MAX, ft_test_comm());
     if (ft_test_rank() == 0) {
         if (ref_steps == STEPS)
-            printf("  %s: loss %.4f -> %.4f, max rel loss diff %.2e, max param diff %.2e\n",
-                   what, a.loss[0], a.loss[STEPS - 1], lmax, pmax);
+            printf("  %s: loss %.4f -> %.4f, max rel loss diff %.2e, max param diff %.2e, val "
+                   "loss %.4f (rel diff %.2e)\n", what, a.loss[0], a.loss[STEPS - 1], lmax, pmax,
+                   a.val, verr);
         else
             printf("  %s: loss %.4f -> %.4f, step-1 rel loss diff %.2e (later steps: only "
                    "against itself)\n", what, a.loss[0], a.loss[STEPS - 1], lmax);
@@ -447,6 +452,7 @@ static void check_layout_kind(int tp, int pp, int dp, int ep, ModelKind kind, in
     assert_all(a.loss[STEPS - 1] < a.loss[0] - 0.05); /* it trains */
     assert_all(lerr <= LOSS_RTOL);
     assert_all(perr <= PARAM_ATOL);
+    assert_all(verr <= LOSS_RTOL && ft_same_bytes(&a.val, sizeof a.val) && a.val == b.val);
     assert_all(nglob > 0 || ref_steps < STEPS);
     /* run twice: the same bits */
     assert_all(memcmp(a.loss, b.loss, sizeof a.loss) == 0);
