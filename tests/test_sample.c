@@ -3,7 +3,9 @@
  * which row of the model's output sampling reads: on a model whose next-token distribution is
  * one-hot on a function of the position alone, each generated token is that function of the
  * last position of the window (the prompt's last token's, then the previous token's), also
- * once the text outgrows the window and it slides.
+ * once the text outgrows the window and it slides. And that each token gets its own draw: on a
+ * freshly initialized model (next-token distributions close to uniform) the tokens spread over
+ * the vocabulary, where one draw reused would pick about the same token every time.
  * ft-test: ranks 1 */
 #include <stdio.h>
 #include <stdlib.h>
@@ -90,4 +92,37 @@ static void test_reads_last_position(void **state)
     model_free(&m);
 }
 
-FT_TEST_MAIN(cmocka_unit_test(test_bytes_as_text), cmocka_unit_test(test_reads_last_position))
+/* 48 tokens from a random GPT-2 of V = 64: its logits are within a few tenths of each other
+ * (weights of std 0.02), so each token is close to a uniform draw and 48 of them hit about 33
+ * distinct values; the same draw for every token (a stream restarted per token) lands each
+ * time where the cumulative distribution crosses it, which moves by a token or two: a few
+ * distinct values. The two runs of the same seed agree. */
+static void test_draw_per_token(void **state)
+{
+    (void)state;
+    enum { N = 48 };
+    FtConfig c;
+    char err[FT_DECK_ERR_MAX];
+    assert_int_equal(deck_defaults(&c, err, sizeof err), 0);
+    c.model.layers = 2, c.model.heads = 2, c.model.channels = 32, c.model.vocab = 64;
+    c.model.vocab_pad = 16, c.model.seq_len = 16;
+    FtGpt2Config mc;
+    model_config_from_deck(&c, &mc);
+    FtModel m;
+    model_create(&m, &mc);
+    model_init_random(&m, 3);
+    int prompt = 1, out[N], again[N], seen[64] = {0}, distinct = 0;
+    sample_generate(&m, 77, &prompt, 1, N, out);
+    sample_generate(&m, 77, &prompt, 1, N, again);
+    assert_memory_equal(out, again, sizeof out);
+    for (int i = 0; i < N; i++) {
+        assert_true(out[i] >= 0 && out[i] < 64);
+        distinct += !seen[out[i]]++;
+    }
+    printf("  %d distinct tokens of %d\n", distinct, N);
+    assert_true(distinct >= 16);
+    model_free(&m);
+}
+
+FT_TEST_MAIN(cmocka_unit_test(test_bytes_as_text), cmocka_unit_test(test_reads_last_position),
+             cmocka_unit_test(test_draw_per_token))
