@@ -101,6 +101,7 @@ static void check_leave(int leave)
     FtTrainer tr;
     train_init_grid(&tr, &c, &a, &g, &src, NULL);
     HookCounts hc = {0};
+    int kept = 1;
     tr.ex.hooks = (FtExecHooks){count_op, &hc};
     tr.before_commit = count_commit, tr.before_commit_ctx = &hc;
     tr.ex.poll = (FtPoll){idle_poll, &hc};
@@ -113,14 +114,15 @@ static void check_leave(int leave)
         long long calls = op_calls(&tr.stats);
         train_regrid(&tr, &small);
         assert_int_equal(tr.data_width, 1);
-        assert_true(tr.ex.poll.fn == idle_poll && tr.ex.poll.arg == &hc);
-        assert_true(op_calls(&tr.stats) == calls);
+        kept = tr.ex.poll.fn == idle_poll && tr.ex.poll.arg == &hc &&
+               op_calls(&tr.stats) == calls;
         steps(&tr, STEPS - K);
-        assert_true(hc.ops > before.ops && hc.commits == before.commits + STEPS - K);
-        assert_true(op_calls(&tr.stats) > calls);
+        kept &= hc.ops > before.ops && hc.commits == before.commits + STEPS - K &&
+                op_calls(&tr.stats) > calls;
     }
     uint64_t cursor_a = tr.cursor;
     train_free(&tr);
+    assert_all(kept); /* hooks and statistics, on every survivor */
 
     /* the reference: the same K steps, then a fresh start on the survivors' grid */
     FtModel b;
