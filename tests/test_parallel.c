@@ -1,6 +1,7 @@
 /* test_parallel.c: the parallel layouts against the single-rank run. For a tiny GPT-2 (L 4, C 32,
  * NH 4, T 8, B 2, V 64), every layout this job's size allows ({tp2, pp2 under 1F1B and GPipe,
- * dp2, tp2 with activation checkpointing} on 2 ranks, {tp2 x pp2, tp2 x dp2, pp2 x dp2} on 4,
+ * dp2, tp2 with activation checkpointing} on 2 ranks, {tp2 x pp2, tp2 x dp2, pp2 x dp2, pp4 (its
+ * middle stages have two neighbours and no embedding)} on 4,
  * tp2 x pp2 x dp2 on 8; mixture-of-experts models (E 4) with ep2 on 2 ranks, ep2 x tp2 and
  * ep2 x dp2 on 4) trains 10 steps; the single-rank run uses dp x ep times the micro-batches
  * (the same global batch). Checked:
@@ -487,6 +488,7 @@ static void test_dp2(void **state) { (void)state; check_layout(1, 1, 2, FT_PIPE_
 static void test_tp2_pp2(void **state) { (void)state; check_layout(2, 2, 1, FT_PIPE_1F1B, 0); }
 static void test_tp2_dp2(void **state) { (void)state; check_layout(2, 1, 2, FT_PIPE_1F1B, 0); }
 static void test_pp2_dp2(void **state) { (void)state; check_layout(1, 2, 2, FT_PIPE_1F1B, FT_AC_CHOICE_FULL); }
+static void test_pp4(void **state) { (void)state; check_layout(1, 4, 1, FT_PIPE_1F1B, 0); }
 static void test_tp2_pp2_dp2(void **state) { (void)state; check_layout(2, 2, 2, FT_PIPE_1F1B, 0); }
 static void test_moe_ep2(void **state) { (void)state; check_layout_kind(1, 1, 1, 2, MOE_ALL, FT_PIPE_1F1B, 0); }
 static void test_moe_ep2_tp2(void **state) { (void)state; check_layout_kind(2, 1, 1, 2, MOE_ALL, FT_PIPE_1F1B, 0); }
@@ -626,7 +628,8 @@ FT_TEST_MAIN(cmocka_unit_test(test_slabs_tile), cmocka_unit_test(test_tp2),
              cmocka_unit_test(test_tp2_ac), cmocka_unit_test(test_pp2_1f1b),
              cmocka_unit_test(test_pp2_gpipe), cmocka_unit_test(test_dp2),
              cmocka_unit_test(test_tp2_pp2), cmocka_unit_test(test_tp2_dp2),
-             cmocka_unit_test(test_pp2_dp2), cmocka_unit_test(test_tp2_pp2_dp2),
+             cmocka_unit_test(test_pp2_dp2), cmocka_unit_test(test_pp4),
+             cmocka_unit_test(test_tp2_pp2_dp2),
              cmocka_unit_test(test_moe_ep2), cmocka_unit_test(test_moe_ep2_tp2),
              cmocka_unit_test(test_moe_ep2_dp2), cmocka_unit_test(test_moe_ep2_drops),
              cmocka_unit_test(test_moe_ep2_tp2_drops), cmocka_unit_test(test_moe_ep2_dp2_drops),
