@@ -1,14 +1,20 @@
 /* test_counters.c: event counts per named region (counters.h) through the region timers
  * (timers.h): nesting, reset, the end-of-run table's columns (min / avg / max over ranks), and
  * PAPI itself where it can count (perf::TASK-CLOCK is a software event; a machine whose PAPI
- * cannot count at all, e.g. a VM without a CPU PMU, gets NULL and the test says so).
+ * cannot count at all, e.g. a VM without a CPU PMU, gets NULL and the test says so). The run's
+ * other reports: the waiting line of each rank (timeline.h: ms per step, the share of the step
+ * spent waiting and per kind, rank 0 printing every rank's) and the ETA of the live progress
+ * line (progress.h).
  * ft-test: ranks 1 2 */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "ft_test.h"
 #include "ftllm/counters.h"
+#include "ftllm/progress.h"
+#include "ftllm/timeline.h"
 #include "ftllm/timers.h"
 
 /* A counter source the test moves by hand: two events, values[0] and values[1]. */
@@ -147,5 +153,69 @@ static void test_papi(void **state)
     counters_close(c);
 }
 
+/* The waiting report: after a reset (of a step and a wait booked before it), rank r books two
+ * steps of 0.5 s, a tensor-parallel wait of 0.25 s and a pipeline one of (r + 1) / 8 s (binary
+ * fractions: every sum is exact). Each rank gets its waiting share of the step time; rank 0
+ * prints one line per rank: its label, 500.00 ms/step, the share and each kind's. */
+static void test_timeline_report(void **state)
+{
+    (void)state;
+    int rank = ft_test_rank(), size = ft_test_size();
+    FtTimeline tl;
+    timeline_init(&tl, 8);
+    timeline_add(&tl, FT_TL_STEP, 1.0, 2.0); /* warm-up: reset away */
+    timeline_add(&tl, FT_TL_PP, 1.0, 1.5);
+    timeline_reset(&tl);
+    double pp = 0.125 * (rank + 1);
+    timeline_add(&tl, FT_TL_STEP, 10.0, 10.5);
+    timeline_add(&tl, FT_TL_TP, 10.0, 10.25);
+    timeline_add(&tl, FT_TL_STEP, 11.0, 11.5);
+    timeline_add(&tl, FT_TL_PP, 11.0, 11.0 + pp);
+    assert_all(tl.nev == 4 && tl.count[FT_TL_STEP] == 2 && timeline_wait(&tl) == 0.25 + pp);
+    char label[32], *text = NULL;
+    snprintf(label, sizeof label, "rank %d", rank);
+    size_t len = 0;
+    FILE *f = open_memstream(&text, &len);
+    assert_non_null(f);
+    double share = timeline_report(&tl, ft_test_comm(), label, f);
+    fclose(f);
+    assert_all(share == 0.25 + pp);
+    int good = 1;
+    for (int r = 0; r < size && rank == 0; r++) {
+        char head[32], want[96];
+        snprintf(head, sizeof head, "[r%d] rank %d ", r, r);
+        snprintf(want, sizeof want, "500.00 ms/step, waiting %5.1f%% (tp 25.0%%, pp %.1f%%)\n",
+                 100 * (0.25 + 0.125 * (r + 1)), 100 * 0.125 * (r + 1));
+        const char *line = strstr(text, head), *end = line ? strchr(line, '\n') : NULL;
+        const char *at = line ? strstr(line, want) : NULL;
+        if (!at || at + strlen(want) - 1 != end) {
+            fprintf(stderr, "report:\n%s\nwant a line '%s...%s'\n", text, head, want);
+            good = 0;
+        }
+    }
+    assert_all(good);
+    free(text);
+    timeline_free(&tl);
+}
+
+/* The live line's ETA: h:mm:ss past an hour, else m:ss, rounded to the second; "?" when
+ * unknown. */
+static void test_eta(void **state)
+{
+    (void)state;
+    static const struct {
+        double s;
+        const char *want;
+    } cases[] = {{0, "0:00"},       {59.4, "0:59"},     {59.6, "1:00"}, {125, "2:05"},
+                 {3599, "59:59"},   {3725, "1:02:05"},  {36061, "10:01:01"},
+                 {-1, "?"},         {NAN, "?"},         {INFINITY, "?"}};
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        char buf[32];
+        progress_format_eta(cases[k].s, buf, sizeof buf);
+        assert_string_equal(buf, cases[k].want);
+    }
+}
+
 FT_TEST_MAIN(cmocka_unit_test(test_nesting), cmocka_unit_test(test_report_columns),
-             cmocka_unit_test(test_report_without), cmocka_unit_test(test_papi))
+             cmocka_unit_test(test_report_without), cmocka_unit_test(test_papi),
+             cmocka_unit_test(test_timeline_report), cmocka_unit_test(test_eta))

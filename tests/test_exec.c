@@ -6,7 +6,13 @@
  * micro-batches in flight) and stage 1 forward, backward, forward, backward, with messages of
  * 4 KiB and then of 1 MiB (past MPI's eager limit); after every op an after-op hook checks
  * that no send of its tape in the op's direction is still in flight, and each stage checks
- * the bytes it received (activations 2a, gradients 4a of micro-batch k's input a).
+ * the bytes it received (activations 2a, gradients 4a of micro-batch k's input a). Every
+ * receive's wait is charged to the timeline as a pipeline wait, and exec_finish leaves no send
+ * in flight. Then the executor's other waits: a tensor-parallel all-reduce marker sums over the
+ * ranks and is charged as a tp wait; a wait runs the poll hook while its message is in flight
+ * (the peer sends only after the poll hook ran, so without it the wait never ends); a watched
+ * request is tested after each op and forgotten once complete, and not watched at all when
+ * progress is off.
  * ft-test: ranks 2 */
 #include <stdlib.h>
 #include <string.h>
@@ -84,7 +90,9 @@ static int two_microbatches(FtComm *pp, int n)
         e = entry(FT_OP_MARK, FT_BWD, FT_PH_BWD, FT_MARK_PP_SEND, d, -1, -1, n), tape_push(&tp, &e);
     }
     tape_alloc(&tp);
-    FtExec ex = {.pp = pp};
+    FtTimeline tl;
+    timeline_init(&tl, 64);
+    FtExec ex = {.pp = pp, .tl = &tl};
     HookState h = {.ex = &ex};
     ex.hooks = (FtExecHooks){check_sends, &h};
     float *in = malloc(sizeof(float) * (size_t)n);
@@ -102,6 +110,10 @@ static int two_microbatches(FtComm *pp, int n)
         if (!fwd && stage == 0) ok &= all_equal(tp.t[g].data, in, 4.0f, n);
     }
     exec_finish(&ex);
+    for (int i = 0; i < ex.nsends; i++) ok &= !ex.sends[i].act.active && !ex.sends[i].grad.active;
+    /* two receives waited (and maybe sends), all charged as pipeline waits */
+    ok &= tl.count[FT_TL_PP] >= 2 && tl.count[FT_TL_PP] == (long long)tl.nev;
+    timeline_free(&tl);
     free(in);
     tape_free(&tp);
     return ok && h.ops == 2 && h.in_flight == 0;
@@ -120,4 +132,106 @@ static void test_sends_complete_before_reuse(void **state)
     comm_destroy(pp);
 }
 
-FT_TEST_MAIN(cmocka_unit_test(test_sends_complete_before_reuse))
+/* A tensor-parallel all-reduce marker after x = a + a: x is the sum over the ranks, and its wait
+ * is charged as tp (only). */
+static void test_tp_allreduce_wait(void **state)
+{
+    (void)state;
+    if (ft_test_size() != 2) skip();
+    enum { N = 64 };
+    FtComm *tpc = comm_create_mpi_dup(ft_test_comm(), "tp");
+    FtTape tp;
+    tape_init(&tp);
+    int a = tape_tensor(&tp, "a", FT_F32, FT_TR_IO, N, NULL, -1);
+    int x = tape_tensor(&tp, "x", FT_F32, FT_TR_ACT, N, NULL, -1);
+    FtTapeEntry e = entry(FT_OP_RESIDUAL, FT_FWD, FT_PH_FWD, FT_MARK_NONE, a, a, x, N);
+    tape_push(&tp, &e);
+    e = entry(FT_OP_MARK, FT_FWD, FT_PH_FWD, FT_MARK_COMM_TP, x, -1, -1, N), tape_push(&tp, &e);
+    tp.fwd_end = tp.ne;
+    tape_alloc(&tp);
+    input_of(ft_test_rank(), tp.t[a].data, N);
+    FtTimeline tl;
+    timeline_init(&tl, 8);
+    FtExec ex = {.tp = tpc, .tl = &tl};
+    exec_run_ctx(&ex, &tp, 0, tp.ne);
+    float sum[N], in1[N];
+    input_of(0, sum, N), input_of(1, in1, N);
+    for (int i = 0; i < N; i++) sum[i] += in1[i]; /* exact: quarters and small integers */
+    assert_all(all_equal(tp.t[x].data, sum, 2.0f, N));
+    assert_all(tl.count[FT_TL_TP] == 1 && tl.nev == 1);
+    timeline_free(&tl);
+    tape_free(&tp);
+    comm_destroy(tpc);
+}
+
+/* Rank 0's poll hook: tells rank 1 (once) that it may send. */
+static bool poll_go(void *arg)
+{
+    int *told = arg, go = 1;
+    if (!*told) MPI_Send(&go, 1, MPI_INT, 1, 99, ft_test_comm());
+    *told = 1;
+    return false;
+}
+
+static void test_wait_polls(void **state)
+{
+    (void)state;
+    if (ft_test_size() != 2) skip();
+    FtComm *c = comm_create_mpi_dup(ft_test_comm(), "pp");
+    float v = 0;
+    int told = 0;
+    if (ft_test_rank() == 0) {
+        FtExec ex = {.pp = c, .poll = {poll_go, &told}};
+        FtReq r;
+        comm_irecv(c, &v, 1, FT_F32, 1, 7, &r);
+        exec_wait(&ex, &r, 1, FT_TL_PP); /* completes only once poll_go has run */
+    } else {
+        int go = 0;
+        MPI_Recv(&go, 1, MPI_INT, 0, 99, ft_test_comm(), MPI_STATUS_IGNORE);
+        v = 42.0f;
+        FtReq r;
+        comm_isend(c, &v, 1, FT_F32, 0, 7, &r);
+        comm_wait(&r, NULL);
+        told = go;
+    }
+    assert_all(v == 42.0f && told == 1);
+    comm_destroy(c);
+}
+
+/* exec_watch: a watched request stays listed until an op after its completion tests it; with
+ * progress off nothing is listed. */
+static void test_watch(void **state)
+{
+    (void)state;
+    if (ft_test_size() != 2) skip();
+    enum { N = 16 };
+    FtComm *c = comm_create_mpi_dup(ft_test_comm(), "dp");
+    FtTape tp;
+    tape_init(&tp);
+    int a = tape_tensor(&tp, "a", FT_F32, FT_TR_IO, N, NULL, -1);
+    int x = tape_tensor(&tp, "x", FT_F32, FT_TR_ACT, N, NULL, -1);
+    FtTapeEntry e = entry(FT_OP_RESIDUAL, FT_FWD, FT_PH_FWD, FT_MARK_NONE, a, a, x, N);
+    tape_push(&tp, &e);
+    tp.fwd_end = tp.ne;
+    tape_alloc(&tp);
+    input_of(0, tp.t[a].data, N);
+    for (int off = 0; off <= 1; off++) {
+        FtExec ex = {.no_progress = off};
+        float buf[N];
+        input_of(ft_test_rank(), buf, N);
+        FtReq r;
+        comm_iallreduce_sum(c, FT_IN_PLACE, buf, N, FT_F32, &r);
+        exec_watch(&ex, &r);
+        int listed = ex.nwatch;
+        exec_wait(&ex, &r, 1, FT_TL_DP);
+        int after_wait = ex.nwatch; /* complete, but not yet tested by an op */
+        exec_run_ctx(&ex, &tp, 0, tp.ne);
+        assert_all(listed == !off && after_wait == !off && ex.nwatch == 0);
+    }
+    tape_free(&tp);
+    comm_destroy(c);
+}
+
+FT_TEST_MAIN(cmocka_unit_test(test_sends_complete_before_reuse),
+             cmocka_unit_test(test_tp_allreduce_wait), cmocka_unit_test(test_wait_polls),
+             cmocka_unit_test(test_watch))

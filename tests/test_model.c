@@ -4,7 +4,9 @@
  * parameters, gradient accumulation matches a bigger batch, the tape's purity rules hold, the
  * loss goes down, and the learning-rate schedule has its shape. The parameter layout: Vp is V
  * rounded up to model.vocab_pad, initialization leaves wte's padded rows at zero (the last
- * stage's copy too), and model_copy_state copies parameters, both moments and the step.
+ * stage's copy too), and model_copy_state copies parameters, both moments and the step. The
+ * step's bookkeeping: the timeline, the data cursor, the model FLOPs per step against what the
+ * executor counted, validation as the mean of its batches, and train_run's summary.
  * ft-test: ranks 1 */
 #include <math.h>
 #include <omp.h>
@@ -15,6 +17,7 @@
 #include "ft_test.h"
 #include "ftllm/deck.h"
 #include "ftllm/exec.h"
+#include "ftllm/log.h"
 #include "ftllm/model.h"
 #include "ftllm/ops.h"
 #include "ftllm/optim.h"
@@ -417,8 +420,96 @@ static void test_copy_state(void **state)
     model_free(&b);
 }
 
+/* The validation source: ft_synth_fetch's sequences from g_val_shift on (so batch k of the
+ * stream can be evaluated alone, as batch 0). */
+static uint64_t g_val_shift;
+static void shifted_fetch(void *ctx, uint64_t first, int B, int *in, int *tg)
+{
+    ft_synth_fetch(ctx, first + g_val_shift, B, in, tg);
+}
+
+/* The step's bookkeeping, 3 steps of 2 micro-batches on one rank, without AC and with AC:
+ *  - each step is one STEP interval on the timeline, and the data cursor moves by M B;
+ *  - the trainer's model FLOPs of a step are the FLOPs the executor counted in the model's ops
+ *    (the optimizer's kinds left out): equal without AC, fewer with AC (its recomputation is
+ *    not model work);
+ *  - validation of n batches is the mean of the n batches' losses, each evaluated alone (the
+ *    same forward on the same bytes: bitwise);
+ *  - train_run's summary: its first and last loss, its validation loss after the last step
+ *    are those of the train_step run (bitwise: two runs are), and with train.rate_skip =
+ *    steps - 1 the last step is timed. */
+static void test_step_bookkeeping(void **state)
+{
+    (void)state;
+    log_init(0, FT_LOG_WARN); /* train_run's per-step lines */
+    for (int ac = 0; ac <= 1; ac++) {
+        FtConfig c = tiny_cfg();
+        c.parallel.microbatches = 2;
+        c.train.steps = 3;
+        c.train.ac = ac ? FT_AC_CHOICE_FULL : FT_AC_CHOICE_NONE;
+        c.train.val_batches = 2;
+        c.train.val_every = 0;
+        c.train.rate_skip = 2;
+        FtGpt2Config mc;
+        model_config_from_deck(&c, &mc);
+        FtModel m;
+        model_create(&m, &mc);
+        model_init_random(&m, 5);
+        FtBatchSource src = synth_source(&c), val = {shifted_fetch, g_dims};
+        g_val_shift = 0;
+        FtTrainer tr;
+        train_init(&tr, &c, &m, &src, &val);
+        double loss[3];
+        for (int s = 1; s <= 3; s++) {
+            FtStepInfo st;
+            assert_int_equal(train_step(&tr, &st), FT_STEP_OK);
+            assert_int_equal(st.step, s);
+            assert_true(tr.cursor == (uint64_t)s * 2 * c.train.batch);
+            loss[s - 1] = st.loss;
+        }
+        assert_int_equal(tr.tl.count[FT_TL_STEP], 3);
+        assert_true(tr.tl.total[FT_TL_STEP] > 0);
+        double counted = 0;
+        for (int k = 0; k < FT_OP_NKINDS; k++)
+            if (k != FT_OP_GRADNORM && k != FT_OP_ADAMW)
+                counted += tr.stats.flops[k][FT_FWD] + tr.stats.flops[k][FT_BWD];
+        printf("  ac %d: model FLOPs per step %.6e, executor counted %.6e per step\n", ac,
+               tr.step_flops, counted / 3);
+        assert_true(tr.step_flops > 0);
+        if (ac) assert_true(counted > 3 * tr.step_flops * (1 + 1e-6));
+        else assert_true(fabs(counted - 3 * tr.step_flops) <= 1e-12 * counted);
+        /* validation: 2 batches against each batch alone */
+        double v2 = train_eval(&tr, 2), v[2];
+        for (int k = 0; k < 2; k++) {
+            g_val_shift = (uint64_t)k * c.train.batch;
+            v[k] = train_eval(&tr, 1);
+        }
+        g_val_shift = 0;
+        assert_true(v[0] != v[1]); /* the batches differ, so a repeated one would show */
+        assert_true(v2 == (v[0] + v[1]) / 2);
+        train_free(&tr);
+        if (!ac) { /* the same run through train_run */
+            FtModel m2;
+            model_create(&m2, &mc);
+            model_init_random(&m2, 5);
+            train_init(&tr, &c, &m2, &src, &val);
+            FtTrainSummary sum;
+            train_run(&tr, &sum);
+            train_free(&tr);
+            assert_true(sum.ok);
+            assert_int_equal(sum.steps, 3);
+            assert_true(sum.first_loss == loss[0] && sum.last_loss == loss[2]);
+            assert_true(sum.val_loss == v2);
+            assert_true(sum.mean_ms > 0 && sum.tokens_per_s > 0 && sum.gflops > 0);
+            assert_memory_equal(m.params, m2.params, sizeof(float) * m.nparams);
+            model_free(&m2);
+        }
+        model_free(&m);
+    }
+}
+
 FT_TEST_MAIN(cmocka_unit_test(test_tape_rules), cmocka_unit_test(test_ac_bitwise),
              cmocka_unit_test(test_two_runs_bitwise), cmocka_unit_test(test_grad_accum),
              cmocka_unit_test(test_loss_decreases), cmocka_unit_test(test_lr_schedule),
              cmocka_unit_test(test_vocab_pad), cmocka_unit_test(test_init_padding),
-             cmocka_unit_test(test_copy_state))
+             cmocka_unit_test(test_copy_state), cmocka_unit_test(test_step_bookkeeping))

@@ -1,6 +1,7 @@
 /* test_parallel.c: the parallel layouts against the single-rank run. For a tiny GPT-2 (L 4, C 32,
  * NH 4, T 8, B 2, V 64), every layout this job's size allows ({tp2, pp2 under 1F1B and GPipe,
- * dp2, tp2 with activation checkpointing} on 2 ranks, {tp2 x pp2, tp2 x dp2, pp2 x dp2} on 4,
+ * dp2, tp2 with activation checkpointing} on 2 ranks, {tp2 x pp2, tp2 x dp2, pp2 x dp2, pp4 (its
+ * middle stages have two neighbours and no embedding)} on 4,
  * tp2 x pp2 x dp2 on 8; mixture-of-experts models (E 4) with ep2 on 2 ranks, ep2 x tp2 and
  * ep2 x dp2 on 4) trains 10 steps; the single-rank run uses dp x ep times the micro-batches
  * (the same global batch). Checked:
@@ -12,7 +13,8 @@
  *    counts each parameter once) and the norm of the gathered gradient within 1e-4 of the
  *    single-rank norm. This is the sharp check: AdamW (per-element division by sqrt(v)) and
  *    clipping hide a constant scale of a gradient from losses and parameters;
- *  - the loss of each step (relative 1e-5) and every parameter after 10 steps (2e-4);
+ *  - the loss of each step (relative 1e-5), every parameter after 10 steps (2e-4), and the
+ *    validation loss of 2 batches after them (relative 1e-5; the same on every rank);
  *  - the same layout run twice gives bitwise-identical losses and parameters; parameters
  *    replicated over tp (LayerNorms, biases of row-parallel layers, embeddings) are bitwise
  *    equal on every tp rank, dp replicas hold the same bits, ep ranks the same dense ones.
@@ -197,6 +199,7 @@ static void step1_drops(const FtModel *m, int nmicro, int B, int *choices, int *
 
 typedef struct run {
     double loss[STEPS];
+    double val; /* train_eval of 2 batches after the steps */
     double gnorm1; /* step 1's global gradient norm */
     float *grad1;  /* step 1's gradient, this rank's layout */
     FtModel m;     /* the shard after the run's steps */
@@ -221,6 +224,7 @@ static void run_steps(FtTrainer *tr, Run *r, int steps)
             memcpy(r->grad1, r->m.grads, sizeof(float) * r->m.nparams);
         }
     }
+    r->val = train_eval(tr, 2);
 }
 
 /* The single-rank reference: the same global batch as dp ranks x MICRO micro-batches. */
@@ -234,7 +238,7 @@ static void run_single(int dp, ModelKind kind, int steps, Run *r)
     if (kind == MOE_DROPS) exact_routing(&r->m);
     FtBatchSource src = {synth_fetch, g_dims};
     FtTrainer tr;
-    train_init(&tr, &c, &r->m, &src, NULL);
+    train_init(&tr, &c, &r->m, &src, &src);
     run_steps(&tr, r, steps);
     train_free(&tr);
 }
@@ -257,7 +261,7 @@ static void run_layout(int tp, int pp, int dp, int ep, ModelKind kind, int sched
     if (kind == MOE_DROPS) exact_routing(&r->m);
     FtBatchSource src = {synth_fetch, g_dims};
     FtTrainer tr;
-    train_init_grid(&tr, &c, &r->m, g, &src, NULL);
+    train_init_grid(&tr, &c, &r->m, g, &src, &src);
     run_steps(&tr, r, STEPS);
     train_free(&tr);
 }
@@ -433,13 +437,15 @@ static void check_layout_kind(int tp, int pp, int dp, int ep, ModelKind kind, in
         nglob += p->size;
         free(want);
     }
+    double verr = ref_steps == STEPS ? fabs(a.val - ref.val) / ref.val : 0;
     double lmax = lerr, pmax = perr;
     MPI_Allreduce(MPI_IN_PLACE, &lmax, 1, MPI_DOUBLE, MPI_MAX, ft_test_comm());
     MPI_Allreduce(MPI_IN_PLACE, &pmax, 1, MPI_DOUBLE, MPI_MAX, ft_test_comm());
     if (ft_test_rank() == 0) {
         if (ref_steps == STEPS)
-            printf("  %s: loss %.4f -> %.4f, max rel loss diff %.2e, max param diff %.2e\n",
-                   what, a.loss[0], a.loss[STEPS - 1], lmax, pmax);
+            printf("  %s: loss %.4f -> %.4f, max rel loss diff %.2e, max param diff %.2e, val "
+                   "loss %.4f (rel diff %.2e)\n", what, a.loss[0], a.loss[STEPS - 1], lmax, pmax,
+                   a.val, verr);
         else
             printf("  %s: loss %.4f -> %.4f, step-1 rel loss diff %.2e (later steps: only "
                    "against itself)\n", what, a.loss[0], a.loss[STEPS - 1], lmax);
@@ -447,6 +453,7 @@ static void check_layout_kind(int tp, int pp, int dp, int ep, ModelKind kind, in
     assert_all(a.loss[STEPS - 1] < a.loss[0] - 0.05); /* it trains */
     assert_all(lerr <= LOSS_RTOL);
     assert_all(perr <= PARAM_ATOL);
+    assert_all(verr <= LOSS_RTOL && ft_same_bytes(&a.val, sizeof a.val) && a.val == b.val);
     assert_all(nglob > 0 || ref_steps < STEPS);
     /* run twice: the same bits */
     assert_all(memcmp(a.loss, b.loss, sizeof a.loss) == 0);
@@ -481,6 +488,7 @@ static void test_dp2(void **state) { (void)state; check_layout(1, 1, 2, FT_PIPE_
 static void test_tp2_pp2(void **state) { (void)state; check_layout(2, 2, 1, FT_PIPE_1F1B, 0); }
 static void test_tp2_dp2(void **state) { (void)state; check_layout(2, 1, 2, FT_PIPE_1F1B, 0); }
 static void test_pp2_dp2(void **state) { (void)state; check_layout(1, 2, 2, FT_PIPE_1F1B, FT_AC_CHOICE_FULL); }
+static void test_pp4(void **state) { (void)state; check_layout(1, 4, 1, FT_PIPE_1F1B, 0); }
 static void test_tp2_pp2_dp2(void **state) { (void)state; check_layout(2, 2, 2, FT_PIPE_1F1B, 0); }
 static void test_moe_ep2(void **state) { (void)state; check_layout_kind(1, 1, 1, 2, MOE_ALL, FT_PIPE_1F1B, 0); }
 static void test_moe_ep2_tp2(void **state) { (void)state; check_layout_kind(2, 1, 1, 2, MOE_ALL, FT_PIPE_1F1B, 0); }
@@ -620,7 +628,8 @@ FT_TEST_MAIN(cmocka_unit_test(test_slabs_tile), cmocka_unit_test(test_tp2),
              cmocka_unit_test(test_tp2_ac), cmocka_unit_test(test_pp2_1f1b),
              cmocka_unit_test(test_pp2_gpipe), cmocka_unit_test(test_dp2),
              cmocka_unit_test(test_tp2_pp2), cmocka_unit_test(test_tp2_dp2),
-             cmocka_unit_test(test_pp2_dp2), cmocka_unit_test(test_tp2_pp2_dp2),
+             cmocka_unit_test(test_pp2_dp2), cmocka_unit_test(test_pp4),
+             cmocka_unit_test(test_tp2_pp2_dp2),
              cmocka_unit_test(test_moe_ep2), cmocka_unit_test(test_moe_ep2_tp2),
              cmocka_unit_test(test_moe_ep2_dp2), cmocka_unit_test(test_moe_ep2_drops),
              cmocka_unit_test(test_moe_ep2_tp2_drops), cmocka_unit_test(test_moe_ep2_dp2_drops),

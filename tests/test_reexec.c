@@ -10,7 +10,9 @@
  * overlaps an input. Over two steps of 2 micro-batches (so the gradient banks' earlier sums are
  * exercised) of dense GPT-2 without AC, with AC every 2 and full, MoE, and on 2 ranks tp2,
  * pp2 (1F1B), dp2 and MoE ep2, for the model's tapes and the optimizer's. A redo asked for by
- * the before-commit hook ends bitwise where a plain run ends. */
+ * the before-commit hook ends bitwise where a plain run ends; on dp2 the gradient buckets'
+ * reductions are tested between ops (parallel.progress); a step still asked to redo after
+ * FT_TRAIN_MAX_REDOS attempts fails and commits nothing. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -26,6 +28,8 @@ static int g_dims[2];
 typedef struct check {
     long long entries, kinds[FT_OP_NKINDS][2], mismatch, overlap;
     char first_bad[160];
+    const FtExec *ex;   /* the trainer's executor while it runs */
+    long long watched;  /* ops after which the executor had requests to test */
 } Check;
 
 static size_t tensor_bytes(const FtTape *tp, int id) { return tape_tensor_bytes(tp, id); }
@@ -41,6 +45,7 @@ static void after_op(void *arg, const FtTape *tp, int i, const FtOpCall *c)
     Check *ck = arg;
     const FtTapeEntry *e = &tp->e[i];
     ck->entries++;
+    if (ck->ex && ck->ex->nwatch) ck->watched++;
     ck->kinds[e->kind][e->dir]++;
     void *saved[FT_OP_MAX_OUT] = {0};
     for (int k = 0; k < FT_OP_MAX_OUT; k++) {
@@ -124,7 +129,7 @@ static void train_layout(const FtConfig *c, Check *ck, int redo_at, FtModel *m)
     FtBatchSource src = {ft_synth_fetch, g_dims};
     FtTrainer tr;
     train_init_grid(&tr, c, m, one ? NULL : &g, &src, NULL);
-    if (ck) tr.ex.hooks = (FtExecHooks){after_op, ck};
+    if (ck) tr.ex.hooks = (FtExecHooks){after_op, ck}, ck->ex = &tr.ex;
     g_redo_at = redo_at, g_redos = 0;
     if (redo_at) tr.before_commit = redo_once;
     for (int s = 0; s < (int)c->train.steps; s++) {
@@ -133,6 +138,7 @@ static void train_layout(const FtConfig *c, Check *ck, int redo_at, FtModel *m)
         assert_int_equal(rc, st.step == redo_at ? FT_STEP_REDONE : FT_STEP_OK);
         assert_int_equal(st.redos, st.step == redo_at ? 1 : 0);
     }
+    if (ck) ck->ex = NULL;
     train_free(&tr);
     if (!one) grid_destroy(&g);
 }
@@ -152,6 +158,10 @@ static void check_layout(int tp, int pp, int dp, int ep, int experts, int ac)
                ck.kinds[FT_OP_MATMUL][FT_BWD] > 0 && ck.kinds[FT_OP_LAYERNORM][FT_BWD] > 0);
     if (experts) assert_all(ck.kinds[FT_OP_MOE_EXPERT][FT_BWD] > 0 &&
                             ck.kinds[FT_OP_MOE_ROUTE][FT_BWD] > 0);
+    /* dp: the buckets' reductions are handed to the executor to test between ops
+     * (parallel.progress is on by default); a bucket started at a layer's marker is still
+     * listed when the next op's hook runs */
+    if (dp > 1) assert_all(ck.watched > 0);
 }
 
 static void test_dense(void **s) { (void)s; check_layout(1, 1, 1, 1, 0, FT_AC_CHOICE_NONE); }
@@ -182,7 +192,53 @@ static void test_redo_is_invisible(void **s)
     model_free(&a), model_free(&b);
 }
 
+/* The before-commit hook asks for a redo at every attempt; records the attempts it saw. */
+static int g_attempts[2 * FT_TRAIN_MAX_REDOS], g_nattempts;
+static int redo_always(void *ctx, FtTrainer *tr, int attempt)
+{
+    (void)ctx, (void)tr;
+    if (g_nattempts < 2 * FT_TRAIN_MAX_REDOS) g_attempts[g_nattempts] = attempt;
+    g_nattempts++;
+    return 1;
+}
+
+/* A step still asked to redo after FT_TRAIN_MAX_REDOS attempts: FT_STEP_FAILED after exactly
+ * that many attempts (0, 1, ...), and nothing committed: step, parameters, moments and data
+ * cursor as before it. */
+static void test_redo_limit(void **s)
+{
+    (void)s;
+    if (ft_test_size() != 1) skip();
+    FtConfig c = cfg(1, 1, 1, 1, 0, FT_AC_CHOICE_NONE);
+    FtGpt2Config mc;
+    model_config_from_deck(&c, &mc);
+    FtModel m;
+    model_create(&m, &mc);
+    model_init_random(&m, 7);
+    size_t bytes = sizeof(float) * m.nparams;
+    float *p0 = malloc(bytes);
+    memcpy(p0, m.params, bytes);
+    FtBatchSource src = {ft_synth_fetch, g_dims};
+    FtTrainer tr;
+    train_init(&tr, &c, &m, &src, NULL);
+    tr.before_commit = redo_always;
+    g_nattempts = 0;
+    FtStepInfo st;
+    assert_int_equal(train_step(&tr, &st), FT_STEP_FAILED);
+    assert_int_equal(g_nattempts, FT_TRAIN_MAX_REDOS);
+    for (int k = 0; k < FT_TRAIN_MAX_REDOS; k++) assert_int_equal(g_attempts[k], k);
+    assert_int_equal(st.redos, FT_TRAIN_MAX_REDOS);
+    assert_int_equal(m.step, 0);
+    assert_true(tr.cursor == 0);
+    assert_memory_equal(m.params, p0, bytes);
+    for (size_t k = 0; k < m.nparams; k++) assert_true(m.m[k] == 0 && m.v[k] == 0);
+    train_free(&tr);
+    model_free(&m);
+    free(p0);
+}
+
 FT_TEST_MAIN(cmocka_unit_test(test_dense), cmocka_unit_test(test_dense_ac_every),
              cmocka_unit_test(test_dense_ac_full), cmocka_unit_test(test_moe),
              cmocka_unit_test(test_tp2), cmocka_unit_test(test_pp2), cmocka_unit_test(test_dp2),
-             cmocka_unit_test(test_ep2), cmocka_unit_test(test_redo_is_invisible))
+             cmocka_unit_test(test_ep2), cmocka_unit_test(test_redo_is_invisible),
+             cmocka_unit_test(test_redo_limit))

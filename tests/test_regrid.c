@@ -8,7 +8,9 @@
  * trainer built on the survivors' grid, given the state after step K (parameters, moments,
  * step, data cursor), trained to STEPS. The two must end bitwise equal (regrid == a clean start
  * on the smaller grid), on every survivor, for either replica leaving; and the survivors'
- * tensor-parallel copies stay equal. */
+ * tensor-parallel copies stay equal. The survivors' trainer keeps its hooks (the executor's
+ * after-op and poll hooks, the before-commit hook: the ones still run after the regrid) and
+ * its op statistics. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -53,6 +55,37 @@ static void steps(FtTrainer *tr, int n)
     }
 }
 
+/* Hooks that count their calls (results unchanged: no redo, no work in the poll). */
+typedef struct hook_counts {
+    long long ops, commits;
+} HookCounts;
+
+static void count_op(void *arg, const FtTape *tp, int entry, const FtOpCall *c)
+{
+    (void)tp, (void)entry, (void)c;
+    ((HookCounts *)arg)->ops++;
+}
+
+static int count_commit(void *ctx, FtTrainer *tr, int attempt)
+{
+    (void)tr, (void)attempt;
+    ((HookCounts *)ctx)->commits++;
+    return 0;
+}
+
+static bool idle_poll(void *arg)
+{
+    (void)arg;
+    return false;
+}
+
+static long long op_calls(const FtExecStats *s)
+{
+    long long n = 0;
+    for (int k = 0; k < FT_OP_NKINDS; k++) n += s->calls[k][FT_FWD] + s->calls[k][FT_BWD];
+    return n;
+}
+
 static void check_leave(int leave)
 {
     int np = ft_test_size(), tp = np / 2;
@@ -67,17 +100,29 @@ static void check_leave(int leave)
     make_model(&a, &c, &g);
     FtTrainer tr;
     train_init_grid(&tr, &c, &a, &g, &src, NULL);
+    HookCounts hc = {0};
+    int kept = 1;
+    tr.ex.hooks = (FtExecHooks){count_op, &hc};
+    tr.before_commit = count_commit, tr.before_commit_ctx = &hc;
+    tr.ex.poll = (FtPoll){idle_poll, &hc};
     steps(&tr, K);
     int rc = grid_shrink_dp(&g, leave, &small, err, sizeof err);
     assert_true(rc == 0 || rc == 1);
     assert_int_equal(rc == 1, g.dp_rank == leave);
     if (rc == 0) {
+        HookCounts before = hc;
+        long long calls = op_calls(&tr.stats);
         train_regrid(&tr, &small);
         assert_int_equal(tr.data_width, 1);
+        kept = tr.ex.poll.fn == idle_poll && tr.ex.poll.arg == &hc &&
+               op_calls(&tr.stats) == calls;
         steps(&tr, STEPS - K);
+        kept &= hc.ops > before.ops && hc.commits == before.commits + STEPS - K &&
+                op_calls(&tr.stats) > calls;
     }
     uint64_t cursor_a = tr.cursor;
     train_free(&tr);
+    assert_all(kept); /* hooks and statistics, on every survivor */
 
     /* the reference: the same K steps, then a fresh start on the survivors' grid */
     FtModel b;
