@@ -19,6 +19,8 @@
 #include "ops_cuda.h"
 
 #include <stdlib.h>
+
+#include "attention_flash_rows.h" /* a thread's work on a tile (shared with tests/test_flash_rows.c) */
 #include <string.h>
 
 #define FL_B 64 /* rows per block, and rows per tile of the other operand */
@@ -51,30 +53,14 @@ flash_fwd_kernel(float *y, float *lse, const float *qkv, int T, int C, int NH, f
 #pragma unroll
     for (int i = 0; i < HS; i++) q[i] = live ? base[(size_t)t * row + i] : 0.0f, acc[i] = 0.0f;
     float m = -INFINITY, l = 0.0f;
-    int kend = min(T, (int)(blockIdx.x + 1) * FL_B); /* keys [0, kend) reach this block's rows */
+    int kend = fl_key_end(T, blockIdx.x * FL_B, FL_B); /* keys [0, kend) reach these rows */
     for (int k0 = 0; k0 < kend; k0 += FL_B) {
         int nk = min(FL_B, kend - k0);
         load_tile<HS>(ks, base + C, row, k0, nk);
         load_tile<HS>(vs, base + 2 * C, row, k0, nk);
         __syncthreads();
-        int jn = live ? min(nk, t - k0 + 1) : 0; /* k0 + j <= t */
-        for (int j = 0; j < jn; j++) {
-            float s = 0.0f;
-#pragma unroll
-            for (int i = 0; i < HS; i++) s += q[i] * ks[j][i];
-            s *= scale;
-            if (s > m) { /* the first key: m = -inf, so the factor is 0 on an empty sum */
-                float f = expf(m - s);
-                l *= f;
-#pragma unroll
-                for (int i = 0; i < HS; i++) acc[i] *= f;
-                m = s;
-            }
-            float p = expf(s - m);
-            l += p;
-#pragma unroll
-            for (int i = 0; i < HS; i++) acc[i] += p * vs[j][i];
-        }
+        if (live) fl_fwd_tile(q, acc, &m, &l, &ks[0][0], &vs[0][0], fl_keys_seen(t, k0, nk), HS,
+                              scale);
         __syncthreads();
     }
     if (!live) return;
@@ -101,7 +87,7 @@ flash_bwd_dq_kernel(float *dqkv, float *D, const float *dy, const float *qkv, co
     for (int i = 0; i < HS; i++)
         q[i] = live ? base[(size_t)t * row + i] : 0.0f, g[i] = live ? gr[i] : 0.0f, dq[i] = 0.0f;
     float lt = live ? lse[((size_t)b * NH + h) * T + t] : 0.0f, d = 0.0f;
-    int kend = min(T, (int)(blockIdx.x + 1) * FL_B);
+    int kend = fl_key_end(T, blockIdx.x * FL_B, FL_B);
     for (int pass = 0; pass < 2; pass++) {
         double dsum = 0;
         for (int k0 = 0; k0 < kend; k0 += FL_B) {
@@ -109,22 +95,9 @@ flash_bwd_dq_kernel(float *dqkv, float *D, const float *dy, const float *qkv, co
             load_tile<HS>(ks, base + C, row, k0, nk);
             load_tile<HS>(vs, base + 2 * C, row, k0, nk);
             __syncthreads();
-            int jn = live ? min(nk, t - k0 + 1) : 0;
-            for (int j = 0; j < jn; j++) {
-                float s = 0.0f, dp = 0.0f;
-#pragma unroll
-                for (int i = 0; i < HS; i++) s += q[i] * ks[j][i];
-#pragma unroll
-                for (int i = 0; i < HS; i++) dp += g[i] * vs[j][i];
-                float p = expf(s * scale - lt);
-                if (pass == 0) {
-                    dsum += (double)p * dp;
-                } else {
-                    float ds = p * (dp - d);
-#pragma unroll
-                    for (int i = 0; i < HS; i++) dq[i] += ds * ks[j][i];
-                }
-            }
+            if (live)
+                fl_dq_tile(pass, q, g, dq, &dsum, d, lt, &ks[0][0], &vs[0][0],
+                           fl_keys_seen(t, k0, nk), HS, scale);
             __syncthreads();
         }
         if (pass == 0) d = (float)dsum;
@@ -163,24 +136,9 @@ flash_bwd_kv_kernel(float *dqkv, const float *D, const float *dy, const float *q
         load_tile<HS>(gs, gb, (size_t)C, q0, nq);
         if (threadIdx.x < nq) ls[threadIdx.x] = lb[q0 + threadIdx.x], ds_[threadIdx.x] = db[q0 + threadIdx.x];
         __syncthreads();
-        int j0 = live ? max(0, t2 - q0) : nq; /* queries q0 + j >= t2 */
-        for (int j = j0; j < nq; j++) {
-            float s = 0.0f;
-#pragma unroll
-            for (int i = 0; i < HS; i++) s += qs[j][i] * k[i];
-            float p = expf(s * scale - ls[j]);
-            if (!DK) {
-#pragma unroll
-                for (int i = 0; i < HS; i++) acc[i] += p * gs[j][i];
-            } else {
-                float dp = 0.0f;
-#pragma unroll
-                for (int i = 0; i < HS; i++) dp += gs[j][i] * v[i];
-                float dsv = p * (dp - ds_[j]);
-#pragma unroll
-                for (int i = 0; i < HS; i++) acc[i] += dsv * qs[j][i];
-            }
-        }
+        if (live)
+            fl_kv_tile(DK, k, v, acc, &qs[0][0], &gs[0][0], ls, ds_, fl_first_query(t2, q0), nq,
+                       HS, scale);
         __syncthreads();
     }
     if (!live) return;
