@@ -132,6 +132,23 @@ static void test_sends_complete_before_reuse(void **state)
     comm_destroy(pp);
 }
 
+/* A forward-only tape of n elements: x = a + a (*a, *x), then, with tp_mark, a tensor-parallel
+ * all-reduce of x; allocated. */
+static void sum_tape(FtTape *tp, int n, bool tp_mark, int *a, int *x)
+{
+    tape_init(tp);
+    *a = tape_tensor(tp, "a", FT_F32, FT_TR_IO, n, NULL, -1);
+    *x = tape_tensor(tp, "x", FT_F32, FT_TR_ACT, n, NULL, -1);
+    FtTapeEntry e = entry(FT_OP_RESIDUAL, FT_FWD, FT_PH_FWD, FT_MARK_NONE, *a, *a, *x, n);
+    tape_push(tp, &e);
+    if (tp_mark) {
+        e = entry(FT_OP_MARK, FT_FWD, FT_PH_FWD, FT_MARK_COMM_TP, *x, -1, -1, n);
+        tape_push(tp, &e);
+    }
+    tp->fwd_end = tp->ne;
+    tape_alloc(tp);
+}
+
 /* A tensor-parallel all-reduce marker after x = a + a: x is the sum over the ranks, and its wait
  * is charged as tp (only). */
 static void test_tp_allreduce_wait(void **state)
@@ -141,14 +158,8 @@ static void test_tp_allreduce_wait(void **state)
     enum { N = 64 };
     FtComm *tpc = comm_create_mpi_dup(ft_test_comm(), "tp");
     FtTape tp;
-    tape_init(&tp);
-    int a = tape_tensor(&tp, "a", FT_F32, FT_TR_IO, N, NULL, -1);
-    int x = tape_tensor(&tp, "x", FT_F32, FT_TR_ACT, N, NULL, -1);
-    FtTapeEntry e = entry(FT_OP_RESIDUAL, FT_FWD, FT_PH_FWD, FT_MARK_NONE, a, a, x, N);
-    tape_push(&tp, &e);
-    e = entry(FT_OP_MARK, FT_FWD, FT_PH_FWD, FT_MARK_COMM_TP, x, -1, -1, N), tape_push(&tp, &e);
-    tp.fwd_end = tp.ne;
-    tape_alloc(&tp);
+    int a, x;
+    sum_tape(&tp, N, true, &a, &x);
     input_of(ft_test_rank(), tp.t[a].data, N);
     FtTimeline tl;
     timeline_init(&tl, 8);
@@ -207,13 +218,8 @@ static void test_watch(void **state)
     enum { N = 16 };
     FtComm *c = comm_create_mpi_dup(ft_test_comm(), "dp");
     FtTape tp;
-    tape_init(&tp);
-    int a = tape_tensor(&tp, "a", FT_F32, FT_TR_IO, N, NULL, -1);
-    int x = tape_tensor(&tp, "x", FT_F32, FT_TR_ACT, N, NULL, -1);
-    FtTapeEntry e = entry(FT_OP_RESIDUAL, FT_FWD, FT_PH_FWD, FT_MARK_NONE, a, a, x, N);
-    tape_push(&tp, &e);
-    tp.fwd_end = tp.ne;
-    tape_alloc(&tp);
+    int a, x;
+    sum_tape(&tp, N, false, &a, &x);
     input_of(0, tp.t[a].data, N);
     for (int off = 0; off <= 1; off++) {
         FtExec ex = {.no_progress = off};

@@ -25,6 +25,16 @@ static void load(float *tile, const float *p, size_t stride, int r0, int n, int 
     for (int e = 0; e < n * hs; e++) tile[e] = p[(size_t)(r0 + e / hs) * stride + e % hs];
 }
 
+/* The per-thread rows of a block (FB threads from row t0 on): thread x takes row t0 + x of a
+ * matrix with rows stride floats apart, hs wide from p (NULL or past T: zeros), as the kernels
+ * read their own rows into registers. */
+static void thread_rows(float *dst, const float *p, size_t stride, int t0, int T, int hs)
+{
+    for (int x = 0; x < FB; x++)
+        for (int i = 0; i < hs; i++)
+            dst[x * hs + i] = p && t0 + x < T ? p[(size_t)(t0 + x) * stride + i] : 0.0f;
+}
+
 static int imin(int a, int b) { return a < b ? a : b; }
 
 /* flash_fwd_kernel, every block, its threads one after another between the barriers. */
@@ -40,13 +50,9 @@ static void emu_fwd(float *y, float *lse, const float *qkv, int B, int T, int C,
         for (int h = 0; h < NH; h++)
             for (int blk = 0; blk * FB < T; blk++) {
                 const float *base = qkv + (size_t)b * T * row + (size_t)h * hs;
-                for (int x = 0; x < FB; x++) {
-                    int t = blk * FB + x;
-                    for (int i = 0; i < hs; i++)
-                        q[x * hs + i] = t < T ? base[(size_t)t * row + i] : 0.0f,
-                        acc[x * hs + i] = 0.0f;
-                    m[x] = -INFINITY, l[x] = 0.0f;
-                }
+                thread_rows(q, base, row, blk * FB, T, hs);
+                thread_rows(acc, NULL, 0, 0, 0, hs);
+                for (int x = 0; x < FB; x++) m[x] = -INFINITY, l[x] = 0.0f;
                 int kend = fl_key_end(T, blk * FB, FB);
                 for (int k0 = 0; k0 < kend; k0 += FB) {
                     int nk = imin(FB, kend - k0);
@@ -90,15 +96,10 @@ static void emu_bwd(float *dqkv, const float *dy, const float *qkv, const float 
             const float *lb = lse + ((size_t)b * NH + h) * T;
             float *db = D + ((size_t)b * NH + h) * T;
             for (int blk = 0; blk * FB < T; blk++) { /* dq: r1 q, r2 g, r3 dq */
-                for (int x = 0; x < FB; x++) {
-                    int t = blk * FB + x;
-                    for (int i = 0; i < hs; i++) {
-                        r1[x * hs + i] = t < T ? base[(size_t)t * row + i] : 0.0f;
-                        r2[x * hs + i] = t < T ? gb[(size_t)t * C + i] : 0.0f;
-                        r3[x * hs + i] = 0.0f;
-                    }
-                    d[x] = 0.0f;
-                }
+                thread_rows(r1, base, row, blk * FB, T, hs);
+                thread_rows(r2, gb, (size_t)C, blk * FB, T, hs);
+                thread_rows(r3, NULL, 0, 0, 0, hs);
+                for (int x = 0; x < FB; x++) d[x] = 0.0f;
                 int kend = fl_key_end(T, blk * FB, FB);
                 for (int pass = 0; pass < 2; pass++) {
                     for (int x = 0; x < FB; x++) dsum[x] = 0;
@@ -127,15 +128,9 @@ static void emu_bwd(float *dqkv, const float *dy, const float *qkv, const float 
             }
             for (int want_dk = 0; want_dk < 2; want_dk++)
                 for (int blk = 0; blk * FB < T; blk++) { /* r1 k, r2 v, r3 acc */
-                    for (int x = 0; x < FB; x++) {
-                        int t2 = blk * FB + x;
-                        for (int i = 0; i < hs; i++) {
-                            r1[x * hs + i] = t2 < T ? base[(size_t)t2 * row + C + i] : 0.0f;
-                            r2[x * hs + i] =
-                                t2 < T && want_dk ? base[(size_t)t2 * row + 2 * C + i] : 0.0f;
-                            r3[x * hs + i] = 0.0f;
-                        }
-                    }
+                    thread_rows(r1, base + C, row, blk * FB, T, hs);
+                    thread_rows(r2, want_dk ? base + 2 * C : NULL, row, blk * FB, T, hs);
+                    thread_rows(r3, NULL, 0, 0, 0, hs);
                     for (int q0 = blk * FB; q0 < T; q0 += FB) {
                         int nq = imin(FB, T - q0);
                         load(t1, base, row, q0, nq, hs);

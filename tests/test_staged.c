@@ -42,6 +42,39 @@ static float *dev_floats(size_t n)
 
 /* ---- every operation ----------------------------------------------------------------------- */
 
+/* Reduce-scatter, all-gather, all-to-all(v) with gaps and broadcast of s's buffers d -> d2 (N * P
+ * floats each) against m on host buffers h -> h2 holding the same values: the same bytes. */
+static void collectives_like_mpi(FtComm *s, FtComm *m, const float *d, float *d2, const float *h,
+                                 float *h2, int N)
+{
+    int rank = ft_test_rank(), P = ft_test_size();
+    comm_reduce_scatter_sum(s, d, d2, (size_t)(N / P), FT_F32);
+    comm_reduce_scatter_sum(m, h, h2, (size_t)(N / P), FT_F32);
+    assert_memory_equal(d2, h2, sizeof(float) * (size_t)(N / P));
+    comm_allgather(s, d, d2, (size_t)N, FT_F32);
+    comm_allgather(m, h, h2, (size_t)N, FT_F32);
+    assert_memory_equal(d2, h2, sizeof(float) * (size_t)N * (size_t)P);
+    /* all-to-all(v): 3 + q elements to rank q, with a gap of 2 in front of each block */
+    int sc[64], sd[64], rc[64], rd[64];
+    assert_true(P <= 64);
+    for (int q = 0, o = 0, r = 0; q < P; q++) {
+        sc[q] = 3 + q, sd[q] = o + 2, o += 2 + sc[q];
+        rc[q] = 3 + rank, rd[q] = r + 2, r += 2 + rc[q];
+    }
+    for (int i = 0; i < N * P; i++)
+        d2[i] = h2[i] = -1.0f;
+    FtReq r1, r2;
+    comm_ialltoallv(s, d, sc, sd, d2, rc, rd, FT_F32, &r1);
+    comm_ialltoallv(m, h, sc, sd, h2, rc, rd, FT_F32, &r2);
+    comm_wait(&r1, NULL), comm_wait(&r2, NULL);
+    assert_memory_equal(d2, h2, sizeof(float) * (size_t)N); /* the gaps kept their -1 */
+    for (int i = 0; i < N; i++)
+        d2[i] = h2[i] = (float)(rank == 1 ? i : -i);
+    comm_bcast(s, d2, (size_t)N, FT_F32, 1);
+    comm_bcast(m, h2, (size_t)N, FT_F32, 1);
+    assert_memory_equal(d2, h2, sizeof(float) * (size_t)N);
+}
+
 /* Each operation on stand-in device buffers against the plain MPI backend on host buffers. */
 static void test_ops(void **state)
 {
@@ -62,31 +95,7 @@ static void test_ops(void **state)
     comm_allreduce_sum(s, h, d2, N, FT_F32);                  /* host send, device receive */
     comm_allreduce_sum(m, h, h2, N, FT_F32);
     assert_memory_equal(d2, h2, sizeof(float) * N);
-    comm_reduce_scatter_sum(s, d, d2, N / P, FT_F32);
-    comm_reduce_scatter_sum(m, h, h2, N / P, FT_F32);
-    assert_memory_equal(d2, h2, sizeof(float) * (N / P));
-    comm_allgather(s, d, d2, N, FT_F32);
-    comm_allgather(m, h, h2, N, FT_F32);
-    assert_memory_equal(d2, h2, sizeof(float) * N * P);
-    /* all-to-all(v): 3 + q elements to rank q, with a gap of 2 in front of each block */
-    int sc[64], sd[64], rc[64], rd[64];
-    assert_true(P <= 64);
-    for (int q = 0, o = 0, r = 0; q < P; q++) {
-        sc[q] = 3 + q, sd[q] = o + 2, o += 2 + sc[q];
-        rc[q] = 3 + rank, rd[q] = r + 2, r += 2 + rc[q];
-    }
-    for (int i = 0; i < N * P; i++)
-        d2[i] = h2[i] = -1.0f;
-    FtReq r1, r2;
-    comm_ialltoallv(s, d, sc, sd, d2, rc, rd, FT_F32, &r1);
-    comm_ialltoallv(m, h, sc, sd, h2, rc, rd, FT_F32, &r2);
-    comm_wait(&r1, NULL), comm_wait(&r2, NULL);
-    assert_memory_equal(d2, h2, sizeof(float) * N); /* the gaps kept their -1 */
-    for (int i = 0; i < N; i++)
-        d2[i] = h2[i] = (float)(rank == 1 ? i : -i);
-    comm_bcast(s, d2, N, FT_F32, 1);
-    comm_bcast(m, h2, N, FT_F32, 1);
-    assert_memory_equal(d2, h2, sizeof(float) * N);
+    collectives_like_mpi(s, m, d, d2, h, h2, N);
     /* point to point: rank 0 sends the device buffer, rank 1 receives into device memory */
     if (rank < 2) {
         for (int i = 0; i < N; i++)
@@ -174,26 +183,7 @@ static void test_routed_ops(void **state)
     comm_allreduce_sum(s, d, d2, N, FT_F32);
     comm_allreduce_sum(m, h, h2, N, FT_F32);
     assert_memory_equal(d2, h2, sizeof(float) * N);
-    comm_reduce_scatter_sum(s, d, d2, N / P, FT_F32);
-    comm_reduce_scatter_sum(m, h, h2, N / P, FT_F32);
-    assert_memory_equal(d2, h2, sizeof(float) * (N / P));
-    comm_allgather(s, d, d2, N, FT_F32);
-    comm_allgather(m, h, h2, N, FT_F32);
-    assert_memory_equal(d2, h2, sizeof(float) * N * P);
-    int sc[64], sd[64], rc[64], rd[64];
-    assert_true(P <= 64);
-    for (int q = 0, o = 0, r = 0; q < P; q++) {
-        sc[q] = 2 + q, sd[q] = o, o += sc[q];
-        rc[q] = 2 + rank, rd[q] = r, r += rc[q];
-    }
-    FtReq r1, r2;
-    comm_ialltoallv(s, d, sc, sd, d2, rc, rd, FT_F32, &r1);
-    comm_ialltoallv(m, h, sc, sd, h2, rc, rd, FT_F32, &r2);
-    comm_waitall(&r1, 1, NULL), comm_wait(&r2, NULL);
-    assert_memory_equal(d2, h2, sizeof(float) * (size_t)(2 + rank) * (size_t)P);
-    comm_bcast(s, d, N, FT_F32, P - 1);
-    comm_bcast(m, h, N, FT_F32, P - 1);
-    assert_memory_equal(d, h, sizeof(float) * N);
+    collectives_like_mpi(s, m, d, d2, h, h2, N);
     ROUTED(5);
     assert_true(comm_stats(s).dev_bytes > 0);
     /* host buffers: MPI, not the device transport, nothing staged */
