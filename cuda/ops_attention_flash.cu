@@ -191,22 +191,19 @@ static bool flash_fits(long long B, long long T, long long C, long long NH)
     return (HS == 32 || HS == 64) && B < 65536 && NH < 65536 && T * 3 * C < (1LL << 31);
 }
 
-bool cuda_attention_flash_fwd(const FtOpCall *c)
+/* The tiled kernels for c (fwd: the forward, else the backward) when they are chosen and the
+ * shape fits; false: not run. */
+static bool flash_run(const FtOpCall *c, bool fwd)
 {
     long long B = c->d[0], T = c->d[1], C = c->d[2], NH = c->d[3];
     if (!cuda_attention_flash_on() || !flash_fits(B, T, C, NH)) return false;
     float scale = (float)(1.0 / sqrt((double)(C / NH)));
-    if (C / NH == 32) flash_fwd<32>(cuda_ctx(c), c, (int)B, (int)T, (int)C, (int)NH, scale);
-    else flash_fwd<64>(cuda_ctx(c), c, (int)B, (int)T, (int)C, (int)NH, scale);
+    void (*run)(CudaCtx *, const FtOpCall *, int, int, int, int, float) =
+        C / NH == 32 ? (fwd ? flash_fwd<32> : flash_bwd<32>)
+                     : (fwd ? flash_fwd<64> : flash_bwd<64>);
+    run(cuda_ctx(c), c, (int)B, (int)T, (int)C, (int)NH, scale);
     return true;
 }
 
-bool cuda_attention_flash_bwd(const FtOpCall *c)
-{
-    long long B = c->d[0], T = c->d[1], C = c->d[2], NH = c->d[3];
-    if (!cuda_attention_flash_on() || !flash_fits(B, T, C, NH)) return false;
-    float scale = (float)(1.0 / sqrt((double)(C / NH)));
-    if (C / NH == 32) flash_bwd<32>(cuda_ctx(c), c, (int)B, (int)T, (int)C, (int)NH, scale);
-    else flash_bwd<64>(cuda_ctx(c), c, (int)B, (int)T, (int)C, (int)NH, scale);
-    return true;
-}
+bool cuda_attention_flash_fwd(const FtOpCall *c) { return flash_run(c, true); }
+bool cuda_attention_flash_bwd(const FtOpCall *c) { return flash_run(c, false); }

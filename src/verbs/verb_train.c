@@ -184,10 +184,8 @@ static int pick_device_comm(FtConfig *cfg, MPI_Comm comm, MPI_Comm node, const F
     unsigned char *uuid = malloc(16 * (size_t)local_size);
     if (!uuid) FT_DIE("out of memory");
     FT_CHECK_MPI(MPI_Allgather(b->uuid, 16, MPI_BYTE, uuid, 16, MPI_BYTE, node));
-    char why[256] = "", first[640] = "", msg[1024];
-    bool nccl_ok = comm_nccl_available(why, sizeof why);
-    char nwhy[256];
-    snprintf(nwhy, sizeof nwhy, "%s", why);
+    char why[256] = "", nwhy[256] = "", first[640] = "", msg[1024];
+    bool nccl_ok = comm_nccl_available(nwhy, sizeof nwhy);
     int mine = comm_device_choice(uuid, local, local_size, nccl_ok, why, sizeof why);
     free(uuid);
     if (!nccl_ok && strstr(why, "NCCL is not available")) /* the loader's own reason */
