@@ -106,7 +106,7 @@ static struct {
 } g_allocs[MAX_ALLOCS];
 static int g_nallocs;
 double ft_dev_to_host, ft_dev_to_device;
-long long ft_dev_syncs;
+long long ft_dev_syncs, ft_dev_answers, ft_dev_checker_runs;
 static FtBackend g_dev;
 
 static void *dev_alloc(void *ctx, size_t bytes)
@@ -156,6 +156,24 @@ static void dev_sync(void *ctx)
     backend_cpu()->sync(ctx);
 }
 
+static int dev_equal(void *ctx, const void *a, const void *b, size_t bytes)
+{
+    ft_dev_answers++;
+    return backend_cpu()->equal(ctx, a, b, bytes);
+}
+
+static uint64_t dev_fingerprint(void *ctx, const void *p, size_t esize, size_t n)
+{
+    ft_dev_answers++;
+    return backend_cpu()->fingerprint(ctx, p, esize, n);
+}
+
+static void dev_checker_run(void *ctx, FtOpFn fn, FtOpCall *c)
+{
+    ft_dev_checker_runs++;
+    backend_cpu()->checker_run(ctx, fn, c);
+}
+
 const FtBackend *ft_dev(void)
 {
     if (!g_dev.ops) {
@@ -163,6 +181,8 @@ const FtBackend *ft_dev(void)
         g_dev.name = "cpu-as-device", g_dev.alloc = dev_alloc, g_dev.release = dev_release;
         g_dev.to_host = dev_to_host, g_dev.to_device = dev_to_device;
         g_dev.is_device = dev_is_device, g_dev.sync = dev_sync;
+        g_dev.equal = dev_equal, g_dev.fingerprint = dev_fingerprint;
+        g_dev.checker_run = dev_checker_run;
     }
     return &g_dev;
 }

@@ -57,6 +57,9 @@ struct ft_backend;
 const struct ft_backend *ft_dev(void);
 extern double ft_dev_to_host, ft_dev_to_device;
 extern long long ft_dev_syncs; /* its stream waits (sync) */
+extern long long ft_dev_answers; /* its compares and fingerprints that wait for their answer
+                                    (equal, fingerprint) */
+extern long long ft_dev_checker_runs; /* ops run through its checker_run */
 
 int ft_test_run(int argc, char **argv, const char *name, const struct CMUnitTest *tests, size_t n);
 

@@ -405,13 +405,29 @@ static void test_planned_dmr_pp2(void **state)
         assert_int_equal(train_dmr_setup(&td[k], &r[k].tr, c, err, sizeof err), 0);
     }
     double moved = moved_bytes();
+    long long answers = 0, runs = 0;
+    FtDmrStats planned0;
     for (int s = 0; s < 6; s++)
         for (int k = 0; k < 2; k++) {
+            if (k == 1 && s == 2) { /* the plan is in use from here on */
+                dmr_stats(train_dmr_get(td[1]), &planned0); /* this rank's */
+                answers = ft_dev_answers, runs = ft_dev_checker_runs;
+            }
             FtStepInfo info;
             FtStepStatus want = k == 1 && s == 3 ? FT_STEP_REDONE : FT_STEP_OK; /* the flip */
             assert_all(train_step(&r[k].tr, &info) == want);
         }
+    answers = ft_dev_answers - answers, runs = ft_dev_checker_runs - runs;
+    FtDmrStats mine;
+    dmr_stats(train_dmr_get(td[1]), &mine);
     for (int k = 0; k < 2; k++) train_dmr_stats(td[k], &st[k]);
+    /* under the plan no check waits for its answer on the device (they are all read at the
+     * agreement), and every naive check and deferred or AGC replay ran through checker_run
+     * (on a GPU: the checker stream) */
+    long long replayed = 0;
+    for (int j = 0; j < FT_DMR_NSTRAT; j++)
+        if (j != FT_DMR_S_PIGGYBACK) replayed += mine.checks[j] - planned0.checks[j];
+    assert_all(answers == 0 && replayed > 0 && runs >= replayed);
     size_t bytes = sizeof(float) * r[0].m.nparams;
     assert_all(memcmp(r[0].m.params, r[1].m.params, bytes) == 0);
     assert_all(memcmp(r[0].m.m, r[1].m.m, bytes) == 0 && memcmp(r[0].m.v, r[1].m.v, bytes) == 0);

@@ -95,6 +95,8 @@ void dmr_free(FtDmr *d)
     free(d->bad_steps), free(d->who), free(d->suspect);
     for (int i = 0; i < d->nunits; i++) dmr_unit_free(d, d->units[i]);
     free(d->units), free(d->link), free(d->seg_last);
+    if (d->dfp) d->be->release(d->be->ctx, d->dfp);
+    free(d->dfree);
     dmr_mem_free(d, d->rscratch);
     dmr_pool_release(d);
     dmr_plan_free(&d->plan);
@@ -162,7 +164,7 @@ static FpStore *store(FtDmr *d, const FtTape *tp)
     return s;
 }
 
-static FtOpFn op_fn(const FtDmr *d, const FtTapeEntry *e)
+FtOpFn dmr_op_fn(const FtDmr *d, const FtTapeEntry *e)
 {
     const FtOpDesc *od = &d->be->ops[e->kind];
     return e->dir == FT_FWD ? od->fwd : od->bwd;
@@ -170,7 +172,7 @@ static FtOpFn op_fn(const FtDmr *d, const FtTapeEntry *e)
 
 void dmr_run_op(const FtDmr *d, const FtTapeEntry *e, const FtOpCall *c)
 {
-    op_fn(d, e)(c);
+    dmr_op_fn(d, e)(c);
 }
 
 static void entry_name(const FtTape *tp, int i, char *buf, size_t len)
@@ -330,7 +332,7 @@ static void resolve_pending(FtDmr *d)
         d->be->to_host(d->be->ctx, h, d->pbfp, bytes);
         for (int j = 0; j < d->npb; j++)
             if (memcmp(h + j * w, h + j * w + FT_OP_MAX_OUT, sizeof(uint64_t) * FT_OP_MAX_OUT))
-                dmr_mismatch(d, d->pb[j].tp, d->pb[j].i, d->pb[j].f, S_PB_CHECK);
+                dmr_mismatch(d, d->pb[j].tp, d->pb[j].i, d->pb[j].f, d->pb[j].s);
         d->npb = 0;
         free(h);
     }
@@ -348,8 +350,8 @@ static void resolve_pending(FtDmr *d)
 
 /* The fingerprints of entry i's outputs into slot[0 .. FT_OP_MAX_OUT) of backend memory (0 for
  * an output it does not have), without waiting. */
-static void fingerprint_into(const FtDmr *d, const FtTape *tp, const FtTapeEntry *e,
-                             const FtOpCall *c, uint64_t *slot)
+void dmr_fingerprint_into(const FtDmr *d, const FtTape *tp, const FtTapeEntry *e,
+                          const FtOpCall *c, uint64_t *slot)
 {
     d->be->set(d->be->ctx, slot, 0, sizeof(uint64_t) * FT_OP_MAX_OUT);
     for (int k = 0; k < FT_OP_MAX_OUT; k++) {
@@ -359,10 +361,12 @@ static void fingerprint_into(const FtDmr *d, const FtTape *tp, const FtTapeEntry
     }
 }
 
-/* Slots for one more pending piggyback compare of entry i against its twin f's saved
- * fingerprints (the pending ones answered first when all are taken): the saved ones are copied
- * in now, as the twin's slot may be saved again before the agreement. */
-static uint64_t *pending_pb(FtDmr *d, const FtTape *tp, int i, int f, const uint64_t *saved)
+/* Slots for one more pending fingerprint compare (strategy s) of entry i against the saved
+ * fingerprints of entry f (its piggyback twin, or i itself at a deferred replay), the pending
+ * ones answered first when all are taken: the saved ones are copied in now, as their slot may
+ * be written again before the agreement. */
+uint64_t *dmr_pending_pair(FtDmr *d, const FtTape *tp, int i, int f, const uint64_t *saved,
+                           enum strat s)
 {
     size_t w = 2 * FT_OP_MAX_OUT;
     if (!d->pbfp) {
@@ -372,7 +376,7 @@ static uint64_t *pending_pb(FtDmr *d, const FtTape *tp, int i, int f, const uint
         FT_ASSERT(d->pb);
     }
     if (d->npb == d->cappb) resolve_pending(d);
-    d->pb[d->npb].tp = tp, d->pb[d->npb].i = i, d->pb[d->npb].f = f;
+    d->pb[d->npb].tp = tp, d->pb[d->npb].i = i, d->pb[d->npb].f = f, d->pb[d->npb].s = s;
     uint64_t *slot = d->pbfp + w * (size_t)d->npb++;
     d->be->copy(d->be->ctx, slot, saved, sizeof(uint64_t) * FT_OP_MAX_OUT);
     return slot + FT_OP_MAX_OUT;
@@ -417,7 +421,7 @@ void dmr_check_naive(FtDmr *d, const FtTape *tp, int i, const FtOpCall *c, const
                  !backend_is_host(d->be);
     if (timed) d->be->sync(d->be->ctx);
     double t0 = omp_get_wtime();
-    d->be->checker_run(d->be->ctx, op_fn(d, e), &cc);
+    d->be->checker_run(d->be->ctx, dmr_op_fn(d, e), &cc);
     if (timed) d->be->sync(d->be->ctx);
     double t1 = omp_get_wtime();
     for (int j = 0; j < nchk; j++) dmr_inject(d, chk[j], tp, i, cc.out, i, S_NAIVE);
@@ -507,7 +511,7 @@ static void after_op(void *arg, const FtTape *tp, int i, const FtOpCall *c)
     case S_DYN: dmr_dyn_check(d, tp, i, c, chk, nchk); break;
     case S_PB_SAVE: {
         FpStore *st = store(d, tp);
-        if (st->fp_dev) fingerprint_into(d, tp, e, c, st->fp_dev + (size_t)i * FT_OP_MAX_OUT);
+        if (st->fp_dev) dmr_fingerprint_into(d, tp, e, c, st->fp_dev + (size_t)i * FT_OP_MAX_OUT);
         else dmr_fingerprint(d, tp, e, c, st->fp + (size_t)i * FT_OP_MAX_OUT);
         if (!st->pending[i]) st->pending[i] = 1, st->npending++;
         break;
@@ -523,8 +527,9 @@ static void after_op(void *arg, const FtTape *tp, int i, const FtOpCall *c)
         st->npending--;
         d->s.checks[FT_DMR_S_PIGGYBACK]++;
         if (st->fp_dev) { /* answered at the agreement (resolve_pending) */
-            fingerprint_into(d, tp, e, c,
-                             pending_pb(d, tp, i, f, st->fp_dev + (size_t)f * FT_OP_MAX_OUT));
+            dmr_fingerprint_into(d, tp, e, c,
+                                 dmr_pending_pair(d, tp, i, f, st->fp_dev + (size_t)f * FT_OP_MAX_OUT,
+                                                  S_PB_CHECK));
             break;
         }
         uint64_t fp[FT_OP_MAX_OUT];

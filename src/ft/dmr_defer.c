@@ -98,12 +98,43 @@ void dmr_pool_release(FtDmr *d)
     d->pool = NULL, d->npool = d->cappool = 0, d->pool_bytes = 0;
 }
 
+/* A slot of dfp for a deferred member's primary fingerprints. dfp grows by a copy on the
+ * backend's stream, ordered before any later use; members hold slot numbers, not addresses. */
+static int slot_take(FtDmr *d)
+{
+    if (!d->ndfree) {
+        int cap = d->capdfp ? 2 * d->capdfp : 16; /* grows: tests pass through it */
+        size_t w = sizeof(uint64_t) * FT_OP_MAX_OUT;
+        uint64_t *nf = backend_alloc(d->be, w * (size_t)cap, "DMR deferred fingerprints");
+        int *free_ = realloc(d->dfree, sizeof *free_ * (size_t)cap);
+        FT_ASSERT(free_);
+        d->dfree = free_;
+        if (d->dfp) {
+            d->be->copy(d->be->ctx, nf, d->dfp, w * (size_t)d->capdfp);
+            d->be->release(d->be->ctx, d->dfp);
+        }
+        d->dfp = nf;
+        for (int j = cap - 1; j >= d->capdfp; j--) d->dfree[d->ndfree++] = j;
+        d->capdfp = cap;
+    }
+    return d->dfree[--d->ndfree];
+}
+
+static void slot_give(FtDmr *d, Member *m)
+{
+    if (m->slot < 0) return;
+    d->dfree[d->ndfree++] = m->slot;
+    m->slot = -1;
+}
+
 void dmr_unit_free(FtDmr *d, Unit *u)
 {
     if (!u) return;
     d->kept -= u->kept; /* first: the pool may keep what this frees */
-    for (int j = 0; j < u->nm; j++)
+    for (int j = 0; j < u->nm; j++) {
         for (int k = 0; k < FT_OP_MAX_IN; k++) dmr_keep_free(d, u->m[j].copy[k], u->m[j].nb[k]);
+        slot_give(d, &u->m[j]);
+    }
     if (u->dyn) d->dyn_kept -= u->kept;
     free(u->m), free(u->roff), free(u);
 }
@@ -120,8 +151,9 @@ static void unit_remove(FtDmr *d, Unit *u)
     dmr_unit_free(d, u);
 }
 
-/* Replays u's next member into the replay scratch and compares its output fingerprints with
- * the primary's; the last member frees u. */
+/* Replays u's next member into the replay scratch (through the backend's checker_run: on a
+ * device, its checker stream) and compares its output fingerprints with the primary's, at the
+ * agreement where the backend fingerprints without waiting; the last member frees u. */
 static void unit_step(FtDmr *d, Unit *u)
 {
     if (u->next == 0) { /* the replay outputs of every member, carved from one buffer */
@@ -151,13 +183,20 @@ static void unit_step(FtDmr *d, Unit *u)
         if (m->link[k] >= 0) cc.in[k] = rs + u->roff[m->link[k]];
     for (int k = 0; k < FT_OP_MAX_OUT; k++)
         if (e->out[k] >= 0 && m->c.out[k]) cc.out[k] = rs + u->roff[u->next * FT_OP_MAX_OUT + k];
-    dmr_run_op(d, e, &cc);
+    d->be->checker_run(d->be->ctx, dmr_op_fn(d, e), &cc); /* a device's checker stream */
     enum strat s = u->seg < 0 ? S_DEFER : S_AGC;
     for (int j = 0; j < m->nchk; j++) dmr_inject(d, m->chk[j], u->tp, m->entry, cc.out, m->entry, s);
-    uint64_t fp[FT_OP_MAX_OUT];
-    dmr_fingerprint(d, u->tp, e, &cc, fp);
     if (m->covered) d->s.checks[u->seg < 0 ? FT_DMR_S_DEFERRED : FT_DMR_S_AGC]++;
-    if (memcmp(fp, m->fp, sizeof fp)) dmr_mismatch(d, u->tp, m->entry, m->entry, s);
+    if (m->slot >= 0) { /* answered at the agreement: no wait here */
+        const uint64_t *saved = d->dfp + (size_t)m->slot * FT_OP_MAX_OUT;
+        dmr_fingerprint_into(d, u->tp, e, &cc,
+                             dmr_pending_pair(d, u->tp, m->entry, m->entry, saved, s));
+        slot_give(d, m);
+    } else {
+        uint64_t fp[FT_OP_MAX_OUT];
+        dmr_fingerprint(d, u->tp, e, &cc, fp);
+        if (memcmp(fp, m->fp, sizeof fp)) dmr_mismatch(d, u->tp, m->entry, m->entry, s);
+    }
     if (++u->next == u->nm) unit_remove(d, u);
 }
 
@@ -221,7 +260,13 @@ static Unit *unit_push(FtDmr *d, Unit *u, const FtTape *tp, int seg, const Membe
         d->be->copy(d->be->ctx, m.copy[k], c->in[k], nb[k]);
         m.c.in[k] = m.copy[k];
     }
-    dmr_fingerprint(d, tp, e, c, m.fp);
+    m.slot = -1;
+    if (d->be->fingerprint_into) { /* the primary's, without waiting */
+        m.slot = slot_take(d);
+        dmr_fingerprint_into(d, tp, e, c, d->dfp + (size_t)m.slot * FT_OP_MAX_OUT);
+    } else {
+        dmr_fingerprint(d, tp, e, c, m.fp);
+    }
     for (int j = 0; j < nchk && m.nchk < 4; j++) m.chk[m.nchk++] = chk[j];
     if (!u) {
         u = calloc(1, sizeof *u);

@@ -22,7 +22,8 @@ typedef struct member {
     int link[FT_OP_MAX_IN];     /* input k is member link/FT_OP_MAX_OUT's output link%MAX, or -1 */
     void *copy[FT_OP_MAX_IN];   /* kept copies (back to the pool with the unit) */
     size_t nb[FT_OP_MAX_IN];    /* ... their bytes */
-    uint64_t fp[FT_OP_MAX_OUT]; /* the primary's output fingerprints */
+    uint64_t fp[FT_OP_MAX_OUT]; /* the primary's output fingerprints (slot < 0) */
+    int slot;                   /* ... or their slot in dfp (the backend's fingerprint_into) */
     int chk[4], nchk;           /* checker flips (applied to the replay's outputs) */
     bool covered;               /* counted as a check (AGC: not a piggyback op replayed) */
 } Member;
@@ -81,11 +82,11 @@ struct ft_dmr {
     struct { const FtTape *tp; int i; } *pend;
     int npend, cappend;
     int pend_max;         /* capacity of flags/pend and of pbfp/pb (dmr_set_pending_max) */
-    /* piggyback compares answered at the agreement (the backend's fingerprint_into): pbfp
-     * (backend memory) holds per compare j the saved fingerprints of entry pb[j].f, copied at
-     * the check, then the check's own (2 x FT_OP_MAX_OUT words) */
+    /* piggyback compares and deferred replays answered at the agreement (the backend's
+     * fingerprint_into): pbfp (backend memory) holds per compare j the saved fingerprints of
+     * entry pb[j].f, copied at the check, then the check's own (2 x FT_OP_MAX_OUT words) */
     uint64_t *pbfp;
-    struct { const FtTape *tp; int i, f; } *pb;
+    struct { const FtTape *tp; int i, f; enum strat s; } *pb;
     int npb, cappb;
     /* the attempt */
     bool in_attempt, active;
@@ -122,6 +123,9 @@ struct ft_dmr {
                                                  keep of the same size takes one (dmr_keep_alloc) */
     int npool, cappool;
     size_t pool_bytes;
+    uint64_t *dfp;       /* deferred members' primary fingerprints (backend memory), slots of
+                            FT_OP_MAX_OUT words: the free ones in dfree */
+    int capdfp, *dfree, ndfree;
     void *rscratch;      /* the replay outputs of the unit being replayed */
     size_t rscratch_bytes;
     bool in_poll;
@@ -139,6 +143,7 @@ struct ft_dmr {
 
 /* dmr.c */
 int dmr_entry_index(const FtDmr *d, const FtTape *tp, int i); /* entry space (dmr_plan.h) */
+FtOpFn dmr_op_fn(const FtDmr *d, const FtTapeEntry *e); /* the backend's function of entry e */
 void dmr_run_op(const FtDmr *d, const FtTapeEntry *e, const FtOpCall *c);
 /* Applies flip fi to outs (outputs of entry i of tp); the check of `key` covers it. */
 void dmr_inject(FtDmr *d, int fi, const FtTape *tp, int i, void *const *outs, int key,
@@ -147,6 +152,15 @@ void dmr_inject(FtDmr *d, int fi, const FtTape *tp, int i, void *const *outs, in
 void dmr_mismatch(FtDmr *d, const FtTape *tp, int i, int key, enum strat s);
 void dmr_fingerprint(const FtDmr *d, const FtTape *tp, const FtTapeEntry *e, const FtOpCall *c,
                      uint64_t *fp);
+/* The fingerprints of entry i's outputs into slot[0 .. FT_OP_MAX_OUT) of backend memory (0 for
+ * an output it does not have), without waiting (the backend's fingerprint_into). */
+void dmr_fingerprint_into(const FtDmr *d, const FtTape *tp, const FtTapeEntry *e,
+                          const FtOpCall *c, uint64_t *slot);
+/* Slots (backend memory) for a compare answered at the agreement: entry i's check (strategy
+ * s) against the fingerprints `saved` of entry f, which are copied in now; returns where the
+ * check's own fingerprints go. */
+uint64_t *dmr_pending_pair(FtDmr *d, const FtTape *tp, int i, int f, const uint64_t *saved,
+                           enum strat s);
 /* Runs entry i again into scratch (checker flips chk[0..nchk) applied there) and compares. */
 void dmr_check_naive(FtDmr *d, const FtTape *tp, int i, const FtOpCall *c, const int *chk,
                      int nchk);
