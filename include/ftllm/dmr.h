@@ -67,9 +67,12 @@
  * when a check of that very execution mismatched, as rolled back when its attempt was redone.
  *
  * The checks go through the backend (backend.h: checker_run, equal, fingerprint), so they run
- * where the tensors live (CUDA: the naive re-execution on the checker stream into device
- * scratch, the compare and the fingerprints as device kernels); flips go through the backend's
- * copies. */
+ * where the tensors live (CUDA: the naive re-execution and the deferred replays on the checker
+ * stream into device scratch, the compare and the fingerprints as device kernels); flips go
+ * through the backend's copies. Where the backend has mark_differs and fingerprint_into, a
+ * check does not wait for its answer: naive compares, piggyback compares and deferred replays
+ * leave theirs in backend memory, read in one copy at the agreement (or earlier when
+ * dmr_set_pending_max of them are pending). Only ops that write integers compare at once. */
 #ifndef FTLLM_DMR_H
 #define FTLLM_DMR_H
 
