@@ -704,10 +704,6 @@ int deck_check(const FtConfig *cfg, int nranks, char *err, size_t errlen)
         return cross_fail(cfg, KID(parallel, device_comm), KID(run, backend), err, errlen,
                           "parallel.device_comm = nccl needs run.backend = cuda (NCCL moves "
                           "device buffers; the CPU backend's go over MPI)");
-    if (cfg->dmr.moe_dynamic && cfg->run.backend != FT_BACKEND_CPU)
-        return cross_fail(cfg, KID(dmr, moe_dynamic), KID(run, backend), err, errlen,
-                          "dmr.moe_dynamic = true needs run.backend = cpu (the dynamic planner "
-                          "reads the routed rows in host memory)");
     if (cfg->dmr.moe_dynamic && cfg->dmr.mode != FT_DMR_PLANNED)
         return cross_fail(cfg, KID(dmr, moe_dynamic), KID(dmr, mode), err, errlen,
                           "dmr.moe_dynamic = true needs dmr.mode = planned (it decides the "

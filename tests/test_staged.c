@@ -442,6 +442,56 @@ static void test_planned_dmr_pp2(void **state)
     if (ft_test_rank() == 0) unlink(sched);
 }
 
+/* The MoE dynamic planner (dmr.moe_dynamic) on the stand-in device, ep 2: the expert ops'
+ * routed rows are read through the backend, their checks deferred at run time keep device
+ * copies; a flip of an expert op after the profile is caught and rolled back, and the run ends
+ * bitwise where the CPU run with no flip ends. */
+static void test_moe_dynamic_ep2(void **state)
+{
+    (void)state;
+    if (ft_test_size() != 2) skip();
+    char sched[64];
+    const char *text = "sdc step=4 rank=0 op=moe_expert:1 bit=29\n";
+    ft_tmpfile(text, strlen(text), sched);
+    Run r[2];
+    FtTrainDmr *td[2];
+    for (int k = 0; k < 2; k++) {
+        run_open(&r[k], 1, 1, 1, 2, k ? ft_dev() : NULL);
+        FtConfig *c = &r[k].c;
+        c->train.steps = 6;
+        c->dmr.mode = FT_DMR_PLANNED, c->dmr.phases = FT_DMR_PHASES_123;
+        c->dmr.profile_steps = 2, c->dmr.deferred_mb = 64, c->dmr.moe_dynamic = true;
+        if (k) snprintf(c->faults.schedule, sizeof c->faults.schedule, "%s", sched);
+        char err[FT_DECK_ERR_MAX];
+        train_free(&r[k].tr);
+        FtBatchSource src = {ft_synth_fetch, g_dims};
+        train_init_grid(&r[k].tr, c, &r[k].m, &r[k].g, &src, NULL);
+        assert_int_equal(train_dmr_setup(&td[k], &r[k].tr, c, err, sizeof err), 0);
+    }
+    for (int s = 0; s < 6; s++)
+        for (int k = 0; k < 2; k++) {
+            FtStepInfo info;
+            FtStepStatus want = k == 1 && s == 3 ? FT_STEP_REDONE : FT_STEP_OK; /* the flip */
+            assert_all(train_step(&r[k].tr, &info) == want);
+        }
+    FtDmrStats st[2];
+    for (int k = 0; k < 2; k++) train_dmr_stats(td[k], &st[k]);
+    size_t bytes = sizeof(float) * r[0].m.nparams;
+    assert_all(memcmp(r[0].m.params, r[1].m.params, bytes) == 0);
+    assert_all(memcmp(r[0].m.m, r[1].m.m, bytes) == 0 && memcmp(r[0].m.v, r[1].m.v, bytes) == 0);
+    /* checks deferred at run time in both runs (the device run's count has one attempt more:
+     * the redone step's), keeping the routed rows only */
+    assert_all(st[0].dyn_deferred > 0 && st[1].dyn_deferred > st[0].dyn_deferred);
+    assert_all(st[1].dyn_bytes > st[0].dyn_bytes && st[1].dyn_bytes < st[1].dyn_cap_bytes);
+    assert_all(st[0].mismatches == 0 && st[1].injected == 1 && st[1].detected == 1 &&
+               st[1].missed == 0 && st[1].redone == 1);
+    for (int k = 0; k < 2; k++) {
+        train_dmr_destroy(td[k]);
+        run_close(&r[k]);
+    }
+    if (ft_test_rank() == 0) unlink(sched);
+}
+
 /* The executor's op table on a device times each op to its end when stats.sync asks (a stream
  * wait before and after it: the table `ftllm train` prints at debug level), and otherwise does
  * not wait: the op runs, counted either way. */
@@ -469,4 +519,5 @@ FT_TEST_MAIN(cmocka_unit_test(test_ops), cmocka_unit_test(test_op_timing),
              cmocka_unit_test(test_routed_ops), cmocka_unit_test(test_routed_refused),
              cmocka_unit_test(test_train_tp2),
              cmocka_unit_test(test_train_pp2), cmocka_unit_test(test_train_dp2),
-             cmocka_unit_test(test_train_ep2), cmocka_unit_test(test_planned_dmr_pp2))
+             cmocka_unit_test(test_train_ep2), cmocka_unit_test(test_planned_dmr_pp2),
+             cmocka_unit_test(test_moe_dynamic_ep2))

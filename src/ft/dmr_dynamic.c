@@ -17,6 +17,9 @@
  *  - A deferred dynamic check is a unit of its own in the same queue (dmr_defer.c): the poll
  *    hook replays it in the next wait, which for an expert op is usually the EP all-to-all
  *    right after it (a window only known at run time), or dmr_drain before the agreement. */
+#include <stdlib.h>
+
+#include "ftllm/log.h"
 #include "dmr_impl.h"
 
 bool dmr_dyn_op(const FtTapeEntry *e) { return e->kind == FT_OP_MOE_EXPERT; }
@@ -56,12 +59,16 @@ void dmr_dyn_prepare(FtDmr *d)
     d->s.dyn_guard = (long long)d->dyn_guard;
 }
 
-/* Rows routed to this rank: the sum of the op's counts (G x El blocks). */
-static long long routed_rows(const FtOpCall *c)
+/* Rows routed to this rank: the sum of the op's counts (G x El blocks), read through the
+ * backend's copy to the host (on a device a small wait, as the expert op's own GEMMs make). */
+static long long routed_rows(const FtDmr *d, const FtOpCall *c)
 {
-    const int *counts = c->in[3];
     long long G = (long long)c->x[0], El = c->d[3], total = 0;
+    int *counts = malloc(sizeof *counts * (size_t)(G * El > 0 ? G * El : 1));
+    FT_ASSERT(counts);
+    d->be->to_host(d->be->ctx, counts, c->in[3], sizeof *counts * (size_t)(G * El));
     for (long long b = 0; b < G * El; b++) total += counts[b] > 0 ? counts[b] : 0;
+    free(counts);
     return total < c->d[0] ? total : c->d[0];
 }
 
@@ -69,7 +76,7 @@ void dmr_dyn_check(FtDmr *d, const FtTape *tp, int i, const FtOpCall *c, const i
                    int nchk)
 {
     const FtTapeEntry *e = &tp->e[i];
-    long long R = c->d[0], rows = routed_rows(c);
+    long long R = c->d[0], rows = routed_rows(d, c);
     size_t nb[FT_OP_MAX_IN] = {0}, bytes = 0;
     for (int k = 0; k < FT_OP_MAX_IN; k++) {
         if (e->in[k] < 0 || !c->in[k]) continue;
