@@ -239,7 +239,8 @@ int train_dmr_setup(FtTrainDmr **out, FtTrainer *tr, const FtConfig *cfg, char *
         if (fault_load(&td->sched, path, tr->c_world, err, errlen)) goto out_free;
         td->has_sched = true;
     }
-    if (path[0] && !tr->grid) { /* a hot spare: the training ranks plan (and check) the flips */
+    if (path[0] && !tr->grid && tr->left) { /* a hot spare: the training ranks plan (and check)
+                                               the flips (no grid alone: one rank, train_init) */
     } else if (path[0]) {
         FtFaultOps *ops = gather_ops(tr, nranks);
         FtFaultJob job = {.nranks = nranks, .dp = tr->grid ? tr->grid->dp : 1,

@@ -1,5 +1,8 @@
 /* gpu_skip.h: the GPU tests' CUDA backend, opened once, or a skip with the reason printed
- * once (no GPU, no driver, a CPU-only build). */
+ * once (no GPU, no driver, a CPU-only build). Compiled with FT_GPU_STANDIN (a CPU test that
+ * includes a GPU test's source: tests/test_dmr_standin.c), the stand-in device instead
+ * (ft_test.h's ft_dev: the CPU backend under another identity), so the test's logic and the
+ * engine's device paths run in every `make test`. */
 #ifndef FTLLM_TESTS_GPU_SKIP_H
 #define FTLLM_TESTS_GPU_SKIP_H
 
@@ -10,6 +13,9 @@
 
 static inline const FtBackend *gpu(void)
 {
+#ifdef FT_GPU_STANDIN
+    return ft_dev();
+#endif
     static int tried;
     static const FtBackend *be;
     if (!tried) {

@@ -17,6 +17,9 @@
  *     flip detected and its step redone, and the run ends with parameters and both AdamW
  *     moments bitwise equal to the fault-free GPU run without DMR. A clean run with naive DMR
  *     (every op re-run on the checker stream) mismatches nowhere.
+ *   - The same with mode planned (phases 1,2,3 after a 2-step profile, dmr.leftovers = end),
+ *     dense and MoE top-2 with the dynamic planner (dmr.moe_dynamic): deferred replays on the
+ *     checker stream, every flip caught, the run bitwise where the model without DMR ends.
  * (Each op kind on the checker stream against its primary: test_gpu_ops.c.) Where no GPU is
  * usable the GPU tests skip with one line saying why.
  * ft-test: ranks 1 */
@@ -257,7 +260,7 @@ static void test_flip_campaign(void **s)
     train_gpu(be, &c0, NULL, &ref, &none);
     FtConfig cc = cfg_of(FT_DMR_NAIVE);
     train_gpu(be, &cc, NULL, &clean, &cs);
-    printf("  clean naive: %lld checks on the checker stream, %lld mismatches\n",
+    printf("  %s clean naive: %lld checks on the checker stream, %lld mismatches\n", be->name,
            cs.checks[FT_DMR_S_NAIVE], cs.mismatches);
     assert_true(cs.checks[FT_DMR_S_NAIVE] > 1000 && cs.mismatches == 0 && cs.redone == 0);
     assert_true(same_state(&clean, &ref));
@@ -271,8 +274,8 @@ static void test_flip_campaign(void **s)
         FtModel m;
         FtDmrStats st;
         train_gpu(be, &c, text, &m, &st);
-        printf("  gpu %-9s: %lld flips injected, %lld detected, %lld missed, %lld of %lld "
-               "attempts redone, checks naive %lld piggyback %lld\n", dmr_mode_name(mode),
+        printf("  %s %-9s: %lld flips injected, %lld detected, %lld missed, %lld of %lld "
+               "attempts redone, checks naive %lld piggyback %lld\n", be->name, dmr_mode_name(mode),
                st.injected, st.detected, st.missed, st.redone, st.attempts,
                st.checks[FT_DMR_S_NAIVE], st.checks[FT_DMR_S_PIGGYBACK]);
         assert_true(st.injected == COUNT && st.not_fired == 0);
@@ -285,5 +288,44 @@ static void test_flip_campaign(void **s)
     model_free(&ref);
 }
 
+/* Mode planned on the GPU, dense and MoE top-2 with the dynamic planner: profiled from the first
+ * 2 steps, then (one rank has no communication windows) the checks the plan leaves naive
+ * deferred to the drain (dmr.leftovers = end) and replayed on the checker stream, with their
+ * fingerprints read at the agreement; every flip caught, and each run ends bitwise where the
+ * same model without DMR ends. */
+static void test_planned_campaign(void **s)
+{
+    (void)s;
+    const FtBackend *be = gpu();
+    log_init(0, FT_LOG_WARN);
+    for (int moe = 0; moe < 2; moe++) {
+        FtConfig c0 = cfg_of(FT_DMR_OFF);
+        if (moe) c0.model.experts = 4, c0.model.top_k = 2;
+        FtModel ref, m;
+        FtDmrStats none, st;
+        train_gpu(be, &c0, NULL, &ref, &none);
+        enum { COUNT = 40 };
+        char text[256];
+        snprintf(text, sizeof text, "; gpu planned campaign\nsdc-random count=%d seed=%d "
+                 "steps=1-%d target=both\n", COUNT, 3000 + moe, STEPS);
+        FtConfig c = cfg_of(FT_DMR_PLANNED);
+        if (moe) c.model.experts = 4, c.model.top_k = 2, c.dmr.moe_dynamic = true;
+        c.dmr.phases = FT_DMR_PHASES_123, c.dmr.profile_steps = 2, c.dmr.deferred_mb = 64;
+        c.dmr.leftovers = FT_DMR_LEFT_END; /* one GPU has no windows: deferred to the drain */
+        train_gpu(be, &c, text, &m, &st);
+        printf("  %s planned%s: %lld flips injected, %lld detected, %lld missed; checks naive "
+               "%lld piggyback %lld deferred %lld agc %lld; dynamic %lld deferred\n", be->name,
+               moe ? " (MoE, dynamic)" : "", st.injected, st.detected, st.missed,
+               st.checks[FT_DMR_S_NAIVE], st.checks[FT_DMR_S_PIGGYBACK],
+               st.checks[FT_DMR_S_DEFERRED], st.checks[FT_DMR_S_AGC], st.dyn_deferred);
+        assert_true(st.injected == COUNT && st.detected == COUNT && st.missed == 0);
+        assert_true(st.checks[FT_DMR_S_DEFERRED] + st.checks[FT_DMR_S_AGC] > 0);
+        assert_true(!moe || st.dyn_deferred > 0);
+        assert_true(same_state(&m, &ref));
+        model_free(&m), model_free(&ref);
+    }
+}
+
 FT_TEST_MAIN(cmocka_unit_test(test_cpu_backend), cmocka_unit_test(test_fingerprint),
-             cmocka_unit_test(test_equal), cmocka_unit_test(test_flip_campaign))
+             cmocka_unit_test(test_equal), cmocka_unit_test(test_flip_campaign),
+             cmocka_unit_test(test_planned_campaign))
