@@ -63,11 +63,14 @@ extern long long ft_dev_checker_runs; /* ops run through its checker_run */
 
 int ft_test_run(int argc, char **argv, const char *name, const struct CMUnitTest *tests, size_t n);
 
+#ifndef FT_TEST_FILE /* the suite's name (a file that includes another test's source sets it) */
+#define FT_TEST_FILE __FILE__
+#endif
 #define FT_TEST_MAIN(...)                                                                      \
     int main(int argc, char **argv)                                                            \
     {                                                                                          \
         const struct CMUnitTest ft_tests_[] = {__VA_ARGS__};                                   \
-        return ft_test_run(argc, argv, __FILE__, ft_tests_, sizeof ft_tests_ / sizeof ft_tests_[0]); \
+        return ft_test_run(argc, argv, FT_TEST_FILE, ft_tests_, sizeof ft_tests_ / sizeof ft_tests_[0]); \
     }
 
 #endif

@@ -7,4 +7,5 @@
  * (fingerprint, equal) then compare the CPU backend with itself: the GPU run is theirs.
  * ft-test: ranks 1 */
 #define FT_GPU_STANDIN 1
+#define FT_TEST_FILE "test_dmr_standin.c"
 #include "gpu/test_gpu_dmr.c"
