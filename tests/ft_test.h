@@ -18,6 +18,8 @@
 
 #include <cmocka.h>
 
+#include "ftllm/backend.h"
+
 MPI_Comm ft_test_comm(void);
 int ft_test_rank(void);
 int ft_test_size(void);
@@ -49,17 +51,18 @@ void ft_rmdir(const char *dir);
  * int dims[2] = {T, V}. */
 void ft_synth_fetch(void *ctx, uint64_t first, int B, int *in, int *tg);
 
-/* A stand-in device for the tests of host staging (checkpoints, MPI): the CPU backend under
- * another identity (backend_is_host says no) whose allocations are "device memory" (its
- * is_device knows their ranges) and whose to_host / to_device add the bytes they move to
- * ft_dev_to_host / ft_dev_to_device (the tests may reset them). */
+/* A stand-in device for the tests of host staging (checkpoints, MPI) and of DMR's device
+ * paths: backend_standin (backend.h), the CPU backend under another identity (backend_is_host
+ * says no) whose allocations are "device memory" (its is_device knows their ranges). Its
+ * counters (the tests may reset them): bytes to_host / to_device moved, stream waits (sync),
+ * compares and fingerprints that waited for their answer, ops run through checker_run. */
 struct ft_backend;
 const struct ft_backend *ft_dev(void);
-extern double ft_dev_to_host, ft_dev_to_device;
-extern long long ft_dev_syncs; /* its stream waits (sync) */
-extern long long ft_dev_answers; /* its compares and fingerprints that wait for their answer
-                                    (equal, fingerprint) */
-extern long long ft_dev_checker_runs; /* ops run through its checker_run */
+#define ft_dev_to_host (backend_standin_counters()->to_host)
+#define ft_dev_to_device (backend_standin_counters()->to_device)
+#define ft_dev_syncs (backend_standin_counters()->syncs)
+#define ft_dev_answers (backend_standin_counters()->answers)
+#define ft_dev_checker_runs (backend_standin_counters()->checker_runs)
 
 int ft_test_run(int argc, char **argv, const char *name, const struct CMUnitTest *tests, size_t n);
 

@@ -71,6 +71,20 @@ const FtBackend *backend_open(const char *name, int device, char *err, size_t er
  * through backend_open. */
 const FtBackend *backend_cuda_open(int device, char *err, size_t errlen);
 
+/* The stand-in device (backend_standin.c): the CPU backend posing as a device, for running and
+ * testing the device paths without a GPU. Its memory is host memory that backend_is_host
+ * disowns and its is_device recognizes; fp32 only. `ftllm train` uses it for run.backend = cuda
+ * when the environment has FTLLM_TEST_DEVICE=standin (a testing aid). */
+const FtBackend *backend_standin(void);
+/* What the stand-in did so far (the tests may reset them): bytes copied to the host and to the
+ * device, stream waits (sync), compares and fingerprints that waited for their answer (equal,
+ * fingerprint), ops run through checker_run. */
+typedef struct ft_standin_counters {
+    double to_host, to_device;
+    long long syncs, answers, checker_runs;
+} FtStandinCounters;
+FtStandinCounters *backend_standin_counters(void);
+
 /* Whether be's memory is host memory (host code may then read its pointers directly). */
 static inline int backend_is_host(const FtBackend *be) { return be == backend_cpu(); }
 

@@ -168,10 +168,12 @@ np=2 label="2 ranks, dp 2, MPI staged" train small cuda 20 parallel.dp=2
 np=2 label="2 ranks, pp 2, MPI staged" train small cuda 20 parallel.pp=2 parallel.microbatches=2
 # checkpoints of the GPU model (staged through host memory) and a resume from one: the resumed
 # run's last loss must be the straight run's
-ck=$work/ckpt
-label="ckpt every 2, 4 steps" train small cuda 4 checkpoint.dir="$ck" checkpoint.interval=2
-label="resumed to 6" train small cuda 6 checkpoint.dir="$ck" checkpoint.resume=auto
-label="straight 6" train small cuda 6
+# (a constant learning rate after warm-up, so that 4 steps and 6 share their first 4: the deck's
+# cosine schedule spans train.steps)
+ck=$work/ckpt const="train.schedule=constant train.warmup=2"
+label="ckpt every 2, 4 steps" train small cuda 4 checkpoint.dir="$ck" checkpoint.interval=2 $const
+label="resumed to 6" train small cuda 6 checkpoint.dir="$ck" checkpoint.resume=auto $const
+label="straight 6" train small cuda 6 $const
 last_loss() { grep '^summary:' "$1" 2> /dev/null | tail -1 | sed -n 's/.*loss [0-9.]* -> \([0-9.]*\).*/\1/p'; }
 a=$(last_loss "$logs/small.cuda.straight_6.log") b=$(last_loss "$logs/small.cuda.resumed_to_6.log")
 if [ -n "$a" ] && [ "$a" = "$b" ]; then

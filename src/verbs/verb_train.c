@@ -234,7 +234,17 @@ static int open_backend(FtConfig *cfg, MPI_Comm comm, const FtBackend **be)
     }
     FT_CHECK_MPI(MPI_Comm_free(&node));
     if (rc) return rc;
-    b->set_precision(b->ctx, (int)cfg->run.precision);
+    if (b->set_precision) {
+        b->set_precision(b->ctx, (int)cfg->run.precision);
+    } else if (cfg->run.precision != FT_PRECISION_FP32) { /* the same backend on every rank */
+        snprintf(err, sizeof err, "run.precision = bf16: the %s backend computes in fp32 only",
+                 b->name);
+        cli_error(comm, err);
+        return FT_EXIT_USAGE;
+    }
+    if (b == backend_standin())
+        log_warn("FTLLM_TEST_DEVICE=standin: run.backend = cuda runs on the stand-in device (the "
+                 "CPU backend posing as a GPU: a testing aid)");
     *be = b;
     return FT_EXIT_OK;
 }

@@ -7,6 +7,8 @@
 # the CUDA backend cannot do yet (SPARe) in one line, and trains on the CPU with
 # run.backend = cpu.
 # run.precision = bf16 without run.backend = cuda is one line (exit 2); on a GPU it trains.
+# With FTLLM_TEST_DEVICE=standin the CPU build's run.backend = cuda trains on the stand-in device
+# (below): 1 and 2 ranks, checkpoints, DMR, bitwise the CPU's.
 source tests/e2e/lib.bash
 
 deck=inputs/default.ini
@@ -22,6 +24,90 @@ run "bf16 on the cpu backend" 2 "run.precision = bf16 needs run.backend = cuda" 
   1 "$FTLLM" train $deck $short run.precision=bf16
 run "unknown precision" 2 "run.precision: expected one of fp32|bf16" \
   1 "$FTLLM" train $deck $short run.precision=fp16
+
+# The CUDA run's paths of the command line without a GPU: FTLLM_TEST_DEVICE=standin gives
+# run.backend = cuda the stand-in device (backend_standin: the CPU backend posing as a GPU), in
+# this build. The model, checkpoints, messages, DMR's checks and the sample then go through the
+# device paths (host staging), and every result must be the CPU run's, bitwise.
+sd="env FTLLM_TEST_DEVICE=standin"
+# (a constant learning rate after warm-up: 4 steps and a resume to 6 then meet 6 straight)
+six="train.steps=6 train.val_every=3 train.sample_tokens=24 faults.schedule= dmr.mode=off"
+six="$six train.schedule=constant train.warmup=2"
+lines_of() { # the run's loss, validation, sample and summary lines without their timings
+  grep -E '^step +[0-9]+/|^sample|^summary: ' "$E2E_TMP/out" |
+    sed -E 's/ *\| +[0-9.]+ ms .*//; s/, [0-9.]+ ms\/step.*//' > "$1"
+}
+cpu_run() { # NAME NP ARGS...: the CPU run, its weights in $E2E_TMP/NAME.cpu.bin
+  local name=$1 np=$2; shift 2
+  # shellcheck disable=SC2086
+  run "stand-in: $name on the cpu" 0 "" "$np" "$FTLLM" train $deck $six "$@" \
+    run.save_model="$E2E_TMP/$name.cpu.bin"
+  lines_of "$E2E_TMP/$name.cpu.txt"
+}
+dev_run() { # NAME NP ARGS...: the same on the stand-in device, compared with the CPU run
+  local name=$1 np=$2; shift 2
+  # shellcheck disable=SC2086
+  run "stand-in: $name on the stand-in device" 0 "" "$np" $sd "$FTLLM" train $deck $six \
+    run.backend=cuda "$@" run.save_model="$E2E_TMP/$name.dev.bin"
+  lines_of "$E2E_TMP/$name.dev.txt"
+  if [ ! -e "$E2E_TMP/$name.cpu.bin" ]; then # a sharded layout saves none (the unit tests
+    :                                        # compare its state: tests/test_staged.c)
+  elif cmp -s "$E2E_TMP/$name.cpu.bin" "$E2E_TMP/$name.dev.bin"; then
+    ok "stand-in: $name: weights bitwise the cpu's"
+  else bad "stand-in: $name: weights bitwise the cpu's" "the saved weights differ"; fi
+  if [ -s "$E2E_TMP/$name.dev.txt" ] &&
+    diff -q "$E2E_TMP/$name.cpu.txt" "$E2E_TMP/$name.dev.txt" > /dev/null; then
+    ok "stand-in: $name: losses, validation and sample the cpu's"
+  else
+    bad "stand-in: $name: losses, validation and sample the cpu's" \
+      "$(diff "$E2E_TMP/$name.cpu.txt" "$E2E_TMP/$name.dev.txt" | head -c 600)"
+  fi
+}
+cpu_run one 1
+dev_run one 1
+grep -q '^warning: FTLLM_TEST_DEVICE=standin: run.backend = cuda runs on the stand-in' \
+  "$E2E_TMP/err" && ok "stand-in: says so" ||
+  bad "stand-in: says so" "no warning in: $(head -c 300 "$E2E_TMP/err")"
+cpu_run dp2 2 parallel.dp=2
+dev_run dp2 2 parallel.dp=2
+cpu_run pp2 2 parallel.pp=2 parallel.microbatches=2
+dev_run pp2 2 parallel.pp=2 parallel.microbatches=2
+# checkpoints staged from the device: 4 steps with checkpoints, resumed to 6, against 6 straight
+ck=$E2E_TMP/standin_ckpt
+# shellcheck disable=SC2086
+run "stand-in: 4 steps with checkpoints" 0 "" 1 $sd "$FTLLM" train $deck $six run.backend=cuda \
+  train.steps=4 train.sample_tokens=0 checkpoint.dir="$ck" checkpoint.interval=2
+# shellcheck disable=SC2086
+run "stand-in: resumed to 6" 0 "" 1 $sd "$FTLLM" train $deck $six run.backend=cuda \
+  checkpoint.dir="$ck" checkpoint.resume=auto run.save_model="$E2E_TMP/resumed.bin"
+grep -q 'resumed from .*: step 4' "$E2E_TMP/out" "$E2E_TMP/err" && ok "stand-in: resumed at step 4" ||
+  bad "stand-in: resumed at step 4" "no 'resumed from ...: step 4'"
+has "stand-in: resumed run's verdict" '^verdict: OK \(trained 6 steps'
+cmp -s "$E2E_TMP/one.cpu.bin" "$E2E_TMP/resumed.bin" &&
+  ok "stand-in: resumed run bitwise the straight one" ||
+  bad "stand-in: resumed run bitwise the straight one" "weights differ"
+# DMR on the device: the default deck's flip (naive), and a planned pp 2 campaign
+# shellcheck disable=SC2086
+run "stand-in: the default deck's flip" 0 "" 1 $sd "$FTLLM" train $deck train.steps=5 \
+  train.val_batches=0 train.sample_tokens=0 run.backend=cuda
+has "stand-in: flip caught and rolled back" \
+  '^faults: sdc injected 1, detected 1, rolled back 1, missed 0 '
+echo "sdc-random count=10 seed=9 steps=3-6 target=both" > "$E2E_TMP/standin.faults"
+# shellcheck disable=SC2086
+run "stand-in: planned pp 2 campaign" 0 "" 2 $sd "$FTLLM" train $deck train.steps=6 \
+  train.val_batches=0 train.sample_tokens=0 run.backend=cuda parallel.pp=2 \
+  parallel.microbatches=4 train.ac=full dmr.mode=planned dmr.profile_steps=2 \
+  faults.schedule="$E2E_TMP/standin.faults"
+has "stand-in: planned campaign all caught" \
+  '^faults: sdc injected 10, detected 10, rolled back 10, missed 0 '
+# what the stand-in cannot do, in one line
+# shellcheck disable=SC2086
+run "stand-in: bf16 refused" 2 \
+  "run.precision = bf16: the cpu-as-device backend computes in fp32 only" \
+  1 $sd "$FTLLM" train $deck $short run.backend=cuda run.precision=bf16
+# shellcheck disable=SC2086
+run "stand-in: SPARe refused" 2 "run.backend = cuda: SPARe (spare.r, spare.spares)" \
+  2 $sd "$FTLLM" train $deck $short run.backend=cuda parallel.dp=2 spare.r=2
 
 if [ -z "$cuda" ] || [ ! -x "$cuda" ]; then
   echo "SKIP: no CUDA build to check (FTLLM_CUDA is empty: no nvcc, or run outside make test)"
