@@ -127,7 +127,9 @@ static void test_ops(void **state)
 /* ---- NCCL beside MPI (comm_create_routed) --------------------------------------------------- */
 
 /* The stand-in for NCCL: MPI over a duplicate of the communicator, which reads the stand-in
- * device's memory directly (it is host memory underneath); g_transport_fail makes it refuse. */
+ * device's memory directly (it is host memory underneath); g_transport_fail makes it refuse.
+ * NCCL's operations wait for the compute stream's work; this one cannot, so the tests that use
+ * it run the stand-in device eagerly (backend_standin_set_lazy(false)). */
 static bool g_transport_fail;
 static char g_transport_name[64];
 
@@ -161,6 +163,7 @@ static void test_routed_ops(void **state)
 {
     (void)state;
     int rank = ft_test_rank(), P = ft_test_size();
+    backend_standin_set_lazy(false); /* the stand-in transport reads device memory directly */
     FtComm *s = routed_world(), *m = comm_create_mpi(ft_test_comm(), "mpi");
     assert_string_equal(g_transport_name, "routed.device");
     enum { N = 600 };
@@ -214,6 +217,7 @@ static void test_routed_ops(void **state)
     comm_set_device_transport(NULL);
     ft_dev()->release(ft_dev()->ctx, d), ft_dev()->release(ft_dev()->ctx, d2);
     free(h), free(h2);
+    backend_standin_set_lazy(true);
 }
 
 /* A device transport that cannot be had: no communicator, its one-line reason. */
@@ -315,6 +319,7 @@ static long dev_calls(const FtTrainer *tr)
 static void layout_on(int tp, int pp, int dp, int ep, bool routed)
 {
     Run a, b;
+    backend_standin_set_lazy(!routed); /* the stand-in transport reads device memory directly */
     run_open(&a, tp, pp, dp, ep, NULL);
     run_open(&b, tp, pp, dp, ep, ft_dev());
     if (routed) { /* deck_check refuses nccl on a CPU deck: set after it, as `ftllm train` does */
@@ -333,6 +338,7 @@ static void layout_on(int tp, int pp, int dp, int ep, bool routed)
         la[s] = ia.loss, lb[s] = ib.loss;
     }
     size_t bytes = sizeof(float) * a.m.nparams;
+    ft_dev()->sync(ft_dev()->ctx); /* the device's queued work done: then read directly */
     assert_all(memcmp(la, lb, sizeof la) == 0);
     assert_all(memcmp(a.m.params, b.m.params, bytes) == 0);
     assert_all(memcmp(a.m.m, b.m.m, bytes) == 0 && memcmp(a.m.v, b.m.v, bytes) == 0);
@@ -341,6 +347,7 @@ static void layout_on(int tp, int pp, int dp, int ep, bool routed)
     else assert_all(dev_calls(&b.tr) > 0 && (pp == 1 || staged_bytes(&b.tr) > 0));
     assert_all(la[0] != la[2]); /* it trained */
     run_close(&a), run_close(&b);
+    backend_standin_set_lazy(true);
 }
 
 static void layout(int tp, int pp, int dp, int ep)
@@ -429,6 +436,7 @@ static void test_planned_dmr_pp2(void **state)
         if (j != FT_DMR_S_PIGGYBACK) replayed += mine.checks[j] - planned0.checks[j];
     assert_all(answers == 0 && replayed > 0 && runs >= replayed);
     size_t bytes = sizeof(float) * r[0].m.nparams;
+    ft_dev()->sync(ft_dev()->ctx); /* the device's queued work done: then read directly */
     assert_all(memcmp(r[0].m.params, r[1].m.params, bytes) == 0);
     assert_all(memcmp(r[0].m.m, r[1].m.m, bytes) == 0 && memcmp(r[0].m.v, r[1].m.v, bytes) == 0);
     assert_all(st[0].mismatches == 0 && st[1].injected == 1 && st[1].detected == 1 &&
@@ -477,6 +485,7 @@ static void test_moe_dynamic_ep2(void **state)
     FtDmrStats st[2];
     for (int k = 0; k < 2; k++) train_dmr_stats(td[k], &st[k]);
     size_t bytes = sizeof(float) * r[0].m.nparams;
+    ft_dev()->sync(ft_dev()->ctx); /* the device's queued work done: then read directly */
     assert_all(memcmp(r[0].m.params, r[1].m.params, bytes) == 0);
     assert_all(memcmp(r[0].m.m, r[1].m.m, bytes) == 0 && memcmp(r[0].m.v, r[1].m.v, bytes) == 0);
     /* checks deferred at run time in both runs (the device run's count has one attempt more:
@@ -506,7 +515,11 @@ static void test_op_timing(void **state)
     FtOpCall c = {.in = {x}, .out = {y}, .d = {N}};
     ft_dev_syncs = 0;
     exec_op_on(ft_dev(), FT_OP_GELU, FT_FWD, &c, &st);
-    assert_true(ft_dev_syncs == 0 && st.calls[FT_OP_GELU][FT_FWD] == 1 && y[N - 1] > 6.0f);
+    assert_true(ft_dev_syncs == 0 && st.calls[FT_OP_GELU][FT_FWD] == 1);
+    assert_true(y[N - 1] == 0.0f); /* queued on the stand-in's stream, not run yet */
+    ft_dev()->sync(ft_dev()->ctx);
+    assert_true(y[N - 1] > 6.0f);
+    ft_dev_syncs = 0;
     st.sync = true;
     exec_op_on(ft_dev(), FT_OP_GELU, FT_FWD, &c, &st);
     assert_true(ft_dev_syncs == 2 && st.calls[FT_OP_GELU][FT_FWD] == 2);

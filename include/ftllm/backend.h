@@ -84,6 +84,11 @@ typedef struct ft_standin_counters {
     long long syncs, answers, checker_runs;
 } FtStandinCounters;
 FtStandinCounters *backend_standin_counters(void);
+/* The stand-in queues its ops, device copies and non-waiting checks like a GPU's stream and runs
+ * them when something waits (sync, copies to or from the host, equal, fingerprint, release):
+ * host code that reads device memory unsynchronized sees stale bytes, as on a GPU. false: run
+ * each at once (a stand-in transport that reads device memory directly; the default is lazy). */
+void backend_standin_set_lazy(_Bool lazy);
 
 /* Whether be's memory is host memory (host code may then read its pointers directly). */
 static inline int backend_is_host(const FtBackend *be) { return be == backend_cpu(); }
