@@ -80,6 +80,7 @@ static void test_ops(void **state)
 {
     (void)state;
     int rank = ft_test_rank(), P = ft_test_size();
+    backend_standin_set_host_access(true); /* the test fills and reads device buffers directly */
     FtComm *s = staged_world(), *m = comm_create_mpi(ft_test_comm(), "mpi");
     enum { N = 1000 };
     float *d = dev_floats((size_t)N * P), *d2 = dev_floats((size_t)N * P);
@@ -122,6 +123,7 @@ static void test_ops(void **state)
     comm_destroy(s), comm_destroy(m);
     ft_dev()->release(ft_dev()->ctx, d), ft_dev()->release(ft_dev()->ctx, d2);
     free(h), free(h2);
+    backend_standin_set_host_access(false);
 }
 
 /* ---- NCCL beside MPI (comm_create_routed) --------------------------------------------------- */
@@ -129,7 +131,7 @@ static void test_ops(void **state)
 /* The stand-in for NCCL: MPI over a duplicate of the communicator, which reads the stand-in
  * device's memory directly (it is host memory underneath); g_transport_fail makes it refuse.
  * NCCL's operations wait for the compute stream's work; this one cannot, so the tests that use
- * it run the stand-in device eagerly (backend_standin_set_lazy(false)). */
+ * it open the stand-in device to the host (backend_standin_set_host_access: eager, readable). */
 static bool g_transport_fail;
 static char g_transport_name[64];
 
@@ -163,7 +165,7 @@ static void test_routed_ops(void **state)
 {
     (void)state;
     int rank = ft_test_rank(), P = ft_test_size();
-    backend_standin_set_lazy(false); /* the stand-in transport reads device memory directly */
+    backend_standin_set_host_access(true); /* the stand-in transport reads device memory */
     FtComm *s = routed_world(), *m = comm_create_mpi(ft_test_comm(), "mpi");
     assert_string_equal(g_transport_name, "routed.device");
     enum { N = 600 };
@@ -217,7 +219,7 @@ static void test_routed_ops(void **state)
     comm_set_device_transport(NULL);
     ft_dev()->release(ft_dev()->ctx, d), ft_dev()->release(ft_dev()->ctx, d2);
     free(h), free(h2);
-    backend_standin_set_lazy(true);
+    backend_standin_set_host_access(false);
 }
 
 /* A device transport that cannot be had: no communicator, its one-line reason. */
@@ -319,7 +321,7 @@ static long dev_calls(const FtTrainer *tr)
 static void layout_on(int tp, int pp, int dp, int ep, bool routed)
 {
     Run a, b;
-    backend_standin_set_lazy(!routed); /* the stand-in transport reads device memory directly */
+    if (routed) backend_standin_set_host_access(true); /* its transport reads device memory */
     run_open(&a, tp, pp, dp, ep, NULL);
     run_open(&b, tp, pp, dp, ep, ft_dev());
     if (routed) { /* deck_check refuses nccl on a CPU deck: set after it, as `ftllm train` does */
@@ -338,7 +340,7 @@ static void layout_on(int tp, int pp, int dp, int ep, bool routed)
         la[s] = ia.loss, lb[s] = ib.loss;
     }
     size_t bytes = sizeof(float) * a.m.nparams;
-    ft_dev()->sync(ft_dev()->ctx); /* the device's queued work done: then read directly */
+    backend_standin_set_host_access(true); /* the device model read directly */
     assert_all(memcmp(la, lb, sizeof la) == 0);
     assert_all(memcmp(a.m.params, b.m.params, bytes) == 0);
     assert_all(memcmp(a.m.m, b.m.m, bytes) == 0 && memcmp(a.m.v, b.m.v, bytes) == 0);
@@ -346,8 +348,9 @@ static void layout_on(int tp, int pp, int dp, int ep, bool routed)
     if (!routed) assert_all(staged_bytes(&b.tr) > 0 && dev_calls(&b.tr) == 0);
     else assert_all(dev_calls(&b.tr) > 0 && (pp == 1 || staged_bytes(&b.tr) > 0));
     assert_all(la[0] != la[2]); /* it trained */
+    backend_standin_set_host_access(false);
+    if (routed) backend_standin_set_host_access(false);
     run_close(&a), run_close(&b);
-    backend_standin_set_lazy(true);
 }
 
 static void layout(int tp, int pp, int dp, int ep)
@@ -436,9 +439,10 @@ static void test_planned_dmr_pp2(void **state)
         if (j != FT_DMR_S_PIGGYBACK) replayed += mine.checks[j] - planned0.checks[j];
     assert_all(answers == 0 && replayed > 0 && runs >= replayed);
     size_t bytes = sizeof(float) * r[0].m.nparams;
-    ft_dev()->sync(ft_dev()->ctx); /* the device's queued work done: then read directly */
+    backend_standin_set_host_access(true); /* the device model read directly */
     assert_all(memcmp(r[0].m.params, r[1].m.params, bytes) == 0);
     assert_all(memcmp(r[0].m.m, r[1].m.m, bytes) == 0 && memcmp(r[0].m.v, r[1].m.v, bytes) == 0);
+    backend_standin_set_host_access(false);
     assert_all(st[0].mismatches == 0 && st[1].injected == 1 && st[1].detected == 1 &&
                st[1].missed == 0 && st[1].redone == 1);
     assert_all(st[1].checks[FT_DMR_S_DEFERRED] + st[1].checks[FT_DMR_S_AGC] > 0);
@@ -485,9 +489,10 @@ static void test_moe_dynamic_ep2(void **state)
     FtDmrStats st[2];
     for (int k = 0; k < 2; k++) train_dmr_stats(td[k], &st[k]);
     size_t bytes = sizeof(float) * r[0].m.nparams;
-    ft_dev()->sync(ft_dev()->ctx); /* the device's queued work done: then read directly */
+    backend_standin_set_host_access(true); /* the device model read directly */
     assert_all(memcmp(r[0].m.params, r[1].m.params, bytes) == 0);
     assert_all(memcmp(r[0].m.m, r[1].m.m, bytes) == 0 && memcmp(r[0].m.v, r[1].m.v, bytes) == 0);
+    backend_standin_set_host_access(false);
     /* checks deferred at run time in both runs (the device run's count has one attempt more:
      * the redone step's), keeping the routed rows only */
     assert_all(st[0].dyn_deferred > 0 && st[1].dyn_deferred > st[0].dyn_deferred);
@@ -508,18 +513,17 @@ static void test_op_timing(void **state)
 {
     (void)state;
     enum { N = 64 };
-    float *x = dev_floats(N), *y = dev_floats(N);
-    for (int i = 0; i < N; i++) x[i] = 0.1f * (float)i;
+    float *x = dev_floats(N), *y = dev_floats(N), hx[N], hy[N];
+    for (int i = 0; i < N; i++) hx[i] = 0.1f * (float)i;
+    ft_dev()->to_device(ft_dev()->ctx, x, hx, sizeof hx);
     FtExecStats st;
     memset(&st, 0, sizeof st);
     FtOpCall c = {.in = {x}, .out = {y}, .d = {N}};
     ft_dev_syncs = 0;
     exec_op_on(ft_dev(), FT_OP_GELU, FT_FWD, &c, &st);
     assert_true(ft_dev_syncs == 0 && st.calls[FT_OP_GELU][FT_FWD] == 1);
-    assert_true(y[N - 1] == 0.0f); /* queued on the stand-in's stream, not run yet */
-    ft_dev()->sync(ft_dev()->ctx);
-    assert_true(y[N - 1] > 6.0f);
-    ft_dev_syncs = 0;
+    ft_dev()->to_host(ft_dev()->ctx, hy, y, sizeof hy); /* waits for the op */
+    assert_true(hy[N - 1] > 6.0f);
     st.sync = true;
     exec_op_on(ft_dev(), FT_OP_GELU, FT_FWD, &c, &st);
     assert_true(ft_dev_syncs == 2 && st.calls[FT_OP_GELU][FT_FWD] == 2);

@@ -85,10 +85,12 @@ typedef struct ft_standin_counters {
 } FtStandinCounters;
 FtStandinCounters *backend_standin_counters(void);
 /* The stand-in queues its ops, device copies and non-waiting checks like a GPU's stream and runs
- * them when something waits (sync, copies to or from the host, equal, fingerprint, release):
- * host code that reads device memory unsynchronized sees stale bytes, as on a GPU. false: run
- * each at once (a stand-in transport that reads device memory directly; the default is lazy). */
-void backend_standin_set_lazy(_Bool lazy);
+ * them when something waits (sync, copies to or from the host, equal, fingerprint, release), and
+ * its memory is not host-addressable outside its own work (PROT_NONE: a host dereference
+ * faults, as on a GPU). set_host_access(true) runs everything at once and leaves the memory
+ * readable and writable by the host (for a test that reads it directly, or a stand-in
+ * transport); calls nest, false undoes one true. */
+void backend_standin_set_host_access(_Bool on);
 
 /* Whether be's memory is host memory (host code may then read its pointers directly). */
 static inline int backend_is_host(const FtBackend *be) { return be == backend_cpu(); }

@@ -12,8 +12,12 @@
  *    run in order only when something waits for them: sync, a copy to or from the host (which
  *    waits, as the CUDA backend's do), equal, fingerprint, release. So host code that reads
  *    device memory without copying it to the host first reads stale bytes here, as it would
- *    on a GPU, and a test catches it. backend_standin_set_lazy(false) runs everything at once
- *    (for a stand-in transport that reads device memory directly: tests/test_staged.c).
+ *    on a GPU, and a test catches it.
+ *  - Not host-addressable, like a GPU's memory: its allocations come from one arena that is
+ *    PROT_NONE except while the stand-in itself works in it (running its queue, its copies,
+ *    equal, fingerprint), so host code that dereferences a device pointer faults here as on a
+ *    GPU. backend_standin_set_host_access(true) opens it and runs everything at once (a test
+ *    that reads device memory directly; a stand-in transport that does: tests/test_staged.c).
  *  - fp32 only (no set_precision), no stream, a zero UUID (so ranks of a node count as sharing
  *    one GPU: parallel.device_comm picks MPI staging).
  *  - `ftllm train` gets it for run.backend = cuda when FTLLM_TEST_DEVICE=standin (a testing
@@ -23,14 +27,64 @@
 
 #include <stdbool.h>
 #include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
 
 #include "ftllm/log.h"
 
-static struct {
-    const char *p;
-    size_t n;
-} *g_allocs;
-static int g_nallocs, g_cap;
+/* ---- memory: one arena, host-addressable only while the stand-in works in it ---- */
+
+/* The arena is reserved once (address space only) and handed out first fit in 64-byte units,
+ * freed blocks merged with their neighbours. Outside the stand-in's own work it is PROT_NONE:
+ * host code that dereferences a device pointer faults here as it would on a GPU. */
+#define ARENA_BYTES ((size_t)64 << 30)
+#define UNIT 64
+static char *g_base;
+static size_t g_top;  /* bytes handed out at least once (the extent that is mapped) */
+static size_t g_open; /* extent now readable and writable (0: none) */
+static int g_access;  /* backend_standin_set_host_access: > 0 keeps it open */
+typedef struct blk { size_t off, len; } Blk;
+static Blk *g_used, *g_free; /* sorted by offset */
+static int g_nused, g_capused, g_nfree, g_capfree;
+
+static void arena_open(void)
+{
+    size_t want = (g_top + 4095) & ~(size_t)4095;
+    if (g_open >= want) return;
+    if (mprotect(g_base, want, PROT_READ | PROT_WRITE)) FT_DIE("stand-in device: mprotect failed");
+    g_open = want;
+}
+
+static void arena_close(void)
+{
+    if (g_access > 0 || !g_open) return;
+    if (mprotect(g_base, g_open, PROT_NONE)) FT_DIE("stand-in device: mprotect failed");
+    g_open = 0;
+}
+
+static void blk_insert(Blk **a, int *n, int *cap, int at, Blk b)
+{
+    if (*n == *cap) {
+        *cap = *cap ? 2 * *cap : 256;
+        Blk *na = realloc(*a, sizeof *na * (size_t)*cap);
+        FT_ASSERT(na);
+        *a = na;
+    }
+    memmove(*a + at + 1, *a + at, sizeof **a * (size_t)(*n - at));
+    (*a)[at] = b, (*n)++;
+}
+
+static int blk_find(const Blk *a, int n, size_t off) /* the last block at or before off */
+{
+    int lo = 0, hi = n - 1, at = -1;
+    while (lo <= hi) {
+        int mid = (lo + hi) / 2;
+        if (a[mid].off <= off) at = mid, lo = mid + 1;
+        else hi = mid - 1;
+    }
+    return at;
+}
+
 static FtStandinCounters g_count;
 static FtBackend g_dev;
 
@@ -52,8 +106,13 @@ static Item *g_q;
 static int g_nq, g_capq;
 static bool g_eager;
 
+static void arena_open(void);
+static void arena_close(void);
+
 static void flush(void)
 {
+    if (!g_nq) return;
+    arena_open();
     const FtBackend *cpu = backend_cpu();
     for (int i = 0; i < g_nq; i++) { /* items queued while flushing go after (none do) */
         Item *it = &g_q[i];
@@ -69,6 +128,7 @@ static void flush(void)
         }
     }
     g_nq = 0;
+    arena_close();
 }
 
 static void push(Item it)
@@ -83,10 +143,13 @@ static void push(Item it)
     if (g_eager) flush();
 }
 
-void backend_standin_set_lazy(bool lazy)
+void backend_standin_set_host_access(bool on)
 {
     flush();
-    g_eager = !lazy;
+    g_eager = on;
+    g_access += on ? 1 : -1;
+    if (g_access > 0) arena_open();
+    else g_access = 0, arena_close();
 }
 
 /* The op table: the CPU's functions, queued. One wrapper per (kind, direction). */
@@ -120,50 +183,100 @@ static const FtOpDesc *queued_table(void)
 
 static void *dev_alloc(void *ctx, size_t bytes)
 {
-    void *p = backend_cpu()->alloc(ctx, bytes);
-    if (!p) return NULL;
-    if (g_nallocs == g_cap) {
-        g_cap = g_cap ? 2 * g_cap : 256;
-        void *na = realloc(g_allocs, sizeof *g_allocs * (size_t)g_cap);
-        FT_ASSERT(na);
-        g_allocs = na;
+    (void)ctx;
+    if (!g_base) {
+        g_base = mmap(NULL, ARENA_BYTES, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
+                      -1, 0);
+        if (g_base == MAP_FAILED) FT_DIE("stand-in device: cannot reserve its address space");
     }
-    g_allocs[g_nallocs].p = p, g_allocs[g_nallocs++].n = bytes ? bytes : 1;
-    return p;
+    size_t len = (bytes + UNIT - 1) / UNIT * UNIT;
+    if (!len) len = UNIT;
+    size_t off = 0;
+    int f = 0;
+    while (f < g_nfree && g_free[f].len < len) f++;
+    if (f < g_nfree) { /* first fit */
+        off = g_free[f].off;
+        if (g_free[f].len == len) {
+            memmove(g_free + f, g_free + f + 1, sizeof *g_free * (size_t)(g_nfree - f - 1));
+            g_nfree--;
+        } else {
+            g_free[f].off += len, g_free[f].len -= len;
+        }
+    } else {
+        if (g_top + len > ARENA_BYTES) return NULL;
+        off = g_top, g_top += len;
+    }
+    blk_insert(&g_used, &g_nused, &g_capused, blk_find(g_used, g_nused, off) + 1,
+               (Blk){off, len});
+    arena_open();
+    memset(g_base + off, 0, len); /* zeroed, as backend.h promises */
+    arena_close();
+    return g_base + off;
 }
 
 static void dev_release(void *ctx, void *p)
 {
+    (void)ctx;
     flush(); /* as cudaFree waits for the device */
-    for (int i = g_nallocs - 1; i >= 0; i--)
-        if (g_allocs[i].p == p) {
-            g_allocs[i] = g_allocs[--g_nallocs];
-            break;
+    if (!p) return;
+    size_t off = (size_t)((char *)p - g_base);
+    int u = blk_find(g_used, g_nused, off);
+    FT_ASSERT(u >= 0 && g_used[u].off == off);
+    Blk b = g_used[u];
+    memmove(g_used + u, g_used + u + 1, sizeof *g_used * (size_t)(g_nused - u - 1));
+    g_nused--;
+    int at = blk_find(g_free, g_nfree, off) + 1; /* merge with the free neighbours */
+    if (at > 0 && g_free[at - 1].off + g_free[at - 1].len == b.off) {
+        g_free[at - 1].len += b.len;
+        b = g_free[--at];
+        memmove(g_free + at, g_free + at + 1, sizeof *g_free * (size_t)(g_nfree - at - 1));
+        g_nfree--;
+    }
+    if (at < g_nfree && b.off + b.len == g_free[at].off) {
+        g_free[at].off = b.off, g_free[at].len += b.len;
+        b = g_free[at];
+        memmove(g_free + at, g_free + at + 1, sizeof *g_free * (size_t)(g_nfree - at - 1));
+        g_nfree--;
+    }
+    if (b.off + b.len == g_top) { /* the top: the extent shrinks, its pages go back */
+        size_t keep = (b.off + 4095) & ~(size_t)4095, end = (g_top + 4095) & ~(size_t)4095;
+        g_top = b.off;
+        if (end > keep) {
+            if (madvise(g_base + keep, end - keep, MADV_DONTNEED) ||
+                mprotect(g_base + keep, end - keep, PROT_NONE))
+                FT_DIE("stand-in device: cannot return memory");
+            if (g_open > keep) g_open = keep;
         }
-    backend_cpu()->release(ctx, p);
+        return;
+    }
+    blk_insert(&g_free, &g_nfree, &g_capfree, at, b);
 }
 
 static int dev_is_device(void *ctx, const void *p)
 {
     (void)ctx;
     const char *c = p;
-    for (int i = 0; i < g_nallocs; i++)
-        if (c >= g_allocs[i].p && c < g_allocs[i].p + g_allocs[i].n) return 1;
-    return 0;
+    if (!g_base || c < g_base || c >= g_base + g_top) return 0;
+    int u = blk_find(g_used, g_nused, (size_t)(c - g_base));
+    return u >= 0 && (size_t)(c - g_base) < g_used[u].off + g_used[u].len;
 }
 
 static void dev_to_host(void *ctx, void *host, const void *src, size_t bytes)
 {
     g_count.to_host += (double)bytes;
     flush();
+    arena_open();
     backend_cpu()->to_host(ctx, host, src, bytes);
+    arena_close();
 }
 
 static void dev_to_device(void *ctx, void *dst, const void *host, size_t bytes)
 {
     g_count.to_device += (double)bytes;
     flush();
+    arena_open();
     backend_cpu()->to_device(ctx, dst, host, bytes);
+    arena_close();
 }
 
 static void dev_sync(void *ctx)
@@ -177,14 +290,20 @@ static int dev_equal(void *ctx, const void *a, const void *b, size_t bytes)
 {
     g_count.answers++;
     flush();
-    return backend_cpu()->equal(ctx, a, b, bytes);
+    arena_open();
+    int same = backend_cpu()->equal(ctx, a, b, bytes);
+    arena_close();
+    return same;
 }
 
 static uint64_t dev_fingerprint(void *ctx, const void *p, size_t esize, size_t n)
 {
     g_count.answers++;
     flush();
-    return backend_cpu()->fingerprint(ctx, p, esize, n);
+    arena_open();
+    uint64_t fp = backend_cpu()->fingerprint(ctx, p, esize, n);
+    arena_close();
+    return fp;
 }
 
 static void dev_checker_run(void *ctx, FtOpFn fn, FtOpCall *c)

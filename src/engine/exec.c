@@ -110,9 +110,13 @@ static void ep_mark(FtExec *ex, const FtTape *tp, const FtTapeEntry *e)
         exec_wait(ex, &r, 1, FT_TL_EP);
     }
     long long W = e->d[0];
+    const FtBackend *be = ex->be ? ex->be : backend_cpu();
+    int hc[np * El], he[np * El]; /* the counts live in the backend's memory: read on the host */
+    be->to_host(be->ctx, hc, counts, sizeof hc);
+    be->to_host(be->ctx, he, ecounts, sizeof he);
     for (int q = 0; q < np; q++) { /* rows this side sends to / receives from peer q */
         own[q] = theirs[q] = 0;
-        for (int j = 0; j < El; j++) own[q] += counts[q * El + j], theirs[q] += ecounts[q * El + j];
+        for (int j = 0; j < El; j++) own[q] += hc[q * El + j], theirs[q] += he[q * El + j];
     }
     bool to_experts = e->mark == FT_MARK_EP_TO_EXPERTS;
     long long so = 0, ro = 0;
@@ -129,7 +133,6 @@ static void ep_mark(FtExec *ex, const FtTape *tp, const FtTapeEntry *e)
     FtReq r;
     comm_ialltoallv(ex->ep, src->data, sc, sd, dst->data, rc, rd, src->dtype, &r);
     exec_wait(ex, &r, 1, FT_TL_EP);
-    const FtBackend *be = ex->be ? ex->be : backend_cpu();
     be->set(be->ctx, (float *)dst->data + ro, 0, sizeof(float) * (dst->n - (size_t)ro));
 }
 
