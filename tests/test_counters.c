@@ -109,6 +109,52 @@ static void test_report_columns(void **state)
     counters_close(c);
 }
 
+/* The counts' cells: 9999 as is, larger counts in 3 significant digits and a suffix (at most 5
+ * characters), one region per count, the same on every rank. */
+static void test_report_counts(void **state)
+{
+    (void)state;
+    static const struct {
+        long long n;
+        const char *cell;
+    } cases[FT_NREGIONS] = {{9999, "9999 / 9999 / 9999"},        {12345, "12.3k / 12.3k / 12.3k"},
+                            {999499, "999k / 999k / 999k"},       {999600, "1.00M / 1.00M / 1.00M"},
+                            {1234567, "1.23M / 1.23M / 1.23M"},   {5000000, "5.00M / 5.00M / 5.00M"},
+                            {45678901, "45.7M / 45.7M / 45.7M"},  {123456789012, "123G / 123G / 123G"}};
+    long long now[2] = {0, 0};
+    FtCounters *c = counters_open_source(2, g_names, FT_NREGIONS, hand_read, now);
+    FtTimers t;
+    memset(&t, 0, sizeof t);
+    timers_attach(&t, c);
+    for (int r = 0; r < FT_NREGIONS; r++) {
+        timers_begin(&t, r);
+        now[0] += cases[r].n;
+        timers_end(&t, r);
+    }
+    char *text = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&text, &len);
+    assert_non_null(f);
+    timers_report(&t, ft_test_comm(), f);
+    fclose(f);
+    int good = 1;
+    for (int r = 0; r < FT_NREGIONS && ft_test_rank() == 0; r++) {
+        char want[64];
+        snprintf(want, sizeof want, "  %19s  ", cases[r].cell); /* event A's column, B's after */
+        const char *row = text;
+        for (int k = 0; row && k <= r + 1; k++) row = strchr(row + 1, '\n'); /* header, rows */
+        const char *end = row ? strchr(row + 1, '\n') : NULL;
+        const char *at = row ? strstr(row, want) : NULL;
+        if (!at || (end && at > end)) {
+            fprintf(stderr, "table:\n%s\nwant '%s' in row %d\n", text, want, r);
+            good = 0;
+        }
+    }
+    assert_all(good);
+    free(text);
+    counters_close(c);
+}
+
 /* Without counters the table has no event columns (the same as before counters existed). */
 static void test_report_without(void **state)
 {
@@ -332,7 +378,8 @@ static void test_eta(void **state)
 }
 
 FT_TEST_MAIN(cmocka_unit_test(test_nesting), cmocka_unit_test(test_report_columns),
-             cmocka_unit_test(test_report_without), cmocka_unit_test(test_report_shares),
-             cmocka_unit_test(test_region_names), cmocka_unit_test(test_kill_point),
-             cmocka_unit_test(test_seconds_add_up), cmocka_unit_test(test_papi),
+             cmocka_unit_test(test_report_counts), cmocka_unit_test(test_report_without),
+             cmocka_unit_test(test_report_shares), cmocka_unit_test(test_region_names),
+             cmocka_unit_test(test_kill_point), cmocka_unit_test(test_seconds_add_up),
+             cmocka_unit_test(test_papi),
              cmocka_unit_test(test_timeline_report), cmocka_unit_test(test_eta))
