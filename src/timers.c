@@ -91,7 +91,7 @@ static void fmt_count(double x, char *buf, size_t len)
 {
     static const char suffix[] = " kMGTPE";
     int k = 0;
-    while (x >= 9999.5 && k < 6) x /= 1000, k++;
+    while (x >= (k ? 999.5 : 9999.5) && k < 6) x /= 1000, k++; /* k > 0: x in [0.9995, 999.5) */
     if (k == 0) snprintf(buf, len, "%.0f", x);
     else snprintf(buf, len, x < 9.995 ? "%.2f%c" : x < 99.95 ? "%.1f%c" : "%.0f%c", x, suffix[k]);
 }

@@ -7,12 +7,16 @@
  * line (progress.h).
  * ft-test: ranks 1 2 */
 #include <math.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "ft_test.h"
 #include "ftllm/counters.h"
+#include "ftllm/log.h"
 #include "ftllm/progress.h"
 #include "ftllm/timeline.h"
 #include "ftllm/timers.h"
@@ -105,6 +109,52 @@ static void test_report_columns(void **state)
     counters_close(c);
 }
 
+/* The counts' cells: 9999 as is, larger counts in 3 significant digits and a suffix (at most 5
+ * characters), one region per count, the same on every rank. */
+static void test_report_counts(void **state)
+{
+    (void)state;
+    static const struct {
+        long long n;
+        const char *cell;
+    } cases[FT_NREGIONS] = {{9999, "9999 / 9999 / 9999"},        {12345, "12.3k / 12.3k / 12.3k"},
+                            {999499, "999k / 999k / 999k"},       {999600, "1.00M / 1.00M / 1.00M"},
+                            {1234567, "1.23M / 1.23M / 1.23M"},   {5000000, "5.00M / 5.00M / 5.00M"},
+                            {45678901, "45.7M / 45.7M / 45.7M"},  {123456789012, "123G / 123G / 123G"}};
+    long long now[2] = {0, 0};
+    FtCounters *c = counters_open_source(2, g_names, FT_NREGIONS, hand_read, now);
+    FtTimers t;
+    memset(&t, 0, sizeof t);
+    timers_attach(&t, c);
+    for (int r = 0; r < FT_NREGIONS; r++) {
+        timers_begin(&t, r);
+        now[0] += cases[r].n;
+        timers_end(&t, r);
+    }
+    char *text = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&text, &len);
+    assert_non_null(f);
+    timers_report(&t, ft_test_comm(), f);
+    fclose(f);
+    int good = 1;
+    for (int r = 0; r < FT_NREGIONS && ft_test_rank() == 0; r++) {
+        char want[64];
+        snprintf(want, sizeof want, "  %19s  ", cases[r].cell); /* event A's column, B's after */
+        const char *row = text;
+        for (int k = 0; row && k <= r + 1; k++) row = strchr(row + 1, '\n'); /* header, rows */
+        const char *end = row ? strchr(row + 1, '\n') : NULL;
+        const char *at = row ? strstr(row, want) : NULL;
+        if (!at || (end && at > end)) {
+            fprintf(stderr, "table:\n%s\nwant '%s' in row %d\n", text, want, r);
+            good = 0;
+        }
+    }
+    assert_all(good);
+    free(text);
+    counters_close(c);
+}
+
 /* Without counters the table has no event columns (the same as before counters existed). */
 static void test_report_without(void **state)
 {
@@ -124,6 +174,117 @@ static void test_report_without(void **state)
         for (slashes = 0, row++; *row && *row != '\n'; row++) slashes += *row == '/';
     assert_all(ft_test_rank() != 0 || (slashes == 4 && !strstr(text, "PAPI")));
     free(text);
+}
+
+/* The table's rows from times and calls set by hand (no clock involved): rank k spent k + 1 s in
+ * its steps and 0.5 s in forward, so forward's share of the step is 50 / (k + 1) % on rank k:
+ * the share is of each rank's own step, min / avg / max over the ranks. One validation on
+ * rank 0 only (calls 1 in all) brings the footnote on regions that run between steps; a table
+ * without eval and checkpoint has none. */
+static void test_report_shares(void **state)
+{
+    (void)state;
+    int rank = ft_test_rank(), size = ft_test_size();
+    FtTimers t;
+    memset(&t, 0, sizeof t);
+    t.total[FT_REGION_STEP] = rank + 1.0, t.calls[FT_REGION_STEP] = 4;
+    t.total[FT_REGION_FORWARD] = 0.5, t.calls[FT_REGION_FORWARD] = 8;
+    for (int with_eval = 0; with_eval < 2; with_eval++) {
+        if (with_eval && rank == 0) t.total[FT_REGION_EVAL] = 0.25, t.calls[FT_REGION_EVAL] = 1;
+        char *text = NULL;
+        size_t len = 0;
+        FILE *f = open_memstream(&text, &len);
+        assert_non_null(f);
+        timers_report(&t, ft_test_comm(), f);
+        fclose(f);
+        int good = 1;
+        if (rank == 0) {
+            double pmin = 50.0 / size, pavg = 0;
+            for (int k = 0; k < size; k++) pavg += 50.0 / (k + 1) / size;
+            char step[128], fwd[128];
+            snprintf(step, sizeof step, "\n%-11s %9d %8.3f / %7.3f / %7.3f %6.1f / %5.1f / %5.1f\n", "step", 4,
+                     1.0, (size + 1) / 2.0, (double)size, 100.0, 100.0, 100.0);
+            snprintf(fwd, sizeof fwd, "\n%-11s %9d %8.3f / %7.3f / %7.3f %6.1f / %5.1f / %5.1f\n", "forward", 8,
+                     0.5, 0.5, 0.5, pmin, pavg, 50.0);
+            const char *note = "(eval and checkpoint run between steps";
+            int eval_row = strstr(text, "\neval ") != NULL;
+            good = strstr(text, step) && strstr(text, fwd) && eval_row == with_eval &&
+                   (strstr(text, note) != NULL) == with_eval;
+            if (!good)
+                fprintf(stderr, "table:\n%s\nwant the rows:%s%s%s eval row and footnote\n", text, step,
+                        fwd, with_eval ? "an" : "no");
+        }
+        assert_all(good);
+        free(text);
+    }
+}
+
+/* Each region's name finds it again (the last one too); an unknown name is -1. */
+static void test_region_names(void **state)
+{
+    (void)state;
+    static const char *const names[FT_NREGIONS] = {
+#define NAME(name, text, help) text,
+        FT_REGION_LIST(NAME)
+#undef NAME
+    };
+    for (int r = 0; r < FT_NREGIONS; r++) assert_int_equal(timers_region_of(names[r]), r);
+    assert_int_equal(timers_region_of("nope"), -1);
+    assert_int_equal(timers_region_of(""), -1);
+}
+
+/* The test kill point (timers_kill_at): it counts entries into its own region only, a reset
+ * (the warm-up's) neither clears nor restarts it, and the nth entry raises SIGKILL (in a child
+ * process, which makes no MPI call before it dies). */
+static void test_kill_point(void **state)
+{
+    (void)state;
+    FtTimers t;
+    memset(&t, 0, sizeof t);
+    timers_kill_at(&t, FT_REGION_CHECKPOINT, 3);
+    for (int i = 0; i < 5; i++) { /* other regions: never counted */
+        timers_begin(&t, FT_REGION_STEP);
+        timers_end(&t, FT_REGION_STEP);
+    }
+    timers_begin(&t, FT_REGION_CHECKPOINT);
+    timers_end(&t, FT_REGION_CHECKPOINT);
+    timers_reset(&t);
+    assert_int_equal(t.kill_region, FT_REGION_CHECKPOINT);
+    assert_int_equal(t.kill_left, 2);
+    assert_int_equal(t.calls[FT_REGION_CHECKPOINT], 0);
+    timers_begin(&t, FT_REGION_CHECKPOINT);
+    timers_end(&t, FT_REGION_CHECKPOINT);
+    assert_int_equal(t.kill_left, 1);
+    fflush(NULL);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        log_init(0, FT_LOG_ERROR); /* not the kill's own line */
+        timers_begin(&t, FT_REGION_CHECKPOINT); /* the 3rd entry: does not return */
+        _exit(0);
+    }
+    int st = 0;
+    assert_int_equal(waitpid(pid, &st, 0), pid);
+    assert_true(WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL);
+}
+
+/* A region's seconds add up over its calls: a long first call and a short second one leave at
+ * least the first one's time (a total that kept only the last call's would drop). */
+static void test_seconds_add_up(void **state)
+{
+    (void)state;
+    FtTimers t;
+    memset(&t, 0, sizeof t);
+    timers_begin(&t, FT_REGION_DATA);
+    double t0 = MPI_Wtime();
+    while (MPI_Wtime() - t0 < 0.02) continue;
+    timers_end(&t, FT_REGION_DATA);
+    double first = t.total[FT_REGION_DATA];
+    timers_begin(&t, FT_REGION_DATA);
+    timers_end(&t, FT_REGION_DATA);
+    assert_true(first >= 0.02);
+    assert_true(t.total[FT_REGION_DATA] >= first);
+    assert_int_equal(t.calls[FT_REGION_DATA], 2);
 }
 
 /* PAPI: an empty list opens nothing; perf::TASK-CLOCK counts a busy region where PAPI can
@@ -217,5 +378,8 @@ static void test_eta(void **state)
 }
 
 FT_TEST_MAIN(cmocka_unit_test(test_nesting), cmocka_unit_test(test_report_columns),
-             cmocka_unit_test(test_report_without), cmocka_unit_test(test_papi),
+             cmocka_unit_test(test_report_counts), cmocka_unit_test(test_report_without),
+             cmocka_unit_test(test_report_shares), cmocka_unit_test(test_region_names),
+             cmocka_unit_test(test_kill_point), cmocka_unit_test(test_seconds_add_up),
+             cmocka_unit_test(test_papi),
              cmocka_unit_test(test_timeline_report), cmocka_unit_test(test_eta))

@@ -6,7 +6,8 @@
 #    temporary, and the next write removes the temporary;
 #  - flipped bytes, a truncated file and a file of another format each give a one-line error
 #    naming the file (and the dataset), exit code 2, and the folder falls back to the previous one;
-#  - a changed first or last element of a tensor (found in the file with h5dump) is refused.
+#  - a changed first or last element of a tensor (found in the file with h5dump) is refused;
+#  - a folder with checkpoints of two runs: the runs named, --run picks one, its misuses refused.
 set -u
 source "$(dirname "$0")/lib.bash"
 D=$E2E_TMP
@@ -58,8 +59,11 @@ for bin in "${bins[@]}"; do
   run "$tag inspect file (np 1)" 0 "" 1 "$bin" inspect "$(name "$d" run 2)"
   hasre "$tag inspect table" "params/w7 +f32 +\[[0-9]+, 1024\] +1 +OK"
   hasre "$tag inspect table: scalar" "state/step +i64 +\[\] +steps +OK"
-  has "$tag inspect verdict" "verdict: checkpoint OK (10 datasets"
+  # 8 tensors of 31 x 1024 f32 (1 MB over 8 parts, rounded up to whole rows) are 1.0 MB
+  has "$tag inspect verdict" "verdict: checkpoint OK (10 datasets, 1.0 MB, every checksum verified)"
   has "$tag inspect config" "; synthetic checkpoint written by ftllm inspect --write-test"
+  chars=$(printf '; synthetic checkpoint written by ftllm inspect --write-test\n' | wc -c)
+  hasre "$tag inspect table: text" "config/resolved +text +$chars chars +OK"
   run "$tag inspect folder (np 2)" 0 "" 2 "$bin" inspect "$d"
   has "$tag folder picks the newest" "step 2"
 done
@@ -108,5 +112,23 @@ run "ends: the unchanged file verifies" 0 "" 1 "$FTLLM" inspect "$f"
 run "missing file" 2 "nope.h5: cannot open the checkpoint: No such file or directory" 1 "$FTLLM" inspect "$D/nope.h5"
 run "inspect without file" 2 "usage: ftllm inspect FILE | DIR" 1 "$FTLLM" inspect
 run "empty folder" 2 "no checkpoint files in this folder" 1 "$FTLLM" inspect "$D/kill/.."
+run "empty folder (np 2)" 2 "no checkpoint files in this folder" 2 "$FTLLM" inspect "$D/kill/.."
+
+# a folder with two runs: inspect names each run once and asks for one; --run picks that run's
+# newest; a run that is not there, --run without a name and --run with a file are errors
+d="$D/runs"
+for rs in a:1 b:1 a:2 b:3; do
+  run "two runs: write ${rs%:*} step ${rs#*:}" 0 "" 1 "$FTLLM" inspect --write-test "$d" "${rs#*:}" --run "${rs%:*}" --mb 1 --keep 10
+done
+run "two runs: the folder alone" 2 "$d: checkpoints of several runs (" 1 "$FTLLM" inspect "$d"
+grep -qF "choose one with --run NAME" <<< "$LAST_ERR" && [ "$(grep -o "'a'" <<< "$LAST_ERR" | wc -l)" -eq 1 ] \
+  && [ "$(grep -o "'b'" <<< "$LAST_ERR" | wc -l)" -eq 1 ] && ok "two runs: each named once" || bad "two runs: each named once" "$LAST_ERR"
+run "two runs: --run a (np 2)" 0 "" 2 "$FTLLM" inspect "$d" --run a
+has "two runs: run a's newest" "run a, step 2,"
+run "two runs: --run b" 0 "" 1 "$FTLLM" inspect "$d" --run b
+has "two runs: run b's newest" "run b, step 3,"
+run "two runs: --run of no run" 2 "$d: no checkpoint of run 'nope'" 1 "$FTLLM" inspect "$d" --run nope
+run "--run without a name" 2 "usage: ftllm inspect FILE | DIR [--run NAME]" 1 "$FTLLM" inspect "$d" --run
+run "--run with a file" 2 "ftllm inspect: --run applies to a folder, not to a file" 1 "$FTLLM" inspect "$(name "$d" a 2)" --run a
 
 e2e_finish

@@ -29,6 +29,15 @@ for bin in "${e2e_bins[@]}"; do
   run "$tag --help" 0 "" 1 "$bin" --help
   echo "$LAST_OUT" | grep -q 'usage: mpiexec' && ok "$tag help text" || bad "$tag help text" "$LAST_OUT"
   run "$tag help bad topic" 2 "no such topic 'nope'" 1 "$bin" help nope
+  run "$tag help deck: extra argument" 2 "ftllm help deck: unexpected argument (only --markdown is accepted)" 1 "$bin" help deck --markdown extra
+  for v in train inspect tokenize; do # the verbs of the table, first and last included
+    run "$tag help $v" 0 "" 1 "$bin" help "$v"
+    has "$tag help $v: its usage" "^usage: ftllm $v "
+  done
+  # "did you mean": a shared prefix of 3 letters, or the same letters in another order; not
+  # any word of a verb's length
+  run "$tag unknown verb, prefix" 2 "unknown verb 'sim' (did you mean 'simulate'?)" 1 "$bin" sim
+  run "$tag unknown verb, no likeness" 2 "unknown verb 'zzzzz'; see ftllm --help" 1 "$bin" zzzzz
   run "$tag default deck" 0 "" 1 "$bin" train inputs/default.ini
   echo "$LAST_OUT" | grep -q 'verdict: OK' && ok "$tag default deck verdict" || bad "$tag default deck verdict" "$LAST_OUT"
   run "$tag default deck on 2 ranks" 0 "" 2 "$bin" train inputs/default.ini parallel.dp=2 checkpoint.dir="$E2E_TMP/echo"
