@@ -7,6 +7,8 @@
 #    bitwise those of the run without the failure, and the `spare:` line says "failures masked
 #    1, wipe-outs 0";
 #  - rank 0 (the speaker and the writer) killed in step 2's gradient sync: the same, bitwise;
+#  - rank 2 killed in step 3's optimizer (no survivor's operation fails; the step's agreement
+#    sees it): step 3 is computed again, bitwise;
 #  - ranks 1 and 2 killed (steps 2 and 4): shard 2 has no holder left: a wipe-out, exit 5;
 #  - dp 3 + a hot spare: the spare takes the first dead replica's place, the controller masks
 #    the second, bitwise; a wipe-out after a real death exits 5 even with a checkpoint;
@@ -58,6 +60,17 @@ export FTLLM_TEST_KILL=0:gradsync:2
 run "rank 0 killed in step 2's gradient sync" 0 "" 4 "$FTLLM" train inputs/default.ini $common run.save_model="$E2E_TMP/kill0.bin"
 has "rank 0's failure is masked" '^spare: r 2, 4 replicas, live 3, depth 2; failures masked 1, wipe-outs 0;'
 same "weights bitwise equal without rank 0" "$E2E_TMP/kill0.bin"
+
+# rank 2 dies in step 3's optimizer, after the step's last collective: no survivor's operation
+# fails, only the step's agreement sees the death; step 3 (not 4) is the one computed again,
+# and the end of the run counts the dead process
+export FTLLM_TEST_KILL=2:optimizer:3
+# shellcheck disable=SC2086
+run "rank 2 killed in step 3's optimizer" 0 "" 4 "$FTLLM" train inputs/default.ini $common run.save_model="$E2E_TMP/killopt.bin"
+has "a death seen only by the agreement is that step's" '^spare: replica 2 failed in step 3 \(process failure, ULFM\): masked by the controller'
+has "step 3 recovered, not step 4" '^ulfm: step 3: recovered on 3 ranks'
+has "the dead process counted at the end" '^ulfm: 1 process died during the run; the survivors end it'
+same "weights bitwise equal after an optimizer-time death" "$E2E_TMP/killopt.bin"
 
 export FTLLM_TEST_KILL=1:backward:2,2:backward:4
 # shellcheck disable=SC2086
