@@ -9,6 +9,7 @@
 
 #include "ft_test.h"
 #include "ftllm/comm.h"
+#include "ftllm/log.h"
 
 static FtComm *g_c;
 
@@ -184,6 +185,14 @@ static void test_agreements_poll(void **state)
 
 /* A duplicate has its own message space: a broadcast on it stays in flight while the original
  * communicator runs another collective, and completes afterwards. */
+static int g_deleted; /* test_dup: deletions of its attribute */
+static int count_delete(MPI_Comm comm, int key, void *val, void *extra)
+{
+    (void)comm, (void)key, (void)val, (void)extra;
+    g_deleted++;
+    return MPI_SUCCESS;
+}
+
 static void test_dup(void **state)
 {
     (void)state;
@@ -197,6 +206,19 @@ static void test_dup(void **state)
     comm_wait(&req, NULL);
     assert_all(flag == 42);
     comm_destroy(d);
+    /* a dup's MPI communicator is freed with it (no communicator leaks per trainer or
+     * regrid): an attribute of the parent, copied onto the dup by MPI_Comm_dup, is deleted
+     * when comm_destroy frees the dup */
+    MPI_Comm parent;
+    int key;
+    FT_CHECK_MPI(MPI_Comm_dup(ft_test_comm(), &parent));
+    FT_CHECK_MPI(MPI_Comm_create_keyval(MPI_COMM_DUP_FN, count_delete, &key, NULL));
+    FT_CHECK_MPI(MPI_Comm_set_attr(parent, key, &g_deleted));
+    g_deleted = 0;
+    comm_destroy(comm_create_mpi_dup(parent, "dup of parent"));
+    assert_all(g_deleted == 1);
+    MPI_Comm_free(&parent);
+    MPI_Comm_free_keyval(&key);
 }
 
 static void test_bcast(void **state)
@@ -228,15 +250,19 @@ static void test_stats_bytes(void **state)
     assert_all(s1.calls == s0.calls + 1 && s1.bytes == s0.bytes + step);
     assert_all(s2.calls == s1.calls + 1 && s2.bytes == s1.bytes + step);
     assert_all(s3.calls == s2.calls + 1 && s3.bytes == s2.bytes + K * sizeof(float));
-    int *cnt = calloc((size_t)n, sizeof *cnt), *dsp = calloc((size_t)n, sizeof *dsp);
-    int *ib = calloc((size_t)n * 2, sizeof *ib), *ob = calloc((size_t)n * 2, sizeof *ob);
-    for (int j = 0; j < n; j++) cnt[j] = 2, dsp[j] = 2 * j;
+    /* an all-to-all whose sides differ: j + 1 elements to rank j, r + 1 from each rank */
+    int r = comm_rank(g_c), sent = n * (n + 1) / 2;
+    int *scnt = calloc((size_t)n, sizeof *scnt), *sdsp = calloc((size_t)n, sizeof *sdsp);
+    int *rcnt = calloc((size_t)n, sizeof *rcnt), *rdsp = calloc((size_t)n, sizeof *rdsp);
+    int *ib = calloc((size_t)sent, sizeof *ib), *ob = calloc((size_t)n * (r + 1), sizeof *ob);
+    for (int j = 0; j < n; j++)
+        scnt[j] = j + 1, sdsp[j] = j * (j + 1) / 2, rcnt[j] = r + 1, rdsp[j] = j * (r + 1);
     FtReq req;
-    comm_ialltoallv(g_c, ib, cnt, dsp, ob, cnt, dsp, FT_I32, &req);
+    comm_ialltoallv(g_c, ib, scnt, sdsp, ob, rcnt, rdsp, FT_I32, &req);
     comm_wait(&req, NULL);
     FtCommStats s4 = comm_stats(g_c);
-    assert_all(s4.calls == s3.calls + 1 && s4.bytes == s3.bytes + 2.0 * n * sizeof(int));
-    free(buf), free(cnt), free(dsp), free(ib), free(ob);
+    assert_all(s4.calls == s3.calls + 1 && s4.bytes == s3.bytes + (double)sent * sizeof(int));
+    free(buf), free(scnt), free(sdsp), free(rcnt), free(rdsp), free(ib), free(ob);
 }
 
 /* Receives match by tag, not by arrival: two messages from one peer, received in the other

@@ -144,6 +144,7 @@ static int dyn_left(const FtTrainer *tr, const FtDmrEntryPlan *p)
 static void (*g_plan_edit)(const FtTrainer *tr, FtDmrEntryPlan *p);
 
 static const FtBatchSource *g_source; /* run_open's batch source (NULL: ft_synth_fetch) */
+static bool g_with_val;               /* run_open: the same source for validation too */
 
 /* A trainer with DMR and faults from c (schedule: the fault file's text or NULL) on its grid. */
 typedef struct run {
@@ -166,7 +167,7 @@ static void run_open(Run *r, FtConfig *c, const char *schedule, FtModel *m)
     model_create_sharded(m, &mc, &sh);
     model_init_random(m, 7);
     FtBatchSource src = g_source ? *g_source : (FtBatchSource){ft_synth_fetch, g_dims};
-    train_init_grid(&r->tr, c, m, &r->g, &src, NULL);
+    train_init_grid(&r->tr, c, m, &r->g, &src, g_with_val ? &src : NULL);
     char path[64] = "";
     if (schedule) {
         ft_tmpfile(schedule, strlen(schedule), path);
@@ -390,6 +391,40 @@ static void test_clean_runs_match_off(void **state)
     assert_all(checks >= 10000);
 }
 
+
+/* A validation pass between steps is not DMR's: its forward ops are neither checked nor
+ * counted, whichever mode (naive, piggyback): a run with two validation batches after every
+ * step makes the same checks and ends in the same state as the run without them. */
+static void test_validation_unchecked(void **state)
+{
+    (void)state;
+    log_init(ft_test_rank(), FT_LOG_WARN);
+    const Layout *l = dense_here();
+    if (!l) skip();
+    for (int mode = FT_DMR_NAIVE; mode <= FT_DMR_PIGGYBACK; mode++) {
+        FtModel m[2];
+        FtDmrStats s[2];
+        for (int v = 0; v < 2; v++) {
+            FtConfig c = cfg_of(l, mode, 3);
+            c.train.val_batches = 2;
+            g_with_val = v;
+            Run r;
+            run_open(&r, &c, NULL, &m[v]);
+            g_with_val = false;
+            for (int k = 0; k < 3; k++) {
+                FtStepInfo info;
+                assert_all(train_step(&r.tr, &info) == FT_STEP_OK);
+                if (v) train_eval(&r.tr, 2);
+            }
+            run_close(&r, &s[v]);
+        }
+        assert_all(s[1].attempts == 3 && s[1].mismatches == 0 && s[1].unchecked == 0);
+        assert_all(s[1].checks[FT_DMR_S_NAIVE] == s[0].checks[FT_DMR_S_NAIVE] &&
+                   s[1].checks[FT_DMR_S_PIGGYBACK] == s[0].checks[FT_DMR_S_PIGGYBACK]);
+        assert_all(same_state(&m[0], &m[1]));
+        model_free(&m[0]), model_free(&m[1]);
+    }
+}
 
 /* ---- mode planned ---------------------------------------------------------------------------- */
 
@@ -659,6 +694,7 @@ static void test_profile_order(void **state)
  * each micro-batch but a step's first. */
 typedef struct poll_src {
     FtDmr *d;
+    const FtExec *ex; /* the trainer's executor: its poll hook, installed by train_dmr_setup */
     int calls;
     long long polls; /* calls of the hook that ran a check */
 } PollSrc;
@@ -667,14 +703,15 @@ static void fetch_with_poll(void *ctx, uint64_t first, int B, int *in, int *tg)
 {
     PollSrc *w = ctx;
     if (w->d && w->calls++ % 2) {
-        FtPoll p = dmr_poll(w->d);
-        while (p.fn(p.arg)) w->polls++;
+        FtPoll p = w->ex->poll;
+        while (p.fn && p.fn(p.arg)) w->polls++;
     }
     ft_synth_fetch(g_dims, first, B, in, tg);
 }
 
-/* Deferred checks queued by a micro-batch are replayed by the next wait's poll hook, one op per
- * call, not held back to the agreement (one rank, phases 1,2,3: its units are lone ops). */
+/* Deferred checks queued by a micro-batch are replayed by the next wait's poll hook (the
+ * trainer's own: train_dmr_setup installs DMR's), one op per call, not held back to the
+ * agreement (one rank, phases 1,2,3: its units are lone ops). */
 static void test_poll_replays(void **state)
 {
     (void)state;
@@ -690,7 +727,7 @@ static void test_poll_replays(void **state)
     Run r;
     run_open(&r, &c, NULL, &m);
     g_source = NULL, g_synthetic = false;
-    ps.d = train_dmr_get(r.td);
+    ps.d = train_dmr_get(r.td), ps.ex = &r.tr.ex;
     for (int s = 0; s < 3; s++) {
         FtStepInfo info;
         assert_true(train_step(&r.tr, &info) == FT_STEP_OK);
@@ -1642,6 +1679,7 @@ static void test_regrid(void **state)
 }
 
 FT_TEST_MAIN(cmocka_unit_test(test_flip_campaign), cmocka_unit_test(test_clean_runs_match_off),
+             cmocka_unit_test(test_validation_unchecked),
              cmocka_unit_test(test_planned_campaign), cmocka_unit_test(test_planned_clean),
              cmocka_unit_test(test_profile_steps), cmocka_unit_test(test_profile_window_kinds),
              cmocka_unit_test(test_profile_order),

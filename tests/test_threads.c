@@ -17,6 +17,8 @@ static void test_rule(void **state)
     assert_int_equal(threads_pick(0, NULL, 4, 64, 8), 4);   /* bound by the launcher: its set */
     assert_int_equal(threads_pick(0, NULL, 2, 2, 8), 1);    /* oversubscribed: at least 1 */
     assert_int_equal(threads_pick(0, "junk", 2, 2, 1), 2);  /* unreadable env: the node's share */
+    assert_int_equal(threads_pick(0, "0", 2, 2, 1), 2);     /* not a thread count: the same */
+    assert_int_equal(threads_pick(0, "-3", 4, 8, 2), 4);    /* nor a negative one */
 }
 
 static void test_setup_applies(void **state)

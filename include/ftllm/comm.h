@@ -20,9 +20,11 @@
  *
  * Process failures (comm_ft_*): built against an MPI with the ULFM extension (Open MPI 5,
  * OMPI_HAVE_MPI_EXT_FTMPI: `make MPI=openmpi`) and launched with it (`mpirun --with-ft ulfm`),
- * an operation that fails with MPIX_ERR_PROC_FAILED or MPIX_ERR_REVOKED is not fatal: this
- * process revokes every FtComm it holds (so every survivor's pending and later operations on
- * them end with an error instead of waiting on the dead), the request counts as complete (its
+ * an operation that fails with MPIX_ERR_PROC_FAILED or MPIX_ERR_REVOKED (or any error on a
+ * communicator that has lost a member: Open MPI's 2-rank collectives say MPI_ERR_OTHER) is not
+ * fatal: this process revokes every FtComm it holds (so every survivor's pending and later
+ * operations on them end with an error instead of waiting on the dead), the request counts as
+ * complete (its
  * buffers are undefined) and the failure is remembered. The caller runs on to its agreement
  * point (comm_ft_agree), where every survivor learns the same verdict, then shrinks
  * (comm_ft_shrink) and rebuilds. Without ULFM (MPICH) comm_ft_enabled() is false, the others

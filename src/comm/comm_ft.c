@@ -11,6 +11,10 @@
  *  - The verdict is MPIX_Comm_agree's (through MPIX_Comm_iagree and this layer's test + yield
  *    loop, never a busy-polling blocking call): its flag and its MPIX_ERR_PROC_FAILED are
  *    uniform over the survivors, so every survivor branches the same way.
+ *  - Open MPI's non-blocking collectives on 2 ranks report a peer's death as MPI_ERR_OTHER, not
+ *    MPIX_ERR_PROC_FAILED (measured: a 2-rank job, a tp = 2 group, a pp = 2 pipeline's
+ *    tied-embedding pair), so an error on a communicator that has lost a member
+ *    (MPIX_Comm_get_failed) counts as a process failure too.
  *  - The dead ranks are read from the shrunk communicator (whose membership the shrink agreed),
  *    not from MPIX_Comm_get_failed, whose answer is local and may differ between survivors. */
 #include <sched.h>
@@ -87,13 +91,24 @@ static bool is_failure(int rc)
     return cls == MPIX_ERR_PROC_FAILED || cls == MPIX_ERR_PROC_FAILED_PENDING ||
            cls == MPIX_ERR_REVOKED;
 }
+
+/* Whether a process of c has failed (as this process knows it so far). */
+static bool lost_member(MPI_Comm c)
+{
+    MPI_Group g;
+    int n = 0;
+    if (MPIX_Comm_get_failed(c, &g) != MPI_SUCCESS) return false;
+    MPI_Group_size(g, &n);
+    if (g != MPI_GROUP_EMPTY) MPI_Group_free(&g);
+    return n > 0;
+}
 #endif
 
 int comm_ft_rc(FtComm *c, const char *op, int rc, const char *file, int line)
 {
     if (rc == MPI_SUCCESS) return 0;
 #if COMM_ULFM
-    if (comm_ft_enabled() && is_failure(rc)) {
+    if (comm_ft_enabled() && (is_failure(rc) || (c && lost_member(c->mpi)))) {
         if (!g_failed) {
             g_failed = g_ever = true;
             g_failed_at = timers_wall();

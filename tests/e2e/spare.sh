@@ -37,6 +37,7 @@ printf 'fail step=3 rank=2   ; rank 2 is replica 2 (one rank per replica here)\n
 # shellcheck disable=SC2086
 run "a rank's failure fails its replica" 0 "" 4 "$FTLLM" train inputs/default.ini $common faults.schedule="$E2E_TMP/rank.faults"
 has "rank line masked" '^spare: .*live 3, depth 2; failures masked 1, wipe-outs 0;'
+has "faults line counts the fail-stop line" '^faults: sdc injected 0, .*; fail-stop events 1, acted on by SPARe\)$'
 grep -q "replica 2 fails before step 3" "$E2E_TMP/out" && grep -q "before step 3: 1 failure masked by SPARe" "$E2E_TMP/out" && ok "rank 2 -> replica 2" \
   || bad "rank 2 -> replica 2" "$(grep 'fails before' "$E2E_TMP/out")"
 
@@ -44,6 +45,7 @@ printf 'fail step=3 replica=1\nfail step=4 replica=2   ; shard 2 was held by 1 a
 # shellcheck disable=SC2086
 run "a wipe-out ends the run with exit 5" 5 "" 4 "$FTLLM" train inputs/default.ini $common faults.schedule="$E2E_TMP/two.faults"
 has "wipe-out counted" '^spare: .*failures masked 1, wipe-outs 1;'
+has "faults line counts both fail-stop lines" '; fail-stop events 2, acted on by SPARe\)$'
 # a wipe-out restarts in-process from the newest verified checkpoint (written by the survivors
 # after the first failure), every replica back; only the steps after it are computed again
 printf 'fail step=3 replica=1\nfail step=5 replica=2   ; shard 2 lost both holders\n' > "$E2E_TMP/wipe.faults"

@@ -7,6 +7,10 @@
 #    bitwise those of the run without the failure, and the `spare:` line says "failures masked
 #    1, wipe-outs 0";
 #  - rank 0 (the speaker and the writer) killed in step 2's gradient sync: the same, bitwise;
+#  - rank 2 killed in step 3's optimizer (no survivor's operation fails; the step's agreement
+#    sees it): step 3 is computed again, bitwise;
+#  - dp 2 x tp 2 and dp 2 x pp 2, rank 3 killed: its partner sees the death in a 2-rank
+#    collective (MPI_ERR_OTHER there); recovered, the step-5 checkpoints bitwise equal;
 #  - ranks 1 and 2 killed (steps 2 and 4): shard 2 has no holder left: a wipe-out, exit 5;
 #  - dp 3 + a hot spare: the spare takes the first dead replica's place, the controller masks
 #    the second, bitwise; a wipe-out after a real death exits 5 even with a checkpoint;
@@ -59,10 +63,46 @@ run "rank 0 killed in step 2's gradient sync" 0 "" 4 "$FTLLM" train inputs/defau
 has "rank 0's failure is masked" '^spare: r 2, 4 replicas, live 3, depth 2; failures masked 1, wipe-outs 0;'
 same "weights bitwise equal without rank 0" "$E2E_TMP/kill0.bin"
 
+# rank 2 dies in step 3's optimizer, after the step's last collective: no survivor's operation
+# fails, only the step's agreement sees the death; step 3 (not 4) is the one computed again,
+# and the end of the run counts the dead process
+export FTLLM_TEST_KILL=2:optimizer:3
+# shellcheck disable=SC2086
+run "rank 2 killed in step 3's optimizer" 0 "" 4 "$FTLLM" train inputs/default.ini $common run.save_model="$E2E_TMP/killopt.bin"
+has "a death seen only by the agreement is that step's" '^spare: replica 2 failed in step 3 \(process failure, ULFM\): masked by the controller'
+has "step 3 recovered, not step 4" '^ulfm: step 3: recovered on 3 ranks'
+has "the dead process counted at the end" '^ulfm: 1 process died during the run; the survivors end it'
+same "weights bitwise equal after an optimizer-time death" "$E2E_TMP/killopt.bin"
+
 export FTLLM_TEST_KILL=1:backward:2,2:backward:4
 # shellcheck disable=SC2086
 run "ranks 1 and 2 killed: a wipe-out, exit 5" 5 "" 4 "$FTLLM" train inputs/default.ini $common
 has "wipe-out counted" '^spare: .*failures masked 1, wipe-outs 1;'
+
+# tp 2 and pp 2 (dp 2, 4 ranks): the dead rank's tp or pp partner sees the death in a 2-rank
+# collective, where Open MPI says MPI_ERR_OTHER (the comm layer asks whether the communicator
+# lost a member); the survivors recover and the checkpoint they write at step 5 holds the
+# fault-free run's parameters and moments, bitwise (save_model needs an unsharded layout)
+same_ckpt() { # same_ckpt NAME DIR_A DIR_B: both step-5 checkpoints' /params and /optim equal
+  local a b
+  a=$(ls "$2"/*step-00000005.h5 2>/dev/null | head -1) b=$(ls "$3"/*step-00000005.h5 2>/dev/null | head -1)
+  if [ -n "$a" ] && [ -n "$b" ] && h5diff "$a" "$b" /params > /dev/null && h5diff "$a" "$b" /optim > /dev/null; then
+    ok "$1"
+  else bad "$1" "'$a' and '$b' differ (or one is missing)"; fi
+}
+mp="run.progress=lines parallel.dp=2 spare.r=2 train.steps=5 dmr.mode=off faults.schedule= train.val_batches=0 train.sample_tokens=0 model.channels=32 model.layers=2 model.heads=2 model.seq_len=16 train.batch=2 checkpoint.interval=5"
+for lay in "parallel.tp=2" "parallel.pp=2 parallel.microbatches=2"; do
+  tag=${lay%%=*} && tag="dp 2 x ${tag#parallel.} 2"
+  export FTLLM_TEST_KILL=
+  # shellcheck disable=SC2086
+  run "$tag, fault-free" 0 "" 4 "$FTLLM" train inputs/default.ini $mp $lay checkpoint.dir="$E2E_TMP/ck-${lay%%=*}"
+  export FTLLM_TEST_KILL=3:backward:3
+  # shellcheck disable=SC2086
+  run "$tag: rank 3 killed" 0 "" 4 "$FTLLM" train inputs/default.ini $mp $lay checkpoint.dir="$E2E_TMP/ckk-${lay%%=*}"
+  has "$tag: recovered" '^ulfm: step [0-9]+: recovered on 2 ranks'
+  has "$tag: masked" '^spare: r 2, 2 replicas, live 1, depth 2; failures masked 1, wipe-outs 0;'
+  same_ckpt "$tag: the survivors' checkpoint bitwise the fault-free one" "$E2E_TMP/ck-${lay%%=*}" "$E2E_TMP/ckk-${lay%%=*}"
+done
 
 # hot spares (spare.spares, main's path for an injected fail-stop): dp 3 + 1 spare on 4 ranks;
 # rank 1 dies in step 3: the spare takes replica 1's place (redundancy back, depth 1); rank 2
