@@ -34,21 +34,21 @@ sd="env FTLLM_TEST_DEVICE=standin"
 six="train.steps=6 train.val_every=3 train.sample_tokens=24 faults.schedule= dmr.mode=off"
 six="$six train.schedule=constant train.warmup=2"
 lines_of() { # the run's loss, validation, sample and summary lines without their timings
-  grep -E '^step +[0-9]+/|^sample|^summary: ' "$E2E_TMP/out" |
+  { grep -E '^step +[0-9]+/|^summary: ' "$E2E_TMP/out"; sed -n '/^sample (/,+1p' "$E2E_TMP/out"; } |
     sed -E 's/ *\| +[0-9.]+ ms .*//; s/, [0-9.]+ ms\/step.*//' > "$1"
 }
 cpu_run() { # NAME NP ARGS...: the CPU run, its weights in $E2E_TMP/NAME.cpu.bin
   local name=$1 np=$2; shift 2
   # shellcheck disable=SC2086
   run "stand-in: $name on the cpu" 0 "" "$np" "$FTLLM" train $deck $six "$@" \
-    run.save_model="$E2E_TMP/$name.cpu.bin"
+    ${nosave:-run.save_model="$E2E_TMP/$name.cpu.bin"}
   lines_of "$E2E_TMP/$name.cpu.txt"
 }
 dev_run() { # NAME NP ARGS...: the same on the stand-in device, compared with the CPU run
   local name=$1 np=$2; shift 2
   # shellcheck disable=SC2086
   run "stand-in: $name on the stand-in device" 0 "" "$np" $sd "$FTLLM" train $deck $six \
-    run.backend=cuda "$@" run.save_model="$E2E_TMP/$name.dev.bin"
+    run.backend=cuda "$@" ${nosave:-run.save_model="$E2E_TMP/$name.dev.bin"}
   lines_of "$E2E_TMP/$name.dev.txt"
   if [ ! -e "$E2E_TMP/$name.cpu.bin" ]; then # a sharded layout saves none (the unit tests
     :                                        # compare its state: tests/test_staged.c)
@@ -72,6 +72,14 @@ cpu_run dp2 2 parallel.dp=2
 dev_run dp2 2 parallel.dp=2
 cpu_run pp2 2 parallel.pp=2 parallel.microbatches=2
 dev_run pp2 2 parallel.pp=2 parallel.microbatches=2
+cpu_run tp2 2 parallel.tp=2
+dev_run tp2 2 parallel.tp=2
+# MoE, ep 2 (no run.save_model: a mixture of experts is saved by checkpoints)
+moe="model.experts=4 model.top_k=2 parallel.ep=2 train.sample_tokens=0"
+# shellcheck disable=SC2086
+nosave=run.save_model= cpu_run ep2 2 $moe
+# shellcheck disable=SC2086
+nosave=run.save_model= dev_run ep2 2 $moe
 # checkpoints staged from the device: 4 steps with checkpoints, resumed to 6, against 6 straight
 ck=$E2E_TMP/standin_ckpt
 # shellcheck disable=SC2086
