@@ -21,8 +21,9 @@
  * receives and bubbles) and the other waits give, per rank.
  * FT_BENCH_SMOKE=1: a tiny model, 1 round. FT_BENCH_TRACE=1: then one step of each variant
  * with each rank's waits (over 0.5 ms) in time order.
- * Usage: mpiexec -n 2 bench_dmr_plan [pp|tp] [rounds]
- * (default pp, 8 timed rounds). */
+ * Usage: mpiexec -n 2 bench_dmr_plan [pp|tp] [rounds] [warmup_extra]
+ * (default pp, 8 timed rounds; warmup_extra: parallel.warmup_extra of pp 2 in every row,
+ * default 0: plain 1F1B). */
 #include <mpi.h>
 #include <omp.h>
 #include <stdio.h>
@@ -61,6 +62,8 @@ typedef struct variant {
     FtTrainDmr *td;
 } Variant;
 
+static int g_extra; /* parallel.warmup_extra (pp) */
+
 static void setup(Variant *v, int k, bool tp, bool smoke, int *dims)
 {
     char err[FT_DECK_ERR_MAX];
@@ -72,6 +75,7 @@ static void setup(Variant *v, int k, bool tp, bool smoke, int *dims)
     c->train.ac = FT_AC_CHOICE_FULL, c->train.val_batches = 0;
     c->parallel.pp = tp ? 1 : 2, c->parallel.tp = tp ? 2 : 1;
     c->parallel.microbatches = tp ? 1 : 4;
+    c->parallel.warmup_extra = tp ? 0 : g_extra;
     c->dmr.mode = g_var[k].mode, c->dmr.phases = g_var[k].phases;
     c->dmr.profile_steps = PROFILE_STEPS;
     if (deck_check(c, 2, err, sizeof err)) FT_DIE("%s", err);
@@ -132,16 +136,21 @@ int main(int argc, char **argv)
     bool smoke = getenv("FT_BENCH_SMOKE") && atoi(getenv("FT_BENCH_SMOKE"));
     int rounds = argc > 2 ? atoi(argv[2]) : smoke ? 1 : 8;
     if (rounds < 1) rounds = 1;
+    g_extra = argc > 3 ? atoi(argv[3]) : 0;
+    if (g_extra < 0) g_extra = 0;
     static int dims[2];
     Variant *v = calloc(NV, sizeof *v);
     FT_ASSERT(v);
     for (int k = 0; k < NV; k++) setup(&v[k], k, tp, smoke, dims);
     const char *lay = tp ? "tp2" : "pp2";
+    char sched[64];
+    snprintf(sched, sizeof sched, "1F1B%s, 4 micro-batches",
+             g_extra ? (g_extra == 1 ? " + 1 warm-up forward" : " + warm-up forwards") : "");
     if (rank == 0)
         printf("bench_dmr_plan: %s on 2 ranks (%s), GPT-2 L4 NH%lld C%lld V256 T%lld B2, AC full, "
                "%d thread%s per rank, %d warm-up rounds (the planned rows profile %d of them), "
                "%d timed rounds of one step per variant (order rotated)\n", lay,
-               tp ? "1 micro-batch" : "1F1B, 4 micro-batches", v[0].c.model.heads,
+               tp ? "1 micro-batch" : sched, v[0].c.model.heads,
                v[0].c.model.channels, v[0].c.model.seq_len, omp_get_max_threads(),
                omp_get_max_threads() == 1 ? "" : "s", WARMUP, PROFILE_STEPS, rounds);
     double *t = calloc((size_t)NV * rounds, sizeof *t);

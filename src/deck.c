@@ -700,6 +700,10 @@ int deck_check(const FtConfig *cfg, int nranks, char *err, size_t errlen)
         return cross_fail(cfg, KID(run, precision), KID(run, backend), err, errlen,
                           "run.precision = bf16 needs run.backend = cuda (the CPU backend "
                           "computes in fp32 only)");
+    if (p->warmup_extra > 0 && p->schedule != 0 /* 1f1b: deck order, pipeline.h FT_PIPE_1F1B */)
+        return cross_fail(cfg, KID(parallel, warmup_extra), KID(parallel, schedule), err, errlen,
+                          "parallel.warmup_extra = %lld needs parallel.schedule = 1f1b (GPipe runs "
+                          "every forward first anyway)", (long long)p->warmup_extra);
     if (p->device_comm == FT_DEVCOMM_KEY_NCCL && cfg->run.backend != FT_BACKEND_CUDA)
         return cross_fail(cfg, KID(parallel, device_comm), KID(run, backend), err, errlen,
                           "parallel.device_comm = nccl needs run.backend = cuda (NCCL moves "

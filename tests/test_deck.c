@@ -300,6 +300,10 @@ static void test_cross_engine(void **state)
                        "t.ini:3: model.heads = 4 is not a multiple of model.kv_heads = 8");
     expect_check_error("[run]\nprecision = bf16\n", 1,
                        "t.ini:2: run.precision = bf16 needs run.backend = cuda");
+    expect_check_error("[parallel]\nwarmup_extra = 2\nschedule = gpipe\n", 1,
+                       "t.ini:3: parallel.warmup_extra = 2 needs parallel.schedule = 1f1b");
+    assert_int_equal(parse("[parallel]\nwarmup_extra = 2\n"), 0);
+    assert_int_equal(deck_check(&g_cfg, 1, g_err, sizeof g_err), 0);
     assert_int_equal(parse("[run]\nprecision = bf16\nbackend = cuda\n"), 0);
     assert_int_equal(deck_check(&g_cfg, 1, g_err, sizeof g_err), 0);
     assert_int_equal(parse("[run]\nbackend = cuda\n[dmr]\nmode = planned\n"), 0);

@@ -243,11 +243,14 @@ static void run_single(int dp, ModelKind kind, int steps, Run *r)
     train_free(&tr);
 }
 
+static int g_warmup_extra; /* parallel.warmup_extra of the layouts run (1F1B) */
+
 static void run_layout(int tp, int pp, int dp, int ep, ModelKind kind, int schedule, int ac,
                        Run *r, FtGrid *g)
 {
     FtConfig c = tiny_cfg(tp, pp, dp, MICRO, ep, kind);
     c.parallel.schedule = schedule;
+    c.parallel.warmup_extra = g_warmup_extra;
     c.train.ac = ac;
     char err[256];
     assert_int_equal(deck_check(&c, ft_test_size(), err, sizeof err), 0);
@@ -403,10 +406,11 @@ static void check_layout_kind(int tp, int pp, int dp, int ep, ModelKind kind, in
     run_layout(tp, pp, dp, ep, kind, schedule, ac, &a, &g);
     grid_destroy(&g);
     run_layout(tp, pp, dp, ep, kind, schedule, ac, &b, &g);
-    char what[64];
-    snprintf(what, sizeof what, "tp %d pp %d dp %d ep %d%s%s%s", tp, pp, dp, ep,
+    char what[80];
+    snprintf(what, sizeof what, "tp %d pp %d dp %d ep %d%s%s%s%s", tp, pp, dp, ep,
              kind == MOE_ALL ? " moe all-experts" : kind == MOE_DROPS ? " moe top-2 drops" : "",
-             pp > 1 ? (schedule == FT_PIPE_GPIPE ? " gpipe" : " 1f1b") : "", ac ? " ac" : "");
+             pp > 1 ? (schedule == FT_PIPE_GPIPE ? " gpipe" : " 1f1b") : "",
+             pp > 1 && g_warmup_extra ? " warm-up +extra" : "", ac ? " ac" : "");
     if (kind == MOE_DROPS) {
         int choices, dropped;
         FtModel m0; /* the parameters step 1 starts from */
@@ -489,6 +493,26 @@ static void test_tp2_pp2(void **state) { (void)state; check_layout(2, 2, 1, FT_P
 static void test_tp2_dp2(void **state) { (void)state; check_layout(2, 1, 2, FT_PIPE_1F1B, 0); }
 static void test_pp2_dp2(void **state) { (void)state; check_layout(1, 2, 2, FT_PIPE_1F1B, FT_AC_CHOICE_FULL); }
 static void test_pp4(void **state) { (void)state; check_layout(1, 4, 1, FT_PIPE_1F1B, 0); }
+/* parallel.warmup_extra: more micro-batches in flight, the same gradients in the same order:
+ * the one-rank curve as every layout, and bitwise the run without the extra warm-up */
+static void warmup_extra_layout(int pp, int extra, int ac)
+{
+    if (pp != ft_test_size()) skip();
+    g_warmup_extra = extra;
+    check_layout(1, pp, 1, FT_PIPE_1F1B, ac);
+    Run a = {0}, b = {0};
+    FtGrid g;
+    run_layout(1, pp, 1, 1, DENSE, FT_PIPE_1F1B, ac, &a, &g); /* with the extra warm-up */
+    grid_destroy(&g);
+    g_warmup_extra = 0;
+    run_layout(1, pp, 1, 1, DENSE, FT_PIPE_1F1B, ac, &b, &g);
+    grid_destroy(&g);
+    assert_all(memcmp(a.loss, b.loss, sizeof a.loss) == 0);
+    assert_all(memcmp(a.m.params, b.m.params, sizeof(float) * a.m.nparams) == 0);
+    run_free(&a), run_free(&b);
+}
+static void test_pp2_warmup_extra(void **state) { (void)state; warmup_extra_layout(2, 1, FT_AC_CHOICE_FULL); }
+static void test_pp4_warmup_extra(void **state) { (void)state; warmup_extra_layout(4, 2, 0); }
 static void test_tp2_pp2_dp2(void **state) { (void)state; check_layout(2, 2, 2, FT_PIPE_1F1B, 0); }
 static void test_moe_ep2(void **state) { (void)state; check_layout_kind(1, 1, 1, 2, MOE_ALL, FT_PIPE_1F1B, 0); }
 static void test_moe_ep2_tp2(void **state) { (void)state; check_layout_kind(2, 1, 1, 2, MOE_ALL, FT_PIPE_1F1B, 0); }
@@ -629,6 +653,7 @@ FT_TEST_MAIN(cmocka_unit_test(test_slabs_tile), cmocka_unit_test(test_tp2),
              cmocka_unit_test(test_pp2_gpipe), cmocka_unit_test(test_dp2),
              cmocka_unit_test(test_tp2_pp2), cmocka_unit_test(test_tp2_dp2),
              cmocka_unit_test(test_pp2_dp2), cmocka_unit_test(test_pp4),
+             cmocka_unit_test(test_pp2_warmup_extra), cmocka_unit_test(test_pp4_warmup_extra),
              cmocka_unit_test(test_tp2_pp2_dp2),
              cmocka_unit_test(test_moe_ep2), cmocka_unit_test(test_moe_ep2_tp2),
              cmocka_unit_test(test_moe_ep2_dp2), cmocka_unit_test(test_moe_ep2_drops),

@@ -91,6 +91,10 @@
       "micro-batches per step on each data-parallel rank")                                       \
     K(parallel, schedule, ENUM, "1f1b", 0, 0, "1f1b|gpipe", 0,                                   \
       "pipeline schedule over the micro-batches (1f1b: fewer activations in flight)")           \
+    K(parallel, warmup_extra, INT, "0", 0, 1048576, "", 0,                                       \
+      "1f1b: warm-up forwards beyond 1F1B's on every stage but the last (each holds that many "  \
+      "more activation sets; under dmr.mode = planned a stage's inline checks then hold up its " \
+      "neighbour less)")                                                                         \
     K(parallel, bucket_mb, REAL, "25", 0, 1e6, "", FT_KEY_GT_MIN,                                \
       "data-parallel gradient bucket size, MiB (reductions start bucket by bucket in backward)") \
     K(parallel, progress, BOOL, "true", 0, 0, "", 0,                                             \

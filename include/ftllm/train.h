@@ -172,6 +172,7 @@ typedef struct ft_trainer {
     MPI_Comm emb_comm; /* first and last stage (tied embedding), MPI_COMM_NULL elsewhere */
     int data_rank, data_width; /* this rank's data shard of data_width = dp x ep */
     int schedule;              /* FtPipeSchedule */
+    int warmup_extra;          /* parallel.warmup_extra (pipeline.h) */
     FtGradSync *gs;
     /* SPARe (spare.r > 0; NULL sp: off) */
     FtSpare *sp;       /* the controller: every rank runs its own copy, fed the same failures */

@@ -109,6 +109,7 @@ static void init_grid(FtTrainer *tr, const FtConfig *cfg, FtModel *model, const 
     tr->T = train_seq_len(cfg);
     tr->micro = (int)cfg->parallel.microbatches;
     tr->schedule = (int)cfg->parallel.schedule;
+    tr->warmup_extra = (int)cfg->parallel.warmup_extra;
     tr->data_width = 1;
     tr->emb_comm = MPI_COMM_NULL;
     if (grid) {
@@ -147,7 +148,7 @@ static void init_grid(FtTrainer *tr, const FtConfig *cfg, FtModel *model, const 
         tr->gs = gradsync_create(model, &gc, tr->micro, cfg->parallel.bucket_mb);
     }
     int pp = model->sh.pp, stage = model->sh.pp_rank;
-    tr->nslots = pipeline_slots(tr->schedule, pp, stage, tr->micro);
+    tr->nslots = pipeline_slots(tr->schedule, pp, stage, tr->micro, tr->warmup_extra);
     optim_cfg_from_deck(cfg, &tr->opt);
     FtTapeOpts o = {.B = tr->B, .T = tr->T, .backward = true,
                     .loss_scale = 1.0 / ((double)tr->micro * tr->data_width),
@@ -270,7 +271,7 @@ static double run_microbatches(FtTrainer *tr, uint64_t first0)
     int M = tr->micro;
     FtPipeOp *ops = malloc(sizeof *ops * 2 * (size_t)M);
     FT_ASSERT(ops);
-    pipeline_schedule(tr->schedule, m->sh.pp, m->sh.pp_rank, M, ops);
+    pipeline_schedule(tr->schedule, m->sh.pp, m->sh.pp_rank, M, tr->warmup_extra, ops);
     double loss = 0;
     for (int i = 0; i < 2 * M; i++) {
         FtTape *tp = slot(tr, ops[i].mb % tr->nslots);
