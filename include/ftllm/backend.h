@@ -9,6 +9,7 @@
 #ifndef FTLLM_BACKEND_H
 #define FTLLM_BACKEND_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -90,7 +91,7 @@ FtStandinCounters *backend_standin_counters(void);
  * faults, as on a GPU). set_host_access(true) runs everything at once and leaves the memory
  * readable and writable by the host (for a test that reads it directly, or a stand-in
  * transport); calls nest, false undoes one true. */
-void backend_standin_set_host_access(_Bool on);
+void backend_standin_set_host_access(bool on);
 
 /* Whether be's memory is host memory (host code may then read its pointers directly). */
 static inline int backend_is_host(const FtBackend *be) { return be == backend_cpu(); }
