@@ -108,6 +108,19 @@ run "stand-in: planned pp 2 campaign" 0 "" 2 $sd "$FTLLM" train $deck train.step
   faults.schedule="$E2E_TMP/standin.faults"
 has "stand-in: planned campaign all caught" \
   '^faults: sdc injected 10, detected 10, rolled back 10, missed 0 '
+# ftllm plan profiles on the device and writes the plan files; a planned run loads them
+# shellcheck disable=SC2086
+run "stand-in: ftllm plan" 0 "" 2 $sd "$FTLLM" plan $deck run.backend=cuda parallel.pp=2 \
+  parallel.microbatches=4 train.ac=full dmr.plan="$E2E_TMP/standin.plan"
+[ -s "$E2E_TMP/standin.plan.r0" ] && [ -s "$E2E_TMP/standin.plan.r1" ] &&
+  ok "stand-in: plan files written" || bad "stand-in: plan files written" "$(ls "$E2E_TMP")"
+# shellcheck disable=SC2086
+run "stand-in: planned run from the plan files" 0 "" 2 $sd "$FTLLM" train $deck train.steps=6 \
+  train.val_batches=0 train.sample_tokens=0 run.backend=cuda parallel.pp=2 \
+  parallel.microbatches=4 train.ac=full dmr.mode=planned dmr.plan="$E2E_TMP/standin.plan" \
+  faults.schedule="$E2E_TMP/standin.faults"
+has "stand-in: the plan's run, all caught" \
+  '^faults: sdc injected 10, detected 10, rolled back 10, missed 0 '
 # what the stand-in cannot do, in one line
 # shellcheck disable=SC2086
 run "stand-in: bf16 refused" 2 \
