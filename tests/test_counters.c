@@ -74,6 +74,18 @@ static void test_nesting(void **state)
     counters_close(c);
 }
 
+/* timers_report's table over the test's ranks, as a string (caller frees). */
+static char *report_text(FtTimers *t)
+{
+    char *text = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&text, &len);
+    assert_non_null(f);
+    timers_report(t, ft_test_comm(), f);
+    fclose(f);
+    return text;
+}
+
 /* Rank 0's table over all ranks: rank k counts (k + 1) x 1000 events A and 12345678 B in its
  * step, so the step row reads min 1000, avg (size + 1) x 500, max size x 1000 for A. */
 static void test_report_columns(void **state)
@@ -88,12 +100,7 @@ static void test_report_columns(void **state)
     timers_begin(&t, FT_REGION_STEP);
     now[0] += (rank + 1) * 1000LL, now[1] += 12345678;
     timers_end(&t, FT_REGION_STEP);
-    char *text = NULL;
-    size_t len = 0;
-    FILE *f = open_memstream(&text, &len);
-    assert_non_null(f);
-    timers_report(&t, ft_test_comm(), f);
-    fclose(f);
+    char *text = report_text(&t);
     int good = 1;
     if (rank == 0) {
         char want[128];
@@ -131,12 +138,7 @@ static void test_report_counts(void **state)
         now[0] += cases[r].n;
         timers_end(&t, r);
     }
-    char *text = NULL;
-    size_t len = 0;
-    FILE *f = open_memstream(&text, &len);
-    assert_non_null(f);
-    timers_report(&t, ft_test_comm(), f);
-    fclose(f);
+    char *text = report_text(&t);
     int good = 1;
     for (int r = 0; r < FT_NREGIONS && ft_test_rank() == 0; r++) {
         char want[64];
@@ -163,11 +165,7 @@ static void test_report_without(void **state)
     memset(&t, 0, sizeof t);
     timers_begin(&t, FT_REGION_STEP);
     timers_end(&t, FT_REGION_STEP);
-    char *text = NULL;
-    size_t len = 0;
-    FILE *f = open_memstream(&text, &len);
-    timers_report(&t, ft_test_comm(), f);
-    fclose(f);
+    char *text = report_text(&t);
     int slashes = -1; /* in the step row: seconds and % of step, min / avg / max each */
     const char *row = strstr(text, "\nstep ");
     if (row)
@@ -191,12 +189,7 @@ static void test_report_shares(void **state)
     t.total[FT_REGION_FORWARD] = 0.5, t.calls[FT_REGION_FORWARD] = 8;
     for (int with_eval = 0; with_eval < 2; with_eval++) {
         if (with_eval && rank == 0) t.total[FT_REGION_EVAL] = 0.25, t.calls[FT_REGION_EVAL] = 1;
-        char *text = NULL;
-        size_t len = 0;
-        FILE *f = open_memstream(&text, &len);
-        assert_non_null(f);
-        timers_report(&t, ft_test_comm(), f);
-        fclose(f);
+        char *text = report_text(&t);
         int good = 1;
         if (rank == 0) {
             double pmin = 50.0 / size, pavg = 0;
