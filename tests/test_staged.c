@@ -387,50 +387,85 @@ static void test_train_ep2(void **state)
     layout(1, 1, 1, 2);
 }
 
-/* Planned DMR on the stand-in device, pp 2 with 4 micro-batches, phases 1,2,3 profiled from the
- * first 2 steps: deferred and AGC checks keep their inputs in device memory (the backend's
- * alloc and copy) and replay there; a flip of a forward matmul on the last stage is caught and
- * rolled back, and the run ends bitwise where the CPU run with no flip ends. */
+/* Planned DMR on the CPU (r[0]) and on the stand-in device (r[1]), phases 1,2,3 profiled from
+ * the first 2 of 6 steps; the stand-in's run has the fault file `faults`, whose one flip falls
+ * in step 4 (its attempt redone). */
+typedef struct dmr_pair {
+    Run r[2];
+    FtTrainDmr *td[2];
+    char sched[64];
+} DmrPair;
+
+static void pair_open(DmrPair *p, int pp, int ep, const char *faults, bool moe_dynamic)
+{
+    ft_tmpfile(faults, strlen(faults), p->sched);
+    for (int k = 0; k < 2; k++) {
+        run_open(&p->r[k], 1, pp, 1, ep, k ? ft_dev() : NULL);
+        FtConfig *c = &p->r[k].c;
+        if (pp > 1) c->parallel.microbatches = 4;
+        c->train.steps = 6;
+        c->dmr.mode = FT_DMR_PLANNED, c->dmr.phases = FT_DMR_PHASES_123;
+        c->dmr.profile_steps = 2;
+        if (moe_dynamic) c->dmr.deferred_mb = 64, c->dmr.moe_dynamic = true;
+        if (k) snprintf(c->faults.schedule, sizeof c->faults.schedule, "%s", p->sched);
+        char err[FT_DECK_ERR_MAX];
+        train_free(&p->r[k].tr); /* again with the DMR settings */
+        FtBatchSource src = {ft_synth_fetch, g_dims};
+        train_init_grid(&p->r[k].tr, c, &p->r[k].m, &p->r[k].g, &src, NULL);
+        assert_int_equal(train_dmr_setup(&p->td[k], &p->r[k].tr, c, err, sizeof err), 0);
+    }
+}
+
+/* Steps from .. to - 1 (0-based) of both runs; the stand-in's step 4 is redone (the flip). */
+static void pair_steps(DmrPair *p, int from, int to)
+{
+    for (int s = from; s < to; s++)
+        for (int k = 0; k < 2; k++) {
+            FtStepInfo info;
+            FtStepStatus want = k == 1 && s == 3 ? FT_STEP_REDONE : FT_STEP_OK;
+            assert_all(train_step(&p->r[k].tr, &info) == want);
+        }
+}
+
+/* The two runs end bitwise in the same state (parameters and both moments). */
+static void pair_same_state(DmrPair *p)
+{
+    const FtModel *a = &p->r[0].m, *b = &p->r[1].m;
+    size_t bytes = sizeof(float) * a->nparams;
+    backend_standin_set_host_access(true); /* the device model read directly */
+    assert_all(memcmp(a->params, b->params, bytes) == 0);
+    assert_all(memcmp(a->m, b->m, bytes) == 0 && memcmp(a->v, b->v, bytes) == 0);
+    backend_standin_set_host_access(false);
+}
+
+static void pair_close(DmrPair *p)
+{
+    for (int k = 0; k < 2; k++) {
+        train_dmr_destroy(p->td[k]);
+        run_close(&p->r[k]);
+    }
+    if (ft_test_rank() == 0) unlink(p->sched);
+}
+
+/* Planned DMR on the stand-in device, pp 2 with 4 micro-batches: deferred and AGC checks keep
+ * their inputs in device memory (the backend's alloc and copy) and replay there; a flip of a
+ * forward matmul on the last stage is caught and rolled back, and the run ends bitwise where the
+ * CPU run with no flip ends. */
 static void test_planned_dmr_pp2(void **state)
 {
     (void)state;
     if (ft_test_size() != 2) skip();
-    char sched[64];
-    const char *text = "sdc step=4 rank=1 op=matmul:5 bit=30\n";
-    ft_tmpfile(text, strlen(text), sched);
-    Run r[2];
-    FtTrainDmr *td[2];
-    FtDmrStats st[2];
-    for (int k = 0; k < 2; k++) {
-        run_open(&r[k], 1, 2, 1, 1, k ? ft_dev() : NULL);
-        FtConfig *c = &r[k].c;
-        c->parallel.microbatches = 4, c->train.steps = 6;
-        c->dmr.mode = FT_DMR_PLANNED, c->dmr.phases = FT_DMR_PHASES_123;
-        c->dmr.profile_steps = 2;
-        if (k) snprintf(c->faults.schedule, sizeof c->faults.schedule, "%s", sched);
-        char err[FT_DECK_ERR_MAX];
-        train_free(&r[k].tr); /* again with the DMR settings */
-        FtBatchSource src = {ft_synth_fetch, g_dims};
-        train_init_grid(&r[k].tr, c, &r[k].m, &r[k].g, &src, NULL);
-        assert_int_equal(train_dmr_setup(&td[k], &r[k].tr, c, err, sizeof err), 0);
-    }
+    DmrPair p;
+    pair_open(&p, 2, 1, "sdc step=4 rank=1 op=matmul:5 bit=30\n", false);
     double moved = moved_bytes();
-    long long answers = 0, runs = 0;
-    FtDmrStats planned0;
-    for (int s = 0; s < 6; s++)
-        for (int k = 0; k < 2; k++) {
-            if (k == 1 && s == 2) { /* the plan is in use from here on */
-                dmr_stats(train_dmr_get(td[1]), &planned0); /* this rank's */
-                answers = ft_dev_answers, runs = ft_dev_checker_runs;
-            }
-            FtStepInfo info;
-            FtStepStatus want = k == 1 && s == 3 ? FT_STEP_REDONE : FT_STEP_OK; /* the flip */
-            assert_all(train_step(&r[k].tr, &info) == want);
-        }
+    pair_steps(&p, 0, 2); /* the profile */
+    FtDmrStats planned0, mine, st[2];
+    dmr_stats(train_dmr_get(p.td[1]), &planned0); /* this rank's */
+    long long answers = ft_dev_answers, runs = ft_dev_checker_runs;
+    pair_steps(&p, 2, 6); /* under the plan */
     answers = ft_dev_answers - answers, runs = ft_dev_checker_runs - runs;
-    FtDmrStats mine;
-    dmr_stats(train_dmr_get(td[1]), &mine);
-    for (int k = 0; k < 2; k++) train_dmr_stats(td[k], &st[k]);
+    dmr_stats(train_dmr_get(p.td[1]), &mine);
+    for (int k = 0; k < 2; k++) train_dmr_stats(p.td[k], &st[k]);
     /* under the plan no check waits for its answer on the device (they are all read at the
      * agreement), and every naive check and deferred or AGC replay ran through checker_run
      * (on a GPU: the checker stream) */
@@ -438,20 +473,12 @@ static void test_planned_dmr_pp2(void **state)
     for (int j = 0; j < FT_DMR_NSTRAT; j++)
         if (j != FT_DMR_S_PIGGYBACK) replayed += mine.checks[j] - planned0.checks[j];
     assert_all(answers == 0 && replayed > 0 && runs >= replayed);
-    size_t bytes = sizeof(float) * r[0].m.nparams;
-    backend_standin_set_host_access(true); /* the device model read directly */
-    assert_all(memcmp(r[0].m.params, r[1].m.params, bytes) == 0);
-    assert_all(memcmp(r[0].m.m, r[1].m.m, bytes) == 0 && memcmp(r[0].m.v, r[1].m.v, bytes) == 0);
-    backend_standin_set_host_access(false);
+    pair_same_state(&p);
     assert_all(st[0].mismatches == 0 && st[1].injected == 1 && st[1].detected == 1 &&
                st[1].missed == 0 && st[1].redone == 1);
     assert_all(st[1].checks[FT_DMR_S_DEFERRED] + st[1].checks[FT_DMR_S_AGC] > 0);
     assert_all(moved_bytes() > moved); /* the pipeline's messages were staged */
-    for (int k = 0; k < 2; k++) {
-        train_dmr_destroy(td[k]);
-        run_close(&r[k]);
-    }
-    if (ft_test_rank() == 0) unlink(sched);
+    pair_close(&p);
 }
 
 /* The MoE dynamic planner (dmr.moe_dynamic) on the stand-in device, ep 2: the expert ops'
@@ -462,48 +489,19 @@ static void test_moe_dynamic_ep2(void **state)
 {
     (void)state;
     if (ft_test_size() != 2) skip();
-    char sched[64];
-    const char *text = "sdc step=4 rank=0 op=moe_expert:1 bit=29\n";
-    ft_tmpfile(text, strlen(text), sched);
-    Run r[2];
-    FtTrainDmr *td[2];
-    for (int k = 0; k < 2; k++) {
-        run_open(&r[k], 1, 1, 1, 2, k ? ft_dev() : NULL);
-        FtConfig *c = &r[k].c;
-        c->train.steps = 6;
-        c->dmr.mode = FT_DMR_PLANNED, c->dmr.phases = FT_DMR_PHASES_123;
-        c->dmr.profile_steps = 2, c->dmr.deferred_mb = 64, c->dmr.moe_dynamic = true;
-        if (k) snprintf(c->faults.schedule, sizeof c->faults.schedule, "%s", sched);
-        char err[FT_DECK_ERR_MAX];
-        train_free(&r[k].tr);
-        FtBatchSource src = {ft_synth_fetch, g_dims};
-        train_init_grid(&r[k].tr, c, &r[k].m, &r[k].g, &src, NULL);
-        assert_int_equal(train_dmr_setup(&td[k], &r[k].tr, c, err, sizeof err), 0);
-    }
-    for (int s = 0; s < 6; s++)
-        for (int k = 0; k < 2; k++) {
-            FtStepInfo info;
-            FtStepStatus want = k == 1 && s == 3 ? FT_STEP_REDONE : FT_STEP_OK; /* the flip */
-            assert_all(train_step(&r[k].tr, &info) == want);
-        }
+    DmrPair p;
+    pair_open(&p, 1, 2, "sdc step=4 rank=0 op=moe_expert:1 bit=29\n", true);
+    pair_steps(&p, 0, 6);
     FtDmrStats st[2];
-    for (int k = 0; k < 2; k++) train_dmr_stats(td[k], &st[k]);
-    size_t bytes = sizeof(float) * r[0].m.nparams;
-    backend_standin_set_host_access(true); /* the device model read directly */
-    assert_all(memcmp(r[0].m.params, r[1].m.params, bytes) == 0);
-    assert_all(memcmp(r[0].m.m, r[1].m.m, bytes) == 0 && memcmp(r[0].m.v, r[1].m.v, bytes) == 0);
-    backend_standin_set_host_access(false);
+    for (int k = 0; k < 2; k++) train_dmr_stats(p.td[k], &st[k]);
+    pair_same_state(&p);
     /* checks deferred at run time in both runs (the device run's count has one attempt more:
      * the redone step's), keeping the routed rows only */
     assert_all(st[0].dyn_deferred > 0 && st[1].dyn_deferred > st[0].dyn_deferred);
     assert_all(st[1].dyn_bytes > st[0].dyn_bytes && st[1].dyn_bytes < st[1].dyn_cap_bytes);
     assert_all(st[0].mismatches == 0 && st[1].injected == 1 && st[1].detected == 1 &&
                st[1].missed == 0 && st[1].redone == 1);
-    for (int k = 0; k < 2; k++) {
-        train_dmr_destroy(td[k]);
-        run_close(&r[k]);
-    }
-    if (ft_test_rank() == 0) unlink(sched);
+    pair_close(&p);
 }
 
 /* The executor's op table on a device times each op to its end when stats.sync asks (a stream
