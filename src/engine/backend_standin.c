@@ -109,9 +109,9 @@ static bool g_eager;
 static void arena_open(void);
 static void arena_close(void);
 
-static void flush(void)
+/* Runs the queue, leaving the arena open for the caller's own work in it (it closes it). */
+static void wait_open(void)
 {
-    if (!g_nq) return;
     arena_open();
     const FtBackend *cpu = backend_cpu();
     for (int i = 0; i < g_nq; i++) { /* items queued while flushing go after (none do) */
@@ -128,6 +128,13 @@ static void flush(void)
         }
     }
     g_nq = 0;
+}
+
+/* Runs the queue (what a wait on the stream does). */
+static void flush(void)
+{
+    if (!g_nq) return;
+    wait_open();
     arena_close();
 }
 
@@ -264,8 +271,7 @@ static int dev_is_device(void *ctx, const void *p)
 static void dev_to_host(void *ctx, void *host, const void *src, size_t bytes)
 {
     g_count.to_host += (double)bytes;
-    flush();
-    arena_open();
+    wait_open(); /* and the copy or compare in the open arena */
     backend_cpu()->to_host(ctx, host, src, bytes);
     arena_close();
 }
@@ -273,8 +279,7 @@ static void dev_to_host(void *ctx, void *host, const void *src, size_t bytes)
 static void dev_to_device(void *ctx, void *dst, const void *host, size_t bytes)
 {
     g_count.to_device += (double)bytes;
-    flush();
-    arena_open();
+    wait_open(); /* and the copy or compare in the open arena */
     backend_cpu()->to_device(ctx, dst, host, bytes);
     arena_close();
 }
@@ -289,8 +294,7 @@ static void dev_sync(void *ctx)
 static int dev_equal(void *ctx, const void *a, const void *b, size_t bytes)
 {
     g_count.answers++;
-    flush();
-    arena_open();
+    wait_open(); /* and the copy or compare in the open arena */
     int same = backend_cpu()->equal(ctx, a, b, bytes);
     arena_close();
     return same;
@@ -299,8 +303,7 @@ static int dev_equal(void *ctx, const void *a, const void *b, size_t bytes)
 static uint64_t dev_fingerprint(void *ctx, const void *p, size_t esize, size_t n)
 {
     g_count.answers++;
-    flush();
-    arena_open();
+    wait_open(); /* and the copy or compare in the open arena */
     uint64_t fp = backend_cpu()->fingerprint(ctx, p, esize, n);
     arena_close();
     return fp;
