@@ -25,7 +25,9 @@
 #           $BENCH_STEPS steps (default 8) on cuda, fp32 and bf16 (run.precision: bf16 GEMM
 #           operands, everything else fp32), each with DMR off, full activation checkpointing,
 #           naive DMR, planned DMR with full activation checkpointing; MFU against the H200's 989 TFLOP/s dense bf16 peak (the issue's anchors
-#           use it; the fp32 rows' own peak is far lower).
+#           use it; the fp32 rows' own peak is far lower); then 3 steps of each precision with
+#           run.log_level = debug, whose op table (time per op kind, each op waited for) is
+#           printed after its run.
 # On the lent H200 (the device tool: one command of at most 10 minutes, at most 8 files back
 # from $OUT), carry build/gpu.tar.xz and run
 #   LOGS_TAR=$OUT/gpu-run-logs.tar.xz perf/gpu/run.sh build/gpu.tar.xz 2>&1 | tee $OUT/run.log
@@ -117,6 +119,7 @@ train() {
   local name=$1 be=$2 steps=$3; shift 3
   local tag=${label:-plain}
   local log=$logs/$name.$be.${tag//[^a-z0-9]/_}.log
+  last_log=$log
   echo "== train $name on $be ($steps steps)"
   local lim
   lim=$(cap 300)
@@ -202,6 +205,18 @@ for prec in fp32 bf16; do
   # shellcheck disable=SC2086
   label="$prec, dmr planned, ac full" train 124M cuda "$((BENCH_STEPS + 2))" $g124 \
     run.precision=$prec train.ac=full dmr.mode=planned dmr.profile_steps=2 train.rate_skip=3
+done
+# where a step's time goes, per op kind: run.log_level = debug times each op to its kernels' end
+# (a stream wait before and after each: these runs' rates are not the rows' above), and the
+# table is printed here as well as kept in the log, so that one run on a GPU says which kernels
+# to work on next
+for prec in bf16 fp32; do
+  # shellcheck disable=SC2086
+  label="$prec, op times (synced)" train 124M cuda 3 $g124 run.precision=$prec \
+    run.log_level=debug
+  [ -f "$last_log" ] || continue
+  echo "-- op times, 124M $prec (each op waited for; all 3 steps)"
+  sed -n '/^op  *calls  *ms/,/^time per region/p' "$last_log" | grep -v '^time per region'
 done
 # shellcheck disable=SC2086
 label="" train gpt2s cpu "$CPU_STEPS" $gpt2s
