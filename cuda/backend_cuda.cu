@@ -18,7 +18,7 @@
  *  - run.precision = bf16 rounds the GEMMs' operands to bf16 (gemm.cu); every other kernel,
  *    the activations, master weights and optimizer state stay fp32.
  * Not yet: bf16 storage of activations and weights, bf16 elementwise kernels, NCCL. */
-#include "cuda_common.cuh"
+#include "ops_cuda.h" /* the context (cuda_common.cuh); the attention kernels, for the log */
 
 #include <stdio.h>
 #include <string.h>
@@ -195,6 +195,15 @@ extern "C" const FtBackend *backend_cuda_open(int device, char *err, size_t errl
     if (soft_fail(cudaGetDeviceProperties(&prop, device), "cudaGetDeviceProperties", err, errlen))
         return NULL;
     memcpy(g_be.uuid, prop.uuid.bytes, sizeof g_be.uuid);
+    static char about[320];
+    snprintf(about, sizeof about,
+             "GPU %d of %d: %.100s (sm_%d%d, %d SMs, %.1f GiB); attention: %s (FTLLM_CUDA_ATTENTION)",
+             device, n, prop.name, prop.major, prop.minor, prop.multiProcessorCount,
+             prop.totalGlobalMem / 1073741824.0,
+             cuda_attention_flash_on() ? "flash, tiled kernels where the head size is 32 or 64"
+             : cuda_attention_gemm_on() ? "gemm, cuBLAS batched GEMMs and row kernels"
+                                        : "rows, one block per query row");
+    g_be.about = about;
     g_be.ops = ops_cuda_table(); /* last: a set ops marks the backend open */
     return &g_be;
 }

@@ -13,7 +13,8 @@
  * dv_t = sum_{t3>=t} att[t3,t] dy_t3. No two threads write the same element, so there are no
  * atomics; every slice of dqkv is written.
  * FTLLM_CUDA_ATTENTION=flash runs the tiled kernels of ops_attention_flash.cu instead (head
- * sizes 32 and 64), which keep the scores on chip. */
+ * sizes 32 and 64), which keep the scores on chip; FTLLM_CUDA_ATTENTION=gemm the cuBLAS batched
+ * GEMMs of ops_attention_gemm.cu (tensor cores under run.precision = bf16). */
 #include "ops_cuda.h"
 
 /* (b, h, t) of a row block: blockIdx.x = t, y = h, z = b */
@@ -59,7 +60,7 @@ void cuda_attention_fwd(const FtOpCall *c)
     CudaCtx *cx = cuda_ctx(c);
     long long B = c->d[0], T = c->d[1], C = c->d[2], NH = c->d[3];
     FT_ASSERT(NH > 0 && C % NH == 0 && NH < 65536 && B < 65536);
-    if (B * T * NH == 0 || cuda_attention_flash_fwd(c)) return;
+    if (B * T * NH == 0 || cuda_attention_flash_fwd(c) || cuda_attention_gemm_fwd(c)) return;
     float scale = (float)(1.0 / sqrt((double)(C / NH)));
     float *att = (float *)cuda_scratch(cx, sizeof(float) * (size_t)(B * NH * T * T));
     dim3 grid((unsigned)T, (unsigned)NH, (unsigned)B);
@@ -132,7 +133,7 @@ void cuda_attention_bwd(const FtOpCall *c)
     float *dqkv = (float *)c->out[0];
     long long B = c->d[0], T = c->d[1], C = c->d[2], NH = c->d[3];
     FT_ASSERT(NH > 0 && C % NH == 0 && NH < 65536 && B < 65536);
-    if (B * T * NH == 0 || cuda_attention_flash_bwd(c)) return;
+    if (B * T * NH == 0 || cuda_attention_flash_bwd(c) || cuda_attention_gemm_bwd(c)) return;
     float scale = (float)(1.0 / sqrt((double)(C / NH)));
     size_t tt = (size_t)(B * NH * T * T);
     float *r = (float *)cuda_scratch(cx, 2 * sizeof(float) * tt), *att = r + tt;

@@ -24,6 +24,11 @@ void cuda_attention_bwd(const FtOpCall *c);
 bool cuda_attention_flash_on(void);
 bool cuda_attention_flash_fwd(const FtOpCall *c);
 bool cuda_attention_flash_bwd(const FtOpCall *c);
+/* ops_attention_gemm.cu: cuBLAS batched GEMMs and row kernels, when FTLLM_CUDA_ATTENTION=gemm;
+ * false: not run */
+bool cuda_attention_gemm_on(void);
+bool cuda_attention_gemm_fwd(const FtOpCall *c);
+bool cuda_attention_gemm_bwd(const FtOpCall *c);
 /* ops_elementwise.cu */
 void cuda_gelu_fwd(const FtOpCall *c);
 void cuda_gelu_bwd(const FtOpCall *c);

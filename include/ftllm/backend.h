@@ -57,6 +57,9 @@ typedef struct ft_backend {
     /* the GPU this backend drives (CUDA: cudaDeviceProp.uuid), which tells ranks that share a
      * GPU from ranks that see one each (parallel.device_comm); zeros on the CPU */
     unsigned char uuid[16];
+    /* one line for the run's log: the device and the kernels chosen (CUDA: the GPU, its SMs
+     * and memory, the attention kernels); NULL: nothing to say */
+    const char *about;
 } FtBackend;
 
 /* The CPU backend (C + OpenMP + OpenBLAS, ops_cpu.c). */

@@ -25,9 +25,10 @@
 #           $BENCH_STEPS steps (default 8) on cuda, fp32 and bf16 (run.precision: bf16 GEMM
 #           operands, everything else fp32), each with DMR off, full activation checkpointing,
 #           naive DMR, planned DMR with full activation checkpointing; MFU against the H200's 989 TFLOP/s dense bf16 peak (the issue's anchors
-#           use it; the fp32 rows' own peak is far lower); then 3 steps of each precision with
-#           run.log_level = debug, whose op table (time per op kind, each op waited for) is
-#           printed after its run.
+#           use it; the fp32 rows' own peak is far lower); DMR off also with the tiled and the
+#           batched-GEMM attention kernels (FTLLM_CUDA_ATTENTION = flash, gemm); then 3 steps
+#           in bf16 with run.log_level = debug, attention by the row kernels and by GEMMs, whose
+#           op table (time per op kind, each op waited for) is printed after its run.
 # On the lent H200 (the device tool: one command of at most 10 minutes, at most 8 files back
 # from $OUT), carry build/gpu.tar.xz and run
 #   LOGS_TAR=$OUT/gpu-run-logs.tar.xz perf/gpu/run.sh build/gpu.tar.xz 2>&1 | tee $OUT/run.log
@@ -73,16 +74,18 @@ nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader ||
   echo "(no nvidia-smi)"
 
 echo "== GPU tests"
-# the last two again with the tiled attention kernels (FTLLM_CUDA_ATTENTION=flash, not yet the
-# default: cuda/ops_attention_flash.cu)
-for t in test_gpu_ops test_gpu_train test_gpu_dmr test_gpu_nccl flash:test_gpu_ops flash:test_gpu_train; do
-  if [ "${t%%:*}" = flash ]; then
-    t=${t#flash:}
-    export FTLLM_CUDA_ATTENTION=flash
+# the ops and training tests again with the other attention kernels (FTLLM_CUDA_ATTENTION=flash:
+# tiled, cuda/ops_attention_flash.cu; =gemm: cuBLAS batched GEMMs, cuda/ops_attention_gemm.cu;
+# not yet the default)
+for t in test_gpu_ops test_gpu_train test_gpu_dmr test_gpu_nccl flash:test_gpu_ops \
+  flash:test_gpu_train gemm:test_gpu_ops gemm:test_gpu_train; do
+  if [ "$t" != "${t#*:}" ]; then
+    export FTLLM_CUDA_ATTENTION=${t%%:*}
+    t=${t#*:}
   else
     unset FTLLM_CUDA_ATTENTION
   fi
-  log=$logs/$t${FTLLM_CUDA_ATTENTION:+.flash}.log
+  log=$logs/$t${FTLLM_CUDA_ATTENTION:+.$FTLLM_CUDA_ATTENTION}.log
   lim=$(cap 300)
   if [ "$lim" -le 0 ]; then # timeout 0 would mean no limit at all
     failed=$((failed + 1))
@@ -96,7 +99,7 @@ for t in test_gpu_ops test_gpu_train test_gpu_dmr test_gpu_nccl flash:test_gpu_o
   f=$(sed -n 's/^\[  FAILED  \] \([0-9]*\) test.*/\1/p' "$log" | tail -1)
   s=$(sed -n 's/^\[  SKIPPED \] \([0-9]*\) test.*/\1/p' "$log" | tail -1)
   [ "$rc" -ne 0 ] || [ "${f:-0}" -ne 0 ] || [ "${s:-0}" -ne 0 ] && failed=$((failed + 1))
-  row "$t${FTLLM_CUDA_ATTENTION:+ (flash)}" "${p:-0} passed, ${f:-0} failed, ${s:-0} skipped (rc $rc)" "" "" "" "" ""
+  row "$t${FTLLM_CUDA_ATTENTION:+ ($FTLLM_CUDA_ATTENTION)}" "${p:-0} passed, ${f:-0} failed, ${s:-0} skipped (rc $rc)" "" "" "" "" ""
 done
 unset FTLLM_CUDA_ATTENTION
 
@@ -197,6 +200,9 @@ for prec in fp32 bf16; do
   FTLLM_CUDA_ATTENTION=flash label="$prec, dmr off, flash attention" train 124M cuda \
     "$BENCH_STEPS" $g124 run.precision=$prec
   # shellcheck disable=SC2086
+  FTLLM_CUDA_ATTENTION=gemm label="$prec, dmr off, gemm attention" train 124M cuda \
+    "$BENCH_STEPS" $g124 run.precision=$prec
+  # shellcheck disable=SC2086
   label="$prec, ac full" train 124M cuda "$BENCH_STEPS" $g124 run.precision=$prec train.ac=full
   # shellcheck disable=SC2086
   label="$prec, dmr naive" train 124M cuda "$BENCH_STEPS" $g124 run.precision=$prec \
@@ -210,12 +216,12 @@ done
 # (a stream wait before and after each: these runs' rates are not the rows' above), and the
 # table is printed here as well as kept in the log, so that one run on a GPU says which kernels
 # to work on next
-for prec in bf16 fp32; do
+for att in rows gemm; do
   # shellcheck disable=SC2086
-  label="$prec, op times (synced)" train 124M cuda 3 $g124 run.precision=$prec \
-    run.log_level=debug
+  FTLLM_CUDA_ATTENTION=$att label="bf16, $att attention, op times (synced)" train 124M cuda 3 \
+    $g124 run.precision=bf16 run.log_level=debug
   [ -f "$last_log" ] || continue
-  echo "-- op times, 124M $prec (each op waited for; all 3 steps)"
+  echo "-- op times, 124M bf16, $att attention (each op waited for; all 3 steps)"
   sed -n '/^op  *calls  *ms/,/^time per region/p' "$last_log" | grep -v '^time per region'
 done
 # shellcheck disable=SC2086

@@ -242,6 +242,7 @@ static int open_backend(FtConfig *cfg, MPI_Comm comm, const FtBackend **be)
         cli_error(comm, err);
         return FT_EXIT_USAGE;
     }
+    if (b->about) log_info("backend: %s: %s", b->name, b->about);
     if (b == backend_standin())
         log_warn("FTLLM_TEST_DEVICE=standin: run.backend = cuda runs on the stand-in device (the "
                  "CPU backend posing as a GPU: a testing aid)");

@@ -270,25 +270,34 @@ static void test_matmul(void **s)
     matmul_case("matmul 300x192x160", 300, 192, 160, 1);
 }
 
-/* One shape: y and lse, then dqkv from the CPU's lse. */
-static void attention_case(const char *fwd, const char *bwd, long long b_, long long t_,
-                           long long c_, long long nh)
+/* One shape: y and lse, then dqkv from the CPU's lse; tolerances ty (y, lse) and tb (dqkv), and
+ * floors (NULL: none) as run_case_floor's. */
+static void attention_case_tol(const char *fwd, const char *bwd, long long b_, long long t_,
+                               long long c_, long long nh, double ty, double tb,
+                               const double *ffloor, const double *bfloor)
 {
     size_t nq = (size_t)(b_ * t_ * 3 * c_), ny = (size_t)(b_ * t_ * c_), na = (size_t)(b_ * nh * t_);
     Buf qkv = frand(nq, 1);
     OpCase f = {fwd, FT_OP_ATTENTION, FT_FWD, {copy_of(F32, qkv.host, nq)},
-                {out_f(ny), out_f(na)}, {b_, t_, c_, nh}, {0}, {1e-5, 1e-5}};
+                {out_f(ny), out_f(na)}, {b_, t_, c_, nh}, {0}, {ty, ty}};
     void *r[FT_OP_MAX_OUT];
     cpu_run(FT_OP_ATTENTION, FT_FWD, f.in, f.out, f.d, f.x, r);
-    run_case(&f);
+    run_case_floor(&f, ffloor);
     OpCase b = {bwd, FT_OP_ATTENTION, FT_BWD, {frand(ny, 1), qkv, copy_of(F32, r[1], na)},
-                {out_f(nq)}, {b_, t_, c_, nh}, {0}, {1e-4}};
+                {out_f(nq)}, {b_, t_, c_, nh}, {0}, {tb}};
     free(r[0]), free(r[1]);
-    run_case(&b);
+    run_case_floor(&b, bfloor);
 }
 
-/* Head size 12 (the per-row kernels always), then 64 and 32 over several tiles of 64 rows with
- * a partial last one (the tiled kernels under FTLLM_CUDA_ATTENTION=flash, perf/gpu/run.sh). */
+static void attention_case(const char *fwd, const char *bwd, long long b_, long long t_,
+                           long long c_, long long nh)
+{
+    attention_case_tol(fwd, bwd, b_, t_, c_, nh, 1e-5, 1e-4, NULL, NULL);
+}
+
+/* Head size 12 (the per-row kernels always, or the batched GEMMs under
+ * FTLLM_CUDA_ATTENTION=gemm), then 64 and 32 over several tiles of 64 rows with a partial last
+ * one (the tiled kernels under FTLLM_CUDA_ATTENTION=flash, perf/gpu/run.sh). */
 static void test_attention(void **s)
 {
     (void)s;
@@ -445,6 +454,17 @@ static void test_bf16_gemms(void **s)
                  frand(N * VP, 1), frand(N * C, 1)},
                 {out_f(VP * C), out_f(MAXT * C)}, {B, T, C}, {VP, MAXT}, {1e-2, 1e-6}};
     run_case_floor(&b, (const double[FT_OP_MAX_OUT]){1e-4, 0});
+    /* FTLLM_CUDA_ATTENTION=gemm: attention's products are bf16 GEMMs too. Forward: y as a GEMM
+     * output (1e-2, floor 1e-4); lse = max + log sum exp from scores of bf16 operands, 1e-2 and
+     * no floor (its row maxima alone can come out within 1e-4). Backward: dqkv through two
+     * bf16 products in a row (dP = dY V^T, then dS K and friends) whose roundings add, and
+     * P (dP - D), where D is a mean of dP over the row and cancels little on random inputs:
+     * 3e-2, floor 1e-4. Reasoned, not measured. */
+    const char *att = getenv("FTLLM_CUDA_ATTENTION");
+    if (att && !strcmp(att, "gemm"))
+        attention_case_tol("attention.fwd bf16 hs64", "attention.bwd bf16 hs64", 2, 150, 128, 2,
+                           1e-2, 3e-2, (const double[FT_OP_MAX_OUT]){1e-4, 0},
+                           (const double[FT_OP_MAX_OUT]){1e-4});
     be->set_precision(be->ctx, FT_PRECISION_FP32);
     matmul_case("matmul fp32 again", N, C, OC, 1);
 }
