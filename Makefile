@@ -2,7 +2,7 @@
 #   make              build bin/ftllm (CPU)            make test    set up, build, run all tests
 #   make run          set up, build, train inputs/system.ini on 4 ranks (DMR, SPARe, a spare,
 #                     a restart); NP=1 DECK=inputs/default.ini: the one-rank deck
-#   make bench        benchmarks (perf/)               make fuzz    libFuzzer on the deck parser
+#   make bench        benchmarks (perf/)               make fuzz    libFuzzer on the input parsers
 #   make studies      the studies (perf/studies/: CSV + PNG into build/studies/; STUDIES_QUICK=1
 #                     tiny sizes, STUDIES_OUT another folder)
 #   make DEBUG=1      -O0 with address+undefined sanitizers; SAN=address (or thread, ...) alone
@@ -224,15 +224,29 @@ studies: deps
 studies-run: bin/ftllm $(BENCH_BIN)
 	@STUDIES_QUICK=$(STUDIES_QUICK) STUDIES_OUT=$(STUDIES_OUT) perf/studies/run.sh $(BUILD)
 
-# libFuzzer on the deck parser (clang); corpus in tests/fuzz/corpus, findings in build/fuzz/.
+# libFuzzer (clang) on the parsers of what users hand in: decks (fuzz_deck), fault schedules with
+# their plan against a job (fuzz_faults), DMR plan files (fuzz_plan). Each target compiles the
+# file it fuzzes with the fuzzer's instrumentation and links the rest from the release library;
+# each runs FUZZ_SECONDS (or FUZZ_LIMIT: libFuzzer's options, e.g. -runs=3000 -seed=1). Seeds:
+# tests/fuzz/corpus (decks, read only), inputs/*.faults, the plan that fuzz_plan writes at its
+# start; new inputs and findings go to build/fuzz/ (tests/e2e/fuzz_smoke.sh runs it short).
+FUZZ_CC   = clang -std=c11 -D_POSIX_C_SOURCE=200809L -D_DEFAULT_SOURCE -g -O1 -Iinclude \
+            $(shell mpicc -show | grep -o -- '-I[^ ]*') $(PKG_CFLAGS) \
+            -fsanitize=fuzzer,address,undefined
+FUZZ_LIBS = build/release/libftllm.a $(shell mpicc -show | tr ' ' '\n' | grep -E '^-(l|L|Wl)') \
+            $(PKG_LIBS) $(BLAS_LIBS) -lgomp -lm
+FUZZ_LIMIT ?= -max_total_time=$(FUZZ_SECONDS)
+FUZZ_RUN  = $(FUZZ_LIMIT) -timeout=10 -artifact_prefix=build/fuzz/
 fuzz: deps
-	@mkdir -p build/fuzz
-	clang -std=c11 -D_POSIX_C_SOURCE=200809L -D_DEFAULT_SOURCE -g -O1 -Iinclude \
-	  $(shell mpicc -show | grep -o -- '-I[^ ]*') $(PKG_CFLAGS) \
-	  -fsanitize=fuzzer,address,undefined -o build/fuzz/fuzz_deck tests/fuzz/fuzz_deck.c \
-	  src/deck.c $(PKG_LIBS) -lm
-	build/fuzz/fuzz_deck -max_total_time=$(FUZZ_SECONDS) -max_len=4096 \
-	  -artifact_prefix=build/fuzz/ tests/fuzz/corpus
+	@$(MAKE) --no-print-directory build/release/libftllm.a
+	@mkdir -p build/fuzz/corpus_deck build/fuzz/corpus_faults build/fuzz/corpus_plan
+	$(FUZZ_CC) -o build/fuzz/fuzz_deck tests/fuzz/fuzz_deck.c src/deck.c $(PKG_LIBS) -lm
+	$(FUZZ_CC) -o build/fuzz/fuzz_faults tests/fuzz/fuzz_faults.c src/ft/fault.c $(FUZZ_LIBS)
+	$(FUZZ_CC) -o build/fuzz/fuzz_plan tests/fuzz/fuzz_plan.c src/ft/dmr_plan.c $(FUZZ_LIBS)
+	build/fuzz/fuzz_deck $(FUZZ_RUN) -max_len=4096 build/fuzz/corpus_deck tests/fuzz/corpus
+	cp inputs/*.faults build/fuzz/corpus_faults/
+	build/fuzz/fuzz_faults $(FUZZ_RUN) -max_len=2048 build/fuzz/corpus_faults
+	build/fuzz/fuzz_plan $(FUZZ_RUN) -max_len=16384 build/fuzz/corpus_plan
 
 # inputs/README.md is generated from the key table; `make test` checks it is current.
 inputs-doc: bin/ftllm
