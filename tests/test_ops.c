@@ -719,10 +719,36 @@ static void test_table(void **state)
     assert_true(ops_desc(FT_OP_MATMUL)->flops(&mm, FT_FWD) == 2.0 * 256 * 768 * 2304);
 }
 
+/* ops_cpu_set_gemm_bf16: MATMUL's operands rounded to the nearest bf16, ties to even (the
+ * stand-in device's run.precision = bf16, as CUDA's __float2bfloat16_rn): x = 1 + 2^-8 is
+ * halfway between the bf16 values 1 and 1 + 2^-7 and goes to 1 (even); 1 + 3 2^-8 is halfway
+ * between 1 + 2^-7 and 1 + 2^-6 and goes to 1 + 2^-6 (even); 1 + 2^-8 + 2^-20 is above half
+ * and goes up; -(1 + 2^-8) to -1; a NaN stays NaN; the bias is added in fp32, unrounded. Off
+ * again: the fp32 product. */
+static void test_gemm_bf16(void **state)
+{
+    (void)state;
+    float x[5] = {1.0f + 0x1p-8f, 1.0f + 3 * 0x1p-8f, 1.0f + 0x1p-8f + 0x1p-20f, -(1.0f + 0x1p-8f),
+                  NAN};
+    float w[1] = {1.0f}, b[1] = {0x1p-12f}, y[5];
+    FtOpCall c = {.in = {x, w, b}, .out = {y}, .d = {5, 1, 1}};
+    ops_cpu_set_gemm_bf16(true);
+    ops_cpu_table()[FT_OP_MATMUL].fwd(&c);
+    ops_cpu_set_gemm_bf16(false);
+    assert_true(y[0] == 1.0f + 0x1p-12f);
+    assert_true(y[1] == 1.0f + 0x1p-6f + 0x1p-12f);
+    assert_true(y[2] == 1.0f + 0x1p-7f + 0x1p-12f);
+    assert_true(y[3] == -1.0f + 0x1p-12f);
+    assert_true(isnan(y[4]));
+    ops_cpu_table()[FT_OP_MATMUL].fwd(&c);
+    for (int i = 0; i < 4; i++) assert_true(y[i] == x[i] + 0x1p-12f);
+}
+
 FT_TEST_MAIN(cmocka_unit_test(test_table), cmocka_unit_test(test_encoder),
              cmocka_unit_test(test_layernorm), cmocka_unit_test(test_matmul),
              cmocka_unit_test(test_matmul_twin), cmocka_unit_test(test_attention),
              cmocka_unit_test(test_attention_twin), cmocka_unit_test(test_attention_causal),
              cmocka_unit_test(test_gelu), cmocka_unit_test(test_gelu_grid),
              cmocka_unit_test(test_residual),
-             cmocka_unit_test(test_crossentropy), cmocka_unit_test(test_gradnorm_adamw))
+             cmocka_unit_test(test_crossentropy), cmocka_unit_test(test_gradnorm_adamw),
+             cmocka_unit_test(test_gemm_bf16))

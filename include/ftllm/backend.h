@@ -77,7 +77,8 @@ const FtBackend *backend_cuda_open(int device, char *err, size_t errlen);
 
 /* The stand-in device (backend_standin.c): the CPU backend posing as a device, for running and
  * testing the device paths without a GPU. Its memory is host memory that backend_is_host
- * disowns and its is_device recognizes; fp32 only. `ftllm train` uses it for run.backend = cuda
+ * disowns and its is_device recognizes; run.precision = bf16 rounds its GEMMs' operands as the
+ * CUDA backend's (set_precision). `ftllm train` uses it for run.backend = cuda
  * when the environment has FTLLM_TEST_DEVICE=standin (a testing aid). */
 const FtBackend *backend_standin(void);
 /* What the stand-in did so far (the tests may reset them): bytes copied to the host and to the

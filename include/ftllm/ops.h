@@ -88,6 +88,7 @@
 #ifndef FTLLM_OPS_H
 #define FTLLM_OPS_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 #define FT_OP_MAX_IN 8
@@ -140,6 +141,12 @@ typedef struct ft_op_desc {
  * parallel region of a small op loses more to a busy machine's scheduler than it gains).
  * Results do not depend on it; tests set 0 to exercise the threaded paths on tiny shapes. */
 void ops_cpu_set_parallel_min(long long work);
+
+/* On: the CPU ops round the operands of the model's GEMMs (MATMUL, MOE_EXPERT, the tied LM
+ * head in ENCODER's backward) to bf16 before multiplying in fp32, as the CUDA backend's GEMMs
+ * do under run.precision = bf16; everything else stays fp32. The stand-in device turns it on
+ * around its ops under run.precision = bf16 (backend_standin.c); off by default. */
+void ops_cpu_set_gemm_bf16(bool on);
 
 /* The CPU table, indexed by FtOpKind (ops_cpu.c; a backend's table: backend.h). */
 const FtOpDesc *ops_cpu_table(void);

@@ -18,8 +18,11 @@
  *    equal, fingerprint), so host code that dereferences a device pointer faults here as on a
  *    GPU. backend_standin_set_host_access(true) opens it and runs everything at once (a test
  *    that reads device memory directly; a stand-in transport that does: tests/test_staged.c).
- *  - fp32 only (no set_precision), no stream, a zero UUID (so ranks of a node count as sharing
- *    one GPU: parallel.device_comm picks MPI staging).
+ *  - run.precision = bf16 as the CUDA backend has it (set_precision): its ops and checker runs
+ *    round the operands of the model's GEMMs to bf16 (ops_cpu_set_gemm_bf16, on only while the
+ *    queue runs), so bf16 runs, their tolerances and DMR under bf16 are tested here too. No
+ *    stream, a zero UUID (so ranks of a node count as sharing one GPU: parallel.device_comm
+ *    picks MPI staging).
  *  - `ftllm train` gets it for run.backend = cuda when FTLLM_TEST_DEVICE=standin (a testing
  *    aid, backend_select.c), in any build: tests/e2e/cuda.sh runs the CUDA run's paths of the
  *    command line with it on a machine without a GPU. Not thread safe (one per process). */
@@ -30,6 +33,7 @@
 #include <string.h>
 #include <sys/mman.h>
 
+#include "ftllm/deck_keys.h"
 #include "ftllm/log.h"
 
 /* ---- memory: one arena, host-addressable only while the stand-in works in it ---- */
@@ -105,6 +109,7 @@ typedef struct item {
 static Item *g_q;
 static int g_nq, g_capq;
 static bool g_eager;
+static bool g_bf16; /* run.precision = bf16 (dev_set_precision) */
 
 static void arena_open(void);
 static void arena_close(void);
@@ -114,6 +119,7 @@ static void wait_open(void)
 {
     arena_open();
     const FtBackend *cpu = backend_cpu();
+    ops_cpu_set_gemm_bf16(g_bf16); /* the queue's ops, in this device's precision */
     for (int i = 0; i < g_nq; i++) { /* items queued while flushing go after (none do) */
         Item *it = &g_q[i];
         switch (it->kind) {
@@ -127,6 +133,7 @@ static void wait_open(void)
             break;
         }
     }
+    ops_cpu_set_gemm_bf16(false); /* the CPU backend's own ops stay fp32 */
     g_nq = 0;
 }
 
@@ -345,6 +352,14 @@ static void dev_fingerprint_into(void *ctx, const void *p, size_t esize, size_t 
     push((Item){.kind = IT_FPINTO, .src = p, .esize = esize, .bytes = n, .slot = slot});
 }
 
+/* run.precision for the ops queued from now on (those before it run in the old one). */
+static void dev_set_precision(void *ctx, int precision)
+{
+    (void)ctx;
+    flush();
+    g_bf16 = precision == FT_PRECISION_BF16;
+}
+
 const FtBackend *backend_standin(void)
 {
     if (!g_dev.ops) {
@@ -357,6 +372,7 @@ const FtBackend *backend_standin(void)
         g_dev.is_device = dev_is_device, g_dev.sync = dev_sync;
         g_dev.equal = dev_equal, g_dev.fingerprint = dev_fingerprint;
         g_dev.checker_run = dev_checker_run;
+        g_dev.set_precision = dev_set_precision;
     }
     return &g_dev;
 }

@@ -83,6 +83,55 @@ static long long g_par_min = 1LL << 20; /* performance only: results do not depe
 
 void ops_cpu_set_parallel_min(long long work) { g_par_min = work < 0 ? 0 : work; }
 
+/* ---- GEMMs with bf16 operands (ops_cpu_set_gemm_bf16) --------------------------------------- */
+
+static bool g_gemm_bf16; /* the model's GEMMs round their operands to bf16 (see ops.h) */
+
+void ops_cpu_set_gemm_bf16(bool on) { g_gemm_bf16 = on; }
+
+/* x rounded to the nearest bf16 (ties to even), as a float: CUDA's __float2bfloat16_rn, which
+ * the CUDA backend's GEMMs apply to their operands under run.precision = bf16. NaN stays NaN. */
+static inline float bf16_round(float x)
+{
+    uint32_t u;
+    memcpy(&u, &x, sizeof u);
+    if ((u & 0x7fffffffu) > 0x7f800000u) return x;
+    u += 0x7fffu + ((u >> 16) & 1u);
+    u &= 0xffff0000u;
+    memcpy(&x, &u, sizeof x);
+    return x;
+}
+
+/* The n floats of a rounded to bf16, in a new buffer. */
+static float *bf16_copy(const float *a, size_t n)
+{
+    float *r = malloc(sizeof(float) * (n ? n : 1));
+    FT_ASSERT(r);
+#pragma omp parallel for schedule(static) if (PAR(n))
+    for (size_t i = 0; i < n; i++) r[i] = bf16_round(a[i]);
+    return r;
+}
+
+/* Row-major C = alpha op(A) op(B) + beta C (cblas_sgemm's arguments): the GEMMs of MATMUL,
+ * MOE_EXPERT and the tied LM head in ENCODER's backward, the ones the CUDA backend multiplies
+ * in bf16. With ops_cpu_set_gemm_bf16 on, A and B are rounded to bf16 first (fp32 products
+ * and sums, C fp32): what a bf16 GEMM with fp32 accumulation computes, summed in BLAS's order. */
+static void model_gemm(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int M, int N, int K, float alpha,
+                       const float *A, int lda, const float *B, int ldb, float beta, float *C,
+                       int ldc)
+{
+    if (!g_gemm_bf16 || !M || !N || !K) {
+        cblas_sgemm(CblasRowMajor, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+        return;
+    }
+    /* the extent of each operand: rows of ld floats, the last one as wide as the matrix */
+    size_t na = ta == CblasNoTrans ? (size_t)(M - 1) * lda + K : (size_t)(K - 1) * lda + M;
+    size_t nb = tb == CblasNoTrans ? (size_t)(K - 1) * ldb + N : (size_t)(N - 1) * ldb + K;
+    float *a = bf16_copy(A, na), *b = bf16_copy(B, nb);
+    cblas_sgemm(CblasRowMajor, ta, tb, M, N, K, alpha, a, lda, b, ldb, beta, C, ldc);
+    free(a), free(b);
+}
+
 /* Columns [lo, hi) of a total of n that thread `id` of `nth` owns (static, contiguous). */
 static void split_range(long long n, int id, int nth, long long *lo, long long *hi)
 {
@@ -121,8 +170,8 @@ static void encoder_bwd(const FtOpCall *c)
     init_from(dwte, c->in[2], (size_t)(Vp * C));
     init_from(dwpe, c->in[3], (size_t)(maxT * C));
     if (c->in[4]) /* the tied LM head's part: dwte += dlogits^T lnf (as matmul_bwd's dw) */
-        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)Vp, (int)C, (int)(B * T), 1.0f,
-                    c->in[4], (int)Vp, c->in[5], (int)C, 1.0f, dwte, (int)C);
+        model_gemm(CblasTrans, CblasNoTrans, (int)Vp, (int)C, (int)(B * T), 1.0f, c->in[4],
+                   (int)Vp, c->in[5], (int)C, 1.0f, dwte, (int)C);
 #pragma omp parallel if (PAR(B * T * C))
     {
         long long lo, hi;
@@ -222,8 +271,7 @@ static void matmul_fwd(const FtOpCall *c)
 #pragma omp parallel for schedule(static) if (PAR((long long)N * OC))
         for (long long n = 0; n < N; n++) memcpy(y + (size_t)n * OC, b, sizeof(float) * OC);
     }
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, N, OC, C, 1.0f, x, C, w, C,
-                b ? 1.0f : 0.0f, y, OC);
+    model_gemm(CblasNoTrans, CblasTrans, N, OC, C, 1.0f, x, C, w, C, b ? 1.0f : 0.0f, y, OC);
 }
 
 /* dx = dy w; dw += dy^T x; db += sum_n dy (split by columns): the accumulating core that
@@ -231,11 +279,8 @@ static void matmul_fwd(const FtOpCall *c)
 static void matmul_bwd_into(const float *dy, const float *x, const float *w, float *dx,
                             float *dw, float *db, int N, int C, int OC)
 {
-    if (dx)
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, N, C, OC, 1.0f, dy, OC, w, C,
-                    0.0f, dx, C);
-    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, OC, C, N, 1.0f, dy, OC, x, C, 1.0f, dw,
-                C);
+    if (dx) model_gemm(CblasNoTrans, CblasNoTrans, N, C, OC, 1.0f, dy, OC, w, C, 0.0f, dx, C);
+    model_gemm(CblasTrans, CblasNoTrans, OC, C, N, 1.0f, dy, OC, x, C, 1.0f, dw, C);
     if (db) {
 #pragma omp parallel if (PAR((long long)N * OC))
         {
@@ -256,8 +301,8 @@ static void matmul_bwd(const FtOpCall *c)
     int N = (int)c->d[0], C = (int)c->d[1], OC = (int)c->d[2];
     if (!dw) {
         FT_ASSERT(!db && c->out[0]);
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, N, C, OC, 1.0f, c->in[0], OC,
-                    c->in[2], C, 0.0f, c->out[0], C);
+        model_gemm(CblasNoTrans, CblasNoTrans, N, C, OC, 1.0f, c->in[0], OC, c->in[2], C, 0.0f,
+                   c->out[0], C);
         return;
     }
     init_from(dw, c->in[3], (size_t)OC * C);

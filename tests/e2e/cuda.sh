@@ -6,7 +6,8 @@
 # trains on several ranks (MPI staged through host memory; on a GPU machine); it refuses what
 # the CUDA backend cannot do yet (SPARe) in one line, and trains on the CPU with
 # run.backend = cpu.
-# run.precision = bf16 without run.backend = cuda is one line (exit 2); on a GPU it trains.
+# run.precision = bf16 without run.backend = cuda is one line (exit 2); on a GPU (and on the
+# stand-in device, whose GEMMs round their operands to bf16) it trains.
 # With FTLLM_TEST_DEVICE=standin the CPU build's run.backend = cuda trains on the stand-in device
 # (below): 1 and 2 ranks, checkpoints, DMR, bitwise the CPU's.
 source tests/e2e/lib.bash
@@ -121,11 +122,41 @@ run "stand-in: planned run from the plan files" 0 "" 2 $sd "$FTLLM" train $deck 
   faults.schedule="$E2E_TMP/standin.faults"
 has "stand-in: the plan's run, all caught" \
   '^faults: sdc injected 10, detected 10, rolled back 10, missed 0 '
-# what the stand-in cannot do, in one line
+# run.precision = bf16 (the stand-in's GEMMs round their operands to bf16, as cuBLAS's): two
+# runs the same bytes, not fp32's but near them, a checkpoint resume bitwise the straight run,
+# and the default deck's flip caught
+bf="run.backend=cuda run.precision=bf16"
+for k in 1 2; do
+  # shellcheck disable=SC2086
+  run "stand-in: bf16 run $k" 0 "" 1 $sd "$FTLLM" train $deck $six $bf \
+    run.save_model="$E2E_TMP/bf16.$k.bin"
+done
+lines_of "$E2E_TMP/bf16.txt"
+cmp -s "$E2E_TMP/bf16.1.bin" "$E2E_TMP/bf16.2.bin" && ok "stand-in: bf16: two runs bitwise" ||
+  bad "stand-in: bf16: two runs bitwise" "the saved weights differ"
+! cmp -s "$E2E_TMP/bf16.1.bin" "$E2E_TMP/one.cpu.bin" && ok "stand-in: bf16: not fp32's weights" ||
+  bad "stand-in: bf16: not fp32's weights" "bitwise fp32's: the GEMMs did not round"
+last_loss() { sed -n 's/^summary: .*loss [0-9.]* -> \([0-9.]*\).*/\1/p' "$1"; }
+a=$(last_loss "$E2E_TMP/one.cpu.txt") b=$(last_loss "$E2E_TMP/bf16.txt")
+awk -v a="$a" -v b="$b" 'BEGIN { d = a - b; if (d < 0) d = -d; exit !(a > 0 && d <= 1e-2 * a) }' &&
+  ok "stand-in: bf16: last loss $b within 1% of fp32's $a" ||
+  bad "stand-in: bf16: last loss within 1% of fp32's" "bf16 '$b', fp32 '$a'"
+ck=$E2E_TMP/standin_bf16_ckpt
 # shellcheck disable=SC2086
-run "stand-in: bf16 refused" 2 \
-  "run.precision = bf16: the cpu-as-device backend computes in fp32 only" \
-  1 $sd "$FTLLM" train $deck $short run.backend=cuda run.precision=bf16
+run "stand-in: bf16, 4 steps with checkpoints" 0 "" 1 $sd "$FTLLM" train $deck $six $bf \
+  train.steps=4 train.sample_tokens=0 checkpoint.dir="$ck" checkpoint.interval=2
+# shellcheck disable=SC2086
+run "stand-in: bf16, resumed to 6" 0 "" 1 $sd "$FTLLM" train $deck $six $bf \
+  checkpoint.dir="$ck" checkpoint.resume=auto run.save_model="$E2E_TMP/bf16.resumed.bin"
+cmp -s "$E2E_TMP/bf16.1.bin" "$E2E_TMP/bf16.resumed.bin" &&
+  ok "stand-in: bf16: resumed run bitwise the straight one" ||
+  bad "stand-in: bf16: resumed run bitwise the straight one" "weights differ"
+# shellcheck disable=SC2086
+run "stand-in: bf16, the default deck's flip" 0 "" 1 $sd "$FTLLM" train $deck train.steps=5 \
+  train.val_batches=0 train.sample_tokens=0 $bf
+has "stand-in: bf16: flip caught and rolled back" \
+  '^faults: sdc injected 1, detected 1, rolled back 1, missed 0 '
+# what the stand-in cannot do, in one line
 # shellcheck disable=SC2086
 run "stand-in: SPARe refused" 2 "run.backend = cuda: SPARe (spare.r, spare.spares)" \
   2 $sd "$FTLLM" train $deck $short run.backend=cuda parallel.dp=2 spare.r=2
