@@ -34,6 +34,7 @@
 #include "ftllm/checksum.h"
 #include "ftllm/ckpt.h"
 #include "ftllm/deck.h"
+#include "ftllm/deck_keys.h"
 #include "ftllm/log.h"
 #include "ftllm/model.h"
 #include "ftllm/train.h"
@@ -326,6 +327,46 @@ static void test_planned_campaign(void **s)
     }
 }
 
+/* run.precision = bf16: the checker (a second stream with its own cuBLAS handle on a GPU) must
+ * multiply in bf16 as the primary does, or every GEMM check mismatches. A clean naive run has
+ * no mismatch and ends bitwise where bf16 without DMR ends, which is not where fp32 ends (the
+ * precision took effect); then 40 flips over naive and piggyback checks, all caught, and the
+ * same end. */
+static void test_bf16_campaign(void **s)
+{
+    (void)s;
+    const FtBackend *be = gpu();
+    if (!be->set_precision) skip(); /* a backend that computes in fp32 only */
+    log_init(0, FT_LOG_WARN);
+    FtConfig c0 = cfg_of(FT_DMR_OFF);
+    FtModel f32, ref, m;
+    FtDmrStats none, st;
+    train_gpu(be, &c0, NULL, &f32, &none);
+    be->set_precision(be->ctx, FT_PRECISION_BF16);
+    c0 = cfg_of(FT_DMR_OFF);
+    train_gpu(be, &c0, NULL, &ref, &none);
+    assert_false(same_state(&ref, &f32));
+    FtConfig cc = cfg_of(FT_DMR_NAIVE);
+    train_gpu(be, &cc, NULL, &m, &st);
+    printf("  %s bf16 clean naive: %lld checks on the checker stream, %lld mismatches\n",
+           be->name, st.checks[FT_DMR_S_NAIVE], st.mismatches);
+    assert_true(st.checks[FT_DMR_S_NAIVE] > 1000 && st.mismatches == 0 && st.redone == 0);
+    assert_true(same_state(&m, &ref));
+    model_free(&m);
+    enum { COUNT = 40 };
+    char text[256];
+    snprintf(text, sizeof text, "; gpu bf16 campaign\nsdc-random count=%d seed=4000 steps=1-%d "
+             "target=both\n", COUNT, STEPS);
+    FtConfig c = cfg_of(FT_DMR_PIGGYBACK);
+    train_gpu(be, &c, text, &m, &st);
+    be->set_precision(be->ctx, FT_PRECISION_FP32);
+    printf("  %s bf16 piggyback: %lld flips injected, %lld detected, %lld missed\n", be->name,
+           st.injected, st.detected, st.missed);
+    assert_true(st.injected == COUNT && st.detected == COUNT && st.missed == 0);
+    assert_true(same_state(&m, &ref));
+    model_free(&m), model_free(&ref), model_free(&f32);
+}
+
 FT_TEST_MAIN(cmocka_unit_test(test_cpu_backend), cmocka_unit_test(test_fingerprint),
              cmocka_unit_test(test_equal), cmocka_unit_test(test_flip_campaign),
-             cmocka_unit_test(test_planned_campaign))
+             cmocka_unit_test(test_planned_campaign), cmocka_unit_test(test_bf16_campaign))
