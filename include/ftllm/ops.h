@@ -147,6 +147,9 @@ void ops_cpu_set_parallel_min(long long work);
  * do under run.precision = bf16; everything else stays fp32. The stand-in device turns it on
  * around its ops under run.precision = bf16 (backend_standin.c); off by default. */
 void ops_cpu_set_gemm_bf16(bool on);
+/* The same for ATTENTION's products (Q K^T, P V and the backward's), as the CUDA backend's
+ * batched-GEMM attention (FTLLM_CUDA_ATTENTION=gemm) computes them under bf16; off by default. */
+void ops_cpu_set_attention_bf16(bool on);
 
 /* The CPU table, indexed by FtOpKind (ops_cpu.c; a backend's table: backend.h). */
 const FtOpDesc *ops_cpu_table(void);

@@ -20,7 +20,8 @@
  *    that reads device memory directly; a stand-in transport that does: tests/test_staged.c).
  *  - run.precision = bf16 as the CUDA backend has it (set_precision): its ops and checker runs
  *    round the operands of the model's GEMMs to bf16 (ops_cpu_set_gemm_bf16, on only while the
- *    queue runs), so bf16 runs, their tolerances and DMR under bf16 are tested here too. No
+ *    queue runs), and attention's too with FTLLM_CUDA_ATTENTION=gemm, so bf16 runs, their
+ *    tolerances and DMR under bf16 are tested here too. No
  *    stream, a zero UUID (so ranks of a node count as sharing one GPU: parallel.device_comm
  *    picks MPI staging).
  *  - `ftllm train` gets it for run.backend = cuda when FTLLM_TEST_DEVICE=standin (a testing
@@ -109,7 +110,8 @@ typedef struct item {
 static Item *g_q;
 static int g_nq, g_capq;
 static bool g_eager;
-static bool g_bf16; /* run.precision = bf16 (dev_set_precision) */
+static bool g_bf16;     /* run.precision = bf16 (dev_set_precision) */
+static bool g_att_bf16; /* and FTLLM_CUDA_ATTENTION=gemm: attention's products in bf16 too */
 
 static void arena_open(void);
 static void arena_close(void);
@@ -120,6 +122,7 @@ static void wait_open(void)
     arena_open();
     const FtBackend *cpu = backend_cpu();
     ops_cpu_set_gemm_bf16(g_bf16); /* the queue's ops, in this device's precision */
+    ops_cpu_set_attention_bf16(g_att_bf16);
     for (int i = 0; i < g_nq; i++) { /* items queued while flushing go after (none do) */
         Item *it = &g_q[i];
         switch (it->kind) {
@@ -134,6 +137,7 @@ static void wait_open(void)
         }
     }
     ops_cpu_set_gemm_bf16(false); /* the CPU backend's own ops stay fp32 */
+    ops_cpu_set_attention_bf16(false);
     g_nq = 0;
 }
 
@@ -358,6 +362,8 @@ static void dev_set_precision(void *ctx, int precision)
     (void)ctx;
     flush();
     g_bf16 = precision == FT_PRECISION_BF16;
+    const char *att = getenv("FTLLM_CUDA_ATTENTION"); /* the CUDA backend's kernel choice */
+    g_att_bf16 = g_bf16 && att && !strcmp(att, "gemm");
 }
 
 const FtBackend *backend_standin(void)

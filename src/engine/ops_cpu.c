@@ -86,8 +86,10 @@ void ops_cpu_set_parallel_min(long long work) { g_par_min = work < 0 ? 0 : work;
 /* ---- GEMMs with bf16 operands (ops_cpu_set_gemm_bf16) --------------------------------------- */
 
 static bool g_gemm_bf16; /* the model's GEMMs round their operands to bf16 (see ops.h) */
+static bool g_att_bf16;  /* and attention's */
 
 void ops_cpu_set_gemm_bf16(bool on) { g_gemm_bf16 = on; }
+void ops_cpu_set_attention_bf16(bool on) { g_att_bf16 = on; }
 
 /* x rounded to the nearest bf16 (ties to even), as a float: CUDA's __float2bfloat16_rn, which
  * the CUDA backend's GEMMs apply to their operands under run.precision = bf16. NaN stays NaN. */
@@ -112,15 +114,16 @@ static float *bf16_copy(const float *a, size_t n)
     return r;
 }
 
-/* Row-major C = alpha op(A) op(B) + beta C (cblas_sgemm's arguments): the GEMMs of MATMUL,
- * MOE_EXPERT and the tied LM head in ENCODER's backward, the ones the CUDA backend multiplies
- * in bf16. With ops_cpu_set_gemm_bf16 on, A and B are rounded to bf16 first (fp32 products
- * and sums, C fp32): what a bf16 GEMM with fp32 accumulation computes, summed in BLAS's order. */
-static void model_gemm(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int M, int N, int K, float alpha,
-                       const float *A, int lda, const float *B, int ldb, float beta, float *C,
-                       int ldc)
+/* Row-major C = alpha op(A) op(B) + beta C (cblas_sgemm's arguments). With bf16 (model_gemm:
+ * the GEMMs of MATMUL, MOE_EXPERT and the tied LM head in ENCODER's backward, the ones the CUDA
+ * backend multiplies in bf16, under ops_cpu_set_gemm_bf16), A and B are rounded to bf16 first
+ * (fp32 products and sums, C fp32): what a bf16 GEMM with fp32 accumulation computes, summed
+ * in BLAS's order. */
+static void gemm_in(bool bf16, CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int M, int N, int K,
+                    float alpha, const float *A, int lda, const float *B, int ldb, float beta,
+                    float *C, int ldc)
 {
-    if (!g_gemm_bf16 || !M || !N || !K) {
+    if (!bf16 || !M || !N || !K) {
         cblas_sgemm(CblasRowMajor, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
         return;
     }
@@ -131,6 +134,11 @@ static void model_gemm(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int M, int N, int
     cblas_sgemm(CblasRowMajor, ta, tb, M, N, K, alpha, a, lda, b, ldb, beta, C, ldc);
     free(a), free(b);
 }
+
+#define model_gemm(...) gemm_in(g_gemm_bf16, __VA_ARGS__)
+/* attention's products (ATTENTION's fast path below): bf16 operands under
+ * ops_cpu_set_attention_bf16, as the CUDA backend's batched-GEMM attention computes them */
+#define att_gemm(...) gemm_in(g_att_bf16, __VA_ARGS__)
 
 /* Columns [lo, hi) of a total of n that thread `id` of `nth` owns (static, contiguous). */
 static void split_range(long long n, int id, int nth, long long *lo, long long *hi)
@@ -464,7 +472,8 @@ static void attention_bwd_ref(const FtOpCall *c)
 }
 
 /* The fast path: per (b, h), GEMMs on strided views of qkv (rows 3C apart) into a T x T scratch
- * of the thread's own, one (b, h) per thread, so each sgemm runs single-threaded inside the
+ * of the thread's own (att_gemm: bf16 operands under ops_cpu_set_attention_bf16, the stand-in's
+ * FTLLM_CUDA_ATTENTION=gemm), one (b, h) per thread, so each sgemm runs single-threaded inside the
  * parallel loop (OpenBLAS's OpenMP build does not nest) and its bits do not depend on how
  * (b, h) are shared out. The full T x T product is computed and the causal part kept (2x the
  * minimum FLOPs, still far faster than dot products for T <= 1024). */
@@ -483,7 +492,7 @@ static void attention_fwd(const FtOpCall *c)
             for (long long h = 0; h < NH; h++) {
                 const float *q = qkv + (size_t)b * T * 3 * C + h * HS, *k = q + C, *v = q + 2 * C;
                 float *l = lse + (b * NH + h) * T;
-                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)T, (int)T, (int)HS,
+                att_gemm(CblasNoTrans, CblasTrans, (int)T, (int)T, (int)HS,
                             scale, q, (int)(3 * C), k, (int)(3 * C), 0.0f, a, (int)T);
                 for (long long t = 0; t < T; t++) {
                     float *r = a + t * T, mx = -INFINITY;
@@ -499,7 +508,7 @@ static void attention_fwd(const FtOpCall *c)
                     for (long long t2 = t + 1; t2 < T; t2++) r[t2] = 0.0f;
                     l[t] = mx + (float)log(sum);
                 }
-                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)T, (int)HS, (int)T,
+                att_gemm(CblasNoTrans, CblasNoTrans, (int)T, (int)HS, (int)T,
                             1.0f, a, (int)T, v, (int)(3 * C), 0.0f, y + (size_t)b * T * C + h * HS,
                             (int)C);
             }
@@ -530,16 +539,16 @@ static void attention_bwd(const FtOpCall *c)
                 float *dq = dqkv + off, *dk = dq + C, *dv = dq + 2 * C;
                 const float *l = lse + (b * NH + h) * T;
                 const float *g = dy + (size_t)b * T * C + h * HS;
-                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, iT, iT, iHS, scale, q, ld, k,
+                att_gemm(CblasNoTrans, CblasTrans, iT, iT, iHS, scale, q, ld, k,
                             ld, 0.0f, a, iT);
                 for (long long t = 0; t < T; t++) {
                     float *r = a + t * T;
                     for (long long t2 = 0; t2 <= t; t2++) r[t2] = expf(r[t2] - l[t]);
                     for (long long t2 = t + 1; t2 < T; t2++) r[t2] = 0.0f;
                 }
-                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, iT, iT, iHS, 1.0f, g, (int)C,
+                att_gemm(CblasNoTrans, CblasTrans, iT, iT, iHS, 1.0f, g, (int)C,
                             v, ld, 0.0f, da, iT);
-                cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, iT, iHS, iT, 1.0f, a, iT, g,
+                att_gemm(CblasTrans, CblasNoTrans, iT, iHS, iT, 1.0f, a, iT, g,
                             (int)C, 0.0f, dv, ld);
                 for (long long t = 0; t < T; t++) {
                     const float *ar = a + t * T;
@@ -549,9 +558,9 @@ static void attention_bwd(const FtOpCall *c)
                     for (long long t2 = 0; t2 <= t; t2++) r[t2] = ar[t2] * (r[t2] - (float)dsum);
                     for (long long t2 = t + 1; t2 < T; t2++) r[t2] = 0.0f;
                 }
-                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, iT, iHS, iT, scale, da, iT,
+                att_gemm(CblasNoTrans, CblasNoTrans, iT, iHS, iT, scale, da, iT,
                             k, ld, 0.0f, dq, ld);
-                cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, iT, iHS, iT, scale, da, iT, q,
+                att_gemm(CblasTrans, CblasNoTrans, iT, iHS, iT, scale, da, iT, q,
                             ld, 0.0f, dk, ld);
             }
         free(a), free(da);
