@@ -723,25 +723,28 @@ static void test_table(void **state)
  * stand-in device's run.precision = bf16, as CUDA's __float2bfloat16_rn): x = 1 + 2^-8 is
  * halfway between the bf16 values 1 and 1 + 2^-7 and goes to 1 (even); 1 + 3 2^-8 is halfway
  * between 1 + 2^-7 and 1 + 2^-6 and goes to 1 + 2^-6 (even); 1 + 2^-8 + 2^-20 is above half
- * and goes up; -(1 + 2^-8) to -1; a NaN stays NaN; the bias is added in fp32, unrounded. Off
- * again: the fp32 product. */
+ * and goes up; -(1 + 2^-8) to -1; a NaN stays NaN; the bias is added in fp32, unrounded; the
+ * weights are rounded too (1 + 2^-8 + 2^-20 to 1 + 2^-7). Off again: the fp32 product. */
 static void test_gemm_bf16(void **state)
 {
     (void)state;
     float x[5] = {1.0f + 0x1p-8f, 1.0f + 3 * 0x1p-8f, 1.0f + 0x1p-8f + 0x1p-20f, -(1.0f + 0x1p-8f),
                   NAN};
-    float w[1] = {1.0f}, b[1] = {0x1p-12f}, y[5];
-    FtOpCall c = {.in = {x, w, b}, .out = {y}, .d = {5, 1, 1}};
+    /* output column 1: a weight that rounds up to 1 + 2^-7, no bias (the other operand too) */
+    float w[2] = {1.0f, 1.0f + 0x1p-8f + 0x1p-20f}, b[2] = {0x1p-12f, 0.0f}, y[10];
+    float rx[4] = {1.0f, 1.0f + 0x1p-6f, 1.0f + 0x1p-7f, -1.0f}; /* x rounded */
+    FtOpCall c = {.in = {x, w, b}, .out = {y}, .d = {5, 1, 2}};
     ops_cpu_set_gemm_bf16(true);
     ops_cpu_table()[FT_OP_MATMUL].fwd(&c);
     ops_cpu_set_gemm_bf16(false);
-    assert_true(y[0] == 1.0f + 0x1p-12f);
-    assert_true(y[1] == 1.0f + 0x1p-6f + 0x1p-12f);
-    assert_true(y[2] == 1.0f + 0x1p-7f + 0x1p-12f);
-    assert_true(y[3] == -1.0f + 0x1p-12f);
-    assert_true(isnan(y[4]));
+    for (int i = 0; i < 4; i++) {
+        assert_true(y[2 * i] == rx[i] + 0x1p-12f);
+        assert_true(y[2 * i + 1] == rx[i] * (1.0f + 0x1p-7f)); /* exact in fp32 */
+    }
+    assert_true(isnan(y[8]) && isnan(y[9]));
     ops_cpu_table()[FT_OP_MATMUL].fwd(&c);
-    for (int i = 0; i < 4; i++) assert_true(y[i] == x[i] + 0x1p-12f);
+    for (int i = 0; i < 4; i++)
+        assert_true(y[2 * i] == x[i] + 0x1p-12f && y[2 * i + 1] == x[i] * w[1]);
 }
 
 FT_TEST_MAIN(cmocka_unit_test(test_table), cmocka_unit_test(test_encoder),
