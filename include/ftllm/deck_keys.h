@@ -176,8 +176,8 @@
       "before the agreement: off the pipeline's critical path, at the price of the copies "     \
       "(decided at run time: plan files and ftllm plan still list them as naive)")              \
     K(dmr, suspect_after, INT, "3", 0, 1000000000, "", 0,                                        \
-      "a rank whose checks mismatch in this many steps is reported as suspect (for SPARe to "    \
-      "retire); 0 = never")
+      "a rank whose checks mismatch in this many steps is suspect: with SPARe (spare.r >= 1) "   \
+      "its replica is retired before the next step, as a fail-stop; 0 = never")
 
 #define FT_KEYS_spare(K)                                                                         \
     K(spare, r, INT, "0", 0, 1024, "", FT_KEY_AUTO,                                              \

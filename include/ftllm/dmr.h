@@ -126,6 +126,7 @@ typedef struct ft_dmr_stats {
     long long checks[FT_DMR_NSTRAT]; /* executions checked, per strategy */
     long long mismatches;            /* checks whose outputs differed */
     long long attempts, redone;      /* step attempts, and those rolled back (job-wide) */
+    long long retired;               /* suspects whose replica SPARe retired (job-wide) */
     long long unchecked;             /* piggyback fingerprints whose twin never ran */
     long long windowed;  /* deferred units (an op, or an AGC segment) checked in windows */
     long long drained;   /* ... checked before the agreement (no window came) */
@@ -192,12 +193,24 @@ void dmr_stats_job(FtDmr *d, FtComm *world, FtDmrStats *s);
 
 /* Whether rank r of the world is suspect (the same answer on every rank). */
 bool dmr_is_suspect(const FtDmr *d, int r);
+/* The ranks that became suspect since the last call (at most max, in rank order, the same on
+ * every rank): each is handed over once, for SPARe to retire (train_dmr.c). */
+int dmr_take_suspects(FtDmr *d, int *ranks, int max);
+/* SPARe retired a suspect's replica, world ranks [first, first + n) of the world the suspect
+ * was named in: their history starts over (a hot spare takes those places) and the job's count
+ * of retirements (the dmr line) grows by one. */
+void dmr_retired(FtDmr *d, int first, int n);
 
-/* Collective over world: rank 0 prints the end-of-run lines to out (NULL: nothing):
+/* Collective over job (NULL: world), every rank of the job, trained to the end or not: the
+ * counters are summed over all of them, so the flips and checks of a rank whose replica failed
+ * (SPARe) or that trained as a hot spare and went back to waiting are counted too. Rank 0 of
+ * world (the ranks still training; NULL on the others) prints the end-of-run lines to out
+ * (NULL: nothing):
  *   faults: sdc injected K, detected K, rolled back K, missed K (...)
  *   dmr: mode M, checks naive N piggyback N, mismatches N (...), overhead X% (...)
  * schedule names the fault file ("" = none), nfail its fail-stop lines. */
-void dmr_report(FtDmr *d, FtComm *world, const char *schedule, int nfail, FILE *out);
+void dmr_report(FtDmr *d, FtComm *world, FtComm *job, const char *schedule, int nfail,
+                FILE *out);
 
 /* "off", "naive", "piggyback", "planned" */
 const char *dmr_mode_name(int mode);

@@ -31,8 +31,11 @@ typedef struct ft_train_dmr FtTrainDmr;
 int train_dmr_setup(FtTrainDmr **out, FtTrainer *tr, const FtConfig *cfg, char *err,
                     size_t errlen);
 
-/* Rank 0 prints the `faults:` and `dmr:` lines to out (NULL: nothing). td may be NULL. */
-void train_dmr_report(FtTrainDmr *td, FILE *out);
+/* Collective over job (every rank of the job: those still training pass trains true, the
+ * others, whose replica failed or that wait as hot spares, false): the counters of them all;
+ * the training rank 0 prints the `faults:` and `dmr:` lines to out (NULL: nothing). td may be
+ * NULL (then on every rank). */
+void train_dmr_report(FtTrainDmr *td, FtComm *job, bool trains, FILE *out);
 
 /* The job's DMR counters (dmr_stats_job over the trainer's world). Collective. */
 void train_dmr_stats(FtTrainDmr *td, FtDmrStats *s);

@@ -69,7 +69,9 @@ FtDmr *dmr_create(const FtDmrCfg *cfg)
     d->bad_steps = calloc((size_t)d->nranks, sizeof *d->bad_steps);
     d->who = calloc((size_t)d->nranks, sizeof *d->who);
     d->suspect = calloc((size_t)d->nranks, sizeof *d->suspect);
-    FT_ASSERT(d->flips && d->fired && d->armed && d->bad_steps && d->who && d->suspect);
+    d->handed = calloc((size_t)d->nranks, sizeof *d->handed);
+    FT_ASSERT(d->flips && d->fired && d->armed && d->bad_steps && d->who && d->suspect &&
+              d->handed);
     int n = 0;
     for (int i = 0; i < cfg->nflips; i++)
         if (cfg->flips[i].rank == d->rank) d->flips[n++] = cfg->flips[i];
@@ -89,7 +91,7 @@ void dmr_free(FtDmr *d)
     if (d->flags) d->be->release(d->be->ctx, d->flags);
     free(d->pend);
     free(d->flips), free(d->fired), free(d->armed), free(d->inj), free(d->def);
-    free(d->bad_steps), free(d->who), free(d->suspect);
+    free(d->bad_steps), free(d->who), free(d->suspect), free(d->handed);
     for (int i = 0; i < d->nunits; i++) dmr_unit_free(d, d->units[i]);
     free(d->units), free(d->link), free(d->seg_last);
     if (d->dfp) d->be->release(d->be->ctx, d->dfp);
@@ -550,11 +552,12 @@ static void resize_world(FtDmr *d, FtComm *world)
     d->rank = world ? comm_rank(world) : 0;
     if (n == d->nranks) return;
     d->nranks = n;
-    free(d->bad_steps), free(d->who), free(d->suspect);
+    free(d->bad_steps), free(d->who), free(d->suspect), free(d->handed);
     d->bad_steps = calloc((size_t)n, sizeof *d->bad_steps);
     d->who = calloc((size_t)n, sizeof *d->who);
     d->suspect = calloc((size_t)n, sizeof *d->suspect);
-    FT_ASSERT(d->bad_steps && d->who && d->suspect);
+    d->handed = calloc((size_t)n, sizeof *d->handed);
+    FT_ASSERT(d->bad_steps && d->who && d->suspect && d->handed);
 }
 
 /* ---- attempts ------------------------------------------------------------------------------ */
@@ -641,8 +644,7 @@ int dmr_agree(FtDmr *d, FtExec *ex, FtComm *world)
             if (d->suspect_after > 0 && d->bad_steps[q] >= d->suspect_after && !d->suspect[q]) {
                 d->suspect[q] = true;
                 log_warn("dmr: rank %d is suspect: its checks mismatched in %d steps "
-                         "(dmr.suspect_after = %d); SPARe is to retire it", q, d->bad_steps[q],
-                         d->suspect_after);
+                         "(dmr.suspect_after = %d)", q, d->bad_steps[q], d->suspect_after);
             }
         }
         log_info("dmr: step %lld: mismatch on %d of %d rank%s (%s): rolled back, computing the "
@@ -695,17 +697,33 @@ void dmr_stats_job(FtDmr *d, FtComm *world, FtDmrStats *s)
     s->kept_peak = peak, s->dyn_kept_peak = dpeak, s->dyn_guard = guard, s->dyn_slack = slack;
     s->held_peak = held;
     s->attempts = d->s.attempts; /* job-wide already: every rank takes part in each */
-    s->redone = d->s.redone;
+    s->redone = d->s.redone, s->retired = d->s.retired;
 }
 
 bool dmr_is_suspect(const FtDmr *d, int r) { return r >= 0 && r < d->nranks && d->suspect[r]; }
 
-void dmr_report(FtDmr *d, FtComm *world, const char *schedule, int nfail, FILE *out)
+int dmr_take_suspects(FtDmr *d, int *ranks, int max)
+{
+    int n = 0;
+    for (int q = 0; q < d->nranks && n < max; q++)
+        if (d->suspect[q] && !d->handed[q]) d->handed[q] = true, ranks[n++] = q;
+    return n;
+}
+
+void dmr_retired(FtDmr *d, int first, int n)
+{
+    for (int q = first; q < first + n && q < d->nranks; q++)
+        if (q >= 0) d->bad_steps[q] = 0, d->suspect[q] = d->handed[q] = false;
+    d->s.retired++;
+}
+
+void dmr_report(FtDmr *d, FtComm *world, FtComm *job, const char *schedule, int nfail,
+                FILE *out)
 {
     FtDmrStats s;
-    resize_world(d, world);
-    dmr_stats_job(d, world, &s);
-    if (d->rank != 0 || !out) return;
+    if (world) resize_world(d, world);
+    dmr_stats_job(d, job ? job : world, &s);
+    if (!world || d->rank != 0 || !out) return;
     fprintf(out, "faults: sdc injected %lld, detected %lld, rolled back %lld, missed %lld "
                  "(schedule %s; %lld flip%s not applied; fail-stop events %d%s)\n",
             s.injected, s.detected, s.rolled_back, s.missed,
@@ -716,6 +734,9 @@ void dmr_report(FtDmr *d, FtComm *world, const char *schedule, int nfail, FILE *
     for (int q = 0; q < d->nranks; q++)
         if (d->suspect[q] && len + 16 < sizeof sus)
             len += (size_t)snprintf(sus + len, sizeof sus - len, "%sr%d", len ? " " : "", q);
+    if (s.retired) /* suspects whose replicas SPARe took out of the run (their ranks left) */
+        snprintf(sus + strlen(sus), sizeof sus - strlen(sus), " (%lld retired by SPARe)",
+                 s.retired);
     double rest = s.compute_s - s.check_s;
     if (d->mode == FT_DMR_OFF) {
         fprintf(out, "dmr: mode off (no checks), steps redone %lld of %lld attempts\n", s.redone,

@@ -139,6 +139,7 @@ struct ft_dmr {
     FtDmrStats s;
     int *bad_steps, *who; /* per world rank */
     bool *suspect;
+    bool *handed; /* suspects handed over (dmr_take_suspects) */
 };
 
 /* dmr.c */

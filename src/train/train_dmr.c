@@ -41,13 +41,47 @@ struct ft_train_dmr {
  * that replica by SPARe's injected fail-stop, collectively and in line order on every rank; a
  * step's lines go to SPARe at once (a hot spare that joins takes part in the rest). A step
  * computed again after a restart from a checkpoint does not fail again (fail_upto). */
+/* The suspects DMR named at the last agreement (the same on every rank): with SPARe on, each
+ * one's replica joins this step's fail-stops (its place in the grid is its world rank over the
+ * replica width; the controller's index, the place-th live replica); without SPARe it stays. */
+static int retire_suspects(FtTrainDmr *td, FtTrainer *tr, long long step, int *replicas, int n,
+                           int *first)
+{
+    int sus[FT_SPARE_BATCH_MAX];
+    int ns = td->dmr ? dmr_take_suspects(td->dmr, sus, FT_SPARE_BATCH_MAX) : 0;
+    for (int k = 0; k < ns; k++) {
+        int q = sus[k], place = q / td->replica_width, replica = -1;
+        if (!tr->sp) {
+            log_warn("dmr: rank %d stays in the run: nothing retires a suspect rank without "
+                     "SPARe (spare.r = 0)", q);
+            continue;
+        }
+        for (int i = 0, seen = 0; i < tr->sp->N && replica < 0; i++)
+            if (spare_alive(tr->sp, i) && seen++ == place) replica = i;
+        bool dup = replica < 0 || n == FT_SPARE_BATCH_MAX;
+        for (int j = 0; j < n && !dup; j++) dup = replicas[j] == replica;
+        if (dup) continue;
+        log_info("dmr: rank %d is suspect: SPARe retires its replica %d before step %lld", q,
+                 replica, step);
+        first[n] = place * td->replica_width;
+        replicas[n++] = replica;
+    }
+    return n;
+}
+
 static void before_step(void *ctx, FtTrainer *tr, long long step)
 {
     FtTrainDmr *td = ctx;
     if (td->prev_step) td->prev_step(td->prev_step_ctx, tr, step);
-    if (step <= tr->spare.fail_upto) return;
+    int replicas[FT_SPARE_BATCH_MAX], first[FT_SPARE_BATCH_MAX], n = 0;
+    for (int i = 0; i < FT_SPARE_BATCH_MAX; i++) first[i] = -1; /* -1: a schedule's line */
+    if (step <= tr->spare.fail_upto) { /* computed again after a restart: no schedule lines */
+        n = retire_suspects(td, tr, step, replicas, 0, first);
+        if (n && train_fail_replicas(tr, replicas, n) >= 0)
+            for (int k = 0; k < n; k++) dmr_retired(td->dmr, first[k], td->replica_width);
+        return;
+    }
     tr->spare.fail_upto = step;
-    int replicas[FT_SPARE_BATCH_MAX], n = 0;
     for (int i = 0; i < td->sched.nev; i++) {
         const FtFaultEvent *e = &td->sched.ev[i];
         if (e->kind != FT_FAULT_FAIL || e->step != step) continue;
@@ -61,10 +95,14 @@ static void before_step(void *ctx, FtTrainer *tr, long long step)
                  replica, step);
         replicas[n++] = replica;
     }
+    int nsched = n;
+    n = retire_suspects(td, tr, step, replicas, n, first);
     if (!n) return;
     long long wipes = tr->spare.wipeouts, masked = tr->spare.masked;
     int rc = train_fail_replicas(tr, replicas, n);
-    if (tr->left) return;
+    for (int k = nsched; k < n && rc >= 0; k++) /* the suspects' places start over */
+        dmr_retired(td->dmr, first[k], td->replica_width);
+    if (tr->left || nsched == 0) return;
     if (rc < 0 && tr->spare.masked == masked)
         log_warn("faults: %s: before step %lld: the replicas named have failed already: nothing "
                  "more to stop", td->sched.path, step);
@@ -314,6 +352,10 @@ int train_dmr_setup(FtTrainDmr **out, FtTrainer *tr, const FtConfig *cfg, char *
             tr->before_commit = td->prev_commit, tr->before_commit_ctx = td->prev_ctx;
             goto out_free;
         }
+    }
+    /* before each step: the schedule's fail-stops, and suspects for SPARe to retire */
+    if ((td->has_sched && fault_count(&td->sched, FT_FAULT_FAIL)) ||
+        (mode != FT_DMR_OFF && cfg->dmr.suspect_after > 0)) {
         td->replica_width = (int)(cfg->parallel.tp * cfg->parallel.pp * cfg->parallel.ep);
         td->prev_step = tr->before_step, td->prev_step_ctx = tr->before_step_ctx;
         tr->before_step = before_step, tr->before_step_ctx = td;
@@ -339,10 +381,11 @@ out_free:
     return -1;
 }
 
-void train_dmr_report(FtTrainDmr *td, FILE *out)
+void train_dmr_report(FtTrainDmr *td, FtComm *job, bool trains, FILE *out)
 {
     if (!td) return;
-    dmr_report(td->dmr, td->tr->c_world, td->has_sched ? td->sched.path : "",
+    dmr_report(td->dmr, trains ? td->tr->c_world : NULL, job,
+               td->has_sched ? td->sched.path : "",
                td->has_sched ? fault_count(&td->sched, FT_FAULT_FAIL) : 0, out);
 }
 

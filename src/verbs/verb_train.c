@@ -352,9 +352,10 @@ static int write_outputs(const FtConfig *cfg, const FtModel *model, FtComm *job,
 /* The end-of-run block, on the ranks still training (a rank whose replica left prints nothing
  * and skips the reports that are collective over the grid it left): a header, each rank's time
  * waiting on messages, the regions (with the PAPI columns), the `spare:`, `faults:` and `dmr:`
- * lines, the checkpoints and the summary. The verdict line follows it (the caller's). */
+ * lines (DMR's counts summed over job, every rank of it, so the flips and checks of a rank that
+ * left count too), the checkpoints and the summary. The verdict line follows it (the caller's). */
 static void report_end_of_run(const FtConfig *cfg, FtTrainer *tr, const FtTrainSummary *s,
-                              FtTrainDmr *tdm, const FtTrainCkpt *tck, int nranks)
+                              FtTrainDmr *tdm, const FtTrainCkpt *tck, int nranks, FtComm *job)
 {
     FILE *rep = log_level() >= FT_LOG_INFO && !s->left ? stdout : NULL;
     if (!s->left) { /* collective over the grid this rank still trains on */
@@ -368,8 +369,8 @@ static void report_end_of_run(const FtConfig *cfg, FtTrainer *tr, const FtTrainS
                  cfg->train.rate_skip);
         train_report_regions(tr, rep);
         train_report_spare(tr, rep);
-        train_dmr_report(tdm, rep); /* DMR hook */
     }
+    train_dmr_report(tdm, job, !s->left, rep); /* DMR hook: its counts over the whole job */
     train_ckpt_report(tck, rep);
     char vl[32] = "none";
     if (!isnan(s->val_loss)) snprintf(vl, sizeof vl, "%.4f", s->val_loss);
@@ -536,8 +537,8 @@ static int train_or_plan(int argc, char **argv, MPI_Comm comm, bool plan)
     /* the whole model is on every rank that still trains: the first of them writes */
     bool writer = !s.left && tr.grid->rank == 0;
     if (all_ok && !sharded && write_outputs(&cfg, &model, job, writer)) rc = FT_EXIT_FAILED;
+    report_end_of_run(&cfg, &tr, &s, tdm, tck, nranks, job); /* the block before the verdict */
     comm_destroy(job);
-    report_end_of_run(&cfg, &tr, &s, tdm, tck, nranks); /* the block before the verdict */
     train_ckpt_destroy(tck);
     train_dmr_destroy(tdm);
     timers_attach(&tr.regions, NULL);

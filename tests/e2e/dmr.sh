@@ -93,6 +93,9 @@ has "dmr line" '^dmr: mode naive, checks naive [0-9]+ piggyback 0, mismatches 1,
 # shellcheck disable=SC2086
 run "default deck, suspect after 1" 0 "" 1 "$FTLLM" train inputs/default.ini $short dmr.suspect_after=1
 has "suspect named" '^dmr: mode naive, .* suspects r0, overhead'
+grep -q '^warning: dmr: rank 0 stays in the run: nothing retires a suspect rank without SPARe' \
+  "$E2E_TMP/err" && ok "suspect without SPARe: stays, and says so" ||
+  bad "suspect without SPARe: stays, and says so" "$(head -c 600 "$E2E_TMP/err")"
 # shellcheck disable=SC2086
 run "default deck without DMR and faults" 0 "" 1 "$FTLLM" train inputs/default.ini $short dmr.mode=off faults.schedule= run.save_model="$E2E_TMP/plain.bin"
 if grep -q '^faults:\|^dmr:' "$E2E_TMP/out"; then bad "no report lines when off" "$(grep '^faults:\|^dmr:' "$E2E_TMP/out")"; else ok "no report lines when off"; fi

@@ -7,7 +7,8 @@
 # shard is a wipe-out: exit 5 and "wipe-outs 1" without checkpoints; with one, the run restarts
 # in-process from it and finishes with the same losses. A `fail` line naming a rank fails its
 # replica. When replica 0 (world rank 0) fails, a surviving rank writes run.save_model. A hot
-# spare (spare.spares) takes a failed replica's place.
+# spare (spare.spares) takes a failed replica's place. A rank DMR names suspect is retired the
+# same way.
 set -u
 source "$(dirname "$0")/lib.bash"
 common="parallel.dp=4 spare.r=2 train.steps=5 dmr.mode=off train.val_batches=0 train.sample_tokens=0 model.channels=32 model.layers=2 model.heads=2 model.seq_len=16 train.batch=2"
@@ -83,6 +84,43 @@ has "the spare joined" '^spare: replica 1 failed before step 3: hot spare 0 \(1 
 has "redundancy restored until step 5" '^step +4/6 .*\| live 3 depth 1$'
 [ -n "$clean3" ] && [ "$(losses)" = "$clean3" ] && ok "losses equal to the run without failures (spare)" \
   || bad "losses equal to the run without failures (spare)" "clean: $clean3; with the spare: $(losses)"
+# a rank DMR names suspect (its checks mismatched in dmr.suspect_after steps) is retired: SPARe
+# takes its replica out of the run before the next step, masked (dp 4, no spare) or by the hot
+# spare (dp 3 + 1); the losses stay the run's without faults (every flip rolled back)
+printf 'sdc step=2 rank=1 op=matmul:3 bit=21\nsdc step=3 rank=1 op=matmul:5 bit=22\n' > "$E2E_TMP/sus.faults"
+sus="dmr.mode=naive dmr.suspect_after=2 faults.schedule=$E2E_TMP/sus.faults"
+# shellcheck disable=SC2086
+run "a suspect rank's replica retired" 0 "" 4 "$FTLLM" train inputs/default.ini $common $sus
+grep -q '^warning: dmr: rank 1 is suspect: its checks mismatched in 2 steps (dmr.suspect_after = 2)' \
+  "$E2E_TMP/err" && ok "suspect: named" || bad "suspect: named" "$(head -c 600 "$E2E_TMP/err")"
+has "suspect: retired before step 4" '^dmr: rank 1 is suspect: SPARe retires its replica 1 before step 4$'
+has "suspect: masked" '^spare: r 2, 4 replicas, live 3, depth 2; failures masked 1, wipe-outs 0;'
+has "suspect: both flips caught" '^faults: sdc injected 2, detected 2, rolled back 2, missed 0 '
+has "suspect: counted on the dmr line" '^dmr: mode naive, .*suspects none \(1 retired by SPARe\), overhead'
+[ -n "$clean" ] && [ "$(losses)" = "$clean" ] && ok "suspect: losses equal to the run without faults" \
+  || bad "suspect: losses equal to the run without faults" "clean: $clean; with the retirement: $(losses)"
+# after replica 0 failed, world rank 1 is replica 2's: a suspect rank 1 retires replica 2
+printf 'fail step=2 replica=0\nsdc step=3 rank=2 op=matmul:3 bit=21\nsdc step=4 rank=2 op=matmul:5 bit=22\n' > "$E2E_TMP/sus2.faults"
+# shellcheck disable=SC2086
+run "a suspect after a failure" 0 "" 4 "$FTLLM" train inputs/default.ini $common train.steps=6 \
+  dmr.mode=naive dmr.suspect_after=2 faults.schedule="$E2E_TMP/sus2.faults"
+has "suspect after a failure: its replica, not its place" '^dmr: rank 1 is suspect: SPARe retires its replica 2 before step 5$'
+has "suspect after a failure: both masked" '^spare: r 2, 4 replicas, live 2, depth 2; failures masked 2, wipe-outs 0;'
+has "suspect after a failure: flips counted" '^faults: sdc injected 2, detected 2, rolled back 2, missed 0 '
+# a replica that fails keeps its count: the flip its rank caught before (and the one it never
+# applied) stay on the faults line, its checks on the dmr line
+printf 'sdc step=2 rank=1 op=matmul:3 bit=21\nfail step=3 replica=1\nsdc step=5 rank=1 op=matmul:0 bit=3\n' > "$E2E_TMP/gone.faults"
+# shellcheck disable=SC2086
+run "a failed replica's flips still counted" 0 "" 4 "$FTLLM" train inputs/default.ini $common dmr.mode=naive faults.schedule="$E2E_TMP/gone.faults"
+has "gone: its flip counted, the later one not applied" '^faults: sdc injected 1, detected 1, rolled back 1, missed 0 \(schedule .*; 1 flip not applied; fail-stop events 1, acted on by SPARe\)$'
+has "gone: its mismatch counted" '^dmr: mode naive, .*mismatches 1, steps redone 1 of 6 attempts'
+# shellcheck disable=SC2086
+run "a suspect rank's replica replaced by the hot spare" 0 "" 4 "$FTLLM" train inputs/default.ini $common $spare3 $sus
+has "suspect: the spare joined" '^spare: replica 1 failed before step 4: hot spare 0 \(1 of 1\) took its place'
+has "suspect: redundancy back" '^spare: r 2, 3 replicas, live 3, depth 1; failures masked 1, wipe-outs 0;.* spares used 1 of 1;'
+has "suspect: the spare's place is not suspect" '^dmr: mode naive, .*suspects none \(1 retired by SPARe\), overhead'
+[ -n "$clean3" ] && [ "$(losses)" = "$clean3" ] && ok "suspect: losses equal (spare)" \
+  || bad "suspect: losses equal (spare)" "clean: $clean3; with the retirement: $(losses)"
 # shellcheck disable=SC2086
 run "spares need the ranks" 2 "the layout (dp + spare.spares)" 4 "$FTLLM" train inputs/default.ini $common spare.spares=1
 # make run's deck (inputs/system.ini, 4 ranks): a flip caught, a spare used, a failure masked,
