@@ -107,6 +107,13 @@ run "a suspect after a failure" 0 "" 4 "$FTLLM" train inputs/default.ini $common
 has "suspect after a failure: its replica, not its place" '^dmr: rank 1 is suspect: SPARe retires its replica 2 before step 5$'
 has "suspect after a failure: both masked" '^spare: r 2, 4 replicas, live 2, depth 2; failures masked 2, wipe-outs 0;'
 has "suspect after a failure: flips counted" '^faults: sdc injected 2, detected 2, rolled back 2, missed 0 '
+# dp 2 x tp 2: world rank 3 is replica 1's second rank; the suspect's whole replica goes
+printf 'sdc step=2 rank=3 op=matmul:3 bit=21\nsdc step=3 rank=3 op=matmul:5 bit=22\n' > "$E2E_TMP/sus3.faults"
+# shellcheck disable=SC2086
+run "a suspect in a tp 2 replica" 0 "" 4 "$FTLLM" train inputs/default.ini $common parallel.dp=2 \
+  parallel.tp=2 dmr.mode=naive dmr.suspect_after=2 faults.schedule="$E2E_TMP/sus3.faults"
+has "suspect in tp 2: its replica" '^dmr: rank 3 is suspect: SPARe retires its replica 1 before step 4$'
+has "suspect in tp 2: masked" '^spare: r 2, 2 replicas, live 1, depth 2; failures masked 1, wipe-outs 0;'
 # a replica that fails keeps its count: the flip its rank caught before (and the one it never
 # applied) stay on the faults line, its checks on the dmr line
 printf 'sdc step=2 rank=1 op=matmul:3 bit=21\nfail step=3 replica=1\nsdc step=5 rank=1 op=matmul:0 bit=3\n' > "$E2E_TMP/gone.faults"
