@@ -8,8 +8,8 @@
  * alarm. Whether a compiler peels depends on its tuning (-march=native: another CPU, another
  * choice), so this is checked, not assumed: every op kind with a reduction (and the elementwise
  * ones and AdamW's streaming-store path, which also look at addresses) runs with every input and
- * output at 16 placements (0..15 floats past a 64-byte boundary, each buffer shifted by its own
- * amount), on 1 and on 2 threads; each placement must give the bytes of the first.
+ * output at 16 placements (0..15 elements past a 64-byte boundary, each buffer shifted by its
+ * own amount), on 1 and on 2 threads; each placement must give the bytes of the first.
  * ft-test: ranks 1 */
 #include <omp.h>
 #include <stdint.h>
@@ -53,8 +53,9 @@ static Buf irand(size_t n, int mod)
 }
 static Buf out_of(Ty t, size_t n) { return (Buf){t, n, NULL}; }
 
-/* Runs kind/dir with every buffer placed `shift` floats (buffer i: shift + 5 i, mod 16) past a
- * 64-byte boundary; the outputs are copied into res[i] (malloc'ed). */
+/* Runs kind/dir with every buffer placed `shift` elements (buffer i: shift + 5 i, mod 16) past
+ * a 64-byte boundary (always at a multiple of its element size: a double at a 4-byte offset
+ * would be undefined); the outputs are copied into res[i] (malloc'ed). */
 static void run_placed(FtOpKind kind, FtOpDir dir, const Buf *in, const Buf *out,
                        const long long *d, const double *x, int shift, void **res)
 {
@@ -64,8 +65,9 @@ static void run_placed(FtOpKind kind, FtOpDir dir, const Buf *in, const Buf *out
     for (int i = 0; i < FT_OP_MAX_IN + FT_OP_MAX_OUT; i++) {
         const Buf *b = i < FT_OP_MAX_IN ? &in[i] : &out[i - FT_OP_MAX_IN];
         if (!b->n) continue;
-        size_t bytes = ty_size(b->ty) * b->n, off = 4 * (size_t)((shift + 5 * i) % SHIFTS);
-        assert_int_equal(posix_memalign(&mem[i], 64, bytes + 64), 0);
+        size_t bytes = ty_size(b->ty) * b->n,
+               off = ty_size(b->ty) * (size_t)((shift + 5 * i) % SHIFTS);
+        assert_int_equal(posix_memalign(&mem[i], 64, bytes + 8 * SHIFTS), 0);
         char *p = (char *)mem[i] + off;
         if (i < FT_OP_MAX_IN) {
             memcpy(p, b->host, bytes);
