@@ -118,10 +118,53 @@ static void test_send_recv_ring(void **state)
     assert_all(ok);
 }
 
+/* A poll hook that counts its calls and, on its first call, sends rank `to` (>= 0) a message
+ * (tag SIGNAL_TAG). A late rank that waits for that message (late_until_polled) before it
+ * contributes to a collective makes the others' wait certain to poll: the collective cannot
+ * complete before it contributes. (A late rank that merely spun for 50 ms left it to the
+ * scheduler: on a loaded machine the others could reach their first test after its data.) */
+enum { SIGNAL_TAG = 11 };
+typedef struct poll_signal {
+    long polls;
+    int to;
+    bool sent;
+    double token;
+    FtReq req;
+} PollSignal;
+
 static bool count_polls(void *arg)
 {
-    (*(long *)arg)++;
+    PollSignal *s = arg;
+    s->polls++;
+    if (s->to >= 0 && !s->sent) {
+        comm_isend(g_c, &s->token, 1, FT_F64, s->to, SIGNAL_TAG, &s->req);
+        s->sent = true;
+    }
     return false;
+}
+
+/* Rank 0's hook tells the last rank; the others only count (one rank: nobody waits). */
+static PollSignal poll_signal(void)
+{
+    int n = comm_size(g_c), r = comm_rank(g_c);
+    return (PollSignal){.to = r == 0 && n > 1 ? n - 1 : -1};
+}
+
+/* The last rank (of several) arrives late: only once rank 0's hook has run. */
+static void late_until_polled(void)
+{
+    int n = comm_size(g_c), r = comm_rank(g_c);
+    if (n == 1 || r != n - 1) return;
+    double token;
+    FtReq q;
+    comm_irecv(g_c, &token, 1, FT_F64, 0, SIGNAL_TAG, &q);
+    comm_wait(&q, NULL);
+}
+
+/* after the collective: the signal's send completes */
+static void poll_signal_done(PollSignal *s)
+{
+    if (s->sent) comm_wait(&s->req, NULL);
 }
 
 static void test_nonblocking_poll_and_stats(void **state)
@@ -129,20 +172,19 @@ static void test_nonblocking_poll_and_stats(void **state)
     (void)state;
     int n = comm_size(g_c), r = comm_rank(g_c);
     FtCommStats before = comm_stats(g_c);
-    /* the last rank delays its contribution, so the others' request is still in flight: the
-     * test must be able to return false, and the poll hook must run while waiting */
+    /* the last rank contributes only once rank 0's poll hook ran, so the others' request is
+     * still in flight: the test must be able to return false, and the hook must run while
+     * waiting */
     float x = 1.0f;
     FtReq req;
-    long polls = 0;
-    FtPoll poll = {count_polls, &polls};
-    if (r == n - 1) {
-        double t0 = MPI_Wtime();
-        while (MPI_Wtime() - t0 < 0.05) {}
-    }
+    PollSignal sig = poll_signal();
+    FtPoll poll = {count_polls, &sig};
+    late_until_polled();
     comm_iallreduce_sum(g_c, FT_IN_PLACE, &x, 1, FT_F32, &req);
     comm_wait(&req, &poll);
+    poll_signal_done(&sig);
     assert_all(x == (float)n && !req.active && comm_test(&req));
-    long max_polls = comm_max_i64(g_c, polls);
+    long max_polls = comm_max_i64(g_c, sig.polls);
     assert_all(n == 1 || max_polls > 0);
     FtCommStats after = comm_stats(g_c);
     assert_all(after.calls > before.calls && after.bytes >= before.bytes + 4 &&
@@ -154,33 +196,27 @@ static void test_nonblocking_poll_and_stats(void **state)
     assert_all(comm_max_i64(g_c, r) == n - 1);
 }
 
-/* spins for s seconds (a rank that arrives late) */
-static void spin(double s)
-{
-    double t0 = MPI_Wtime();
-    while (MPI_Wtime() - t0 < s) {}
-}
-
 /* The agreements' _poll forms: right results, and the hook runs while the last rank is late. */
 static void test_agreements_poll(void **state)
 {
     (void)state;
     int n = comm_size(g_c), r = comm_rank(g_c);
-    long polls[4] = {0};
-    FtPoll p[4] = {{count_polls, &polls[0]}, {count_polls, &polls[1]}, {count_polls, &polls[2]},
-                   {count_polls, &polls[3]}};
-    if (r == n - 1) spin(0.05);
+    PollSignal s[4] = {poll_signal(), poll_signal(), poll_signal(), poll_signal()};
+    FtPoll p[4] = {{count_polls, &s[0]}, {count_polls, &s[1]}, {count_polls, &s[2]},
+                   {count_polls, &s[3]}};
+    late_until_polled();
     int all = comm_all_true_poll(g_c, r != n - 1, &p[0]);
-    if (r == n - 1) spin(0.05);
+    late_until_polled();
     long long mx = comm_max_i64_poll(g_c, 10 * r, &p[1]);
-    if (r == n - 1) spin(0.05);
+    late_until_polled();
     double sum = comm_sum_f64_poll(g_c, 0.25 + r, &p[2]);
-    if (r == n - 1) spin(0.05);
+    late_until_polled();
     double mf = comm_max_f64_poll(g_c, -1.5 * r, &p[3]);
+    for (int i = 0; i < 4; i++) poll_signal_done(&s[i]);
     assert_all(all == 0 && mx == 10LL * (n - 1) && sum == 0.25 * n + n * (n - 1) / 2.0 &&
                mf == 0.0);
     assert_all(comm_all_true_poll(g_c, 1, NULL) == 1 && comm_max_f64_poll(g_c, r, NULL) == n - 1);
-    for (int i = 0; i < 4; i++) assert_all(n == 1 || comm_max_i64(g_c, polls[i]) > 0);
+    for (int i = 0; i < 4; i++) assert_all(n == 1 || comm_max_i64(g_c, s[i].polls) > 0);
 }
 
 /* A duplicate has its own message space: a broadcast on it stays in flight while the original
