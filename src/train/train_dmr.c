@@ -74,15 +74,9 @@ static void before_step(void *ctx, FtTrainer *tr, long long step)
     FtTrainDmr *td = ctx;
     if (td->prev_step) td->prev_step(td->prev_step_ctx, tr, step);
     int replicas[FT_SPARE_BATCH_MAX], first[FT_SPARE_BATCH_MAX], n = 0;
-    for (int i = 0; i < FT_SPARE_BATCH_MAX; i++) first[i] = -1; /* -1: a schedule's line */
-    if (step <= tr->spare.fail_upto) { /* computed again after a restart: no schedule lines */
-        n = retire_suspects(td, tr, step, replicas, 0, first);
-        if (n && train_fail_replicas(tr, replicas, n) >= 0)
-            for (int k = 0; k < n; k++) dmr_retired(td->dmr, first[k], td->replica_width);
-        return;
-    }
-    tr->spare.fail_upto = step;
-    for (int i = 0; i < td->sched.nev; i++) {
+    bool again = step <= tr->spare.fail_upto; /* computed again after a restart: no lines */
+    if (!again) tr->spare.fail_upto = step;
+    for (int i = 0; i < td->sched.nev && !again; i++) {
         const FtFaultEvent *e = &td->sched.ev[i];
         if (e->kind != FT_FAULT_FAIL || e->step != step) continue;
         int replica = e->replica >= 0 ? e->replica : e->rank / td->replica_width;
