@@ -1,6 +1,7 @@
 /* ft_test.c: see ft_test.h. */
 #include "ft_test.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -79,6 +80,36 @@ void ft_synth_fetch(void *ctx, uint64_t first, int B, int *in, int *tg)
             in[b * T + t] = (int)((i * 3 + 5 * (uint64_t)t) % (uint64_t)V);
             tg[b * T + t] = (int)((i * 3 + 5 * (uint64_t)t + 5) % (uint64_t)V);
         }
+}
+
+float *ft_frand(size_t n, float amp, unsigned *seed)
+{
+    float *p = malloc(sizeof(float) * (n ? n : 1));
+    assert_non_null(p);
+    for (size_t i = 0; i < n; i++) {
+        *seed = *seed * 1664525u + 1013904223u;
+        p[i] = amp * ((float)(*seed >> 8) / 16777216.0f - 0.5f);
+    }
+    return p;
+}
+
+float *ft_nans(size_t n)
+{
+    float *p = malloc(sizeof(float) * (n ? n : 1));
+    assert_non_null(p);
+    for (size_t i = 0; i < n; i++) p[i] = NAN;
+    return p;
+}
+
+double ft_rel_l2(const float *got, const float *want, size_t n)
+{
+    double e = 0, w = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (isnan(got[i])) return INFINITY;
+        double d = (double)got[i] - want[i];
+        e += d * d, w += (double)want[i] * want[i];
+    }
+    return sqrt(e / (w > 0 ? w : 1));
 }
 
 int ft_test_run(int argc, char **argv, const char *name, const struct CMUnitTest *tests, size_t n)

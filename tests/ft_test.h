@@ -51,6 +51,14 @@ void ft_rmdir(const char *dir);
  * int dims[2] = {T, V}. */
 void ft_synth_fetch(void *ctx, uint64_t first, int B, int *in, int *tg);
 
+/* Random floats for kernel tests: n values uniform in [-amp/2, amp/2) from an LCG that *seed
+ * carries on; n NaNs (outputs that must be written completely); and the relative L2 error of
+ * got against want, |got - want| / |want| (|got - want| when want is all zero), infinity when got
+ * holds a NaN. The arrays are malloc'd (the caller frees them). */
+float *ft_frand(size_t n, float amp, unsigned *seed);
+float *ft_nans(size_t n);
+double ft_rel_l2(const float *got, const float *want, size_t n);
+
 /* A stand-in device for the tests of host staging (checkpoints, MPI) and of DMR's device
  * paths: backend_standin (backend.h), the CPU backend under another identity (backend_is_host
  * says no) whose allocations are "device memory" (its is_device knows their ranges). Its

@@ -156,43 +156,12 @@ static void emu_bwd(float *dqkv, const float *dy, const float *qkv, const float 
     free(D), free(t1), free(t2s), free(r1), free(r2), free(r3);
 }
 
-static float *frand(size_t n, float amp, unsigned *seed)
-{
-    float *p = malloc(sizeof(float) * n);
-    assert_non_null(p);
-    for (size_t i = 0; i < n; i++) {
-        *seed = *seed * 1664525u + 1013904223u;
-        p[i] = amp * ((float)(*seed >> 8) / 16777216.0f - 0.5f);
-    }
-    return p;
-}
-
-static float *nans(size_t n)
-{
-    float *p = malloc(sizeof(float) * n);
-    assert_non_null(p);
-    for (size_t i = 0; i < n; i++) p[i] = NAN;
-    return p;
-}
-
-/* Relative L2 error of got against want; a NaN in got gives infinity. */
-static double rel_l2(const float *got, const float *want, size_t n)
-{
-    double e = 0, w = 0;
-    for (size_t i = 0; i < n; i++) {
-        if (isnan(got[i])) return INFINITY;
-        double d = (double)got[i] - want[i];
-        e += d * d, w += (double)want[i] * want[i];
-    }
-    return sqrt(e / (w > 0 ? w : 1));
-}
-
 static void check_shape(int B, int T, int C, int NH, unsigned seed)
 {
     size_t nq = (size_t)B * T * 3 * C, ny = (size_t)B * T * C, nl = (size_t)B * NH * T;
-    float *qkv = frand(nq, 4.0f, &seed), *dy = frand(ny, 2.0f, &seed);
-    float *y = nans(ny), *lse = nans(nl), *dqkv = nans(nq);
-    float *yc = nans(ny), *lc = nans(nl), *dc = nans(nq);
+    float *qkv = ft_frand(nq, 4.0f, &seed), *dy = ft_frand(ny, 2.0f, &seed);
+    float *y = ft_nans(ny), *lse = ft_nans(nl), *dqkv = ft_nans(nq);
+    float *yc = ft_nans(ny), *lc = ft_nans(nl), *dc = ft_nans(nq);
     const FtOpDesc *op = ops_desc(FT_OP_ATTENTION);
     FtOpCall f = {.in = {qkv}, .out = {yc, lc}, .d = {B, T, C, NH}};
     op->fwd(&f);
@@ -200,7 +169,8 @@ static void check_shape(int B, int T, int C, int NH, unsigned seed)
     op->bwd(&g);
     emu_fwd(y, lse, qkv, B, T, C, NH);
     emu_bwd(dqkv, dy, qkv, lc, B, T, C, NH); /* from the CPU's lse, as test_gpu_ops does */
-    double ey = rel_l2(y, yc, ny), el = rel_l2(lse, lc, nl), ed = rel_l2(dqkv, dc, nq);
+    double ey = ft_rel_l2(y, yc, ny), el = ft_rel_l2(lse, lc, nl);
+    double ed = ft_rel_l2(dqkv, dc, nq);
     printf("  B %d T %d C %d NH %d (head size %d): y %.2e, lse %.2e, dqkv %.2e\n", B, T, C, NH,
            C / NH, ey, el, ed);
     assert_true(ey <= 1e-5 && el <= 1e-5 && ed <= 1e-4);
