@@ -200,8 +200,8 @@ extern "C" const FtBackend *backend_cuda_open(int device, char *err, size_t errl
              "GPU %d of %d: %.100s (sm_%d%d, %d SMs, %.1f GiB); attention: %s (FTLLM_CUDA_ATTENTION)",
              device, n, prop.name, prop.major, prop.minor, prop.multiProcessorCount,
              prop.totalGlobalMem / 1073741824.0,
-             cuda_attention_flash_on() ? "flash, tiled kernels where the head size is 32 or 64"
-             : cuda_attention_gemm_on() ? "gemm, cuBLAS batched GEMMs and row kernels"
+             cuda_attention_is("flash") ? "flash, tiled kernels where the head size is 32 or 64"
+             : cuda_attention_is("gemm") ? "gemm, cuBLAS batched GEMMs and row kernels"
                                         : "rows, one block per query row");
     g_be.about = about;
     g_be.ops = ops_cuda_table(); /* last: a set ops marks the backend open */

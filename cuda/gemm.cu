@@ -28,11 +28,18 @@ extern "C" void cuda_set_precision(void *ctx, int precision)
     }
 }
 
-__global__ void to_bf16_kernel(__nv_bfloat16 *dst, const float *src, size_t n)
+static __global__ void to_bf16_kernel(__nv_bfloat16 *dst, const float *src, size_t n)
 {
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
          i += (size_t)gridDim.x * blockDim.x)
         dst[i] = __float2bfloat16_rn(src[i]);
+}
+
+void cuda_to_bf16(CudaCtx *cx, __nv_bfloat16 *dst, const float *src, size_t n)
+{
+    if (!n) return;
+    to_bf16_kernel<<<cuda_blocks((long long)n, 256), 256, 0, cx->stream>>>(dst, src, n);
+    CUDA_LAUNCHED();
 }
 
 /* bf16 copies of a (na floats) and b (nb floats) in cx's GEMM workspace. */
@@ -53,10 +60,8 @@ static void operands_bf16(CudaCtx *cx, const float *a, size_t na, const float *b
     }
     *a16 = (__nv_bfloat16 *)cx->gemm_ws;
     *b16 = (__nv_bfloat16 *)((char *)cx->gemm_ws + off);
-    to_bf16_kernel<<<cuda_blocks((long long)na, 256), 256, 0, cx->stream>>>(*a16, a, na);
-    CUDA_LAUNCHED();
-    to_bf16_kernel<<<cuda_blocks((long long)nb, 256), 256, 0, cx->stream>>>(*b16, b, nb);
-    CUDA_LAUNCHED();
+    cuda_to_bf16(cx, *a16, a, na);
+    cuda_to_bf16(cx, *b16, b, nb);
 }
 
 /* C (m, n; ldc) = op(A) op(B) + beta C, column-major, A holding na and B nb floats: sgemm in

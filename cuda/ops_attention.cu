@@ -17,6 +17,19 @@
  * GEMMs of ops_attention_gemm.cu (tensor cores under run.precision = bf16). */
 #include "ops_cuda.h"
 
+#include <stdlib.h>
+#include <string.h>
+
+bool cuda_attention_is(const char *kernel)
+{
+    static const char *chosen; /* FTLLM_CUDA_ATTENTION, read once ("" when unset) */
+    if (!chosen) {
+        const char *e = getenv("FTLLM_CUDA_ATTENTION");
+        chosen = e ? e : "";
+    }
+    return !strcmp(chosen, kernel);
+}
+
 /* (b, h, t) of a row block: blockIdx.x = t, y = h, z = b */
 __global__ void __launch_bounds__(FT_CUDA_NT)
 attention_fwd_kernel(float *y, float *lse, float *att, const float *qkv, long long T,

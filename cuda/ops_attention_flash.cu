@@ -147,16 +147,6 @@ flash_bwd_kv_kernel(float *dqkv, const float *D, const float *dy, const float *q
     for (int i = 0; i < HS; i++) o[i] = DK ? scale * acc[i] : acc[i];
 }
 
-bool cuda_attention_flash_on(void)
-{
-    static int on = -1;
-    if (on < 0) {
-        const char *e = getenv("FTLLM_CUDA_ATTENTION");
-        on = e && !strcmp(e, "flash");
-    }
-    return on;
-}
-
 template <int HS> static void flash_fwd(CudaCtx *cx, const FtOpCall *c, int B, int T, int C,
                                         int NH, float scale)
 {
@@ -196,7 +186,7 @@ static bool flash_fits(long long B, long long T, long long C, long long NH)
 static bool flash_run(const FtOpCall *c, bool fwd)
 {
     long long B = c->d[0], T = c->d[1], C = c->d[2], NH = c->d[3];
-    if (!cuda_attention_flash_on() || !flash_fits(B, T, C, NH)) return false;
+    if (!cuda_attention_is("flash") || !flash_fits(B, T, C, NH)) return false;
     float scale = (float)(1.0 / sqrt((double)(C / NH)));
     void (*run)(CudaCtx *, const FtOpCall *, int, int, int, int, float) =
         C / NH == 32 ? (fwd ? flash_fwd<32> : flash_bwd<32>)

@@ -15,21 +15,10 @@
  * block_max / block_sum's fixed trees (the sums in double, as the CPU's). */
 #include "ops_cuda.h"
 
-#include <cuda_bf16.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "attention_gemm_plan.h" /* the GEMM descriptors and the row arithmetic */
-
-bool cuda_attention_gemm_on(void)
-{
-    static int on = -1;
-    if (on < 0) {
-        const char *e = getenv("FTLLM_CUDA_ATTENTION");
-        on = e && !strcmp(e, "gemm");
-    }
-    return on;
-}
 
 /* The fp32 buffers of one call (enum ag_buf), and their bf16 copies under run.precision = bf16
  * (NULL where a GEMM never reads the buffer). */
@@ -60,19 +49,6 @@ static void run_gemm(CudaCtx *cx, const AgGemm *g, const AgBufs *bf, long long B
             CUDA_R_16BF, g->ldb, g->sb, &zero, C, CUDA_R_32F, g->ldc, g->sc, g->batch,
             CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
     }
-}
-
-__global__ void ag_to_bf16_kernel(__nv_bfloat16 *dst, const float *src, size_t n)
-{
-    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
-         i += (size_t)gridDim.x * blockDim.x)
-        dst[i] = __float2bfloat16_rn(src[i]);
-}
-
-static void to_bf16(CudaCtx *cx, __nv_bfloat16 *dst, const float *src, size_t n)
-{
-    ag_to_bf16_kernel<<<cuda_blocks((long long)n, 256), 256, 0, cx->stream>>>(dst, src, n);
-    CUDA_LAUNCHED();
 }
 
 /* ---- the row kernels: blockIdx.x = t, y = h, z = b; row r of (b, h) at ((b NH + h) T + t) T */
@@ -151,7 +127,7 @@ static void carve(CudaCtx *cx, size_t tt, int n32, int n16, const size_t *io, in
 
 bool cuda_attention_gemm_fwd(const FtOpCall *c)
 {
-    if (!cuda_attention_gemm_on()) return false;
+    if (!cuda_attention_is("gemm")) return false;
     CudaCtx *cx = cuda_ctx(c);
     long long B = c->d[0], T = c->d[1], C = c->d[2], NH = c->d[3];
     AgShape s = ag_shape(T, C, NH);
@@ -164,7 +140,7 @@ bool cuda_attention_gemm_fwd(const FtOpCall *c)
     memset(&bf, 0, sizeof bf);
     bf.f[AG_QKV] = (float *)c->in[0], bf.f[AG_Y] = (float *)c->out[0], bf.f[AG_P] = f[0];
     bf.h[AG_P] = h[0], bf.h[AG_QKV] = h[1];
-    if (cx->bf16) to_bf16(cx, bf.h[AG_QKV], bf.f[AG_QKV], io[0]);
+    if (cx->bf16) cuda_to_bf16(cx, bf.h[AG_QKV], bf.f[AG_QKV], io[0]);
     AgGemm g = ag_scores(&s, scale);
     run_gemm(cx, &g, &bf, B);
     dim3 grid((unsigned)T, (unsigned)NH, (unsigned)B);
@@ -177,7 +153,7 @@ bool cuda_attention_gemm_fwd(const FtOpCall *c)
 
 bool cuda_attention_gemm_bwd(const FtOpCall *c)
 {
-    if (!cuda_attention_gemm_on()) return false;
+    if (!cuda_attention_is("gemm")) return false;
     CudaCtx *cx = cuda_ctx(c);
     long long B = c->d[0], T = c->d[1], C = c->d[2], NH = c->d[3];
     AgShape s = ag_shape(T, C, NH);
@@ -192,8 +168,8 @@ bool cuda_attention_gemm_bwd(const FtOpCall *c)
     bf.f[AG_DQKV] = (float *)c->out[0], bf.f[AG_P] = f[0], bf.f[AG_DS] = f[1];
     bf.h[AG_P] = h[0], bf.h[AG_DS] = h[1], bf.h[AG_QKV] = h[2], bf.h[AG_DY] = h[3];
     if (cx->bf16) {
-        to_bf16(cx, bf.h[AG_QKV], bf.f[AG_QKV], io[0]);
-        to_bf16(cx, bf.h[AG_DY], bf.f[AG_DY], io[1]);
+        cuda_to_bf16(cx, bf.h[AG_QKV], bf.f[AG_QKV], io[0]);
+        cuda_to_bf16(cx, bf.h[AG_DY], bf.f[AG_DY], io[1]);
     }
     dim3 grid((unsigned)T, (unsigned)NH, (unsigned)B);
     AgGemm g = ag_scores(&s, scale);

@@ -7,6 +7,10 @@
 
 #include "cuda_common.cuh"
 
+#include <cuda_bf16.h>
+
+/* gemm.cu: n floats of src rounded to bf16 (nearest even) into dst, on cx's stream */
+void cuda_to_bf16(CudaCtx *cx, __nv_bfloat16 *dst, const float *src, size_t n);
 /* ops_encoder.cu */
 void cuda_encoder_fwd(const FtOpCall *c);
 void cuda_encoder_bwd(const FtOpCall *c);
@@ -16,17 +20,17 @@ void cuda_layernorm_bwd(const FtOpCall *c);
 /* ops_matmul.cu */
 void cuda_matmul_fwd(const FtOpCall *c);
 void cuda_matmul_bwd(const FtOpCall *c);
-/* ops_attention.cu */
+/* ops_attention.cu; cuda_attention_is: whether FTLLM_CUDA_ATTENTION (read once) names kernel
+ * ("flash", "gemm"); the per-row kernels run when it names neither */
 void cuda_attention_fwd(const FtOpCall *c);
 void cuda_attention_bwd(const FtOpCall *c);
+bool cuda_attention_is(const char *kernel);
 /* ops_attention_flash.cu: the tiled kernels, when FTLLM_CUDA_ATTENTION=flash and the shape fits
  * (head size 32 or 64); false: not run, the caller's kernels do it */
-bool cuda_attention_flash_on(void);
 bool cuda_attention_flash_fwd(const FtOpCall *c);
 bool cuda_attention_flash_bwd(const FtOpCall *c);
 /* ops_attention_gemm.cu: cuBLAS batched GEMMs and row kernels, when FTLLM_CUDA_ATTENTION=gemm;
  * false: not run */
-bool cuda_attention_gemm_on(void);
 bool cuda_attention_gemm_fwd(const FtOpCall *c);
 bool cuda_attention_gemm_bwd(const FtOpCall *c);
 /* ops_elementwise.cu */
