@@ -39,6 +39,22 @@ static const char *const g_strat_name[] = {"none", "naive", "piggyback", "piggyb
 
 /* ---- set-up -------------------------------------------------------------------------------- */
 
+/* The per-rank history of d->nranks world ranks, zeroed (a new world numbers them anew). */
+static void ranks_alloc(FtDmr *d)
+{
+    size_t n = (size_t)d->nranks;
+    d->bad_steps = calloc(n, sizeof *d->bad_steps);
+    d->who = calloc(n, sizeof *d->who);
+    d->suspect = calloc(n, sizeof *d->suspect);
+    d->handed = calloc(n, sizeof *d->handed);
+    FT_ASSERT(d->bad_steps && d->who && d->suspect && d->handed);
+}
+
+static void ranks_free(FtDmr *d)
+{
+    free(d->bad_steps), free(d->who), free(d->suspect), free(d->handed);
+}
+
 FtDmr *dmr_create(const FtDmrCfg *cfg)
 {
     FtDmr *d = calloc(1, sizeof *d);
@@ -66,12 +82,8 @@ FtDmr *dmr_create(const FtDmrCfg *cfg)
     d->flips = calloc((size_t)d->nflips + 1, sizeof *d->flips);
     d->fired = calloc((size_t)d->nflips + 1, sizeof *d->fired);
     d->armed = calloc((size_t)d->nflips + 1, sizeof *d->armed);
-    d->bad_steps = calloc((size_t)d->nranks, sizeof *d->bad_steps);
-    d->who = calloc((size_t)d->nranks, sizeof *d->who);
-    d->suspect = calloc((size_t)d->nranks, sizeof *d->suspect);
-    d->handed = calloc((size_t)d->nranks, sizeof *d->handed);
-    FT_ASSERT(d->flips && d->fired && d->armed && d->bad_steps && d->who && d->suspect &&
-              d->handed);
+    FT_ASSERT(d->flips && d->fired && d->armed);
+    ranks_alloc(d);
     int n = 0;
     for (int i = 0; i < cfg->nflips; i++)
         if (cfg->flips[i].rank == d->rank) d->flips[n++] = cfg->flips[i];
@@ -91,7 +103,7 @@ void dmr_free(FtDmr *d)
     if (d->flags) d->be->release(d->be->ctx, d->flags);
     free(d->pend);
     free(d->flips), free(d->fired), free(d->armed), free(d->inj), free(d->def);
-    free(d->bad_steps), free(d->who), free(d->suspect), free(d->handed);
+    ranks_free(d);
     for (int i = 0; i < d->nunits; i++) dmr_unit_free(d, d->units[i]);
     free(d->units), free(d->link), free(d->seg_last);
     if (d->dfp) d->be->release(d->be->ctx, d->dfp);
@@ -552,12 +564,8 @@ static void resize_world(FtDmr *d, FtComm *world)
     d->rank = world ? comm_rank(world) : 0;
     if (n == d->nranks) return;
     d->nranks = n;
-    free(d->bad_steps), free(d->who), free(d->suspect), free(d->handed);
-    d->bad_steps = calloc((size_t)n, sizeof *d->bad_steps);
-    d->who = calloc((size_t)n, sizeof *d->who);
-    d->suspect = calloc((size_t)n, sizeof *d->suspect);
-    d->handed = calloc((size_t)n, sizeof *d->handed);
-    FT_ASSERT(d->bad_steps && d->who && d->suspect && d->handed);
+    ranks_free(d);
+    ranks_alloc(d);
 }
 
 /* ---- attempts ------------------------------------------------------------------------------ */

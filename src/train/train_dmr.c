@@ -36,11 +36,6 @@ struct ft_train_dmr {
     int replica_width; /* ranks per data-parallel replica in the first grid (tp x pp x ep) */
 };
 
-/* The fault schedule's fail-stop lines, before step `step` runs: `fail step=S replica=I` (or
- * rank=R: its whole replica, since a replica cannot compute without any of its ranks) fails
- * that replica by SPARe's injected fail-stop, collectively and in line order on every rank; a
- * step's lines go to SPARe at once (a hot spare that joins takes part in the rest). A step
- * computed again after a restart from a checkpoint does not fail again (fail_upto). */
 /* The suspects DMR named at the last agreement (the same on every rank): with SPARe on, each
  * one's replica joins this step's fail-stops (its place in the grid is its world rank over the
  * replica width; the controller's index, the place-th live replica); without SPARe it stays. */
@@ -69,6 +64,12 @@ static int retire_suspects(FtTrainDmr *td, FtTrainer *tr, long long step, int *r
     return n;
 }
 
+/* The fault schedule's fail-stop lines, before step `step` runs: `fail step=S replica=I` (or
+ * rank=R: its whole replica, since a replica cannot compute without any of its ranks) fails
+ * that replica by SPARe's injected fail-stop, collectively and in line order on every rank; a
+ * step's lines go to SPARe at once (a hot spare that joins takes part in the rest). A step
+ * computed again after a restart from a checkpoint does not fail again (fail_upto). The
+ * suspects' replicas (retire_suspects) join them, on every step. */
 static void before_step(void *ctx, FtTrainer *tr, long long step)
 {
     FtTrainDmr *td = ctx;
