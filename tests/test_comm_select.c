@@ -68,7 +68,8 @@ static void test_agreement(void **state)
     comm_destroy(w);
 }
 
-/* parallel.device_comm: auto takes NCCL only for several ranks, every one able, no ULFM; nccl
+/* parallel.device_comm: auto takes NCCL only for several ranks, every one able, no ULFM, no
+ * SPARe (an explicit nccl with SPARe is let through); nccl
  * asked for where it cannot be had is an error naming why; mpi is always MPI. */
 static void test_pick(void **state)
 {
@@ -76,22 +77,26 @@ static void test_pick(void **state)
     enum { N = FT_DEVCOMM_NCCL, M = FT_DEVCOMM_MPI_STAGED };
     static const struct {
         int want, nranks;
-        bool ulfm;
+        bool ulfm, spare;
         int agreed, got;
         const char *msg;
     } cases[] = {
-        {FT_DEVCOMM_KEY_AUTO, 4, false, N, N, "over NCCL"},
-        {FT_DEVCOMM_KEY_AUTO, 1, false, N, M, "one rank"},
-        {FT_DEVCOMM_KEY_AUTO, 4, true, N, M, "ULFM"},
-        {FT_DEVCOMM_KEY_AUTO, 4, false, M, M, "shares its GPU"},
-        {FT_DEVCOMM_KEY_NCCL, 1, false, N, N, "parallel.device_comm = nccl)"},
-        {FT_DEVCOMM_KEY_NCCL, 4, false, M, -1, "parallel.device_comm = nccl: this rank shares"},
-        {FT_DEVCOMM_KEY_NCCL, 4, true, N, -1, "parallel.device_comm = nccl: the job runs under ULFM"},
-        {FT_DEVCOMM_KEY_MPI, 4, false, N, M, ""},
+        {FT_DEVCOMM_KEY_AUTO, 4, false, false, N, N, "over NCCL"},
+        {FT_DEVCOMM_KEY_AUTO, 1, false, false, N, M, "one rank"},
+        {FT_DEVCOMM_KEY_AUTO, 4, true, false, N, M, "ULFM"},
+        {FT_DEVCOMM_KEY_AUTO, 4, false, false, M, M, "shares its GPU"},
+        {FT_DEVCOMM_KEY_AUTO, 4, false, true, N, M, "SPARe (spare.r, spare.spares) rebuilds"},
+        {FT_DEVCOMM_KEY_AUTO, 4, true, true, N, M, "ULFM"},
+        {FT_DEVCOMM_KEY_NCCL, 1, false, false, N, N, "parallel.device_comm = nccl)"},
+        {FT_DEVCOMM_KEY_NCCL, 4, false, false, M, -1, "parallel.device_comm = nccl: this rank shares"},
+        {FT_DEVCOMM_KEY_NCCL, 4, true, false, N, -1, "parallel.device_comm = nccl: the job runs under ULFM"},
+        {FT_DEVCOMM_KEY_NCCL, 4, false, true, N, N, "parallel.device_comm = nccl)"},
+        {FT_DEVCOMM_KEY_MPI, 4, false, false, N, M, ""},
+        {FT_DEVCOMM_KEY_MPI, 4, false, true, N, M, ""},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         char msg[256];
-        int got = comm_device_pick(cases[i].want, cases[i].nranks, cases[i].ulfm,
+        int got = comm_device_pick(cases[i].want, cases[i].nranks, cases[i].ulfm, cases[i].spare,
                                    (FtDevComm)cases[i].agreed, "this rank shares its GPU with 1 other rank on its node",
                                    msg, sizeof msg);
         if (got != cases[i].got ||
@@ -100,7 +105,7 @@ static void test_pick(void **state)
                      cases[i].msg);
     }
     char msg[256];
-    assert_int_equal(comm_device_pick(FT_DEVCOMM_KEY_AUTO, 2, false, (FtDevComm)M, "", msg, sizeof msg), M);
+    assert_int_equal(comm_device_pick(FT_DEVCOMM_KEY_AUTO, 2, false, false, (FtDevComm)M, "", msg, sizeof msg), M);
     assert_non_null(strstr(msg, "another rank cannot use NCCL"));
 }
 

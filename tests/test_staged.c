@@ -6,7 +6,8 @@
  * buffers gives the MPI backend's bytes and moves them through host memory; host buffers on
  * the same communicator pass through unstaged. Then training on the stand-in device with tp 2,
  * pp 2 (1F1B), dp 2 and MoE ep 2 (the trainer's communicators staged) ends bitwise where the
- * same layout on the CPU ends, and really staged its messages; planned DMR (deferred and AGC
+ * same layout on the CPU ends, and really staged its messages; so does SPARe's shard-keyed
+ * reduction at dp 2 through a replica's failure (staged and routed); planned DMR (deferred and AGC
  * checks keeping their inputs in device memory) on pp 2 catches a flip and ends bitwise where
  * the CPU run does.
  * ft-test: ranks 2 */
@@ -249,6 +250,7 @@ typedef struct run {
 } Run;
 
 static int g_dims[2];
+static int g_spare_r; /* spare.r of the next runs (0: no SPARe) */
 
 static void run_open(Run *r, int tp, int pp, int dp, int ep, const FtBackend *be)
 {
@@ -262,6 +264,7 @@ static void run_open(Run *r, int tp, int pp, int dp, int ep, const FtBackend *be
     c->train.val_batches = 0, c->train.sample_tokens = 0, c->train.ac = FT_AC_CHOICE_FULL;
     c->parallel.tp = tp, c->parallel.pp = pp, c->parallel.dp = dp, c->parallel.ep = ep;
     c->parallel.microbatches = pp > 1 ? 2 : 1;
+    c->spare.r = g_spare_r;
     c->run.log_level = FT_LOG_WARN;
     assert_int_equal(deck_check(c, ft_test_size(), err, sizeof err), 0);
     assert_int_equal(grid_create(&r->g, ft_test_comm(), tp, pp, dp, ep, err, sizeof err), 0);
@@ -385,6 +388,65 @@ static void test_train_ep2(void **state)
     (void)state;
     if (ft_test_size() != 2) skip();
     layout(1, 1, 1, 2);
+}
+
+/* SPARe on the stand-in device, dp 2, spare.r 2 (each replica computes both shards' stacks
+ * in turn; the shard-keyed reduction sums the shard gradients in shard order on the backend):
+ * on the CPU (a) and on the device (b), staged, or with routed its collectives on the stand-in
+ * device transport. Replica 1 fails after step 2 (train_fail_replica, as a `fail` line does):
+ * its rank leaves, rank 0 regrids alone (new communicators: routed again where b was) and
+ * trains on; both runs end bitwise alike on every rank, with the failure masked. */
+static void spare_on(bool routed)
+{
+    Run a, b;
+    g_spare_r = 2;
+    if (routed) backend_standin_set_host_access(true); /* its transport reads device memory */
+    run_open(&a, 1, 1, 2, 1, NULL);
+    run_open(&b, 1, 1, 2, 1, ft_dev());
+    g_spare_r = 0;
+    if (routed) { /* set after deck_check, as `ftllm train` does; kept for the regrid */
+        comm_set_device_transport(standin_transport);
+        b.c.parallel.device_comm = FT_DEVCOMM_KEY_NCCL;
+        train_free(&b.tr);
+        FtBatchSource src = {ft_synth_fetch, g_dims};
+        train_init_grid(&b.tr, &b.c, &b.m, &b.g, &src, NULL);
+    }
+    double la[4] = {0}, lb[4] = {0};
+    int rc[2] = {0, 0};
+    bool moved = false; /* before the failure: b's dp 2 messages went through the device paths */
+    for (int s = 0; s < 4; s++) {
+        if (s == 2) {
+            moved = routed ? dev_calls(&b.tr) > 0 && staged_bytes(&b.tr) > 0
+                           : staged_bytes(&b.tr) > 0 && dev_calls(&b.tr) == 0;
+            rc[0] = train_fail_replica(&a.tr, 1);
+            rc[1] = train_fail_replica(&b.tr, 1);
+        }
+        FtStepInfo ia, ib;
+        if (!a.tr.left) assert_true(train_step(&a.tr, &ia) == FT_STEP_OK), la[s] = ia.loss;
+        if (!b.tr.left) assert_true(train_step(&b.tr, &ib) == FT_STEP_OK), lb[s] = ib.loss;
+    }
+    comm_set_device_transport(NULL);
+    bool gone = ft_test_rank() == 1;
+    assert_all(rc[0] == rc[1] && (rc[0] == SPARE_MASKED || rc[0] == SPARE_DEEPER));
+    assert_all(a.tr.left == gone && b.tr.left == gone);
+    assert_all(gone || (a.tr.spare.masked == 1 && b.tr.spare.masked == 1));
+    size_t bytes = sizeof(float) * a.m.nparams;
+    backend_standin_set_host_access(true); /* the device model read directly */
+    assert_all(memcmp(la, lb, sizeof la) == 0 && la[0] != la[gone ? 1 : 3]); /* it trained */
+    assert_all(memcmp(a.m.params, b.m.params, bytes) == 0);
+    assert_all(memcmp(a.m.m, b.m.m, bytes) == 0 && memcmp(a.m.v, b.m.v, bytes) == 0);
+    assert_all(moved);
+    backend_standin_set_host_access(false);
+    if (routed) backend_standin_set_host_access(false);
+    run_close(&a), run_close(&b);
+}
+
+static void test_spare_dp2(void **state)
+{
+    (void)state;
+    if (ft_test_size() != 2) skip();
+    spare_on(false);
+    spare_on(true);
 }
 
 /* Planned DMR on the CPU (r[0]) and on the stand-in device (r[1]), phases 1,2,3 profiled from
@@ -534,5 +596,6 @@ FT_TEST_MAIN(cmocka_unit_test(test_ops), cmocka_unit_test(test_op_timing),
              cmocka_unit_test(test_routed_ops), cmocka_unit_test(test_routed_refused),
              cmocka_unit_test(test_train_tp2),
              cmocka_unit_test(test_train_pp2), cmocka_unit_test(test_train_dp2),
-             cmocka_unit_test(test_train_ep2), cmocka_unit_test(test_planned_dmr_pp2),
+             cmocka_unit_test(test_train_ep2), cmocka_unit_test(test_spare_dp2),
+             cmocka_unit_test(test_planned_dmr_pp2),
              cmocka_unit_test(test_moe_dynamic_ep2))

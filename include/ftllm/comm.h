@@ -155,13 +155,15 @@ typedef FtComm *(*FtDeviceTransport)(MPI_Comm comm, const char *name, void *stre
 void comm_set_device_transport(FtDeviceTransport fn);
 
 /* What parallel.device_comm (want: enum ft_device_comm_choice of deck_keys.h) comes to for a
- * job of nranks ranks, ulfm whether it runs under ULFM, agreed the job's agreed choice
- * (comm_device_agree of every rank's comm_device_choice) and why_not that rank's reason when it
- * is not NCCL. Returns FT_DEVCOMM_NCCL or FT_DEVCOMM_MPI_STAGED with a one-line account in msg
- * ("" for an explicit mpi), or -1 with the reason in msg when want is nccl and the job cannot
- * have it. Pure: every rank gets the same answer from the same agreed inputs. */
-int comm_device_pick(int want, int nranks, bool ulfm, FtDevComm agreed, const char *why_not,
-                     char *msg, size_t msglen);
+ * job of nranks ranks, ulfm whether it runs under ULFM, spare whether SPARe is on (auto then
+ * stages: its regrids have not run over NCCL; an explicit nccl is let through), agreed the
+ * job's agreed choice (comm_device_agree of every rank's comm_device_choice) and why_not that
+ * rank's reason when it is not NCCL. Returns FT_DEVCOMM_NCCL or FT_DEVCOMM_MPI_STAGED with a
+ * one-line account in msg ("" for an explicit mpi), or -1 with the reason in msg when want is
+ * nccl and the job cannot have it. Pure: every rank gets the same answer from the same agreed
+ * inputs. */
+int comm_device_pick(int want, int nranks, bool ulfm, bool spare, FtDevComm agreed,
+                     const char *why_not, char *msg, size_t msglen);
 
 int comm_rank(const FtComm *c);
 int comm_size(const FtComm *c);

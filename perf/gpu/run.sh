@@ -16,7 +16,8 @@
 # then training runs, each printing a summary line that the table quotes:
 #   small   inputs/default.ini (L 4, C 128, T 64, B 4), 20 steps, on cpu and on cuda, and on
 #           cuda with naive DMR and inputs/default.faults' flips (all caught: the dmr line);
-#           then on 2 ranks sharing the GPU (dp 2, pp 2: MPI staged through host memory), and
+#           then on 2 ranks sharing the GPU (dp 2, pp 2: MPI staged through host memory; dp 2
+#           with SPARe r 2 and replica 1 failing before step 10), and
 #           4 steps on cuda with checkpoints, resumed to 6, against 6 straight (the last losses
 #           must be equal)
 #   gpt2s   GPT-2 small's shape with the byte vocabulary (L 12, NH 12, C 768, T 1024, B 8),
@@ -173,6 +174,10 @@ label="dmr naive + flips" train small cuda 20 dmr.mode=naive faults.schedule=inp
 # two ranks on the one GPU, their messages staged through host memory (comm_staged.c)
 np=2 label="2 ranks, dp 2, MPI staged" train small cuda 20 parallel.dp=2
 np=2 label="2 ranks, pp 2, MPI staged" train small cuda 20 parallel.pp=2 parallel.microbatches=2
+# SPARe with the model on the GPU: replica 1 fails before step 10, the survivor goes on alone
+printf 'fail step=10 replica=1\n' > "$work/spare.faults"
+np=2 label="2 ranks, dp 2, SPARe r 2, replica 1 fails" train small cuda 20 parallel.dp=2 \
+  spare.r=2 faults.schedule="$work/spare.faults"
 # checkpoints of the GPU model (staged through host memory) and a resume from one: the resumed
 # run's last loss must be the straight run's
 # (a constant learning rate after warm-up, so that 4 steps and 6 share their first 4: the deck's

@@ -60,8 +60,8 @@ FtComm *comm_create_routed(MPI_Comm comm, const char *name, const FtCommStager *
     return c;
 }
 
-int comm_device_pick(int want, int nranks, bool ulfm, FtDevComm agreed, const char *why_not,
-                     char *msg, size_t msglen)
+int comm_device_pick(int want, int nranks, bool ulfm, bool spare, FtDevComm agreed,
+                     const char *why_not, char *msg, size_t msglen)
 {
     msg[0] = '\0';
     if (want == FT_DEVCOMM_KEY_MPI) return FT_DEVCOMM_MPI_STAGED;
@@ -81,6 +81,9 @@ int comm_device_pick(int want, int nranks, bool ulfm, FtDevComm agreed, const ch
         return -1;
     }
     if (!no && nranks < 2) no = "one rank: nothing to communicate";
+    if (!no && spare)
+        no = "SPARe (spare.r, spare.spares) rebuilds the communicators when a replica fails, "
+             "not yet run over NCCL (parallel.device_comm = nccl asks for it)";
     if (no) {
         snprintf(msg, msglen, "device buffers over MPI with host staging: %s", no);
         return FT_DEVCOMM_MPI_STAGED;

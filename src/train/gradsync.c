@@ -68,6 +68,7 @@ struct ft_gradsync {
     size_t L;        /* slice length: ceil(n / P) */
     float *rbuf;     /* [nshards * L] slices received from other holders */
     float *mine;     /* [L] this rank's summed slice */
+    float *tmp;      /* [L] the other buffer of its sums (sum_in_order) */
     float *gath;     /* [P * L] the all-gathered slices */
     FtReq *reqs;     /* [max_local * P + nshards] */
 };
@@ -158,6 +159,7 @@ FtGradSync *gradsync_create_shards(FtModel *m, const FtGradSyncComms *c, int mic
     FT_ASSERT(g->bank && g->bank_shard && g->contrib && g->all && g->holder && g->reqs);
     g->rbuf = backend_alloc(be, sizeof(float) * g->L * (size_t)nshards + 1, "shard slices");
     g->mine = backend_alloc(be, sizeof(float) * g->L + 1, "a summed slice");
+    g->tmp = backend_alloc(be, sizeof(float) * g->L + 1, "a summed slice");
     g->gath = backend_alloc(be, sizeof(float) * g->L * (size_t)P + 1, "gathered slices");
     return g;
 }
@@ -170,6 +172,7 @@ void gradsync_free(FtGradSync *g)
         for (int k = 0; k < g->max_local; k++)
             if (g->bank[k]) be->release(be->ctx, g->bank[k]);
         be->release(be->ctx, g->rbuf), be->release(be->ctx, g->mine);
+        be->release(be->ctx, g->tmp);
         be->release(be->ctx, g->gath);
         free(g->bank), free(g->bank_shard), free(g->contrib), free(g->all), free(g->holder);
         free(g->reqs);
@@ -272,6 +275,23 @@ static size_t slice_len(size_t n, size_t L, int j)
     return a >= n ? 0 : (n - a < L ? n - a : L);
 }
 
+/* The owner's sum of the slices src[0..N) (myl floats each) in shard order into g->mine, its
+ * padding to L zeroed. On the backend (a device model's slices are in device memory): its
+ * RESIDUAL op (y = a + b, into another buffer) alternating between mine and tmp so that the
+ * last sum lands in mine: each element is ((src0 + src1) + src2) + ..., the host loop's bits. */
+static void sum_in_order(FtGradSync *g, const float *const *src, int N, size_t myl)
+{
+    const FtBackend *be = g->m->be;
+    if (myl && N == 1) be->copy(be->ctx, g->mine, src[0], sizeof(float) * myl);
+    for (int k = 1; myl && k < N; k++) {
+        float *dst = (N - 1 - k) % 2 == 0 ? g->mine : g->tmp;
+        const float *a = k == 1 ? src[0] : (N - k) % 2 == 0 ? g->mine : g->tmp;
+        FtOpCall c = {.in = {a, src[k]}, .out = {dst}, .d = {(long long)myl}};
+        exec_op_on(be, FT_OP_RESIDUAL, FT_FWD, &c, NULL);
+    }
+    if (myl < g->L) be->set(be->ctx, g->mine + myl, 0, sizeof(float) * (g->L - myl));
+}
+
 /* The shard-keyed reduction (see gradsync.h). */
 static void finish_shards(FtGradSync *g, FtExec *ex)
 {
@@ -323,14 +343,8 @@ static void finish_shards(FtGradSync *g, FtExec *ex)
                            j, s, &g->reqs[nr++]);
     }
     if (nr) exec_wait(ex, g->reqs, nr, FT_TL_DP);
-    /* the owner's sum, in shard order */
     float *acc = g->mine;
-    if (myl) memcpy(acc, src[0], sizeof(float) * myl);
-    for (int s = 1; s < N; s++) {
-        const float *x = src[s];
-        for (size_t i = 0; i < myl; i++) acc[i] += x[i];
-    }
-    for (size_t i = myl; i < L; i++) acc[i] = 0;
+    sum_in_order(g, src, N, myl);
     free(src);
     if (!g->c.dense) {
         be->copy(be->ctx, m->grads, acc, sizeof(float) * n);

@@ -191,7 +191,8 @@ static int pick_device_comm(FtConfig *cfg, MPI_Comm comm, MPI_Comm node, const F
     if (!nccl_ok && strstr(why, "NCCL is not available")) /* the loader's own reason */
         snprintf(why, sizeof why, "%s", nwhy);
     int src = first_reason(comm, mine != FT_DEVCOMM_NCCL, why, first, sizeof first);
-    int pick = comm_device_pick((int)cfg->parallel.device_comm, nranks, comm_ft_enabled(),
+    bool spare = cfg->spare.r > 0 || cfg->spare.spares > 0;
+    int pick = comm_device_pick((int)cfg->parallel.device_comm, nranks, comm_ft_enabled(), spare,
                                 src < 0 ? FT_DEVCOMM_NCCL : FT_DEVCOMM_MPI_STAGED, first, msg,
                                 sizeof msg);
     if (pick < 0) {
@@ -217,11 +218,7 @@ static int open_backend(FtConfig *cfg, MPI_Comm comm, const FtBackend **be)
     FT_CHECK_MPI(MPI_Comm_rank(node, &local));
     char why[512] = "", err[640], first[640];
     const FtBackend *b = NULL;
-    if (cfg->spare.r > 0 || cfg->spare.spares > 0)
-        snprintf(why, sizeof why, "SPARe (spare.r, spare.spares) moves the model over MPI "
-                 "without host staging: not with a device model in this version (HINT: "
-                 "leave spare.r and spare.spares at 0)");
-    else if (!(b = backend_open("cuda", local, why, sizeof why)) && !why[0])
+    if (!(b = backend_open("cuda", local, why, sizeof why)) && !why[0])
         snprintf(why, sizeof why, "not available");
     snprintf(err, sizeof err, "run.backend = cuda: %s", why);
     /* every rank's verdict; the message of the first rank that has none */

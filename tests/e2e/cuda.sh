@@ -3,13 +3,12 @@
 # says so in one line (exit 2). The CUDA build ($FTLLM_CUDA: make CUDA=1; tests/run.sh passes
 # it where nvcc exists) says in one line (exit 2) that there is no usable GPU where there is
 # none, or trains on the GPU where there is one (and checkpoints it, and resumes from that); it
-# trains on several ranks (MPI staged through host memory; on a GPU machine); it refuses what
-# the CUDA backend cannot do yet (SPARe) in one line, and trains on the CPU with
-# run.backend = cpu.
+# trains on several ranks (MPI staged through host memory; on a GPU machine), with SPARe too, and
+# trains on the CPU with run.backend = cpu.
 # run.precision = bf16 without run.backend = cuda is one line (exit 2); on a GPU (and on the
 # stand-in device, whose GEMMs round their operands to bf16) it trains.
 # With FTLLM_TEST_DEVICE=standin the CPU build's run.backend = cuda trains on the stand-in device
-# (below): 1 and 2 ranks, checkpoints, DMR, bitwise the CPU's.
+# (below): 1 and 2 ranks, checkpoints, DMR, SPARe (make run's deck), bitwise the CPU's.
 source tests/e2e/lib.bash
 
 deck=inputs/default.ini
@@ -156,10 +155,32 @@ run "stand-in: bf16, the default deck's flip" 0 "" 1 $sd "$FTLLM" train $deck tr
   train.val_batches=0 train.sample_tokens=0 $bf
 has "stand-in: bf16: flip caught and rolled back" \
   '^faults: sdc injected 1, detected 1, rolled back 1, missed 0 '
-# what the stand-in cannot do, in one line
-# shellcheck disable=SC2086
-run "stand-in: SPARe refused" 2 "run.backend = cuda: SPARe (spare.r, spare.spares)" \
-  2 $sd "$FTLLM" train $deck $short run.backend=cuda parallel.dp=2 spare.r=2
+# SPARe with a device model: make run's deck (inputs/system.ini, 4 ranks: a flip caught, a hot
+# spare takes a failed replica's place with the state copied from a live one, a failure masked,
+# a wipe-out answered by an in-process restart from the checkpoint of step 10) on the cpu and on
+# the stand-in device: the same losses, the same events, the same weights
+sys_run() { # NAME OVERRIDES...: inputs/system.ini ($launch before ftllm), its step and event
+  local name=$1; shift #          lines in $E2E_TMP/sys.NAME.txt, its weights in sys.NAME.bin
+  # shellcheck disable=SC2086
+  run "stand-in: make run's deck on the $name" 0 "" 4 $launch "$FTLLM" train inputs/system.ini \
+    train.sample_tokens=0 checkpoint.dir="$E2E_TMP/sys_$name" run.save_model="$E2E_TMP/sys.$name.bin" "$@"
+  { grep -E '^step +[0-9]+/' "$E2E_TMP/out" | sed -E 's/ *\| +[0-9.]+ ms .*//'
+    grep -E '^(spare|faults): ' "$E2E_TMP/out" | sed -E 's/time lost: .*//; s/restored [^:]*:/restored:/'
+  } > "$E2E_TMP/sys.$name.txt"
+}
+launch= sys_run cpu
+launch=$sd sys_run device run.backend=cuda
+grep -q '^spare: restarted in-process from the checkpoint of step 10' "$E2E_TMP/sys.device.txt" &&
+  grep -q '^spare: replica 1 failed before step 8: hot spare 0' "$E2E_TMP/sys.device.txt" &&
+  grep -q '^faults: sdc injected 1, detected 1, rolled back 1, missed 0 ' "$E2E_TMP/sys.device.txt" &&
+  ok "stand-in: SPARe: spare joined, restart, flip caught" ||
+  bad "stand-in: SPARe: spare joined, restart, flip caught" "$(head -c 600 "$E2E_TMP/sys.device.txt")"
+diff -q "$E2E_TMP/sys.cpu.txt" "$E2E_TMP/sys.device.txt" > /dev/null &&
+  ok "stand-in: SPARe: losses and events the cpu's" ||
+  bad "stand-in: SPARe: losses and events the cpu's" \
+    "$(diff "$E2E_TMP/sys.cpu.txt" "$E2E_TMP/sys.device.txt" | head -c 600)"
+cmp -s "$E2E_TMP/sys.cpu.bin" "$E2E_TMP/sys.device.bin" && ok "stand-in: SPARe: weights bitwise the cpu's" ||
+  bad "stand-in: SPARe: weights bitwise the cpu's" "the saved weights differ"
 
 if [ -z "$cuda" ] || [ ! -x "$cuda" ]; then
   echo "SKIP: no CUDA build to check (FTLLM_CUDA is empty: no nvcc, or run outside make test)"
@@ -192,8 +213,16 @@ else
     run "cuda build without a GPU, 2 ranks: one line" 2 "run.backend = cuda: no usable GPU:" \
       2 "$cuda" train $deck $short run.backend=cuda parallel.dp=2
   fi
-  run "cuda build: SPARe refused" 2 "run.backend = cuda: SPARe (spare.r, spare.spares)" \
-    2 "$cuda" train $deck $short run.backend=cuda parallel.dp=2 spare.r=2
+  if command -v nvidia-smi > /dev/null && nvidia-smi -L > /dev/null 2>&1; then
+    printf 'fail step=2 replica=1\n' > "$E2E_TMP/gpu_spare.faults"
+    run "cuda build: SPARe, replica 1 fails, 2 ranks" 0 "" 2 "$cuda" train $deck $short \
+      run.backend=cuda parallel.dp=2 spare.r=2 faults.schedule="$E2E_TMP/gpu_spare.faults"
+    has "cuda build, SPARe: masked" '^spare: r 2, 2 replicas, live 1, depth 2; failures masked 1, wipe-outs 0;'
+  else
+    run "cuda build without a GPU, SPARe on: the same one line" 2 \
+      "run.backend = cuda: no usable GPU:" 2 "$cuda" train $deck $short run.backend=cuda \
+      parallel.dp=2 spare.r=2
+  fi
   if ! command -v nvidia-smi > /dev/null || ! nvidia-smi -L > /dev/null 2>&1; then
     run "cuda build without a GPU, checkpoints on: the same one line" 2 \
       "run.backend = cuda: no usable GPU:" 1 "$cuda" train $deck $short run.backend=cuda \

