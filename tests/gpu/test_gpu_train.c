@@ -5,7 +5,11 @@
  * step (the gradient banks' earlier sums are used):
  *   - every step's loss and gradient norm agree with the CPU's;
  *   - the final parameters agree with the CPU's;
- *   - a second CUDA run gives the same bytes (losses and parameters).
+ *   - a second CUDA run gives the same bytes (losses and parameters);
+ * and the CPU engine's hold-out check against PyTorch (tests/ref_gpt2.h: logits, loss, every
+ * parameter gradient and 10 AdamW steps of a PyTorch-made GPT-2) on the GPU in fp32, within
+ * the CPU's own tolerance, 1e-5 relative (measured on the CPU: 3.6e-7 at worst). Run from the
+ * repository root (it reads tests/ref/).
  * Where no GPU is usable every test skips with one line saying why.
  * ft-test: ranks 1
  *
@@ -32,6 +36,7 @@
 #include <string.h>
 
 #include "../ft_test.h"
+#include "../ref_gpt2.h"
 #include "gpu_skip.h"
 #include "ftllm/backend.h"
 #include "ftllm/deck.h"
@@ -45,6 +50,7 @@
 #define BF16_LOSS_TOL 2e-2
 #define BF16_PARAM_TOL 1e-2
 #define BF16_PARAM_FLOOR 1e-5
+#define REF_TOL 1e-5
 
 static int g_dims[2];
 
@@ -161,5 +167,16 @@ static void test_dense_bf16(void **s)
                  BF16_PARAM_TOL);
 }
 
+/* The CPU engine's hold-out check (tests/test_model_ref.c: logits, loss, every gradient and 10
+ * AdamW steps against PyTorch) on the GPU in fp32, with the CPU's tolerance, REF_TOL. */
+static void test_against_pytorch(void **s)
+{
+    (void)s;
+    const FtBackend *be = gpu();
+    if (be->set_precision) be->set_precision(be->ctx, FT_PRECISION_FP32);
+    ref_gpt2_check(be, REF_TOL);
+}
+
 FT_TEST_MAIN(cmocka_unit_test(test_dense), cmocka_unit_test(test_dense_ac),
-             cmocka_unit_test(test_moe), cmocka_unit_test(test_dense_bf16))
+             cmocka_unit_test(test_moe), cmocka_unit_test(test_dense_bf16),
+             cmocka_unit_test(test_against_pytorch))
