@@ -26,7 +26,8 @@
 #           $BENCH_STEPS steps (default 8) on cuda, bf16 (first: what the deadline must not cut)
 #           and fp32 (after gpt2s on cuda; run.precision: bf16 GEMM
 #           operands, everything else fp32), each with DMR off, full activation checkpointing,
-#           naive DMR, planned DMR with full activation checkpointing; MFU against the H200's 989 TFLOP/s dense bf16 peak (the issue's anchors
+#           naive DMR, planned DMR with full activation checkpointing (and its row against the
+#           plan's lower bounds, over the dmr-off row's step); MFU against the H200's 989 TFLOP/s dense bf16 peak (the issue's anchors
 #           use it; the fp32 rows' own peak is far lower); DMR off also with the tiled and the
 #           batched-GEMM attention kernels (FTLLM_CUDA_ATTENTION = flash, gemm); then 3 steps
 #           in bf16 with run.log_level = debug, attention by the row kernels and by GEMMs, whose
@@ -216,6 +217,25 @@ rows124() {
   # shellcheck disable=SC2086
   label="$prec, dmr planned, ac full" train 124M cuda "$((BENCH_STEPS + 2))" $g124 \
     run.precision=$prec train.ac=full dmr.mode=planned dmr.profile_steps=2 train.rate_skip=3
+  local off="$prec, dmr off"
+  bound_row "$prec" "$last_log" "$logs/124M.cuda.${off//[^a-z0-9]/_}.log"
+}
+# bound_row PREC PLANNED_LOG OFF_LOG: the planned row's overhead against the dmr-off row's step,
+# beside the plan's lower bounds (the `dmr: planned: lower bound` line: issue 10's, and in time
+# order) over the same off step: issue 12 asks planned DMR on one GPU to land within 5 points
+ms_of() { grep '^summary:' "$1" 2> /dev/null | tail -1 | sed -n 's/.* \([0-9.]*\) ms\/step.*/\1/p'; }
+bound_row() {
+  local b o off pl
+  b=$(sed -n 's/^dmr: planned: lower bound \([0-9.]*\) ms per step.*/\1/p' "$2" 2> /dev/null | tail -1)
+  o=$(sed -n 's/^dmr: planned: lower bound .*, \([0-9.]*\) ms in time order.*/\1/p' "$2" 2> /dev/null | tail -1)
+  off=$(ms_of "$3") pl=$(ms_of "$2")
+  if [ -z "$b" ] || [ -z "$o" ] || [ -z "$off" ] || [ -z "$pl" ]; then
+    row "dmr planned vs bound, $1" "not measured (a run missing)" "" "" "" "" ""
+    return
+  fi
+  row "dmr planned vs bound, $1" "$(awk -v b="$b" -v o="$o" -v f="$off" -v p="$pl" 'BEGIN {
+    printf "+%.1f%%; bound %.1f%%, in time order %.1f%%", 100 * (p - f) / f, 100 * b / f,
+      100 * o / f }')" "$pl" "" "" "" "off $off ms/step"
 }
 # bf16 first: the issue's benchmark, and what the deadline must not cut
 rows124 bf16

@@ -730,7 +730,19 @@ void dmr_report(FtDmr *d, FtComm *world, FtComm *job, const char *schedule, int 
 {
     FtDmrStats s;
     if (world) resize_world(d, world);
-    dmr_stats_job(d, job ? job : world, &s);
+    FtComm *all = job ? job : world;
+    dmr_stats_job(d, all, &s);
+    /* planned: the plan's lower bounds and profiled step (ms per step), the largest rank's */
+    double bound[3] = {0, 0, 0};
+    if (d->mode == FT_DMR_PLANNED) {
+        if (d->plan.strat && d->plan.step_s > 0) {
+            double ob, lb = dmr_plan_bounds(&d->plan, d->plan.step_s, &ob);
+            bound[0] = 1e3 * lb * d->plan.step_s, bound[1] = 1e3 * ob * d->plan.step_s;
+            bound[2] = 1e3 * d->plan.step_s;
+        }
+        for (int k = 0; k < 3 && all && comm_size(all) > 1; k++)
+            bound[k] = comm_max_f64_poll(all, bound[k], NULL);
+    }
     if (!world || d->rank != 0 || !out) return;
     fprintf(out, "faults: sdc injected %lld, detected %lld, rolled back %lld, missed %lld "
                  "(schedule %s; %lld flip%s not applied; fail-stop events %d%s)\n",
@@ -766,6 +778,13 @@ void dmr_report(FtDmr *d, FtComm *world, FtComm *job, const char *schedule, int 
                 s.windowed, s.drained, s.demoted, (double)s.kept_peak / 1048576.0,
                 (double)d->budget / 1048576.0, (double)s.held_peak / 1048576.0, s.keep_allocs,
                 d->left_end ? "; the plan's naive checks deferred too (dmr.leftovers = end)" : "");
+        if (bound[2] > 0)
+            fprintf(out, "dmr: planned: lower bound %.3f ms per step (issue 10's: checker time "
+                         "not on recomputation less the waits), %.3f ms in time order, of a "
+                         "profiled step of %.3f ms without checks (%.1f%%, %.1f%%; the largest "
+                         "rank's each)\n",
+                    bound[0], bound[1], bound[2], 100 * bound[0] / bound[2],
+                    100 * bound[1] / bound[2]);
         if (d->moe_dyn)
             fprintf(out, "dmr: dynamic (MoE expert ops, dmr.moe_dynamic): deferred %lld (%lld "
                          "replayed in windows, the rest before the agreement), naive %lld (their "

@@ -50,6 +50,7 @@ run "train loads the plan" 0 "" 1 "$FTLLM" train inputs/default.ini $short train
 has "plan loaded" "^dmr: mode planned: the plan $plan "
 has "planned flip caught" '^faults: sdc injected 1, detected 1, rolled back 1, missed 0 '
 has "planned dmr line" '^dmr: mode planned, checks naive [0-9]+ piggyback [1-9][0-9]* deferred [0-9]+ agc [0-9]+, mismatches [1-9]'
+has "the plan's bound" '^dmr: planned: lower bound [0-9.]+ ms per step \(issue 10.s: .*\), [0-9.]+ ms in time order, of a profiled step of [1-9][0-9.]* ms without checks'
 n_entry=$(grep -m1 '^op .* piggyback ' "$plan" | awk '{print $2}')
 n_line=$(grep -n -m1 '^op .* piggyback ' "$plan" | cut -d: -f1)
 n_kind=$(grep -m1 '^op .* piggyback ' "$plan" | awk '{print $3}')
