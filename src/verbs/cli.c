@@ -22,7 +22,7 @@ static const struct verb g_verbs[] = {
      "train a model as the deck says (overrides after the deck)"},
     {"sample", verb_sample, "DECK [section.key=value ...]",
      "print text sampled from the model in model.init (an llm.c model file)"},
-    {"plan", verb_plan, "DECK | --predict DECK [section.key=value ...]",
+    {"plan", verb_plan, "[--predict] DECK [section.key=value ...]",
      "profile dmr.profile_steps steps, plan DMR (dmr.mode = planned), write dmr.plan, print the "
      "plan and its predicted overhead; --predict: the plan and overhead predicted for the deck's "
      "[cluster] hardware, without running"},
