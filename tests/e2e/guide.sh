@@ -78,7 +78,7 @@ slow="mpiexec -n 2 bin/ftllm simulate inputs/cluster-spare600k.ini"
 for deck in inputs/*.ini; do
   dir=$(mktemp -d "$E2E_TMP/deck_XXXX")
   for l in bin inputs data; do ln -s "$root/$l" "$dir/$l"; done
-  cmd=""
+  base=$(basename "$deck") cmd=""
   while IFS= read -r line; do
     [[ $line == ';'* ]] || break
     body=${line#;}
@@ -88,7 +88,7 @@ for deck in inputs/*.ini; do
     [[ $cmd == *\\ ]] && { cmd=${cmd%\\}; continue; }
     np=1
     [[ $cmd =~ ^mpiexec\ -n\ ([0-9]+) ]] && np=${BASH_REMATCH[1]}
-    name="$(basename "$deck") header: ${cmd:0:70}"
+    name="$base header: ${cmd:0:70}"
     if [ "$np" -gt 4 ]; then echo "SKIP $name (needs $np ranks)"
     elif [[ $cmd == "$slow"* ]]; then echo "SKIP $name (the full 600k-GPU simulation)"
     elif (cd "$dir" && timeout "${E2E_TIMEOUT:-300}" bash -c "$cmd") < /dev/null > "$E2E_TMP/deck_out" 2>&1; then
