@@ -91,8 +91,8 @@ for deck in inputs/*.ini; do
     name="$base header: ${cmd:0:70}"
     if [ "$np" -gt 4 ]; then echo "SKIP $name (needs $np ranks)"
     elif [[ $cmd == "$slow"* ]]; then echo "SKIP $name (the full 600k-GPU simulation)"
-    elif (cd "$dir" && timeout "${E2E_TIMEOUT:-300}" bash -c "$cmd") < /dev/null > "$E2E_TMP/deck_out" 2>&1; then
-      ok "$name"
+    elif (cd "$dir" && timeout "${E2E_TIMEOUT:-300}" bash -c "$cmd") < /dev/null \
+      > "$E2E_TMP/deck_out" 2>&1; then ok "$name"
     else bad "$name" "exit code $?: $(tail -c 600 "$E2E_TMP/deck_out")"; fi
     cmd=""
   done < "$deck"
