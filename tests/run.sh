@@ -1,5 +1,6 @@
 #!/bin/bash
-# tests/run.sh BUILD_DIR SAN_BINARY: runs every test suite and ends with "N passed, N failed".
+# tests/run.sh BUILD_DIR SAN_BINARY: runs every test suite and ends with
+# "N passed, N failed, N skipped".
 #  - cmocka binaries BUILD_DIR/tests/test_*, each under mpiexec with the rank counts named in its
 #    source ("ft-test: ranks 1 2 4"), one OpenMP thread per rank, under timeout (a hang fails);
 #  - the CUDA build, where FTLLM_CUDA_BUILD names its folder (make test sets it where nvcc

@@ -36,12 +36,13 @@
     K(run, log_level, ENUM, "info", 0, 0, "error|warn|info|debug", 0,                            \
       "how much rank 0 prints")                                                                  \
     K(run, threads, INT, "0", 0, 4096, "", 0,                                                    \
-      "OpenMP/BLAS threads per rank; 0 = OMP_NUM_THREADS or the runtime's default")           \
+      "OpenMP/BLAS threads per rank; 0 = OMP_NUM_THREADS, else the cores the launcher bound "   \
+      "the rank to, else the node's cores shared among its ranks")                               \
     K(run, save_model, STR, "", 0, 0, "", 0,                                                     \
       "write the final weights to this llm.c model file (fp32, version 3); empty = none")       \
     K(run, backend, ENUM, "cpu", 0, 0, "cpu|cuda", 0,                                            \
       "where ops run: cpu (OpenMP + OpenBLAS) or cuda (one GPU per rank; needs a build with "   \
-      "make CUDA=1; one rank, no checkpoints yet)")                                              \
+      "make CUDA=1; see cuda/README.md)")                                                        \
     K(run, precision, ENUM, "fp32", 0, 0, "fp32|bf16", 0,                                        \
       "GEMM precision: fp32, or bf16 (run.backend = cuda only): weights and activations rounded " \
       "to bf16 for every GEMM, fp32 accumulation, fp32 outputs, master weights and optimizer "   \
@@ -103,8 +104,8 @@
     K(parallel, device_comm, ENUM, "auto", 0, 0, "auto|nccl|mpi", 0,                             \
       "how a CUDA job's collectives on device buffers travel: nccl (point-to-point and host "    \
       "buffers still go over MPI, staged), mpi (everything over MPI through host copies), or "   \
-      "auto (nccl where the job has several ranks, each with a GPU of its own, NCCL loads and "  \
-      "ULFM is off; else mpi)")
+      "auto (nccl where the job has several ranks, each with a GPU of its own, NCCL loads, "     \
+      "ULFM is off and SPARe is off; else mpi)")
 
 #define FT_KEYS_train(K)                                                                         \
     K(train, steps, INT, "20", 0, 1e15, "", 0, "optimizer steps to run")                         \

@@ -22,13 +22,14 @@ static const struct verb g_verbs[] = {
      "train a model as the deck says (overrides after the deck)"},
     {"sample", verb_sample, "DECK [section.key=value ...]",
      "print text sampled from the model in model.init (an llm.c model file)"},
-    {"plan", verb_plan, "DECK | --predict DECK [section.key=value ...]",
+    {"plan", verb_plan, "[--predict] DECK [section.key=value ...]",
      "profile dmr.profile_steps steps, plan DMR (dmr.mode = planned), write dmr.plan, print the "
      "plan and its predicted overhead; --predict: the plan and overhead predicted for the deck's "
      "[cluster] hardware, without running"},
-    {"optimize", verb_optimize, "DECK [--verify]",
+    {"optimize", verb_optimize, "DECK [--verify] [section.key=value ...]",
      "recommend redundancy r, checkpoint interval and spares (--verify: simulate it and its neighbours)"},
-    {"simulate", verb_simulate, "DECK", "simulate a whole training run on a large cluster"},
+    {"simulate", verb_simulate, "DECK [section.key=value ...]",
+     "simulate a whole training run on a large cluster"},
     {"inspect", verb_inspect, "FILE | DIR [--run NAME]",
      "verify a checkpoint (a folder: its newest that verifies) and summarize it"},
     {"tokenize", verb_tokenize, "IN.txt OUT.bin [--val ...]",

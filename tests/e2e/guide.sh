@@ -9,7 +9,8 @@
 # elsewhere: `make test` (this test's caller), `make studies` (tests/e2e/studies.sh runs it in
 # quick mode), and commands that need a Slurm cluster (sbatch, srun, squeue, scontrol:
 # tests/e2e/slurm.sh runs the job scripts under a real one-node Slurm).
-# Also: every deck in inputs/ is named in the guide's tour. python3 is Debian's (/usr/bin first
+# Also: the commands in the decks' header comments run (below), and every deck in inputs/ is
+# named in the guide's tour. python3 is Debian's (/usr/bin first
 # on PATH): the guide reads checkpoints with Debian's python3-h5py.
 set -u
 source "$(dirname "$0")/lib.bash"
@@ -66,6 +67,35 @@ run_page() { # run_page FILE
 
 for page in docs/*.md README.md; do
   [ -f "$page" ] && run_page "$page"
+done
+
+# The commands in the decks' header comments (";   [mpiexec -n N ]bin/ftllm ...", a line ending
+# in "\" continued on the next) run too, in order, one scratch folder per deck, and exit 0.
+# Left out: more than 4 ranks (layout-tp2-pp2-dp2.ini's 8: test_parallel runs that layout), and
+# the full 600k-GPU simulation (over a minute on 2 cores; e2e/cluster.sh simulates that deck at
+# smaller sizes).
+slow="mpiexec -n 2 bin/ftllm simulate inputs/cluster-spare600k.ini"
+for deck in inputs/*.ini; do
+  dir=$(mktemp -d "$E2E_TMP/deck_XXXX")
+  for l in bin inputs data; do ln -s "$root/$l" "$dir/$l"; done
+  base=$(basename "$deck") cmd=""
+  while IFS= read -r line; do
+    [[ $line == ';'* ]] || break
+    body=${line#;}
+    if [ -n "$cmd" ]; then cmd+=" ${body#"${body%%[! ]*}"}"
+    elif [[ $line =~ ^\;\ \ \ (mpiexec\ -n\ [0-9]+\ )?bin/ftllm\  ]]; then cmd=${body#   }
+    else continue; fi
+    [[ $cmd == *\\ ]] && { cmd=${cmd%\\}; continue; }
+    np=1
+    [[ $cmd =~ ^mpiexec\ -n\ ([0-9]+) ]] && np=${BASH_REMATCH[1]}
+    name="$base header: ${cmd:0:70}"
+    if [ "$np" -gt 4 ]; then echo "SKIP $name (needs $np ranks)"
+    elif [[ $cmd == "$slow"* ]]; then echo "SKIP $name (the full 600k-GPU simulation)"
+    elif (cd "$dir" && timeout "${E2E_TIMEOUT:-300}" bash -c "$cmd") < /dev/null \
+      > "$E2E_TMP/deck_out" 2>&1; then ok "$name"
+    else bad "$name" "exit code $?: $(tail -c 600 "$E2E_TMP/deck_out")"; fi
+    cmd=""
+  done < "$deck"
 done
 
 for deck in inputs/*.ini; do
