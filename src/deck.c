@@ -670,6 +670,11 @@ static int check_papi_events(const FtConfig *cfg, char *err, size_t errlen)
     return one_line(err);
 }
 
+bool deck_spare_on(const FtConfig *cfg)
+{
+    return cfg->spare.r > 0 || cfg->spare.r == FT_AUTO || cfg->spare.spares > 0;
+}
+
 int deck_check(const FtConfig *cfg, int nranks, char *err, size_t errlen)
 {
     const struct ft_cfg_model *m = &cfg->model;
@@ -747,7 +752,7 @@ int deck_check(const FtConfig *cfg, int nranks, char *err, size_t errlen)
     /* ---- SPARe ---- */
     const struct ft_cfg_spare *sp = &cfg->spare;
     /* spare.r = auto: a number from 1 to dp before the grid (train_spare_auto) */
-    bool spare_on = sp->r > 0 || sp->r == FT_AUTO;
+    bool spare_on = sp->r > 0 || sp->r == FT_AUTO; /* deck_spare_on, less the spares */
     char rbuf[32];
     if (sp->r == FT_AUTO) snprintf(rbuf, sizeof rbuf, "auto");
     else snprintf(rbuf, sizeof rbuf, "%lld", sp->r);

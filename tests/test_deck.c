@@ -245,6 +245,15 @@ static void test_reserved_and_auto(void **state)
     expect_error("[dmr]\nmode = pigyback\n", "t.ini:2: dmr.mode");
     assert_int_equal(parse("[checkpoint]\ninterval = auto\n"), 0); /* built: the train loop resolves it */
     assert_int_equal(parse("[faults]\nschedule = f.txt\n"), 0); /* built: read by train */
+    /* SPARe is on for spare.r = auto too (resolved after the backend picks its transport) */
+    assert_int_equal(parse("[spare]\nr = auto\n"), 0);
+    assert_true(deck_spare_on(&g_cfg));
+    assert_int_equal(parse("[spare]\nr = 1\n"), 0);
+    assert_true(deck_spare_on(&g_cfg));
+    assert_int_equal(parse("[spare]\nr = 0\n"), 0);
+    assert_false(deck_spare_on(&g_cfg));
+    assert_int_equal(parse("[spare]\nspares = 1\n"), 0);
+    assert_true(deck_spare_on(&g_cfg));
 }
 
 static void test_cross_checks(void **state)

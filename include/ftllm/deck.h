@@ -103,6 +103,10 @@ int deck_override(FtConfig *cfg, const char *arg, int index, char *err, size_t e
  * Returns 0 or -1 with err naming where the offending value was set. */
 int deck_check(const FtConfig *cfg, int nranks, char *err, size_t errlen);
 
+/* Whether SPARe is on: spare.r >= 1 or auto (FT_AUTO, resolved later by train_spare_auto, never
+ * to 0), or hot spares asked for (which deck_check refuses without spare.r). */
+bool deck_spare_on(const FtConfig *cfg);
+
 /* The keys only `ftllm plan --predict` understands (model.ffn, model.kv_heads, model.mlp)
  * describe the block the trainer builds (GPT-2: 4 x channels, GELU, kv_heads = heads). Returns
  * 0, or -1 with a one-line message naming the key's line. */

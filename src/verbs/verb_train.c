@@ -191,7 +191,7 @@ static int pick_device_comm(FtConfig *cfg, MPI_Comm comm, MPI_Comm node, const F
     if (!nccl_ok && strstr(why, "NCCL is not available")) /* the loader's own reason */
         snprintf(why, sizeof why, "%s", nwhy);
     int src = first_reason(comm, mine != FT_DEVCOMM_NCCL, why, first, sizeof first);
-    bool spare = cfg->spare.r > 0 || cfg->spare.spares > 0;
+    bool spare = deck_spare_on(cfg); /* spare.r = auto is on: resolved after the backend */
     int pick = comm_device_pick((int)cfg->parallel.device_comm, nranks, comm_ft_enabled(), spare,
                                 src < 0 ? FT_DEVCOMM_NCCL : FT_DEVCOMM_MPI_STAGED, first, msg,
                                 sizeof msg);
