@@ -150,6 +150,12 @@ has "moe: masked" '^spare: r 2, 2 replicas, live 1, depth 2; failures masked 1, 
 has "moe: survivors ran every step" '^step +5/5 .*\| live 1 depth 2$'
 [ -n "$clean_moe" ] && [ "$(losses)" = "$clean_moe" ] && ok "moe: losses equal to the run without the failure" \
   || bad "moe: losses equal to the run without the failure" "clean: $clean_moe; with the failure: $(losses)"
+printf 'fail step=3 rank=3   ; replica 1 (ranks 2 and 3)\n' > "$E2E_TMP/moerank.faults"
+# shellcheck disable=SC2086
+run "moe ep 2: a rank's failure fails its replica" 0 "" 4 "$FTLLM" train inputs/default.ini $common $moe faults.schedule="$E2E_TMP/moerank.faults"
+grep -q "replica 1 fails before step 3" "$E2E_TMP/out" && ok "moe: rank 3 -> replica 1" \
+  || bad "moe: rank 3 -> replica 1" "$(grep -i 'fail' "$E2E_TMP/out" "$E2E_TMP/err" | head -5)"
+has "moe: rank line masked" '^spare: r 2, 2 replicas, live 1, depth 2; failures masked 1, wipe-outs 0;'
 printf 'fail step=4 replica=1   ; r 1: shard 1 has no other holder\n' > "$E2E_TMP/moewipe.faults"
 # shellcheck disable=SC2086
 run "moe ep 2: a wipe-out restarts from the checkpoint" 0 "" 4 "$FTLLM" train inputs/default.ini $common $moe spare.r=1 faults.schedule="$E2E_TMP/moewipe.faults" checkpoint.interval=2 checkpoint.dir="$E2E_TMP/ckmoe" run.name=moewipe
