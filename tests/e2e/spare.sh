@@ -150,6 +150,15 @@ has "moe: masked" '^spare: r 2, 2 replicas, live 1, depth 2; failures masked 1, 
 has "moe: survivors ran every step" '^step +5/5 .*\| live 1 depth 2$'
 [ -n "$clean_moe" ] && [ "$(losses)" = "$clean_moe" ] && ok "moe: losses equal to the run without the failure" \
   || bad "moe: losses equal to the run without the failure" "clean: $clean_moe; with the failure: $(losses)"
+# validation counts one ep rank's loss, as plain data parallelism does
+vals() { grep -E '^step +[0-9]+/[0-9]+ \| val loss' "$E2E_TMP/out"; }
+# shellcheck disable=SC2086
+run "moe ep 2: validation" 0 "" 4 "$FTLLM" train inputs/default.ini $common $moe train.steps=2 train.val_batches=2 faults.schedule=
+val_spare=$(vals)
+# shellcheck disable=SC2086
+run "moe ep 2: validation, plain" 0 "" 4 "$FTLLM" train inputs/default.ini $common $moe spare.r=0 train.steps=2 train.val_batches=2 faults.schedule=
+[ -n "$val_spare" ] && [ "$(vals)" = "$val_spare" ] && ok "moe: SPARe's validation loss is plain dp x ep's" \
+  || bad "moe: SPARe's validation loss is plain dp x ep's" "spare: $val_spare; plain: $(vals)"
 printf 'fail step=3 rank=3   ; replica 1 (ranks 2 and 3)\n' > "$E2E_TMP/moerank.faults"
 # shellcheck disable=SC2086
 run "moe ep 2: a rank's failure fails its replica" 0 "" 4 "$FTLLM" train inputs/default.ini $common $moe faults.schedule="$E2E_TMP/moerank.faults"
