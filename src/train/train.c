@@ -314,7 +314,8 @@ static double spare_compute(FtTrainer *tr, long long step)
     FtSparePlan *p = &tr->plan;
     if (spare_plan(tr->sp, p))
         FT_DIE("spare: step %lld: no plan covers every shard (a wipe-out must stop the run)", step);
-    int d = p->depth, ep = tr->grid->ep, e = tr->grid->ep_rank, N = tr->sp->N;
+    int d = p->depth, N = tr->sp->N;
+    int ep = tr->grid ? tr->grid->ep : 1, e = tr->grid ? tr->grid->ep_rank : 0;
     uint64_t per_shard = (uint64_t)tr->micro * tr->B; /* sequences of one data rank */
     bool count_loss = tr->model->last && tr->model->sh.tp_rank == 0;
     memset(tr->shard_loss, 0, sizeof(double) * (size_t)N * ep);
