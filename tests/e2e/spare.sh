@@ -9,8 +9,9 @@
 # replica. When replica 0 (world rank 0) fails, a surviving rank writes run.save_model. A hot
 # spare (spare.spares) takes a failed replica's place. A rank DMR names suspect is retired the
 # same way. A mixture of experts over ep 2 ranks per replica (dp 2 x ep 2): the same losses as
-# plain dp x ep data parallelism, a failed replica masked, a wipe-out restarted from its
-# checkpoint, a hot spare taking a replica's place, all with the fault-free run's losses.
+# plain dp x ep data parallelism, a failed replica masked (a fail line naming a replica or a
+# rank, a suspect rank), a wipe-out restarted from its checkpoint, a hot spare taking a
+# replica's place, all with the fault-free run's losses.
 set -u
 source "$(dirname "$0")/lib.bash"
 common="parallel.dp=4 spare.r=2 train.steps=5 dmr.mode=off train.val_batches=0 train.sample_tokens=0 model.channels=32 model.layers=2 model.heads=2 model.seq_len=16 train.batch=2"
@@ -165,6 +166,15 @@ run "moe ep 2: a rank's failure fails its replica" 0 "" 4 "$FTLLM" train inputs/
 grep -q "replica 1 fails before step 3" "$E2E_TMP/out" && ok "moe: rank 3 -> replica 1" \
   || bad "moe: rank 3 -> replica 1" "$(grep -i 'fail' "$E2E_TMP/out" "$E2E_TMP/err" | head -5)"
 has "moe: rank line masked" '^spare: r 2, 2 replicas, live 1, depth 2; failures masked 1, wipe-outs 0;'
+# a suspect ep rank (DMR) retires its whole replica; every flip rolled back, the losses kept
+printf 'sdc step=2 rank=3 op=matmul:3 bit=21\nsdc step=3 rank=3 op=matmul:5 bit=22\n' > "$E2E_TMP/moesus.faults"
+# shellcheck disable=SC2086
+run "moe ep 2: a suspect rank's replica retired" 0 "" 4 "$FTLLM" train inputs/default.ini $common $moe dmr.mode=naive dmr.suspect_after=2 faults.schedule="$E2E_TMP/moesus.faults"
+has "moe: suspect retired" '^dmr: rank 3 is suspect: SPARe retires its replica 1 before step 4$'
+has "moe: suspect masked" '^spare: r 2, 2 replicas, live 1, depth 2; failures masked 1, wipe-outs 0;'
+has "moe: both flips caught" '^faults: sdc injected 2, detected 2, rolled back 2, missed 0 '
+[ -n "$clean_moe" ] && [ "$(losses)" = "$clean_moe" ] && ok "moe: suspect: losses equal to the run without faults" \
+  || bad "moe: suspect: losses equal to the run without faults" "clean: $clean_moe; with the retirement: $(losses)"
 printf 'fail step=4 replica=1   ; r 1: shard 1 has no other holder\n' > "$E2E_TMP/moewipe.faults"
 # shellcheck disable=SC2086
 run "moe ep 2: a wipe-out restarts from the checkpoint" 0 "" 4 "$FTLLM" train inputs/default.ini $common $moe spare.r=1 faults.schedule="$E2E_TMP/moewipe.faults" checkpoint.interval=2 checkpoint.dir="$E2E_TMP/ckmoe" run.name=moewipe
