@@ -9,7 +9,7 @@
  *    moments, step, cursor) to the same run without the failure; with no failure every replica
  *    computes only level 0 (counters); the same with a replica = tp 2 ranks, = pp 2 stages,
  *    with a mixture-of-experts model (ep 1), and with expert parallelism (dp 2 x ep 2: a
- *    replica = 2 ep ranks, each computing its own part of a shard);
+ *    replica = 2 ep ranks, each computing its own part of a shard; replica 1 or 0 fails);
  *  - r 1 with no failure against plain data parallelism (spare.r = 0, bucketed all-reduce): on
  *    2 ranks bitwise (a + b is commutative, so both reductions give the same bits); on 4 ranks
  *    the all-reduce adds in its own tree order, so within a tolerance, and SPARe bitwise run to
@@ -226,12 +226,15 @@ static void test_moe_dp4_r2_replica2_fails(void **s)
     g_experts = 0;
 }
 
-/* expert parallelism: a replica is its 2 ep ranks, each with 2 of the 4 experts */
-static void test_moe_dp2_ep2_r2_replica1_fails(void **s)
+/* expert parallelism: a replica is its 2 ep ranks, each with 2 of the 4 experts; replica 0
+ * failing too (the survivor, replica 1, is then the grid's dp 0 but still reads shard 1 as its
+ * own and computes shard 0 a level deeper) */
+static void test_moe_dp2_ep2_r2_replica_fails(void **s)
 {
     (void)s;
     g_experts = 4, g_ep = 2;
     check_masked(1, 1, 2, 2, 1);
+    check_masked(1, 1, 2, 2, 0);
     g_experts = 0, g_ep = 1;
 }
 
@@ -343,7 +346,7 @@ FT_TEST_MAIN(cmocka_unit_test(test_reduction_fixed_order_and_counts),
              cmocka_unit_test(test_tp2_dp2_r2_replica0_fails),
              cmocka_unit_test(test_pp2_dp2_r2_replica1_fails),
              cmocka_unit_test(test_moe_dp4_r2_replica2_fails),
-             cmocka_unit_test(test_moe_dp2_ep2_r2_replica1_fails),
+             cmocka_unit_test(test_moe_dp2_ep2_r2_replica_fails),
              cmocka_unit_test(test_r1_vs_plain_dp2_bitwise), cmocka_unit_test(test_r1_vs_plain_dp4),
              cmocka_unit_test(test_r1_vs_plain_dp2_ep2),
              cmocka_unit_test(test_run_hook_masks_then_wipes_out))
