@@ -760,11 +760,6 @@ int deck_check(const FtConfig *cfg, int nranks, char *err, size_t errlen)
         return cross_fail(cfg, KID(spare, r), KID(parallel, dp), err, errlen,
                           "spare.r = %lld exceeds parallel.dp = %lld (a replica stacks at most "
                           "one shard of each replica)", sp->r, p->dp);
-    if (spare_on && p->ep > 1)
-        return cross_fail(cfg, KID(spare, r), KID(parallel, ep), err, errlen,
-                          "spare.r = %s with parallel.ep = %lld: SPARe's shard-keyed reduction "
-                          "does not handle expert parallelism yet (HINT: spare.r = 0, or "
-                          "parallel.ep = 1)", rbuf, p->ep);
     if (sp->spares > 0 && (!spare_on || p->dp < 2))
         return cross_fail(cfg, KID(spare, spares), !spare_on ? KID(spare, r) : KID(parallel, dp),
                           err, errlen, "spare.spares = %lld needs SPARe (spare.r >= 1 or auto, "

@@ -373,7 +373,7 @@ static void test_cross_world(void **state)
     assert_int_equal(deck_check(&g_cfg, 4, g_err, sizeof g_err), 0);
     expect_check_error("[train]\nsteps = 10\nwarmup = 20\n", 1, "t.ini:3: train.warmup = 20 is longer than the run");
     expect_check_error("[cluster]\ngpus = 4\ngpus_per_replica = 8\n", 1, "t.ini:3: cluster.gpus_per_replica = 8 exceeds cluster.gpus = 4");
-    /* SPARe: r within 1..dp or auto, no expert parallelism */
+    /* SPARe: r within 1..dp or auto, with any layout (expert parallelism included) */
     assert_int_equal(parse("[parallel]\ndp = 4\n[spare]\nr = 4\n"), 0);
     assert_int_equal(deck_check(&g_cfg, 4, g_err, sizeof g_err), 0);
     expect_check_error("[parallel]\ndp = 2\n[spare]\nr = 3\n", 2, "t.ini:4: spare.r = 3 exceeds parallel.dp = 2");
@@ -381,12 +381,19 @@ static void test_cross_world(void **state)
     assert_int_equal(parse("[parallel]\ndp = 2\n[spare]\nr = auto\nspares = 1\n"), 0);
     assert_int_equal(deck_check(&g_cfg, 3, g_err, sizeof g_err), 0);
     assert_true(g_cfg.spare.r == FT_AUTO);
-    expect_check_error("[model]\nexperts = 2\n[parallel]\nep = 2\n[spare]\nr = auto\n", 2,
-                       "t.ini:6: spare.r = auto with parallel.ep = 2: SPARe's shard-keyed reduction does not handle expert parallelism yet");
+    assert_int_equal(parse("[model]\nexperts = 2\n[parallel]\nep = 2\n[spare]\nr = auto\n"), 0);
+    assert_int_equal(deck_check(&g_cfg, 2, g_err, sizeof g_err), 0);
     expect_check_error("[spare]\nr = auto\nspares = 1\n", 1,
                        "t.ini:3: spare.spares = 1 needs SPARe (spare.r >= 1 or auto, here auto) and parallel.dp >= 2 (here 1)");
-    expect_check_error("[model]\nexperts = 2\n[parallel]\nep = 2\n[spare]\nr = 1\n", 2,
-                       "t.ini:6: spare.r = 1 with parallel.ep = 2: SPARe's shard-keyed reduction does not handle expert parallelism yet");
+    /* a replica is tp x pp x ep ranks: r counts replicas (dp), not data ranks (dp x ep); hot
+     * spares are whole replicas too */
+    assert_int_equal(parse("[model]\nexperts = 4\n[parallel]\nep = 2\ndp = 2\n[spare]\nr = 2\n"
+                           "spares = 1\n"), 0);
+    assert_int_equal(deck_check(&g_cfg, 6, g_err, sizeof g_err), 0);
+    expect_check_error("[model]\nexperts = 4\n[parallel]\nep = 2\ndp = 2\n[spare]\nr = 3\n", 4,
+                       "t.ini:7: spare.r = 3 exceeds parallel.dp = 2");
+    expect_check_error("[model]\nexperts = 4\n[parallel]\nep = 2\ndp = 2\n[spare]\nr = 2\n"
+                       "spares = 1\n", 5, "the layout (dp + spare.spares) x pp x ep x tp = (2 + 1) x 1 x 2 x 1 = 6 ranks, but the job has 5");
 }
 
 static void test_overrides(void **state)

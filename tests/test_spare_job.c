@@ -16,7 +16,10 @@
  *    place mid-run gets the run's state (copied from another place), not its own initial one;
  *  - a wipe-out when every replica that trained through it was a spare (dp 2 + 2 spares, r 1):
  *    the restart brings back the first grid with the run's counters and both spares wait again
- *    (the next failure is a spare's again); bitwise the run without failures. */
+ *    (the next failure is a spare's again); bitwise the run without failures;
+ *  - the same restart with expert parallelism (dp 2 x ep 2, r 1, a mixture of experts): the
+ *    checkpoint holds each ep rank's experts, and every rank ends bitwise equal to itself in the
+ *    run without failures. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -31,6 +34,7 @@
 
 enum { STEPS = 8 };
 static int g_dims[2];
+static int g_ep = 1; /* parallel.ep of the next runs (> 1: a mixture of 4 experts) */
 
 static FtConfig cfg(int dp, int r, int spares, const char *dir, long long interval)
 {
@@ -41,7 +45,8 @@ static FtConfig cfg(int dp, int r, int spares, const char *dir, long long interv
     c.model.vocab_pad = 16, c.model.seq_len = 8;
     c.train.batch = 2, c.train.steps = STEPS, c.train.lr = 1e-2, c.train.warmup = 1;
     c.train.val_batches = 0, c.train.sample_tokens = 0;
-    c.parallel.dp = dp, c.parallel.microbatches = 2;
+    c.parallel.dp = dp, c.parallel.microbatches = 2, c.parallel.ep = g_ep;
+    if (g_ep > 1) c.model.experts = 4, c.model.top_k = 1;
     c.spare.r = r, c.spare.spares = spares;
     c.run.log_level = FT_LOG_WARN;
     snprintf(c.run.name, sizeof c.run.name, "job");
@@ -96,26 +101,28 @@ static uint64_t state_hash(const FtModel *m, uint64_t cursor)
     return fnv(h, &cursor, sizeof cursor);
 }
 
-/* train_run on the test's ranks: the first dp ranks train, the rest are spares. */
+/* train_run on the test's ranks: the first dp x ep ranks train, the rest are spares. */
 static void run(Result *out, const FtConfig *c, const Fails *f)
 {
     char err[512];
     FtBatchSource src = {ft_synth_fetch, g_dims};
-    int rank = ft_test_rank(), dp = (int)c->parallel.dp;
+    int rank = ft_test_rank(), dp = (int)c->parallel.dp, ep = (int)c->parallel.ep;
+    bool trains = rank < dp * ep;
     FtGrid g;
-    assert_true(grid_create_sub(&g, ft_test_comm(), rank < dp, rank, 1, 1, dp, 1, err,
+    assert_true(grid_create_sub(&g, ft_test_comm(), trains, rank, 1, 1, dp, ep, err,
                                 sizeof err) >= 0);
     FtGpt2Config mc;
     model_config_from_deck(c, &mc);
     FtModel m;
-    model_create(&m, &mc);
+    FtShard sh = {.tp = 1, .pp = 1, .ep = ep, .ep_rank = rank % ep}; /* its place in a replica */
+    model_create_sharded(&m, &mc, &sh);
     model_init_random(&m, 11);
     FtTrainer tr;
-    if (rank < dp) train_init_grid(&tr, c, &m, &g, &src, NULL);
+    if (trains) train_init_grid(&tr, c, &m, &g, &src, NULL);
     else train_init_spare(&tr, c, &m, &src, NULL);
     FtTrainCkpt *tc = NULL;
     if (c->checkpoint.interval) {
-        assert_int_equal(train_ckpt_create(&tc, c, rank < dp ? g.world : MPI_COMM_SELF, err,
+        assert_int_equal(train_ckpt_create(&tc, c, trains ? g.world : MPI_COMM_SELF, err,
                                            sizeof err), 0);
         train_ckpt_attach(tc, &tr);
     }
@@ -268,7 +275,31 @@ static void test_wipeout_after_spares_then_spare_again(void **state)
     ft_rmdir(dir);
 }
 
+/* dp 2 x ep 2, r 1: replica 1 (ranks 2 and 3) fails before step 6, a wipe-out (shard 1 had
+ * one holder); the restart from the checkpoint of step 4 brings it back and computes step 5
+ * again. Each rank holds its own experts, so each compares with itself. */
+static void test_ep2_wipeout_restarts_from_checkpoint(void **state)
+{
+    (void)state;
+    char dir[64];
+    ft_tmpdir(dir);
+    g_ep = 2;
+    Fails f = {1, {6}, {1}};
+    FtConfig c = cfg(2, 1, 0, dir, 4);
+    Result a, b;
+    run(&a, &c, &f);
+    FtConfig c0 = cfg(2, 1, 0, NULL, 0);
+    run(&b, &c0, NULL);
+    g_ep = 1;
+    assert_all(!a.left && a.s.ok && a.s.steps == STEPS && a.st.masked == 0 &&
+               a.st.wipeouts == 1 && a.st.restarts == 1 && a.st.recomputed == 1);
+    assert_all(a.st.steps == STEPS + 1 && a.st.computed == 2 * (STEPS + 1));
+    assert_all(a.hash == b.hash && b.hash != 0);
+    ft_rmdir(dir);
+}
+
 FT_TEST_MAIN(cmocka_unit_test(test_wipeout_restarts_from_checkpoint),
              cmocka_unit_test(test_wipeout_requeue_or_no_checkpoint_stops),
              cmocka_unit_test(test_hot_spare_restores_redundancy),
-             cmocka_unit_test(test_wipeout_after_spares_then_spare_again))
+             cmocka_unit_test(test_wipeout_after_spares_then_spare_again),
+             cmocka_unit_test(test_ep2_wipeout_restarts_from_checkpoint))

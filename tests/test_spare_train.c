@@ -8,11 +8,14 @@
  *  - dp 4, r 2: replica 1 fails after step K; the survivors end bitwise equal (parameters,
  *    moments, step, cursor) to the same run without the failure; with no failure every replica
  *    computes only level 0 (counters); the same with a replica = tp 2 ranks, = pp 2 stages,
- *    and with a mixture-of-experts model (ep 1);
+ *    with a mixture-of-experts model (ep 1), and with expert parallelism (dp 2 x ep 2: a
+ *    replica = 2 ep ranks, each computing its own part of a shard; replica 1 or 0 fails);
  *  - r 1 with no failure against plain data parallelism (spare.r = 0, bucketed all-reduce): on
  *    2 ranks bitwise (a + b is commutative, so both reductions give the same bits); on 4 ranks
  *    the all-reduce adds in its own tree order, so within a tolerance, and SPARe bitwise run to
- *    run;
+ *    run; with ep 2 (dp 2 x ep 2) within the same tolerance, for the same reason (plain sums the
+ *    dense gradient over the 4 data ranks in the all-reduce's order, SPARe over ep, then in
+ *    shard order), and SPARe bitwise run to run;
  *  - the failure path through train_run's faults hook: the failed replica's ranks report that
  *    they left, the survivors finish the run; a wipe-out stops the run cleanly. */
 #include <math.h>
@@ -29,6 +32,7 @@
 enum { K = 3, STEPS = 6 };
 static int g_dims[2];
 static int g_experts; /* model.experts of the next runs (0: dense) */
+static int g_ep = 1;  /* parallel.ep of the next runs */
 
 static FtConfig cfg(int tp, int pp, int dp, int r)
 {
@@ -43,6 +47,7 @@ static FtConfig cfg(int tp, int pp, int dp, int r)
     c.parallel.bucket_mb = 0.001;
     c.spare.r = r;
     c.model.experts = g_experts, c.model.top_k = 1;
+    c.parallel.ep = g_ep;
     g_dims[0] = (int)c.model.seq_len, g_dims[1] = (int)c.model.vocab;
     return c;
 }
@@ -52,7 +57,7 @@ static void make_model(FtModel *m, const FtConfig *c, const FtGrid *g)
     FtGpt2Config mc;
     model_config_from_deck(c, &mc);
     FtShard sh = {.tp = g->tp, .tp_rank = g->tp_rank, .pp = g->pp, .pp_rank = g->pp_rank,
-                  .ep = 1};
+                  .ep = g->ep, .ep_rank = g->ep_rank};
     model_create_sharded(m, &mc, &sh);
     model_init_random(m, 11);
 }
@@ -72,7 +77,7 @@ static void run(Run *out, MPI_Comm comm, int tp, int pp, int dp, int r, int fail
     char err[256];
     FtBatchSource src = {ft_synth_fetch, g_dims};
     FtGrid g;
-    assert_int_equal(grid_create(&g, comm, tp, pp, dp, 1, err, sizeof err), 0);
+    assert_int_equal(grid_create(&g, comm, tp, pp, dp, g_ep, err, sizeof err), 0);
     make_model(&out->m, &c, &g);
     FtTrainer tr;
     train_init_grid(&tr, &c, &out->m, &g, &src, NULL);
@@ -99,6 +104,27 @@ static bool same_state(const FtModel *a, const FtModel *b)
     size_t n = a->nparams * sizeof(float);
     return a->step == b->step && !memcmp(a->params, b->params, n) && !memcmp(a->m, b->m, n) &&
            !memcmp(a->v, b->v, n);
+}
+
+/* With expert parallelism: the dense parameters are bitwise the same on the ep ranks of each
+ * replica (each ep rank banks the shard's dense gradient summed over them, not its own part). */
+static bool dense_same_over_ep(const FtModel *m, int tp)
+{
+    int rank = 0, ok = 1;
+    MPI_Comm_rank(ft_test_comm(), &rank);
+    MPI_Comm ep;
+    MPI_Comm_split(ft_test_comm(), rank / (tp * g_ep) * tp + rank % tp, rank, &ep);
+    float *mine = malloc(sizeof(float) * m->nparams);
+    for (int i = 0; i < FT_NPARAM_TENSORS; i++) {
+        const FtParamInfo *p = &m->p[i];
+        if (p->expert || !p->size) continue;
+        memcpy(mine, m->params + p->offset, sizeof(float) * p->size);
+        MPI_Bcast(mine, (int)p->size, MPI_FLOAT, 0, ep);
+        ok &= !memcmp(mine, m->params + p->offset, sizeof(float) * p->size);
+    }
+    free(mine);
+    MPI_Comm_free(&ep);
+    return ok;
 }
 
 /* ---- the reduction alone ----------------------------------------------------------------- */
@@ -176,13 +202,14 @@ static void check_masked(int tp, int pp, int dp, int r, int fail)
     /* the failure: masked, and the survivors end bitwise where the failure-free run ends */
     int rank = 0;
     MPI_Comm_rank(ft_test_comm(), &rank);
-    bool failed = rank / (tp * pp) == fail;
+    bool failed = rank / (tp * pp * g_ep) == fail;
     assert_all(a.left == failed);
     /* the failed replica stopped where it failed; the survivors masked it, every shard still
      * computed once per step, they went deeper, and end bitwise where no failure ends */
     assert_all(failed ? a.m.step == K
                       : a.sp.masked == 1 && a.cursor == b.cursor && same_state(&a.m, &b.m));
     assert_all(failed || (a.sp.computed == (long long)dp * STEPS && a.sp.levels > STEPS));
+    if (g_ep > 1) assert_all(dense_same_over_ep(&a.m, tp) && dense_same_over_ep(&b.m, tp));
     model_free(&a.m), model_free(&b.m);
     MPI_Barrier(ft_test_comm());
 }
@@ -199,7 +226,19 @@ static void test_moe_dp4_r2_replica2_fails(void **s)
     g_experts = 0;
 }
 
-/* r = 1 against plain data parallelism on the ranks of comm (dp = its size). */
+/* expert parallelism: a replica is its 2 ep ranks, each with 2 of the 4 experts; replica 0
+ * failing too (the survivor, replica 1, is then the grid's dp 0 but still reads shard 1 as its
+ * own and computes shard 0 a level deeper) */
+static void test_moe_dp2_ep2_r2_replica_fails(void **s)
+{
+    (void)s;
+    g_experts = 4, g_ep = 2;
+    check_masked(1, 1, 2, 2, 1);
+    check_masked(1, 1, 2, 2, 0);
+    g_experts = 0, g_ep = 1;
+}
+
+/* r = 1 against plain data parallelism on the ranks of comm (dp x g_ep = its size). */
 static void check_r1(MPI_Comm comm, int dp, bool bitwise)
 {
     Run plain, sp, sp2;
@@ -215,8 +254,8 @@ static void check_r1(MPI_Comm comm, int dp, bool bitwise)
         if (d > worst) worst = d;
     }
     if (ft_test_rank() == 0)
-        printf("r 1 vs plain dp %d: largest parameter difference %.3g after %d steps\n", dp,
-               worst, STEPS);
+        printf("r 1 vs plain dp %d ep %d: largest parameter difference %.3g after %d steps\n", dp,
+               g_ep, worst, STEPS);
     if (bitwise) assert_all(same_state(&sp.m, &plain.m));
     else assert_all(worst < 1e-5); /* last-bit differences of the sums, grown over the steps */
     model_free(&plain.m), model_free(&sp.m), model_free(&sp2.m);
@@ -235,6 +274,14 @@ static void test_r1_vs_plain_dp2_bitwise(void **s)
 }
 
 static void test_r1_vs_plain_dp4(void **s) { (void)s; check_r1(ft_test_comm(), 4, false); }
+
+static void test_r1_vs_plain_dp2_ep2(void **s)
+{
+    (void)s;
+    g_experts = 4, g_ep = 2;
+    check_r1(ft_test_comm(), 2, false);
+    g_experts = 0, g_ep = 1;
+}
 
 /* ---- train_run with the faults hook -------------------------------------------------------- */
 
@@ -299,5 +346,7 @@ FT_TEST_MAIN(cmocka_unit_test(test_reduction_fixed_order_and_counts),
              cmocka_unit_test(test_tp2_dp2_r2_replica0_fails),
              cmocka_unit_test(test_pp2_dp2_r2_replica1_fails),
              cmocka_unit_test(test_moe_dp4_r2_replica2_fails),
+             cmocka_unit_test(test_moe_dp2_ep2_r2_replica_fails),
              cmocka_unit_test(test_r1_vs_plain_dp2_bitwise), cmocka_unit_test(test_r1_vs_plain_dp4),
+             cmocka_unit_test(test_r1_vs_plain_dp2_ep2),
              cmocka_unit_test(test_run_hook_masks_then_wipes_out))

@@ -30,6 +30,9 @@ typedef struct ft_gradsync_comms {
     FtComm *emb;     /* first and last pipeline stage: the tied wte's two copies */
     FtComm *replica; /* the gradient norm's partial sums (tp x pp x ep ranks of one replica) */
     FtComm *world;   /* the loss */
+    FtComm *ep;      /* SPARe with expert parallelism only: the replica's ep ranks at this
+                      * (tp, pp) place, over which a shard's dense gradient is summed before it
+                      * is banked (NULL: ep = 1, or no SPARe) */
 } FtGradSyncComms;
 
 typedef struct ft_gradsync FtGradSync;
@@ -67,15 +70,19 @@ void gradsync_finish(FtGradSync *g, FtExec *ex);
  * no failure it moves the bytes of a ring reduce-scatter + all-gather. */
 
 /* The shard-keyed variant: nshards shard types, at most max_local of them computed here per step
- * (spare.r); c->dense: the live replicas' ranks at this (tp, pp) place (NULL: one replica); no
- * expert parallelism (c->expert must be NULL). Not collective. */
+ * (spare.r); c->dense: the live replicas' ranks at this (tp, pp, ep) place (NULL: one replica),
+ * over which the whole gradient (dense and expert tensors) is reduced; c->expert must be NULL.
+ * With expert parallelism (c->ep), a shard is computed by the replica's ep ranks together, each
+ * on its own tokens of it: gradsync_shard_end sums the dense tensors over c->ep in ep-rank order
+ * before banking, so every ep rank banks the shard's whole dense gradient (the same bits on
+ * each, whichever replica computed it) beside its own experts' gradient. Not collective. */
 FtGradSync *gradsync_create_shards(FtModel *m, const FtGradSyncComms *c, int micro, int nshards,
                                    int max_local);
 /* Before the first micro-batch of shard `shard` (0 .. nshards-1). */
 void gradsync_shard_begin(FtGradSync *g, int shard);
-/* After the shard's last backward: the tied embedding's copies summed (c->emb), the gradient
- * (m->grads) banked and counted as this replica's contribution of the shard. Collective over
- * c->emb. */
+/* After the shard's last backward: the tied embedding's copies summed (c->emb), the dense
+ * tensors summed over the replica's ep ranks (c->ep), the gradient (m->grads) banked and
+ * counted as this replica's contribution of the shard. Collective over c->emb and c->ep. */
 void gradsync_shard_end(FtGradSync *g, FtExec *ex);
 /* After gradsync_finish of the shard-keyed variant: -1 when every shard entered exactly once,
  * else the first shard that did not, with the number of times it entered in *count (the same

@@ -32,21 +32,24 @@
  * enters the objective through the routing op's backward (scaled like the cross-entropy); the
  * reported loss is the language-model loss alone.
  *
- * SPARe (spare.r = r > 0; spare.h, gradsync.h's shard-keyed variant): the N = dp replicas of
- * the first grid cut the global batch into N shard types, shard s being replica s's share of
- * plain data parallelism (its M micro-batches from cursor + s M B), and replica i stacks shards
- * i, i+1, ..., i+r-1 (mod N). Each step every live replica computes the shards the controller's
- * plan counts for it, level by level (with no failure: level 0 only, its own shard, so it reads
- * exactly what plain data parallelism gives it and r > 1 costs nothing); the step's gradient is
- * the sum of the N shard gradients in shard order, and every step checks that each shard entered
- * exactly once (a violation is fatal, naming the step and the shard). The loss scale stays
- * 1 / (M N) and the cursor moves by M N B whatever fails. A failed replica (train_fail_replica)
- * leaves the training communicators; the survivors regrid and compute their plan's deeper
- * levels, so a masked failure changes no bit of the parameters. Expert parallelism is refused
- * (deck_check). With the job channel (train_spare_attach, train_spare.c) a hot spare takes a
- * failed replica's place instead (spare.spares), and a wipe-out restarts the job in-process
- * from its newest verified checkpoint with every replica back; ranks that do not train (failed
- * replicas, spares) wait inside train_run for the job's next event.
+ * SPARe (spare.r = r > 0; spare.h, gradsync.h's shard-keyed variant): the N = dp replicas of the
+ * first grid cut the global batch into N shard types, shard s being replica s's share of plain data
+ * parallelism (its ep ranks' M micro-batches each: ep rank e's from cursor + (s ep + e) M B, what
+ * data rank s ep + e reads without SPARe), and replica i stacks shards i, i+1, ..., i+r-1 (mod N).
+ * Each step every live replica computes the shards the controller's plan counts for it, level by
+ * level (with no failure: level 0 only, its own shard, so it reads exactly what plain data
+ * parallelism gives it and r > 1 costs nothing); the step's gradient is the sum of the N shard
+ * gradients in shard order, and every step checks that each shard entered exactly once (a violation
+ * is fatal, naming the step and the shard). With expert parallelism a shard's dense gradient is
+ * first summed over its replica's ep ranks in ep-rank order, and the shard-keyed sum runs over the
+ * replicas' ranks at each (tp, pp, ep) place, dense and expert tensors alike (gradsync.h). The loss
+ * scale stays 1 / (M N ep) and the cursor moves by M N ep B whatever fails; the loss is summed per
+ * (shard, ep rank) in that order. A failed replica (train_fail_replica, its tp x pp x ep ranks)
+ * leaves the training communicators; the survivors regrid and compute their plan's deeper levels,
+ * so a masked failure changes no bit of the parameters. With the job channel (train_spare_attach,
+ * train_spare.c) a hot spare takes a failed replica's place instead (spare.spares), and a wipe-out
+ * restarts the job in-process from its newest verified checkpoint with every replica back; ranks
+ * that do not train (failed replicas, spares) wait inside train_run for the job's next event.
  *
  * Real process death (the ULFM build, comm.h's comm_ft_*): every step ends (after the
  * before-commit hook) with an agreement over the grid on whether a process died during it; if
@@ -169,6 +172,9 @@ typedef struct ft_trainer {
     FtComm *c_tp, *c_pp, *c_dp, *c_emb, *c_replica, *c_world;
     FtComm *c_ep;  /* expert-parallel all-to-alls (ep > 1) */
     FtComm *c_edp; /* MoE expert gradients: summed over dp only (dp > 1) */
+    FtComm *c_shards; /* SPARe: the live replicas' ranks at this (tp, pp, ep) place, over which
+                         shards are reduced and a hot spare's state is copied: c_dp when ep = 1,
+                         else c_edp (not owned; NULL: one replica) */
     MPI_Comm emb_comm; /* first and last stage (tied embedding), MPI_COMM_NULL elsewhere */
     int data_rank, data_width; /* this rank's data shard of data_width = dp x ep */
     int schedule;              /* FtPipeSchedule */
@@ -181,7 +187,7 @@ typedef struct ft_trainer {
     FtGrid *own_grid;  /* the grid after the last failure (owned; NULL: the caller's grid) */
     bool left;         /* this rank does not train now (its replica failed, or a hot spare):
                           train_step must not be called; train_run idles it */
-    double *shard_loss; /* [N] the step's loss per shard (last stage, tp rank 0) */
+    double *shard_loss; /* [N ep] the step's loss per shard and ep rank (last stage, tp rank 0) */
     FtSpareStats spare;
     FtSpareJob *job;   /* train_spare_attach: every rank of the job, training or not (NULL: a
                           wipe-out stops the run, no spares) */

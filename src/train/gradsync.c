@@ -18,7 +18,12 @@
  *    and counted, slices sent point to point from holders to owners, summed in shard order,
  *    all-gathered in equal (padded) slices. No bucket overlap with the backward yet: a shard's
  *    gradient is complete only after its last micro-batch, and the step's reduction needs every
- *    shard. */
+ *    shard.
+ *  - With expert parallelism a shard is one replica's ep ranks' micro-batches: each ep rank
+ *    sums the shard's dense gradient with the others' (slices to owners, summed in ep-rank
+ *    order, all-gathered: the shard-keyed pattern over c.ep) before banking, so a bank holds
+ *    the shard's dense gradient whole beside this rank's experts' gradient, and the
+ *    shard-keyed reduction runs over the replicas' ranks at this (tp, pp, ep) place. */
 #include "ftllm/gradsync.h"
 
 #include <stdlib.h>
@@ -71,16 +76,28 @@ struct ft_gradsync {
     float *tmp;      /* [L] the other buffer of its sums (sum_in_order) */
     float *gath;     /* [P * L] the all-gathered slices */
     FtReq *reqs;     /* [max_local * P + nshards] */
+    /* shard-keyed with expert parallelism (c.ep): a shard's dense gradient summed over the
+     * replica's ep ranks in ep-rank order before it is banked */
+    Part dense;      /* the dense (non-expert) tensors of m->grads, packed into dense.buf */
+    size_t Le;       /* its slice length over ep: ceil(dense.n / ep) */
+    float *ep_rbuf;  /* [ep * Le] the other ep ranks' copies of this rank's slice */
+    float *ep_mine, *ep_tmp; /* [Le] this rank's summed slice, the other buffer of its sums */
+    float *ep_gath;  /* [ep * Le] the all-gathered summed slices */
+    FtReq *ep_reqs;  /* [2 * ep] */
 };
 
-static void bucket_add(Bucket *b, int part, float *p, size_t n)
+static void part_add(Part *q, float *p, size_t n)
 {
-    if (!n) return;
-    Part *q = &b->part[part];
     q->sl = realloc(q->sl, sizeof *q->sl * (size_t)(q->nsl + 1));
     FT_ASSERT(q->sl);
     q->sl[q->nsl++] = (Slice){p, n};
     q->n += n;
+}
+
+static void bucket_add(Bucket *b, int part, float *p, size_t n)
+{
+    if (!n) return;
+    part_add(&b->part[part], p, n);
     b->n += n;
 }
 
@@ -161,6 +178,21 @@ FtGradSync *gradsync_create_shards(FtModel *m, const FtGradSyncComms *c, int mic
     g->mine = backend_alloc(be, sizeof(float) * g->L + 1, "a summed slice");
     g->tmp = backend_alloc(be, sizeof(float) * g->L + 1, "a summed slice");
     g->gath = backend_alloc(be, sizeof(float) * g->L * (size_t)P + 1, "gathered slices");
+    if (c->ep) { /* the dense tensors, in tensor order, summed over ep before banking */
+        for (int i = 0; i < FT_NPARAM_TENSORS; i++)
+            if (!m->p[i].expert && m->p[i].size)
+                part_add(&g->dense, m->grads + m->p[i].offset, m->p[i].size);
+        int E = comm_size(c->ep);
+        g->Le = (g->dense.n + (size_t)E - 1) / (size_t)E;
+        size_t all = sizeof(float) * g->Le * (size_t)E + 1;
+        g->dense.buf = backend_alloc(be, all, "a shard's dense gradient");
+        g->ep_rbuf = backend_alloc(be, all, "dense slices from the ep ranks");
+        g->ep_mine = backend_alloc(be, sizeof(float) * g->Le + 1, "a summed dense slice");
+        g->ep_tmp = backend_alloc(be, sizeof(float) * g->Le + 1, "a summed dense slice");
+        g->ep_gath = backend_alloc(be, all, "gathered dense slices");
+        g->ep_reqs = calloc(2 * (size_t)E, sizeof *g->ep_reqs);
+        FT_ASSERT(g->ep_reqs);
+    }
     return g;
 }
 
@@ -176,6 +208,12 @@ void gradsync_free(FtGradSync *g)
         be->release(be->ctx, g->gath);
         free(g->bank), free(g->bank_shard), free(g->contrib), free(g->all), free(g->holder);
         free(g->reqs);
+        if (g->c.ep) {
+            be->release(be->ctx, g->dense.buf), be->release(be->ctx, g->ep_rbuf);
+            be->release(be->ctx, g->ep_mine), be->release(be->ctx, g->ep_tmp);
+            be->release(be->ctx, g->ep_gath);
+            free(g->dense.sl), free(g->ep_reqs);
+        }
     }
     for (int i = 0; i < g->nb; i++)
         for (int k = 0; k < 2; k++) {
@@ -229,6 +267,30 @@ void gradsync_layer_ready(void *arg, int layer)
     if (b->last_item == item) bucket_start(g, b);
 }
 
+/* Slice j of n elements in slices of L: its length. */
+static size_t slice_len(size_t n, size_t L, int j)
+{
+    size_t a = (size_t)j * L;
+    return a >= n ? 0 : (n - a < L ? n - a : L);
+}
+
+/* An owner's sum of the slices src[0..N) (myl floats each) in their order into mine, its
+ * padding to L zeroed. On the backend (a device model's slices are in device memory): its
+ * RESIDUAL op (y = a + b, into another buffer) alternating between mine and tmp so that the
+ * last sum lands in mine: each element is ((src0 + src1) + src2) + ..., the host loop's bits. */
+static void sum_in_order(const FtBackend *be, const float *const *src, int N, size_t myl,
+                         size_t L, float *mine, float *tmp)
+{
+    if (myl && N == 1) be->copy(be->ctx, mine, src[0], sizeof(float) * myl);
+    for (int k = 1; myl && k < N; k++) {
+        float *dst = (N - 1 - k) % 2 == 0 ? mine : tmp;
+        const float *a = k == 1 ? src[0] : (N - k) % 2 == 0 ? mine : tmp;
+        FtOpCall c = {.in = {a, src[k]}, .out = {dst}, .d = {(long long)myl}};
+        exec_op_on(be, FT_OP_RESIDUAL, FT_FWD, &c, NULL);
+    }
+    if (myl < L) be->set(be->ctx, mine + myl, 0, sizeof(float) * (L - myl));
+}
+
 void gradsync_shard_begin(FtGradSync *g, int shard)
 {
     FT_ASSERT(g->nshards && shard >= 0 && shard < g->nshards);
@@ -246,6 +308,40 @@ static void emb_sum(FtGradSync *g, FtExec *ex)
     exec_wait(ex, &r, 1, FT_TL_EMB);
 }
 
+/* SPARe with expert parallelism: the shard's dense gradient (the dense tensors of m->grads,
+ * each ep rank's tokens' share) summed over the replica's ep ranks in ep-rank order, the same
+ * bits on each of them and whichever replica computed the shard: packed, each ep rank's slice
+ * sent to its owner, summed there in ep-rank order, the sums all-gathered and unpacked. The
+ * expert tensors are this rank's own experts' whole gradient of the shard already. */
+static void ep_sum(FtGradSync *g, FtExec *ex)
+{
+    FtComm *c = g->c.ep;
+    Part *q = &g->dense;
+    const FtBackend *be = g->m->be;
+    int E = comm_size(c), me = comm_rank(c), nr = 0;
+    size_t n = q->n, Le = g->Le, off = 0, myl = slice_len(n, Le, me);
+    for (int i = 0; i < q->nsl; off += q->sl[i++].n)
+        be->copy(be->ctx, q->buf + off, q->sl[i].p, sizeof(float) * q->sl[i].n);
+    const float **src = calloc((size_t)E, sizeof *src);
+    FT_ASSERT(src);
+    for (int j = 0; j < E; j++) {
+        src[j] = j == me ? q->buf + (size_t)me * Le : g->ep_rbuf + (size_t)j * Le;
+        if (j == me) continue;
+        if (myl) comm_irecv(c, g->ep_rbuf + (size_t)j * Le, myl, FT_F32, j, 0, &g->ep_reqs[nr++]);
+        size_t len = slice_len(n, Le, j);
+        if (len) comm_isend(c, q->buf + (size_t)j * Le, len, FT_F32, j, 0, &g->ep_reqs[nr++]);
+    }
+    if (nr) exec_wait(ex, g->ep_reqs, nr, FT_TL_DP);
+    sum_in_order(be, src, E, myl, Le, g->ep_mine, g->ep_tmp);
+    free(src);
+    FtReq r;
+    comm_iallgather(c, g->ep_mine, g->ep_gath, Le, FT_F32, &r);
+    exec_wait(ex, &r, 1, FT_TL_DP);
+    off = 0;
+    for (int i = 0; i < q->nsl; off += q->sl[i++].n)
+        be->copy(be->ctx, q->sl[i].p, g->ep_gath + off, sizeof(float) * q->sl[i].n);
+}
+
 void gradsync_shard_end(FtGradSync *g, FtExec *ex)
 {
     FT_ASSERT(g->nshards);
@@ -253,6 +349,7 @@ void gradsync_shard_end(FtGradSync *g, FtExec *ex)
         FT_DIE("gradsync: shard %d is the %d-th shard computed on this rank in one step; at most "
                "%d (spare.r) fit", g->cur, g->nlocal + 1, g->max_local);
     emb_sum(g, ex);
+    if (g->c.ep) ep_sum(g, ex);
     const FtBackend *be = g->m->be;
     size_t bytes = sizeof(float) * g->m->nparams;
     if (!g->bank[g->nlocal]) /* on first use: with no failure one bank is all a step needs */
@@ -266,30 +363,6 @@ int gradsync_shard_violation(const FtGradSync *g, int *count)
 {
     if (count) *count = g->bad_count;
     return g->bad_shard;
-}
-
-/* Slice j of n elements in slices of L: its length. */
-static size_t slice_len(size_t n, size_t L, int j)
-{
-    size_t a = (size_t)j * L;
-    return a >= n ? 0 : (n - a < L ? n - a : L);
-}
-
-/* The owner's sum of the slices src[0..N) (myl floats each) in shard order into g->mine, its
- * padding to L zeroed. On the backend (a device model's slices are in device memory): its
- * RESIDUAL op (y = a + b, into another buffer) alternating between mine and tmp so that the
- * last sum lands in mine: each element is ((src0 + src1) + src2) + ..., the host loop's bits. */
-static void sum_in_order(FtGradSync *g, const float *const *src, int N, size_t myl)
-{
-    const FtBackend *be = g->m->be;
-    if (myl && N == 1) be->copy(be->ctx, g->mine, src[0], sizeof(float) * myl);
-    for (int k = 1; myl && k < N; k++) {
-        float *dst = (N - 1 - k) % 2 == 0 ? g->mine : g->tmp;
-        const float *a = k == 1 ? src[0] : (N - k) % 2 == 0 ? g->mine : g->tmp;
-        FtOpCall c = {.in = {a, src[k]}, .out = {dst}, .d = {(long long)myl}};
-        exec_op_on(be, FT_OP_RESIDUAL, FT_FWD, &c, NULL);
-    }
-    if (myl < g->L) be->set(be->ctx, g->mine + myl, 0, sizeof(float) * (g->L - myl));
 }
 
 /* The shard-keyed reduction (see gradsync.h). */
@@ -344,7 +417,7 @@ static void finish_shards(FtGradSync *g, FtExec *ex)
     }
     if (nr) exec_wait(ex, g->reqs, nr, FT_TL_DP);
     float *acc = g->mine;
-    sum_in_order(g, src, N, myl);
+    sum_in_order(be, src, N, myl, L, g->mine, g->tmp);
     free(src);
     if (!g->c.dense) {
         be->copy(be->ctx, m->grads, acc, sizeof(float) * n);

@@ -78,18 +78,21 @@ static void spare_setup(FtTrainer *tr, const FtConfig *cfg, const FtGrid *grid,
         tr->shard_loss = keep->shard_loss, tr->spare = keep->spare;
     } else if (cfg->spare.r > 0) {
         int N = (int)cfg->parallel.dp; /* also on a hot spare, which has no grid yet */
-        if (cfg->spare.r > N || (grid && grid->ep > 1))
-            FT_DIE("train: spare.r = %lld needs 1 <= r <= dp = %d and ep = 1 (deck_check)",
-                   cfg->spare.r, N);
+        if (cfg->spare.r > N)
+            FT_DIE("train: spare.r = %lld needs 1 <= r <= dp = %d (deck_check)", cfg->spare.r,
+                   N);
         tr->sp = spare_create(N, (int)cfg->spare.r);
         FT_ASSERT(tr->sp && spare_plan_init(&tr->plan, N, (int)cfg->spare.r) == 0);
         tr->replica = grid ? grid->dp_rank : -1;
-        tr->shard_loss = calloc((size_t)N, sizeof(double));
+        tr->shard_loss = calloc((size_t)N * cfg->parallel.ep, sizeof(double));
         FT_ASSERT(tr->shard_loss);
     }
-    if (tr->sp) { /* data shards are the first grid's replicas, whatever failed since */
-        tr->data_rank = tr->replica < 0 ? 0 : tr->replica;
-        tr->data_width = tr->sp->N;
+    if (tr->sp) { /* data shards are the first grid's replicas, whatever failed since; each of
+                     a replica's ep ranks reads its own part of the replica's shard */
+        int ep = (int)cfg->parallel.ep, ep_rank = grid ? grid->ep_rank : 0;
+        tr->data_rank = (tr->replica < 0 ? 0 : tr->replica) * ep + ep_rank;
+        tr->data_width = tr->sp->N * ep;
+        if (grid) tr->c_shards = grid->ep > 1 ? tr->c_edp : tr->c_dp;
     }
 }
 
@@ -141,8 +144,9 @@ static void init_grid(FtTrainer *tr, const FtConfig *cfg, FtModel *model, const 
     spare_setup(tr, cfg, grid, keep);
     FtGradSyncComms gc = {.dense = tr->c_dp, .expert = tr->c_edp, .emb = tr->c_emb,
                           .replica = tr->c_replica, .world = tr->c_world};
-    if (tr->sp) {
-        gc.expert = NULL; /* ep = 1: expert gradients are summed over dp with the rest */
+    if (tr->sp) { /* the whole gradient over the replicas at this (tp, pp, ep) place, after a
+                     shard's dense gradient was summed over its replica's ep ranks */
+        gc.dense = tr->c_shards, gc.expert = NULL, gc.ep = tr->c_ep;
         tr->gs = gradsync_create_shards(model, &gc, tr->micro, tr->sp->N, tr->sp->r);
     } else {
         tr->gs = gradsync_create(model, &gc, tr->micro, cfg->parallel.bucket_mb);
@@ -311,18 +315,20 @@ static double spare_compute(FtTrainer *tr, long long step)
     if (spare_plan(tr->sp, p))
         FT_DIE("spare: step %lld: no plan covers every shard (a wipe-out must stop the run)", step);
     int d = p->depth, N = tr->sp->N;
-    uint64_t per_shard = (uint64_t)tr->micro * tr->B;
+    int ep = tr->grid ? tr->grid->ep : 1, e = tr->grid ? tr->grid->ep_rank : 0;
+    uint64_t per_shard = (uint64_t)tr->micro * tr->B; /* sequences of one data rank */
     bool count_loss = tr->model->last && tr->model->sh.tp_rank == 0;
-    memset(tr->shard_loss, 0, sizeof(double) * (size_t)N);
+    memset(tr->shard_loss, 0, sizeof(double) * (size_t)N * ep);
     for (int l = 0; l < d; l++) {
         size_t k = (size_t)tr->replica * d + l;
         if (!p->counted[k]) continue; /* computed by a replica at a lower place of the plan */
         int s = p->shard[k];
         double t0 = MPI_Wtime();
         gradsync_shard_begin(tr->gs, s);
-        double loss = run_microbatches(tr, tr->cursor + (uint64_t)s * per_shard);
+        /* this ep rank's part of shard s: what data rank s ep + e reads without SPARe */
+        double loss = run_microbatches(tr, tr->cursor + ((uint64_t)s * ep + e) * per_shard);
         gradsync_shard_end(tr->gs, &tr->ex);
-        if (count_loss) tr->shard_loss[s] = loss;
+        if (count_loss) tr->shard_loss[(size_t)s * ep + e] = loss;
         tr->spare.mine++;
         if (l > 0) {
             tr->spare.mine_deep++;
@@ -337,14 +343,16 @@ static double spare_compute(FtTrainer *tr, long long step)
         FT_DIE("spare: step %lld: shard %d entered the gradient reduction %d times (exactly once "
                "required)", step, bad, count);
     timers_end(&tr->regions, FT_REGION_GRADSYNC);
-    /* one nonzero per shard: the sum over ranks is exact, then added in shard order */
+    /* one nonzero per (shard, ep rank): the sum over ranks is exact, then added in that order
+     * (the data ranks' order: plain data parallelism's loss sum) */
+    size_t nl = (size_t)N * ep;
     if (tr->c_world) {
         FtReq r;
-        comm_iallreduce_sum(tr->c_world, FT_IN_PLACE, tr->shard_loss, (size_t)N, FT_F64, &r);
+        comm_iallreduce_sum(tr->c_world, FT_IN_PLACE, tr->shard_loss, nl, FT_F64, &r);
         exec_wait(&tr->ex, &r, 1, FT_TL_OTHER);
     }
     double loss = 0;
-    for (int s = 0; s < N; s++) loss += tr->shard_loss[s];
+    for (size_t k = 0; k < nl; k++) loss += tr->shard_loss[k];
     return loss;
 }
 
@@ -458,7 +466,8 @@ double train_eval(FtTrainer *tr, int n)
         if (tr->model->last) s += read_loss(tr, tp);
     }
     exec_finish(&tr->ex);
-    bool first = tr->sp ? !tr->grid || tr->grid->dp_rank == 0 : tr->data_rank == 0;
+    bool first = tr->sp ? !tr->grid || (tr->grid->dp_rank == 0 && tr->grid->ep_rank == 0)
+                        : tr->data_rank == 0;
     double v = gradsync_sum_last_stage(tr->gs, &tr->ex, s, first) / n;
     timers_end(&tr->regions, FT_REGION_EVAL);
     return v;

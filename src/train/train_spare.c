@@ -189,12 +189,12 @@ static void take_counters(FtTrainer *tr, FtComm *c, int root)
 }
 
 /* The job's state from replica place `root` of the grid to the others (a joining spare), over
- * the ranks of this (tp, pp) place: parameters, moments, step, cursor, the controller and the
- * counters (rank-local times kept). */
+ * the ranks of this (tp, pp, ep) place (so each ep rank gets its own experts): parameters,
+ * moments, step, cursor, the controller and the counters (rank-local times kept). */
 static void copy_state(FtTrainer *tr, int root)
 {
     FtModel *m = tr->model;
-    FtComm *c = tr->c_dp;
+    FtComm *c = tr->c_shards;
     FtSpare *sp = tr->sp;
     comm_bcast(c, m->params, m->nparams, FT_F32, root);
     comm_bcast(c, m->m, m->nparams, FT_F32, root);

@@ -8,7 +8,8 @@
 # run.precision = bf16 without run.backend = cuda is one line (exit 2); on a GPU (and on the
 # stand-in device, whose GEMMs round their operands to bf16) it trains.
 # With FTLLM_TEST_DEVICE=standin the CPU build's run.backend = cuda trains on the stand-in device
-# (below): 1 and 2 ranks, checkpoints, DMR, SPARe (make run's deck), bitwise the CPU's.
+# (below): 1 and 2 ranks, checkpoints, DMR, SPARe (make run's deck; dp 2 x ep 2 with a
+# failure), bitwise the CPU's.
 source tests/e2e/lib.bash
 
 deck=inputs/default.ini
@@ -80,6 +81,15 @@ moe="model.experts=4 model.top_k=2 parallel.ep=2 train.sample_tokens=0"
 nosave=run.save_model= cpu_run ep2 2 $moe
 # shellcheck disable=SC2086
 nosave=run.save_model= dev_run ep2 2 $moe
+# SPARe with ep 2 (dp 2 x ep 2): replica 1 fails; a shard's dense gradient summed over the ep
+# ranks on the backend, then in shard order
+printf 'fail step=3 replica=1\n' > "$E2E_TMP/ep2_spare.faults"
+ep2sp="parallel.dp=2 spare.r=2 faults.schedule=$E2E_TMP/ep2_spare.faults"
+# shellcheck disable=SC2086
+nosave=run.save_model= cpu_run ep2_spare 4 $moe $ep2sp
+# shellcheck disable=SC2086
+nosave=run.save_model= dev_run ep2_spare 4 $moe $ep2sp
+has "stand-in: SPARe ep 2: masked" '^spare: r 2, 2 replicas, live 1, depth 2; failures masked 1, wipe-outs 0;'
 # checkpoints staged from the device: 4 steps with checkpoints, resumed to 6, against 6 straight
 ck=$E2E_TMP/standin_ckpt
 # shellcheck disable=SC2086

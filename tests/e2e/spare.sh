@@ -8,7 +8,10 @@
 # in-process from it and finishes with the same losses. A `fail` line naming a rank fails its
 # replica. When replica 0 (world rank 0) fails, a surviving rank writes run.save_model. A hot
 # spare (spare.spares) takes a failed replica's place. A rank DMR names suspect is retired the
-# same way.
+# same way. A mixture of experts over ep 2 ranks per replica (dp 2 x ep 2): the same losses as
+# plain dp x ep data parallelism, a failed replica masked (a fail line naming a replica or a
+# rank, a suspect rank), a wipe-out restarted from its checkpoint, a hot spare taking a
+# replica's place, all with the fault-free run's losses.
 set -u
 source "$(dirname "$0")/lib.bash"
 common="parallel.dp=4 spare.r=2 train.steps=5 dmr.mode=off train.val_batches=0 train.sample_tokens=0 model.channels=32 model.layers=2 model.heads=2 model.seq_len=16 train.batch=2"
@@ -130,6 +133,62 @@ has "suspect: the spare's place is not suspect" '^dmr: mode naive, .*suspects no
   || bad "suspect: losses equal (spare)" "clean: $clean3; with the retirement: $(losses)"
 # shellcheck disable=SC2086
 run "spares need the ranks" 2 "the layout (dp + spare.spares)" 4 "$FTLLM" train inputs/default.ini $common spare.spares=1
+# expert parallelism: a replica is its 2 ep ranks (world ranks 2 and 3 are replica 1), each
+# computing its own part of a shard; r 1 without failures reads plain data parallelism's data
+moe="model.experts=4 model.top_k=2 parallel.ep=2 parallel.dp=2"
+# shellcheck disable=SC2086
+run "moe ep 2 without failures" 0 "" 4 "$FTLLM" train inputs/default.ini $common $moe faults.schedule=
+has "moe: nothing masked" '^spare: r 2, 2 replicas, live 2, depth 1; failures masked 0, wipe-outs 0;'
+clean_moe=$(losses)
+# shellcheck disable=SC2086
+run "moe ep 2, plain data parallelism" 0 "" 4 "$FTLLM" train inputs/default.ini $common $moe spare.r=0 faults.schedule=
+[ -n "$clean_moe" ] && [ "$(losses)" = "$clean_moe" ] && ok "moe: SPARe's losses are plain dp x ep's" \
+  || bad "moe: SPARe's losses are plain dp x ep's" "spare: $clean_moe; plain: $(losses)"
+printf 'fail step=3 replica=1   ; world ranks 2 and 3\n' > "$E2E_TMP/moe.faults"
+# shellcheck disable=SC2086
+run "moe ep 2: replica 1 fails before step 3" 0 "" 4 "$FTLLM" train inputs/default.ini $common $moe faults.schedule="$E2E_TMP/moe.faults"
+has "moe: masked" '^spare: r 2, 2 replicas, live 1, depth 2; failures masked 1, wipe-outs 0;'
+has "moe: survivors ran every step" '^step +5/5 .*\| live 1 depth 2$'
+[ -n "$clean_moe" ] && [ "$(losses)" = "$clean_moe" ] && ok "moe: losses equal to the run without the failure" \
+  || bad "moe: losses equal to the run without the failure" "clean: $clean_moe; with the failure: $(losses)"
+# validation counts one ep rank's loss, as plain data parallelism does
+vals() { grep -E '^step +[0-9]+/[0-9]+ \| val loss' "$E2E_TMP/out"; }
+# shellcheck disable=SC2086
+run "moe ep 2: validation" 0 "" 4 "$FTLLM" train inputs/default.ini $common $moe train.steps=2 train.val_batches=2 faults.schedule=
+val_spare=$(vals)
+# shellcheck disable=SC2086
+run "moe ep 2: validation, plain" 0 "" 4 "$FTLLM" train inputs/default.ini $common $moe spare.r=0 train.steps=2 train.val_batches=2 faults.schedule=
+[ -n "$val_spare" ] && [ "$(vals)" = "$val_spare" ] && ok "moe: SPARe's validation loss is plain dp x ep's" \
+  || bad "moe: SPARe's validation loss is plain dp x ep's" "spare: $val_spare; plain: $(vals)"
+printf 'fail step=3 rank=3   ; replica 1 (ranks 2 and 3)\n' > "$E2E_TMP/moerank.faults"
+# shellcheck disable=SC2086
+run "moe ep 2: a rank's failure fails its replica" 0 "" 4 "$FTLLM" train inputs/default.ini $common $moe faults.schedule="$E2E_TMP/moerank.faults"
+grep -q "replica 1 fails before step 3" "$E2E_TMP/out" && ok "moe: rank 3 -> replica 1" \
+  || bad "moe: rank 3 -> replica 1" "$(grep -i 'fail' "$E2E_TMP/out" "$E2E_TMP/err" | head -5)"
+has "moe: rank line masked" '^spare: r 2, 2 replicas, live 1, depth 2; failures masked 1, wipe-outs 0;'
+# a suspect ep rank (DMR) retires its whole replica; every flip rolled back, the losses kept
+printf 'sdc step=2 rank=3 op=matmul:3 bit=21\nsdc step=3 rank=3 op=matmul:5 bit=22\n' > "$E2E_TMP/moesus.faults"
+# shellcheck disable=SC2086
+run "moe ep 2: a suspect rank's replica retired" 0 "" 4 "$FTLLM" train inputs/default.ini $common $moe dmr.mode=naive dmr.suspect_after=2 faults.schedule="$E2E_TMP/moesus.faults"
+has "moe: suspect retired" '^dmr: rank 3 is suspect: SPARe retires its replica 1 before step 4$'
+has "moe: suspect masked" '^spare: r 2, 2 replicas, live 1, depth 2; failures masked 1, wipe-outs 0;'
+has "moe: both flips caught" '^faults: sdc injected 2, detected 2, rolled back 2, missed 0 '
+[ -n "$clean_moe" ] && [ "$(losses)" = "$clean_moe" ] && ok "moe: suspect: losses equal to the run without faults" \
+  || bad "moe: suspect: losses equal to the run without faults" "clean: $clean_moe; with the retirement: $(losses)"
+printf 'fail step=4 replica=1   ; r 1: shard 1 has no other holder\n' > "$E2E_TMP/moewipe.faults"
+# shellcheck disable=SC2086
+run "moe ep 2: a wipe-out restarts from the checkpoint" 0 "" 4 "$FTLLM" train inputs/default.ini $common $moe spare.r=1 faults.schedule="$E2E_TMP/moewipe.faults" checkpoint.interval=2 checkpoint.dir="$E2E_TMP/ckmoe" run.name=moewipe
+has "moe: restart counted" '^spare: r 1, 2 replicas, live 2, depth 1; failures masked 0, wipe-outs 1;.* restarts 1 \(1 steps recomputed\);'
+[ "$(losses | tr ' ' '\n' | awk 'NF' | uniq | tr '\n' ' ')" = "$clean_moe" ] && ok "moe: losses equal after the restart" \
+  || bad "moe: losses equal after the restart" "clean: $clean_moe; with the restart: $(losses)"
+# a hot spare (2 more ranks): each of its ep ranks takes its experts from the same ep rank
+# of the live replica
+# shellcheck disable=SC2086
+run "moe ep 2: a hot spare takes replica 1's place" 0 "" 6 "$FTLLM" train inputs/default.ini $common $moe spare.spares=1 faults.schedule="$E2E_TMP/moewipe.faults"
+has "moe: the spare joined" '^spare: replica 1 failed before step 4: hot spare 0 \(1 of 1\) took its place'
+has "moe: spare used" '^spare: r 2, 2 replicas, live 2, depth 1; failures masked 1, wipe-outs 0;.* spares used 1 of 1;'
+[ -n "$clean_moe" ] && [ "$(losses)" = "$clean_moe" ] && ok "moe: losses equal (spare)" \
+  || bad "moe: losses equal (spare)" "clean: $clean_moe; with the spare: $(losses)"
 # make run's deck (inputs/system.ini, 4 ranks): a flip caught, a spare used, a failure masked,
 # a wipe-out answered by a restart from the checkpoint of step 10, the summary
 run "make run's deck" 0 "" 4 "$FTLLM" train inputs/system.ini checkpoint.dir="$E2E_TMP/cksys" train.sample_tokens=0

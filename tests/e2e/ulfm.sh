@@ -11,8 +11,9 @@
 #  - rank 0 (the speaker and the writer) killed in step 2's gradient sync: the same, bitwise;
 #  - rank 2 killed in step 3's optimizer (no survivor's operation fails; the step's agreement
 #    sees it): step 3 is computed again, bitwise;
-#  - dp 2 x tp 2 and dp 2 x pp 2, rank 3 killed: its partner sees the death in a 2-rank
-#    collective (MPI_ERR_OTHER there); recovered, the step-5 checkpoints bitwise equal;
+#  - dp 2 x tp 2, dp 2 x pp 2 and dp 2 x ep 2 (a mixture of experts), rank 3 killed: its
+#    partner sees the death in a 2-rank collective (MPI_ERR_OTHER there); recovered, the step-5
+#    checkpoints bitwise equal;
 #  - ranks 1 and 2 killed (steps 2 and 4): shard 2 has no holder left: a wipe-out, exit 5;
 #  - dp 3 + a hot spare: the spare takes the first dead replica's place, the controller masks
 #    the second, bitwise; a wipe-out after a real death exits 5 even with a checkpoint;
@@ -90,7 +91,7 @@ export FTLLM_TEST_KILL=1:backward:2,2:backward:4
 run "ranks 1 and 2 killed: a wipe-out, exit 5" 5 "" 4 "$FTLLM" train inputs/default.ini $common
 has "wipe-out counted" '^spare: .*failures masked 1, wipe-outs 1;'
 
-# tp 2 and pp 2 (dp 2, 4 ranks): the dead rank's tp or pp partner sees the death in a 2-rank
+# tp 2, pp 2 and ep 2 (dp 2, 4 ranks): the dead rank's tp, pp or ep partner sees the death in a 2-rank
 # collective, where Open MPI says MPI_ERR_OTHER (the comm layer asks whether the communicator
 # lost a member); the survivors recover and the checkpoint they write at step 5 holds the
 # fault-free run's parameters and moments, bitwise (save_model needs an unsharded layout)
@@ -102,7 +103,7 @@ same_ckpt() { # same_ckpt NAME DIR_A DIR_B: both step-5 checkpoints' /params and
   else bad "$1" "'$a' and '$b' differ (or one is missing)"; fi
 }
 mp="run.progress=lines parallel.dp=2 spare.r=2 train.steps=5 dmr.mode=off faults.schedule= train.val_batches=0 train.sample_tokens=0 model.channels=32 model.layers=2 model.heads=2 model.seq_len=16 train.batch=2 checkpoint.interval=5"
-for lay in "parallel.tp=2" "parallel.pp=2 parallel.microbatches=2"; do
+for lay in "parallel.tp=2" "parallel.pp=2 parallel.microbatches=2" "parallel.ep=2 model.experts=4 model.top_k=2"; do
   tag=${lay%%=*} && tag="dp 2 x ${tag#parallel.} 2"
   export FTLLM_TEST_KILL=
   # shellcheck disable=SC2086
