@@ -12,7 +12,7 @@
  *  - r 1 with no failure against plain data parallelism (spare.r = 0, bucketed all-reduce): on
  *    2 ranks bitwise (a + b is commutative, so both reductions give the same bits); on 4 ranks
  *    the all-reduce adds in its own tree order, so within a tolerance, and SPARe bitwise run to
- *    run;
+ *    run; on 1 rank (one shard type, its sum a copy) bitwise;
  *  - the failure path through train_run's faults hook: the failed replica's ranks report that
  *    they left, the survivors finish the run; a wipe-out stops the run cleanly. */
 #include <math.h>
@@ -236,6 +236,20 @@ static void test_r1_vs_plain_dp2_bitwise(void **s)
 
 static void test_r1_vs_plain_dp4(void **s) { (void)s; check_r1(ft_test_comm(), 4, false); }
 
+/* One replica (dp 1, r 1: one shard type, summed alone) on each rank by itself: bitwise the
+ * run without SPARe. */
+static void test_r1_vs_plain_dp1_bitwise(void **s)
+{
+    (void)s;
+    MPI_Comm one;
+    int rank = 0;
+    MPI_Comm_rank(ft_test_comm(), &rank);
+    MPI_Comm_split(ft_test_comm(), rank, 0, &one);
+    check_r1(one, 1, true);
+    MPI_Comm_free(&one);
+    assert_all(1);
+}
+
 /* ---- train_run with the faults hook -------------------------------------------------------- */
 
 typedef struct fails {
@@ -300,4 +314,5 @@ FT_TEST_MAIN(cmocka_unit_test(test_reduction_fixed_order_and_counts),
              cmocka_unit_test(test_pp2_dp2_r2_replica1_fails),
              cmocka_unit_test(test_moe_dp4_r2_replica2_fails),
              cmocka_unit_test(test_r1_vs_plain_dp2_bitwise), cmocka_unit_test(test_r1_vs_plain_dp4),
+             cmocka_unit_test(test_r1_vs_plain_dp1_bitwise),
              cmocka_unit_test(test_run_hook_masks_then_wipes_out))
