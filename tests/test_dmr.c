@@ -466,7 +466,7 @@ enum { PLANNED_STEPS = 60, PLANNED_FLIPS = 60 };
  * detected and rolled back, the run ending bitwise where the fault-free run without DMR ends;
  * deferred checks run wherever phase 3 is on, AGC segments replay on the pipeline (whose PP
  * windows Phase 2 takes); the plan covers every op once and what the deferred checks kept never
- * passed dmr.deferred_mb. */
+ * passed dmr.deferred_mb; the job's peaks (kept, held with the pool) are the largest rank's. */
 static void test_planned_campaign(void **state)
 {
     (void)state;
@@ -513,6 +513,9 @@ static void test_planned_campaign(void **state)
             for (int k = 0; k < FT_DMR_NSTRAT; k++) mine += g_mine.checks[k];
             assert_all(mine == g_mine.attempts * g_per_attempt);
             assert_all(s.kept_peak <= (long long)(c.dmr.deferred_mb * 1048576.0));
+            long long peak[2] = {g_mine.kept_peak, g_mine.held_peak}, top[2];
+            MPI_Allreduce(peak, top, 2, MPI_LONG_LONG, MPI_MAX, ft_test_comm());
+            assert_all(s.kept_peak == top[0] && s.held_peak == top[1]); /* the largest rank's */
             if (ph == FT_DMR_PHASES_123) assert_all(s.checks[FT_DMR_S_DEFERRED] > 0);
             else assert_all(s.checks[FT_DMR_S_DEFERRED] == 0);
             /* leftovers = end: the ops the plan leaves naive are deferred too (all fit), per

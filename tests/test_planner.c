@@ -314,6 +314,13 @@ static void test_best_fit(void **state)
     for (int i = 0; i < 25; i++) chk += pick[i] ? t[i] : 0;
     assert_true(s == chk && s <= len);
     for (int i = 0; i < 25; i++) assert_int_equal(pick[i], i < 24);
+    /* times rounded up to units: 30 checks of 273.05 units weigh 274 each, so 29 fit 8192 units
+     * (the 30 would sum to 8191.5: planner.h's example of what rounding up gives away) */
+    for (int i = 0; i < 30; i++) t[i] = 273.05;
+    s = planner_best_fit(t, 30, PLANNER_DP_UNITS, pick);
+    int taken = 0;
+    for (int i = 0; i < 30; i++) taken += pick[i];
+    assert_true(taken == 29 && s <= PLANNER_DP_UNITS - 273);
 }
 
 /* ---- random instances ------------------------------------------------------------------------ */
