@@ -14,8 +14,9 @@
  *  - An attempt starts at the first training micro-batch after the last agreement and ends at
  *    dmr_agree; everything per attempt (execution counts, injections, mismatches) lives in the
  *    context and is reset there. The agreement is one all-reduce of one integer; who mismatched
- *    is asked (an all-gather) only when someone did, so suspects are counted the same on every
- *    rank.
+ *    is asked (an all-gather) only when someone did, each mismatching rank sending its own count
+ *    of such steps, so suspects are counted the same on every rank (a hot spare that joined
+ *    mid-run included).
  *  - Time is wall time of this thread (omp_get_wtime): no MPI outside comm/. */
 #include "ftllm/dmr.h"
 
