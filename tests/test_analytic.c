@@ -238,9 +238,15 @@ static void test_optimizer(void **state)
      * time-to-train to rounding, and the smallest r wins (no stacked shards for nothing) */
     FtCluster q = {.gpus = 32, .gpus_per_replica = 8, .gpu_mtbf = 1e9 * 3600.0, .restart = 3600,
                    .ckpt = 60, .step = 10, .steps = 2};
-    assert_int_equal(analytic_optimize(&q, 4, best, NULL), 0);
+    FtPlan all[FT_POL_NPOL * 4];
+    assert_int_equal(analytic_optimize(&q, 4, best, all), 0);
     assert_int_equal(best[FT_POL_SPARE].r, 1);
     assert_int_equal(best[FT_POL_REP].r, 1);
+    /* the table: every r of SPARe and replication, checkpoint-only at r = 1 only */
+    for (int r = 1; r <= 4; r++) {
+        assert_true(isfinite(all[FT_POL_SPARE * 4 + r - 1].ttt) && all[FT_POL_SPARE * 4 + r - 1].r == r);
+        assert_true(r == 1 ? isfinite(all[FT_POL_CKPT * 4].ttt) : isinf(all[FT_POL_CKPT * 4 + r - 1].ttt));
+    }
 }
 
 /* ---- the failure process ------------------------------------------------------------------ */
@@ -547,7 +553,13 @@ static void test_plan_poisson(void **state)
         assert_int_equal(analytic_plan(&cl, pol, 2, 1200, &a), 0);
         assert_int_equal(analytic_plan(&cr, pol, 2, 1200, &b), 0);
         assert_true(fabs(a.ttt / b.ttt - 1) < 1e-12 && fabs(a.wipeouts / b.wipeouts - 1) < 1e-12);
+        /* ... but not restart time: the availability (time not spent in restarts) is higher */
+        assert_true(a.wipeouts > 0 && a.avail > b.avail);
     }
+    /* an interval is whole steps, at least one: a third of a step is one step */
+    FtPlan one;
+    assert_int_equal(analytic_plan(&c, FT_POL_CKPT, 1, c.step / 3, &one), 0);
+    assert_true(one.interval == c.step && isfinite(one.ttt));
 }
 
 /* The incremental oracle on every dead set of small rings (failures in ascending order of the

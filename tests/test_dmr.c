@@ -23,7 +23,12 @@
  * replayed by the poll hook; the dynamic guard when the static plan reserves the budget, and the
  * job's slack the tightest rank's; plan build windows (place, kind, scaled length), every
  * plan-file field read back, and the reader's refusals; flips of steps before the run's start,
- * flips that cancel (missed, yet rolled back). */
+ * flips that cancel (missed, yet rolled back). And those tests/mutants/plan_pool_select.md
+ * found: the end waits of each kind (before the optimizer, the tail) and the scaling of
+ * pre_bwd_s and order_s; PP windows of the block before them holding AGC segments, whose
+ * costs add up and whose plan (two segments, a window after -1, phases 1,2) reads back; the
+ * reader's order and twin checks; the pool inclusive of the budget; dmr.leftovers = end
+ * leaving the optimizer's and integer-writing checks naive. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -38,6 +43,8 @@
 #include "ftllm/model.h"
 #include "ftllm/train.h"
 #include "ftllm/train_dmr.h"
+
+#include "../src/ft/dmr_impl.h"
 
 static int g_dims[2];
 
@@ -223,7 +230,26 @@ static long long checked_per_attempt(const FtTrainer *tr, const FtDmrEntryPlan *
     return n;
 }
 
+/* Naive checks of one attempt on this rank under plan p with dmr.leftovers = end: of the
+ * entries p leaves naive, only those on the optimizer's tape and those writing integers. */
+static long long naive_left_per_attempt(const FtTrainer *tr, const FtDmrEntryPlan *p, int M)
+{
+    if (!p) return -1;
+    long long n = 0;
+    for (int i = 0; i < p->n; i++) {
+        const FtTape *tp = i < tr->tape.ne ? &tr->tape : &tr->opt_tape;
+        const FtTapeEntry *e = &tp->e[i < tr->tape.ne ? i : i - tr->tape.ne];
+        bool writes = false;
+        for (int k = 0; k < FT_OP_MAX_OUT; k++) writes |= e->out[k] >= 0 && tp->t[e->out[k]].n > 0;
+        if (e->kind == FT_OP_MARK || !writes || p->strat[i] != PLAN_NAIVE) continue;
+        if (tp == &tr->opt_tape) n++;
+        else if (!dmr_entry_deferrable(tp, e)) n += M;
+    }
+    return n;
+}
+
 static long long g_per_attempt; /* mode planned: checked_per_attempt of the run's plan */
+static long long g_naive_left;  /* ... and naive_left_per_attempt */
 static bool g_ordered; /* mode planned: every rank's plan has its time-order bound (a plan
                           from the profile: has_order), not below issue 10's */
 
@@ -240,6 +266,8 @@ static void train_layout(FtConfig *c, const char *schedule, FtModel *m, FtDmrSta
     if (c->dmr.mode == FT_DMR_PLANNED) {
         g_per_attempt = checked_per_attempt(&r.tr, dmr_plan(train_dmr_get(r.td)),
                                             (int)c->parallel.microbatches);
+        g_naive_left = naive_left_per_attempt(&r.tr, dmr_plan(train_dmr_get(r.td)),
+                                              (int)c->parallel.microbatches);
         g_covered = ft_all(plan_covers(&r.tr, dmr_plan(train_dmr_get(r.td))) ? 1 : 0) == 1;
         const FtDmrEntryPlan *p = dmr_plan(train_dmr_get(r.td));
         double ob = 0, lb = p ? dmr_plan_bounds(p, p->step_s, &ob) : 0;
@@ -432,12 +460,13 @@ enum { PLANNED_STEPS = 60, PLANNED_FLIPS = 60 };
 #define PLANNED_BUDGET_MB 0.05 /* small enough that some deferred checks do not fit */
 
 /* Campaigns with dmr.mode = planned, phases 1 / 1,2 / 1,2,3 and 1,2,3 with dmr.leftovers = end
- * (the checks the plan leaves naive deferred as well), on every layout of this rank count
+ * (the checks the plan leaves naive deferred as well, but the optimizer's and those of ops
+ * writing integers), on every layout of this rank count
  * (synthetic_plan's plan: its shape does not depend on this machine's speed): every flip
  * detected and rolled back, the run ending bitwise where the fault-free run without DMR ends;
  * deferred checks run wherever phase 3 is on, AGC segments replay on the pipeline (whose PP
  * windows Phase 2 takes); the plan covers every op once and what the deferred checks kept never
- * passed dmr.deferred_mb. */
+ * passed dmr.deferred_mb; the job's peaks (kept, held with the pool) are the largest rank's. */
 static void test_planned_campaign(void **state)
 {
     (void)state;
@@ -484,6 +513,9 @@ static void test_planned_campaign(void **state)
             for (int k = 0; k < FT_DMR_NSTRAT; k++) mine += g_mine.checks[k];
             assert_all(mine == g_mine.attempts * g_per_attempt);
             assert_all(s.kept_peak <= (long long)(c.dmr.deferred_mb * 1048576.0));
+            long long peak[2] = {g_mine.kept_peak, g_mine.held_peak}, top[2];
+            MPI_Allreduce(peak, top, 2, MPI_LONG_LONG, MPI_MAX, ft_test_comm());
+            assert_all(s.kept_peak == top[0] && s.held_peak == top[1]); /* the largest rank's */
             if (ph == FT_DMR_PHASES_123) assert_all(s.checks[FT_DMR_S_DEFERRED] > 0);
             else assert_all(s.checks[FT_DMR_S_DEFERRED] == 0);
             /* leftovers = end: the ops the plan leaves naive are deferred too (all fit), per
@@ -492,9 +524,10 @@ static void test_planned_campaign(void **state)
             if (ph == FT_DMR_PHASES_123 && !left)
                 deferred_123 = s.checks[FT_DMR_S_DEFERRED] / att,
                 naive_123 = s.checks[FT_DMR_S_NAIVE] / att;
-            if (left)
+            if (left) /* naive on this rank: the optimizer's and integer-writing ones only */
                 assert_all(s.checks[FT_DMR_S_DEFERRED] / att > deferred_123 &&
-                           s.checks[FT_DMR_S_NAIVE] / att < naive_123 && s.demoted == 0);
+                           s.checks[FT_DMR_S_NAIVE] / att < naive_123 && s.demoted == 0 &&
+                           g_mine.checks[FT_DMR_S_NAIVE] == g_mine.attempts * g_naive_left);
             if (ph != FT_DMR_PHASES_1 && l->pp > 1) assert_all(s.checks[FT_DMR_S_AGC] > 0);
             if (ph == FT_DMR_PHASES_1) assert_all(s.checks[FT_DMR_S_AGC] == 0);
             /* checks that keep something report what they kept; the dynamic planner is off */
@@ -794,6 +827,30 @@ static void test_keep_pool(void **state)
     model_free(&m);
 }
 
+/* The pool by hand (dmr_impl.h): a freed buffer stays pooled while kept and pooled bytes are
+ * within the budget, inclusive, and the next keep of its size takes it back (no allocation);
+ * one byte over and it is released. held_peak counts kept and pooled bytes together. */
+static void test_keep_pool_budget(void **state)
+{
+    (void)state;
+    FtDmr *d = dmr_create(&(FtDmrCfg){.mode = FT_DMR_NAIVE});
+    FtDmrStats st;
+    d->budget = 3000, d->kept = 1000;
+    void *a = dmr_keep_alloc(d, 2000, "a kept input");
+    dmr_keep_free(d, a, 2000); /* 1000 kept + 2000 pooled: the budget */
+    void *b = dmr_keep_alloc(d, 2000, "a kept input");
+    dmr_stats(d, &st);
+    assert_true(b == a && st.keep_allocs == 1 && st.held_peak == 3000);
+    d->kept = 1001; /* one byte more: not pooled */
+    dmr_keep_free(d, b, 2000);
+    void *e = dmr_keep_alloc(d, 2000, "a kept input");
+    dmr_stats(d, &st);
+    assert_true(st.keep_allocs == 2 && st.held_peak == 3000);
+    dmr_keep_free(d, e, 2000);
+    d->kept = 0;
+    dmr_free(d);
+}
+
 static int g_exact; /* plan_one_deferred's entry */
 
 /* The phase-1 plan with entry g_exact deferred (the only deferred check). */
@@ -1049,7 +1106,9 @@ static void test_plan_file_roundtrip(void **state)
                                 {" prebwd_ms 500.000000", " prebwd_ms -2"},
                                 {idle, " idle_ms -1"},
                                 {idle, " idle_ms 1 idle_ms 2"},
-                                {idle, " idle_ms 1 prebwd_ms 2"}};
+                                {idle, " idle_ms 1 prebwd_ms 2"},
+                                {" order_ms 12.500000", " prebwd_ms 2"}, /* twice */
+                                {idle, " idle_ms"}};
         static char buf[1 << 20], mod[1 << 20];
         FILE *f = fopen(path, "r");
         assert_non_null(f);
@@ -1157,6 +1216,7 @@ static void test_plan_windows(void **state)
     for (int i = 0; i < n; i++) pf.time[i] = 2e-3, pf.fp[i] = 2e-5;
     pf.wait_pp[a + 1] = 0.6;                             /* after entry a, over the 2 steps */
     pf.wait_pp[b + 1] = 0.2, pf.wait_other[b + 1] = 0.4; /* after entry b, both kinds */
+    pf.pre_bwd_s = 0.6; /* the wait after a, before the first backward op: scaled too */
     int after[3] = {a, b, b}, kind[3] = {PLAN_WIN_PP, PLAN_WIN_PP, PLAN_WIN_INTRA};
     double len[3] = {0.15, 0.05, 0.1}; /* 0.6 s / 2 steps x (2 s / 4 s) */
     char path[64], err[512];
@@ -1172,7 +1232,7 @@ static void test_plan_windows(void **state)
             assert_true(fabs(p.win_len[w] - len[w]) < 1e-12);
             if (!all) assert_int_equal(p.win_use[w], 0);
         }
-        assert_true(fabs(p.step_s - 1.0) < 1e-12);
+        assert_true(fabs(p.step_s - 1.0) < 1e-12 && fabs(p.pre_bwd_s - 0.15) < 1e-12);
         /* the file carries both windows after entry b, and what each is used for */
         assert_int_equal(dmr_plan_write(&p, mt, ot, path, "rank 0 of 1 layout x", err,
                                         sizeof err), 0);
@@ -1229,15 +1289,150 @@ static void test_plan_windows(void **state)
     grid_destroy(&g);
 }
 
-/* Copies the plan file src to dst with field `field` (0: "op") of entry i's op line set to
- * val; returns the line's number. */
-static int plan_edit(const char *src, const char *dst, int entry, int field, const char *val)
+/* The waits after the rank's last micro-batch op in time order keep their measured length,
+ * each kind of them: the one before the optimizer's first entry (booked after the micro-batch
+ * tape's last), the step's tail (after the optimizer's last); the wait before that last
+ * micro-batch op is still scaled. Two profiled steps, step_s / wall_s = 1/2. pre_bwd_s is
+ * scaled as the windows, and order_s is dmr_order_excess over the sequence's waits and tail per
+ * step, scaled the same way. */
+static void test_plan_end_waits(void **state)
+{
+    (void)state;
+    if (ft_test_size() != 1) skip();
+    log_init(0, FT_LOG_WARN);
+    FtConfig c = cfg_of(&g_layouts[0], FT_DMR_PLANNED, 1);
+    FtGrid g;
+    FtModel m;
+    FtTrainer tr;
+    plan_trainer(&c, &g, &m, &tr);
+    const FtTape *mt = &tr.tape, *ot = &tr.opt_tape;
+    int n = mt->ne + ot->ne, P = mt->ne, pos = 0;
+    FtDmrProfile pf;
+    dmr_profile_init(&pf, mt->ne, ot->ne);
+    pf.steps = 2, pf.step_s = 2.0, pf.wall_s = 4.0;
+    for (int i = 0; i < n; i++) pf.time[i] = 2e-2, pf.fp[i] = 2e-5;
+    for (int mb = 0; mb < 2; mb++) /* 0.2 s before the second micro-batch's last entry */
+        for (int i = 0; i < mt->ne; i++)
+            dmr_profile_seq(&pf, pos++, i, mb == 1 && i == mt->ne - 1 ? 0.2 : 0);
+    for (int i = 0; i < ot->ne; i++) /* 0.4 s before the optimizer's first entry */
+        dmr_profile_seq(&pf, pos++, P + i, i == 0 ? 0.4 : 0);
+    dmr_profile_seq(&pf, pos, -1, 0.3); /* and a tail of 0.3 s */
+    assert_true(pf.seq_done && !pf.seq_bad);
+    pf.wait_pp[mt->ne - 1] = 0.2, pf.wait_other[P] = 0.4, pf.wait_pp[n] = 0.3;
+    pf.pre_bwd_s = 0.4;
+    FtDmrEntryPlan p;
+    assert_int_equal(dmr_plan_build(&pf, mt, ot, 1 << 20, PLAN_PHASE1, &p), 0);
+    int after[3] = {mt->ne - 2, P - 1, n - 1}, kind[3] = {PLAN_WIN_PP, PLAN_WIN_INTRA, PLAN_WIN_PP};
+    double len[3] = {0.05, 0.2, 0.15}; /* 0.2 / 2 x 1/2; 0.4 / 2; 0.3 / 2 */
+    assert_int_equal(p.nwin, 3);
+    for (int w = 0; w < 3; w++) {
+        assert_int_equal(p.win_after[w], after[w]);
+        assert_int_equal(p.win_kind[w], kind[w]);
+        assert_true(fabs(p.win_len[w] - len[w]) < 1e-12);
+    }
+    assert_true(p.has_idle && fabs(p.idle_s - 0.225) < 1e-12); /* 0.9 / 2 x 1/2 */
+    assert_true(fabs(p.pre_bwd_s - 0.1) < 1e-12);
+    double *w = malloc(sizeof *w * (size_t)pf.nseq);
+    assert_non_null(w);
+    for (int k = 0; k < pf.nseq; k++) w[k] = 0.25 * pf.seq_wait[k];
+    double want = dmr_order_excess(p.strat, p.time, n, pf.seq, w, pf.nseq, 0.25 * 0.3);
+    assert_true(p.has_order && want > 0 && fabs(p.order_s - want) < 1e-12);
+    free(w);
+    dmr_plan_free(&p);
+    dmr_profile_free(&pf);
+    train_free(&tr);
+    model_free(&m);
+    grid_destroy(&g);
+}
+
+/* Last entry of the micro-batch tape's backward (from fwd_end on) with this layer. */
+static int last_bwd_of(const FtTape *mt, int layer)
+{
+    int last = -1;
+    for (int i = mt->fwd_end; i < mt->ne; i++)
+        if (mt->e[i].layer == layer) last = i;
+    return last;
+}
+
+/* Phase 2 on a profile: a pipeline wait after the last backward op of the top two blocks opens
+ * a PP window of that block (the block of the entry before it), where Phase 2 puts a segment of
+ * the block's backward ops (the forward ones cost nothing here): two segments, numbered in
+ * block order, so the later one in the file is segment 0. The per-op costs add up to the
+ * overhead, boundary copies included. A wait before entry 0 opens a window after -1. The plan
+ * file carries it all: phases 1,2, the windows, both segments. */
+static void test_plan_agc_file(void **state)
+{
+    (void)state;
+    if (ft_test_size() != 1) skip();
+    log_init(0, FT_LOG_WARN);
+    FtConfig c = cfg_of(&g_layouts[0], FT_DMR_PLANNED, 1);
+    FtGrid g;
+    FtModel m;
+    FtTrainer tr;
+    plan_trainer(&c, &g, &m, &tr);
+    const FtTape *mt = &tr.tape, *ot = &tr.opt_tape;
+    int n = mt->ne + ot->ne, top = -1;
+    for (int i = 0; i < mt->ne; i++)
+        if (mt->e[i].layer > top) top = mt->e[i].layer;
+    assert_true(top >= 1);
+    int b1 = last_bwd_of(mt, top), b0 = last_bwd_of(mt, top - 1);
+    assert_true(b1 >= 0 && b0 > b1);
+    FtDmrProfile pf;
+    dmr_profile_init(&pf, mt->ne, ot->ne);
+    pf.steps = 1, pf.step_s = 1.0, pf.wall_s = 1.0;
+    for (int i = 0; i < n; i++) {
+        pf.time[i] = i < mt->fwd_end ? 0 : 1e-3;
+        pf.copy[i] = 1e-5 * (1 + i % 3), pf.fp[i] = 1e-5;
+    }
+    pf.wait_other[0] = 5e-3, pf.wait_pp[b1 + 1] = 1e-2, pf.wait_pp[b0 + 1] = 1e-2;
+    FtDmrEntryPlan p, q;
+    int phases = PLAN_PHASE1 | PLAN_PHASE2;
+    assert_int_equal(dmr_plan_build(&pf, mt, ot, 1 << 20, phases, &p), 0);
+    assert_int_equal(p.nwin, 3);
+    assert_true(p.win_after[0] == -1 && p.win_after[1] == b1 && p.win_after[2] == b0);
+    assert_true(p.win_use[0] == 0 && p.win_use[1] == 2 && p.win_use[2] == 2);
+    assert_int_equal(p.nseg, 2);
+    int seen[2] = {0}, lastseg = -1;
+    for (int i = 0; i < p.n; i++) {
+        if (p.seg[i] < 0) continue;
+        const FtTapeEntry *e = &mt->e[i];
+        assert_true(i >= mt->fwd_end && e->layer == (p.seg[i] == 0 ? top - 1 : top));
+        seen[p.seg[i]]++, lastseg = p.seg[i];
+    }
+    assert_true(seen[0] > 1 && seen[1] > 1 && lastseg == 0); /* segments of several ops */
+    double sum = 0;
+    for (int i = 0; i < p.n; i++) sum += p.strat[i] >= 0 ? p.cost[i] : 0;
+    assert_true(p.overhead > 0 && fabs(sum - p.overhead) <= 1e-9 * p.overhead);
+    char path[64], err[512];
+    ft_tmpfile("", 0, path);
+    assert_int_equal(dmr_plan_write(&p, mt, ot, path, "rank 0 of 1 layout x", err, sizeof err), 0);
+    int rc = dmr_plan_read(&q, mt, ot, path, "rank 0 of 1 layout x", err, sizeof err);
+    if (rc) fprintf(stderr, "%s\n", err);
+    assert_int_equal(rc, 0);
+    assert_true(q.phases == phases && q.nseg == 2 && q.nwin == 3);
+    assert_memory_equal(q.win_after, p.win_after, sizeof *p.win_after * 3);
+    assert_memory_equal(q.win_use, p.win_use, sizeof *p.win_use * 3);
+    assert_memory_equal(q.seg, p.seg, sizeof *p.seg * (size_t)p.n);
+    assert_memory_equal(q.strat, p.strat, sizeof *p.strat * (size_t)p.n);
+    unlink(path);
+    dmr_plan_free(&p), dmr_plan_free(&q);
+    dmr_profile_free(&pf);
+    train_free(&tr);
+    model_free(&m);
+    grid_destroy(&g);
+}
+
+/* Copies the plan file src to dst with field `field` (0: "op" or "window") of the `kind` line
+ * numbered num set to val, or that line left out (val NULL); returns the line the reader finds
+ * wrong: the edited one, or where the dropped one was (the end of the file for the last). */
+static int plan_edit(const char *src, const char *dst, const char *kind, int num, int field,
+                     const char *val)
 {
     FILE *f = fopen(src, "r"), *o = fopen(dst, "w");
     assert_non_null(f);
     assert_non_null(o);
     char line[1024], want[32];
-    snprintf(want, sizeof want, "op %d ", entry);
+    snprintf(want, sizeof want, "%s %d ", kind, num);
     int ln = 0, at = 0;
     while (fgets(line, sizeof line, f)) {
         ln++;
@@ -1245,6 +1440,8 @@ static int plan_edit(const char *src, const char *dst, int entry, int field, con
             fputs(line, o);
             continue;
         }
+        at = ln;
+        if (!val) continue;
         char *tok[16], *save = NULL;
         int nt = 0;
         for (char *t = strtok_r(line, " \n", &save); t && nt < 16; t = strtok_r(NULL, " \n", &save))
@@ -1253,20 +1450,19 @@ static int plan_edit(const char *src, const char *dst, int entry, int field, con
         tok[field] = (char *)val;
         for (int k = 0; k < nt; k++) fprintf(o, "%s%s", k ? " " : "", tok[k]);
         fputc('\n', o);
-        at = ln;
     }
     fclose(f);
     fclose(o);
     assert_true(at > 0);
-    return at;
+    return !val && at == ln ? at - 1 : at;
 }
 
 /* The plan with that one edit is refused: "DST:LINE: ..." naming what is wrong (msg), or, with
  * msg NULL, read. */
-static void plan_edited(const FtTrainer *tr, const char *src, const char *dst, int entry,
-                        int field, const char *val, const char *msg)
+static void plan_edited(const FtTrainer *tr, const char *src, const char *dst, const char *kind,
+                        int num, int field, const char *val, const char *msg)
 {
-    int ln = plan_edit(src, dst, entry, field, val);
+    int ln = plan_edit(src, dst, kind, num, field, val);
     FtDmrEntryPlan q;
     char err[512] = "", want[160];
     int rc = dmr_plan_read(&q, &tr->tape, &tr->opt_tape, dst, "rank 0 of 1 layout x", err,
@@ -1274,16 +1470,18 @@ static void plan_edited(const FtTrainer *tr, const char *src, const char *dst, i
     snprintf(want, sizeof want, "%s:%d: ", dst, ln);
     bool ok = msg ? rc == -1 && !strncmp(err, want, strlen(want)) && strstr(err, msg) : rc == 0;
     if (!ok)
-        fprintf(stderr, "entry %d field %d = '%s': rc %d, '%s' (expected %s)\n", entry, field,
-                val, rc, err, msg ? msg : "read");
+        fprintf(stderr, "%s %d field %d = '%s': rc %d, '%s' (expected %s)\n", kind, num, field,
+                val ? val : "(left out)", rc, err, msg ? msg : "read");
     assert_true(ok);
     dmr_plan_free(&q);
 }
 
 /* The plan reader refuses a strategy its entry does not allow (a MoE tape with AC full: its
  * routing writes integers), an agc op without its segment, a segment on a naive op, a negative
- * time, each as "FILE:LINE: message"; and the planner leaves the expert ops that AC recomputes
- * piggyback under dmr.moe_dynamic (the dynamic planner takes only those without a twin). */
+ * time, a recomputation piggybacked apart from its forward twin, op lines out of order or
+ * missing at the end, windows out of order, each as "FILE:LINE: message"; and the planner
+ * leaves the expert ops that AC recomputes piggyback under dmr.moe_dynamic (the dynamic planner
+ * takes only those without a twin). */
 static void test_plan_file_refusals(void **state)
 {
     (void)state;
@@ -1297,10 +1495,15 @@ static void test_plan_file_refusals(void **state)
     const FtTape *mt = &tr.tape;
     FtDmrEntryPlan p;
     synthetic_plan(&tr, PLAN_PHASE1 | PLAN_PHASE2 | PLAN_PHASE3, 1 << 16, true, &p);
-    int twinned = 0, ints = -1, deferred = -1, naive = -1, bwd = -1;
+    int twinned = 0, ints = -1, deferred = -1, naive = -1, bwd = -1, rec = -1, last = -1;
+    for (int i = 0; i < p.n; i++)
+        if (p.strat[i] >= 0) last = i;
     for (int i = 0; i < mt->ne; i++) {
         const FtTapeEntry *e = &mt->e[i];
         if (e->kind == FT_OP_MARK) continue;
+        if (rec < 0 && e->phase == FT_PH_RECOMPUTE && e->twin >= 0 && e->twin < i &&
+            p.strat[i] == PLAN_PIGGYBACK)
+            rec = i;
         if (e->kind == FT_OP_MOE_EXPERT)
             assert_int_equal(p.strat[i], e->twin >= 0 ? PLAN_PIGGYBACK : PLAN_NAIVE);
         twinned += e->kind == FT_OP_MOE_EXPERT && e->twin >= 0;
@@ -1309,20 +1512,30 @@ static void test_plan_file_refusals(void **state)
         if (naive < 0 && p.strat[i] == PLAN_NAIVE && dmr_entry_deferrable(mt, e)) naive = i;
         if (bwd < 0 && e->phase == FT_PH_BWD && p.strat[i] == PLAN_NAIVE) bwd = i;
     }
-    assert_true(twinned > 0 && ints >= 0 && deferred >= 0 && naive >= 0 && bwd >= 0);
+    assert_true(twinned > 0 && ints >= 0 && deferred >= 0 && naive >= 0 && bwd >= 0 && rec >= 0);
     char path[64], bad[80], err[512];
     ft_tmpfile("", 0, path);
     snprintf(bad, sizeof bad, "%s.bad", path);
     assert_int_equal(dmr_plan_write(&p, mt, &tr.opt_tape, path, "rank 0 of 1 layout x", err,
                                     sizeof err), 0);
     /* fields: 5 strategy, 7 segment, 8 time_ms, 10 cost_ms */
-    plan_edited(&tr, path, bad, deferred, 8, "7.5", NULL); /* an edit the reader takes */
-    plan_edited(&tr, path, bad, ints, 5, "deferred", "writes integers");
-    plan_edited(&tr, path, bad, deferred, 5, "agc", "strategy agc needs a segment");
-    plan_edited(&tr, path, bad, naive, 7, "0", "only agc ops and piggyback ops");
-    plan_edited(&tr, path, bad, bwd, 5, "piggyback", "piggyback needs an AC recomputation twin");
-    plan_edited(&tr, path, bad, deferred, 8, "-1", "expected numbers >= 0");
-    plan_edited(&tr, path, bad, deferred, 10, "-0.5", "expected numbers >= 0");
+    plan_edited(&tr, path, bad, "op", deferred, 8, "7.5", NULL); /* an edit the reader takes */
+    plan_edited(&tr, path, bad, "op", ints, 5, "deferred", "writes integers");
+    plan_edited(&tr, path, bad, "op", deferred, 5, "agc", "strategy agc needs a segment");
+    plan_edited(&tr, path, bad, "op", naive, 7, "0", "only agc ops and piggyback ops");
+    plan_edited(&tr, path, bad, "op", bwd, 5, "piggyback",
+                "piggyback needs an AC recomputation twin");
+    plan_edited(&tr, path, bad, "op", deferred, 8, "-1", "expected numbers >= 0");
+    plan_edited(&tr, path, bad, "op", deferred, 10, "-0.5", "expected numbers >= 0");
+    /* a recomputation piggybacked without its forward twin (or the reverse); op lines out of
+     * order, or the last one missing; windows out of order */
+    char next[16];
+    snprintf(next, sizeof next, "%d", deferred + 1);
+    plan_edited(&tr, path, bad, "op", rec, 5, "naive", "piggyback is for both or neither");
+    plan_edited(&tr, path, bad, "op", deferred, 1, next, "expected the op entry");
+    plan_edited(&tr, path, bad, "op", last, 0, NULL, "the file ends before the op line of entry");
+    assert_true(p.nwin >= 2 && p.win_after[0] >= 0);
+    plan_edited(&tr, path, bad, "window", 1, 3, "-1", "windows come in order");
     unlink(path), unlink(bad);
     dmr_plan_free(&p);
     train_free(&tr);
@@ -1687,10 +1900,12 @@ FT_TEST_MAIN(cmocka_unit_test(test_flip_campaign), cmocka_unit_test(test_clean_r
              cmocka_unit_test(test_profile_steps), cmocka_unit_test(test_profile_window_kinds),
              cmocka_unit_test(test_profile_order),
              cmocka_unit_test(test_budget_exact), cmocka_unit_test(test_keep_pool),
+             cmocka_unit_test(test_keep_pool_budget),
              cmocka_unit_test(test_poll_replays),
              cmocka_unit_test(test_agc_piggyback_members),
              cmocka_unit_test(test_moe_dynamic), cmocka_unit_test(test_plan_file_roundtrip),
-             cmocka_unit_test(test_plan_windows), cmocka_unit_test(test_plan_file_refusals),
+             cmocka_unit_test(test_plan_windows), cmocka_unit_test(test_plan_end_waits),
+             cmocka_unit_test(test_plan_agc_file), cmocka_unit_test(test_plan_file_refusals),
              cmocka_unit_test(test_plan_bounds), cmocka_unit_test(test_order_excess),
              cmocka_unit_test(test_suspect_and_off), cmocka_unit_test(test_flip_before_start),
              cmocka_unit_test(test_pending_early),

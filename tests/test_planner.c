@@ -7,7 +7,8 @@
  * Phase-3 subset optimal for its queue, the Phase-2 segment the best candidate, the overhead
  * recomputed from the strategies, determinism, and the overhead non-increasing as phases are
  * added). Times are multiples of 1/4, so every sum is exact in double and the comparisons are
- * exact. Fixed seeds throughout.
+ * exact (but for one knapsack case that overfills its window by rounding, on purpose: the
+ * never-overfill pass). Fixed seeds throughout.
  * ft-test: ranks 1 */
 #include <stdio.h>
 #include <stdlib.h>
@@ -183,6 +184,18 @@ static void test_phase3_too_long(void **state)
     assert_int_equal(p.strategy[2], PLAN_DEFERRED), assert_int_equal(p.window[2], 1);
     assert_true(p.overhead == 0 && p.too_long == 0);
     planner_free(&p);
+    /* queued, then outlived: A 6, B 4, L 10, windows of 10 and then 3 after L. The first holds
+     * L (queued), but the best fit takes the earlier {A, B}; then only 3 is left: L goes naive
+     * and counts as too long too */
+    const FtPlanOp ops3[3] = {
+        {"A", 6, 1, 0, 0, 0, 0}, {"B", 4, 1, 0, 0, 0, 0}, {"L", 10, 1, 0, 0, 0, 0}};
+    const FtPlanWindow win3[2] = {{2, 10, PLAN_WIN_INTRA, 0}, {2, 3, PLAN_WIN_INTRA, 0}};
+    assert_int_equal(planner_run(ops3, 3, win3, 2, 3, phase_sets[2], &p), 0);
+    assert_int_equal(p.strategy[0], PLAN_DEFERRED), assert_int_equal(p.strategy[1], PLAN_DEFERRED);
+    assert_int_equal(p.strategy[2], PLAN_NAIVE);
+    assert_int_equal(p.qoff[1] - p.qoff[0], 3); /* L was queued at the first window */
+    assert_true(p.overhead == 10 && p.too_long == 1);
+    planner_free(&p);
 }
 
 /* ---- bookkeeping ---------------------------------------------------------------------------
@@ -291,6 +304,23 @@ static void test_best_fit(void **state)
         while (!reach[best]) best--;
         assert_true(s == chk && s <= len && s == 0.25 * best);
     }
+    /* 25 checks that fill the knapsack's 8192 units exactly (17 of 328 units, 8 of 327) but,
+     * summed in doubles, overfill the 3 ms window by rounding: the never-overfill pass takes out
+     * one check, the last, not every one */
+    double len = 3e-3, q = len / PLANNER_DP_UNITS, sum = 0;
+    for (int i = 0; i < 25; i++) t[i] = (i < 17 ? 328 : 327) * q, sum += t[i];
+    assert_true(sum > len); /* the case this checks */
+    double s = planner_best_fit(t, 25, len, pick), chk = 0;
+    for (int i = 0; i < 25; i++) chk += pick[i] ? t[i] : 0;
+    assert_true(s == chk && s <= len);
+    for (int i = 0; i < 25; i++) assert_int_equal(pick[i], i < 24);
+    /* times rounded up to units: 30 checks of 273.05 units weigh 274 each, so 29 fit 8192 units
+     * (the 30 would sum to 8191.5: planner.h's example of what rounding up gives away) */
+    for (int i = 0; i < 30; i++) t[i] = 273.05;
+    s = planner_best_fit(t, 30, PLANNER_DP_UNITS, pick);
+    int taken = 0;
+    for (int i = 0; i < 30; i++) taken += pick[i];
+    assert_true(taken == 29 && s <= PLANNER_DP_UNITS - 273);
 }
 
 /* ---- random instances ------------------------------------------------------------------------ */

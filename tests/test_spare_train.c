@@ -15,7 +15,8 @@
  *    the all-reduce adds in its own tree order, so within a tolerance, and SPARe bitwise run to
  *    run; with ep 2 (dp 2 x ep 2) within the same tolerance, for the same reason (plain sums the
  *    dense gradient over the 4 data ranks in the all-reduce's order, SPARe over ep, then in
- *    shard order), and SPARe bitwise run to run;
+ *    shard order), and SPARe bitwise run to run; on 1 rank (one shard type, its sum a copy)
+ *    bitwise;
  *  - the failure path through train_run's faults hook: the failed replica's ranks report that
  *    they left, the survivors finish the run; a wipe-out stops the run cleanly. */
 #include <math.h>
@@ -283,6 +284,20 @@ static void test_r1_vs_plain_dp2_ep2(void **s)
     g_experts = 0, g_ep = 1;
 }
 
+/* One replica (dp 1, r 1: one shard type, summed alone) on each rank by itself: bitwise the
+ * run without SPARe. */
+static void test_r1_vs_plain_dp1_bitwise(void **s)
+{
+    (void)s;
+    MPI_Comm one;
+    int rank = 0;
+    MPI_Comm_rank(ft_test_comm(), &rank);
+    MPI_Comm_split(ft_test_comm(), rank, 0, &one);
+    check_r1(one, 1, true);
+    MPI_Comm_free(&one);
+    assert_all(1);
+}
+
 /* ---- train_run with the faults hook -------------------------------------------------------- */
 
 typedef struct fails {
@@ -349,4 +364,5 @@ FT_TEST_MAIN(cmocka_unit_test(test_reduction_fixed_order_and_counts),
              cmocka_unit_test(test_moe_dp2_ep2_r2_replica_fails),
              cmocka_unit_test(test_r1_vs_plain_dp2_bitwise), cmocka_unit_test(test_r1_vs_plain_dp4),
              cmocka_unit_test(test_r1_vs_plain_dp2_ep2),
+             cmocka_unit_test(test_r1_vs_plain_dp1_bitwise),
              cmocka_unit_test(test_run_hook_masks_then_wipes_out))

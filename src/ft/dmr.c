@@ -14,8 +14,9 @@
  *  - An attempt starts at the first training micro-batch after the last agreement and ends at
  *    dmr_agree; everything per attempt (execution counts, injections, mismatches) lives in the
  *    context and is reset there. The agreement is one all-reduce of one integer; who mismatched
- *    is asked (an all-gather) only when someone did, so suspects are counted the same on every
- *    rank.
+ *    is asked (an all-gather) only when someone did, each mismatching rank sending its own count
+ *    of such steps, so suspects are counted the same on every rank (a hot spare that joined
+ *    mid-run included).
  *  - Time is wall time of this thread (omp_get_wtime): no MPI outside comm/. */
 #include "ftllm/dmr.h"
 
@@ -631,7 +632,10 @@ int dmr_agree(FtDmr *d, FtExec *ex, FtComm *world)
     }
     int redo = all > 0;
     if (redo) {
-        int me = mine > 0;
+        /* each mismatching rank sends its own count of such steps (0: none now): a hot spare
+         * that joined mid-run never saw the others' earlier steps, and a count only it lacks
+         * would make its verdict on a suspect differ (retire_suspects is collective) */
+        int me = mine > 0 ? d->bad_steps[d->rank] + 1 : 0;
         if (world && d->nranks > 1) {
             comm_iallgather(world, &me, d->who, 1, FT_I32, &r);
             exec_wait(ex, &r, 1, FT_TL_OTHER);
@@ -648,7 +652,7 @@ int dmr_agree(FtDmr *d, FtExec *ex, FtComm *world)
             if (!d->who[q]) continue;
             nbad++;
             if (len + 16 < sizeof list) len += (size_t)snprintf(list + len, sizeof list - len, "%sr%d", nbad > 1 ? " " : "", q);
-            d->bad_steps[q]++;
+            d->bad_steps[q] = d->who[q];
             if (d->suspect_after > 0 && d->bad_steps[q] >= d->suspect_after && !d->suspect[q]) {
                 d->suspect[q] = true;
                 log_warn("dmr: rank %d is suspect: its checks mismatched in %d steps "
@@ -704,8 +708,10 @@ void dmr_stats_job(FtDmr *d, FtComm *world, FtDmrStats *s)
     s->check_s = t[0], s->compute_s = t[1], s->redo_s = t[2], s->window_s = t[3];
     s->kept_peak = peak, s->dyn_kept_peak = dpeak, s->dyn_guard = guard, s->dyn_slack = slack;
     s->held_peak = held;
-    s->attempts = d->s.attempts; /* job-wide already: every rank takes part in each */
-    s->redone = d->s.redone, s->retired = d->s.retired;
+    /* job-wide already: every rank takes part in each; the largest, as a hot spare that
+     * joined mid-run (or a replica that left) saw fewer */
+    s->attempts = comm_max_i64(world, d->s.attempts);
+    s->redone = comm_max_i64(world, d->s.redone), s->retired = comm_max_i64(world, d->s.retired);
 }
 
 bool dmr_is_suspect(const FtDmr *d, int r) { return r >= 0 && r < d->nranks && d->suspect[r]; }

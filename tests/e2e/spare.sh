@@ -8,10 +8,11 @@
 # in-process from it and finishes with the same losses. A `fail` line naming a rank fails its
 # replica. When replica 0 (world rank 0) fails, a surviving rank writes run.save_model. A hot
 # spare (spare.spares) takes a failed replica's place. A rank DMR names suspect is retired the
-# same way. A mixture of experts over ep 2 ranks per replica (dp 2 x ep 2): the same losses as
-# plain dp x ep data parallelism, a failed replica masked (a fail line naming a replica or a
-# rank, a suspect rank), a wipe-out restarted from its checkpoint, a hot spare taking a
-# replica's place, all with the fault-free run's losses.
+# same way, also after a hot spare joined (one run on 6 ranks). A mixture of experts over ep 2
+# ranks per replica (dp 2 x ep 2): the same losses as plain dp x ep data parallelism, a failed
+# replica masked (a fail line naming a replica or a rank, a suspect rank), a wipe-out restarted
+# from its checkpoint, a hot spare taking a replica's place, all with the fault-free run's
+# losses.
 set -u
 source "$(dirname "$0")/lib.bash"
 common="parallel.dp=4 spare.r=2 train.steps=5 dmr.mode=off train.val_batches=0 train.sample_tokens=0 model.channels=32 model.layers=2 model.heads=2 model.seq_len=16 train.batch=2"
@@ -131,6 +132,19 @@ has "suspect: redundancy back" '^spare: r 2, 3 replicas, live 3, depth 1; failur
 has "suspect: the spare's place is not suspect" '^dmr: mode naive, .*suspects none \(1 retired by SPARe\), overhead'
 [ -n "$clean3" ] && [ "$(losses)" = "$clean3" ] && ok "suspect: losses equal (spare)" \
   || bad "suspect: losses equal (spare)" "clean: $clean3; with the retirement: $(losses)"
+# dp 2 x tp 2 + 1 spare (6 ranks): rank 1 suspect, replica 0 retired, the hot spare takes its
+# place; rank 2 (replica 1), which mismatched once before the spare joined and once after, is
+# suspect on every rank, the spare's too (it never saw the first): replica 1 retired, masked.
+# Before, the spare's ranks counted one step and the others two: the others retired replica 1
+# alone, and the job hung. The report's attempts are the job's, not the joined spare's.
+printf 'sdc step=2 rank=1 op=matmul:3 bit=21\nsdc step=2 rank=2 op=matmul:5 bit=22\nsdc step=3 rank=1 op=matmul:5 bit=22\nsdc step=5 rank=2 op=matmul:3 bit=21\n' > "$E2E_TMP/sus4.faults"
+# shellcheck disable=SC2086
+E2E_TIMEOUT=120 run "suspects before and after a spare joined" 0 "" 6 "$FTLLM" train inputs/default.ini \
+  $common parallel.dp=2 parallel.tp=2 spare.spares=1 train.steps=6 dmr.mode=naive \
+  dmr.suspect_after=2 faults.schedule="$E2E_TMP/sus4.faults"
+has "spare joined: the first suspect's replica" '^dmr: rank 1 is suspect: SPARe retires its replica 0 before step 4$'
+has "spare joined: a count from before it" '^dmr: rank 2 is suspect: SPARe retires its replica 1 before step 6$'
+has "spare joined: the job's attempts" '^dmr: mode naive, .*mismatches 4, steps redone 3 of 8 attempts, .*suspects none \(2 retired by SPARe\)'
 # shellcheck disable=SC2086
 run "spares need the ranks" 2 "the layout (dp + spare.spares)" 4 "$FTLLM" train inputs/default.ini $common spare.spares=1
 # expert parallelism: a replica is its 2 ep ranks (world ranks 2 and 3 are replica 1), each
