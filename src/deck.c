@@ -816,14 +816,15 @@ int deck_check(const FtConfig *cfg, int nranks, char *err, size_t errlen)
             if (cfg->spare.spares > 0)
                 snprintf(err, errlen,
                          "%sthe layout (dp + spare.spares) x pp x ep x tp = (%lld + %lld) x %lld "
-                         "x %lld x %lld = %.0Lf ranks, but the job has %d (HINT: change "
+                         "x %lld x %lld = %.0Lf rank%s, but the job has %d (HINT: change "
                          "parallel.dp, spare.spares or mpiexec -n)", pre, p->dp,
-                         cfg->spare.spares, p->pp, p->ep, p->tp, world, nranks);
+                         cfg->spare.spares, p->pp, p->ep, p->tp, world, world == 1 ? "" : "s",
+                         nranks);
             else
                 snprintf(err, errlen,
                          "%sthe layout dp x pp x ep x tp = %lld x %lld x %lld x %lld = %.0Lf "
-                         "ranks, but the job has %d (HINT: change parallel.dp or mpiexec -n)",
-                         pre, p->dp, p->pp, p->ep, p->tp, world, nranks);
+                         "rank%s, but the job has %d (HINT: change parallel.dp or mpiexec -n)",
+                         pre, p->dp, p->pp, p->ep, p->tp, world, world == 1 ? "" : "s", nranks);
             return one_line(err);
         }
     }

@@ -71,7 +71,8 @@ static void test_agreement(void **state)
 /* parallel.device_comm: auto takes NCCL only for several ranks, every one able, no ULFM, no
  * SPARe (an explicit nccl with SPARe is let through); nccl
  * asked for where it cannot be had is an error naming why; mpi is always MPI. Where several
- * reasons hold, the message names the first of ULFM, another rank, one rank, SPARe. */
+ * reasons hold, the message names the first of one rank, ULFM, another rank, SPARe (nccl asked
+ * for: ULFM, another rank). */
 static void test_pick(void **state)
 {
     (void)state;
@@ -88,9 +89,11 @@ static void test_pick(void **state)
         {FT_DEVCOMM_KEY_AUTO, 4, false, false, M, M, "shares its GPU"},
         {FT_DEVCOMM_KEY_AUTO, 4, false, true, N, M, "SPARe (spare.r, spare.spares) rebuilds"},
         {FT_DEVCOMM_KEY_AUTO, 4, true, true, N, M, "ULFM"},
-        /* one reason, the first: ULFM, another rank, one rank, then SPARe */
+        /* one reason, the first: one rank, ULFM, another rank, then SPARe */
         {FT_DEVCOMM_KEY_AUTO, 4, true, false, M, M, "ULFM"},
         {FT_DEVCOMM_KEY_AUTO, 1, false, true, N, M, "one rank"},
+        {FT_DEVCOMM_KEY_AUTO, 1, false, false, M, M, "one rank"},
+        {FT_DEVCOMM_KEY_AUTO, 1, true, false, N, M, "one rank"},
         {FT_DEVCOMM_KEY_NCCL, 1, false, false, N, N, "parallel.device_comm = nccl)"},
         {FT_DEVCOMM_KEY_NCCL, 4, false, false, M, -1, "parallel.device_comm = nccl: this rank shares"},
         {FT_DEVCOMM_KEY_NCCL, 4, true, false, N, -1, "parallel.device_comm = nccl: the job runs under ULFM"},

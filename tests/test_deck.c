@@ -369,6 +369,8 @@ static void test_cross_world(void **state)
     (void)state;
     expect_check_error("[parallel]\ntp = 2\n", 1,
                        "t.ini:2: the layout dp x pp x ep x tp = 1 x 1 x 1 x 2 = 2 ranks, but the job has 1");
+    expect_check_error("[parallel]\ndp = 1\n", 2, /* one rank, not "1 ranks" */
+                       "t.ini:2: the layout dp x pp x ep x tp = 1 x 1 x 1 x 1 = 1 rank, but the job has 2");
     assert_int_equal(parse("[parallel]\ntp = 2\ndp = 2\n"), 0);
     assert_int_equal(deck_check(&g_cfg, 4, g_err, sizeof g_err), 0);
     expect_check_error("[train]\nsteps = 10\nwarmup = 20\n", 1, "t.ini:3: train.warmup = 20 is longer than the run");

@@ -80,7 +80,7 @@ int comm_device_pick(int want, int nranks, bool ulfm, bool spare, FtDevComm agre
                               "auto or mpi)", no);
         return -1;
     }
-    if (!no && nranks < 2) no = "one rank: nothing to communicate";
+    if (nranks < 2) no = "one rank: nothing to communicate"; /* the reason that matters first */
     if (!no && spare)
         no = "SPARe (spare.r, spare.spares) rebuilds the communicators when a replica fails, "
              "not yet run over NCCL (parallel.device_comm = nccl asks for it)";
