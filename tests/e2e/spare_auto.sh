@@ -81,8 +81,11 @@ want=$(recommends 4 3 cluster.gpu_mtbf_h=1)
 same_r "SPARe off in the checkpoint: optimize's r" "$want"
 has "not kept, and why" '^spare\.r = auto: r = [0-9]+, not the r = 0 of .*off\.step-00000002\.h5 \(SPARe was off there\): '
 
+# with expert parallelism (a replica is its ep ranks): auto resolves and trains
+run "auto with expert parallelism" 0 "" 2 "$FTLLM" train inputs/moe-ep2.ini spare.r=auto train.steps=3
+has "auto with ep: one replica, r 1" '^spare\.r = auto: r = 1: parallel\.dp = 1: one replica holds the one shard'
+has "auto with ep: trained" '^verdict: OK \(trained 3 steps'
 # bad combinations: one line each, exit 2
-run "auto with expert parallelism" 2 "spare.r = auto with parallel.ep = 2" 2 "$FTLLM" train inputs/moe-ep2.ini spare.r=auto
 run "spares need dp >= 2" 2 "spare.spares = 1 needs SPARe (spare.r >= 1 or auto, here auto) and parallel.dp >= 2 (here 1)" 2 "$FTLLM" train inputs/default.ini spare.r=auto spare.spares=1 parallel.tp=1
 run "auto is not a number" 2 "spare.r" 1 "$FTLLM" train inputs/default.ini spare.r=autox
 e2e_finish
