@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "ftllm/backend.h"
+#include "ftllm/ops.h"
 
 static int g_rank, g_size;
 
@@ -110,6 +111,25 @@ double ft_rel_l2(const float *got, const float *want, size_t n)
         e += d * d, w += (double)want[i] * want[i];
     }
     return sqrt(e / (w > 0 ? w : 1));
+}
+
+void ft_attention_vs_cpu(int B, int T, int C, int NH, unsigned seed, FtAttnFwd fwd,
+                         FtAttnBwd bwd, double err[3])
+{
+    size_t nq = (size_t)B * T * 3 * C, ny = (size_t)B * T * C, nl = (size_t)B * NH * T;
+    float *qkv = ft_frand(nq, 4.0f, &seed), *dy = ft_frand(ny, 2.0f, &seed);
+    float *y = ft_nans(ny), *lse = ft_nans(nl), *dqkv = ft_nans(nq);
+    float *yc = ft_nans(ny), *lc = ft_nans(nl), *dc = ft_nans(nq);
+    const FtOpDesc *op = ops_desc(FT_OP_ATTENTION);
+    FtOpCall f = {.in = {qkv}, .out = {yc, lc}, .d = {B, T, C, NH}};
+    op->fwd(&f);
+    FtOpCall g = {.in = {dy, qkv, lc}, .out = {dc}, .d = {B, T, C, NH}};
+    op->bwd(&g);
+    fwd(y, lse, qkv, B, T, C, NH);
+    bwd(dqkv, dy, qkv, lc, B, T, C, NH); /* from the CPU's lse, as test_gpu_ops does */
+    err[0] = ft_rel_l2(y, yc, ny), err[1] = ft_rel_l2(lse, lc, nl);
+    err[2] = ft_rel_l2(dqkv, dc, nq);
+    free(qkv), free(dy), free(y), free(lse), free(dqkv), free(yc), free(lc), free(dc);
 }
 
 int ft_test_run(int argc, char **argv, const char *name, const struct CMUnitTest *tests, size_t n)

@@ -59,6 +59,17 @@ float *ft_frand(size_t n, float amp, unsigned *seed);
 float *ft_nans(size_t n);
 double ft_rel_l2(const float *got, const float *want, size_t n);
 
+/* An emulation of attention (a GPU kernel's arithmetic run on the host) against the CPU op
+ * (ops.h ATTENTION) on random inputs of one shape (qkv amplitude 4, dy 2, from seed): fwd
+ * writes y and lse from qkv, bwd writes dqkv from dy, qkv and the CPU's lse; err[0..2] get the
+ * relative L2 errors of y, lse and dqkv against the op's (ft_rel_l2). */
+typedef void (*FtAttnFwd)(float *y, float *lse, const float *qkv, long long B, long long T,
+                          long long C, long long NH);
+typedef void (*FtAttnBwd)(float *dqkv, const float *dy, const float *qkv, const float *lse,
+                          long long B, long long T, long long C, long long NH);
+void ft_attention_vs_cpu(int B, int T, int C, int NH, unsigned seed, FtAttnFwd fwd,
+                         FtAttnBwd bwd, double err[3]);
+
 /* A stand-in device for the tests of host staging (checkpoints, MPI) and of DMR's device
  * paths: backend_standin (backend.h), the CPU backend under another identity (backend_is_host
  * says no) whose allocations are "device memory" (its is_device knows their ranges). Its

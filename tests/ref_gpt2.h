@@ -64,16 +64,6 @@ static void ref_free_state(RefState *s)
     free(s->x), free(s->y), free(s->logits), free(s->grads), free(s->losses);
 }
 
-static double ref_rel_l2(const float *a, const float *b, size_t n)
-{
-    double num = 0, den = 0;
-    for (size_t i = 0; i < n; i++) {
-        num += ((double)a[i] - b[i]) * ((double)a[i] - b[i]);
-        den += (double)b[i] * b[i];
-    }
-    return den > 0 ? sqrt(num / den) : sqrt(num); /* NaN stays NaN: never below a tolerance */
-}
-
 static RefState *g_ref_state;
 static void ref_fixed_fetch(void *ctx, uint64_t first, int B, int *in, int *tg)
 {
@@ -138,7 +128,7 @@ static void ref_gpt2_check(const FtBackend *be, double tol)
     assert_true(lg && lv && g);
     mb->to_host(mb->ctx, lg, tr.tape.t[tr.tape.logits].data, sizeof(float) * N * s.Vp);
     for (size_t n = 0; n < N; n++) memcpy(lv + n * s.V, lg + n * s.Vp, sizeof(float) * s.V);
-    double e = ref_rel_l2(lv, s.logits, N * s.V);
+    double e = ft_rel_l2(lv, s.logits, N * s.V);
     printf("  %-10s rel err %.2e\n", "logits", e);
     assert_true(e < tol);
     float loss = (float)st.loss;
@@ -149,7 +139,7 @@ static void ref_gpt2_check(const FtBackend *be, double tol)
     double worst = 0;
     for (int i = 0; i < FT_NPARAM_TENSORS; i++) {
         const FtParamInfo *p = &m.p[i];
-        e = ref_rel_l2(g + p->offset, s.grads + p->offset, p->size);
+        e = ft_rel_l2(g + p->offset, s.grads + p->offset, p->size);
         printf("  d%-9s rel err %.2e\n", p->name, e);
         if (!(e <= worst)) worst = e;
         assert_true(e < tol);

@@ -119,23 +119,11 @@ static void emu_bwd(float *dqkv, const float *dy, const float *qkv, const float 
  * (printed either way). */
 static bool shape_ok(int B, int T, int C, int NH, unsigned seed)
 {
-    size_t nq = (size_t)B * T * 3 * C, ny = (size_t)B * T * C, nl = (size_t)B * NH * T;
-    float *qkv = ft_frand(nq, 4.0f, &seed), *dy = ft_frand(ny, 2.0f, &seed);
-    float *y = ft_nans(ny), *lse = ft_nans(nl), *dqkv = ft_nans(nq);
-    float *yc = ft_nans(ny), *lc = ft_nans(nl), *dc = ft_nans(nq);
-    const FtOpDesc *op = ops_desc(FT_OP_ATTENTION);
-    FtOpCall f = {.in = {qkv}, .out = {yc, lc}, .d = {B, T, C, NH}};
-    op->fwd(&f);
-    FtOpCall g = {.in = {dy, qkv, lc}, .out = {dc}, .d = {B, T, C, NH}};
-    op->bwd(&g);
-    emu_fwd(y, lse, qkv, B, T, C, NH);
-    emu_bwd(dqkv, dy, qkv, lc, B, T, C, NH); /* from the CPU's lse, as test_gpu_ops does */
-    double ey = ft_rel_l2(y, yc, ny), el = ft_rel_l2(lse, lc, nl);
-    double ed = ft_rel_l2(dqkv, dc, nq);
+    double e[3];
+    ft_attention_vs_cpu(B, T, C, NH, seed, emu_fwd, emu_bwd, e);
     printf("  B %d T %d C %d NH %d (head size %d)%s: y %.2e, lse %.2e, dqkv %.2e\n", B, T, C, NH,
-           C / NH, g_flip ? " one transpose flipped" : "", ey, el, ed);
-    free(qkv), free(dy), free(y), free(lse), free(dqkv), free(yc), free(lc), free(dc);
-    return ey <= 1e-5 && el <= 1e-5 && ed <= 1e-4;
+           C / NH, g_flip ? " one transpose flipped" : "", e[0], e[1], e[2]);
+    return e[0] <= 1e-5 && e[1] <= 1e-5 && e[2] <= 1e-4;
 }
 
 static void test_shapes(void **state)
