@@ -319,6 +319,18 @@ static long dev_calls(const FtTrainer *tr)
     return n;
 }
 
+/* r's trainer again with parallel.device_comm = nccl (deck_check refuses it on a CPU deck: set
+ * after it, as `ftllm train` does) over the stand-in device transport, which stays set (the
+ * caller unsets it when no regrid needs it any more). */
+static void run_routed(Run *r)
+{
+    comm_set_device_transport(standin_transport);
+    r->c.parallel.device_comm = FT_DEVCOMM_KEY_NCCL;
+    train_free(&r->tr);
+    FtBatchSource src = {ft_synth_fetch, g_dims};
+    train_init_grid(&r->tr, &r->c, &r->m, &r->g, &src, NULL);
+}
+
 /* The layout on the CPU (a) and on the stand-in device (b), staged, or with routed
  * (parallel.device_comm = nccl) its collectives on the stand-in device transport. */
 static void layout_on(int tp, int pp, int dp, int ep, bool routed)
@@ -327,12 +339,8 @@ static void layout_on(int tp, int pp, int dp, int ep, bool routed)
     if (routed) backend_standin_set_host_access(true); /* its transport reads device memory */
     run_open(&a, tp, pp, dp, ep, NULL);
     run_open(&b, tp, pp, dp, ep, ft_dev());
-    if (routed) { /* deck_check refuses nccl on a CPU deck: set after it, as `ftllm train` does */
-        comm_set_device_transport(standin_transport);
-        b.c.parallel.device_comm = FT_DEVCOMM_KEY_NCCL;
-        train_free(&b.tr);
-        FtBatchSource src = {ft_synth_fetch, g_dims};
-        train_init_grid(&b.tr, &b.c, &b.m, &b.g, &src, NULL);
+    if (routed) {
+        run_routed(&b);
         comm_set_device_transport(NULL);
     }
     double la[3], lb[3];
@@ -404,13 +412,7 @@ static void spare_on(bool routed)
     run_open(&a, 1, 1, 2, 1, NULL);
     run_open(&b, 1, 1, 2, 1, ft_dev());
     g_spare_r = 0;
-    if (routed) { /* set after deck_check, as `ftllm train` does; kept for the regrid */
-        comm_set_device_transport(standin_transport);
-        b.c.parallel.device_comm = FT_DEVCOMM_KEY_NCCL;
-        train_free(&b.tr);
-        FtBatchSource src = {ft_synth_fetch, g_dims};
-        train_init_grid(&b.tr, &b.c, &b.m, &b.g, &src, NULL);
-    }
+    if (routed) run_routed(&b); /* the transport kept for the regrid */
     double la[4] = {0}, lb[4] = {0};
     int rc[2] = {0, 0};
     bool moved = false; /* before the failure: b's dp 2 messages went through the device paths */
