@@ -8,10 +8,11 @@
  *    no temporary with the primary. checker_run orders it between the primary's work with two
  *    events (the checker waits for what the primary launched so far, the primary's next work
  *    waits for the checker): no host synchronisation.
- *  - fingerprint is the sum32x2 checksum (checksum.h's ckpt_term, the very function the CPU
- *    uses): per-thread lane sums over a grid-stride loop, a block's fixed-tree sum, then one
- *    32-bit integer atomicAdd per block and lane. Integer addition mod 2^32 is associative and
- *    commutative, so the value does not depend on the order (no float is ever summed).
+ *  - fingerprint is fingerprint.h's (the very inline terms the CPU uses): per-thread 64-bit
+ *    sums of word x key over a grid-stride loop, a block's fixed-tree sum, then one 64-bit
+ *    integer atomicAdd per block. Integer addition mod 2^64 is associative and commutative, so
+ *    the value does not depend on the order (no float is ever summed). Words are read by the
+ *    pointer's alignment (4, 2 or 1 bytes), so a bf16 tensor at any element offset works.
  *  - equal: one flag word, set by any thread that sees a differing word (all write 1: the race
  *    is benign); 4-byte words when both pointers and the length allow, bytes otherwise.
  *  - Both answers come back through a pinned word pair and one stream synchronisation;
@@ -20,8 +21,9 @@
 #include "cuda_common.cuh"
 
 #include <stdint.h>
+#include <string.h>
 
-#include "ftllm/checksum.h"
+#include "ftllm/fingerprint.h"
 
 void cuda_dmr_init(CudaCtx *cx, CudaCtx *checker)
 {
@@ -96,54 +98,62 @@ void cuda_mark_differs(void *ctx, const void *a, const void *b, size_t bytes, un
 
 /* ---- fingerprint ----------------------------------------------------------------------------- */
 
-template <typename W>
-__global__ void __launch_bounds__(FT_CUDA_NT)
-    fingerprint_kernel(const W *p, size_t n, unsigned *lanes)
+/* Word i of the buffer (i < bytes / 4) from A-byte aligned memory: one 4-byte load, two 2-byte
+ * loads or four bytes (little-endian, as fingerprint.h reads it). */
+template <int A> __device__ __forceinline__ uint32_t fp_word(const unsigned char *p, size_t i)
 {
-    uint32_t lo = 0, hi = 0;
-    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
-         i += (size_t)gridDim.x * blockDim.x) {
-        uint64_t t = ckpt_term(i, (uint64_t)p[i], sizeof(W));
-        lo += (uint32_t)t;
-        hi += (uint32_t)(t >> 32);
+    if (A == 4) return ((const uint32_t *)p)[i];
+    if (A == 2) {
+        const uint16_t *q = (const uint16_t *)p + 2 * i;
+        return (uint32_t)q[0] | (uint32_t)q[1] << 16;
     }
-    lo = block_sum<uint32_t>(lo);
-    hi = block_sum<uint32_t>(hi);
+    const unsigned char *q = p + 4 * i;
+    return (uint32_t)q[0] | (uint32_t)q[1] << 8 | (uint32_t)q[2] << 16 | (uint32_t)q[3] << 24;
+}
+
+/* fingerprint.h's sum: the key table in shared memory, per-thread 64-bit sums over a
+ * grid-stride loop, a block's fixed-tree sum, one 64-bit integer atomicAdd per block (sums mod
+ * 2^64 in any order are the same); block 0 adds the tail word and the length term. */
+template <int A>
+__global__ void __launch_bounds__(FT_CUDA_NT)
+    fingerprint_kernel(const unsigned char *p, size_t bytes, unsigned long long *slot)
+{
+    __shared__ uint32_t tab[FT_FP_BLOCK];
+    for (unsigned j = threadIdx.x; j < FT_FP_BLOCK; j += blockDim.x) tab[j] = ft_fp_tab(j);
+    __syncthreads();
+    size_t full = bytes / 4;
+    uint64_t s = 0;
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < full;
+         i += (size_t)gridDim.x * blockDim.x)
+        s += (uint64_t)fp_word<A>(p, i) * (tab[i % FT_FP_BLOCK] ^ ft_fp_hkey(i / FT_FP_BLOCK));
+    s = block_sum<uint64_t>(s);
     if (threadIdx.x == 0) {
-        atomicAdd(&lanes[0], lo); /* integers mod 2^32: any order gives the same sum */
-        atomicAdd(&lanes[1], hi);
+        if (blockIdx.x == 0) {
+            if (bytes % 4) s += ft_fp_term(full, ft_fp_tail(p + 4 * full, bytes));
+            s += ft_fp_len(bytes);
+        }
+        atomicAdd(slot, (unsigned long long)s); /* integers mod 2^64: any order */
     }
 }
 
-/* The fingerprint of n esize-byte elements at p into lanes[0..1] (device memory: low and high
- * 32 bits, the uint64_t's own layout on a little-endian GPU), on cx's stream, no wait. */
-static void fingerprint_launch(CudaCtx *cx, const void *p, size_t esize, size_t n,
-                               unsigned *lanes)
+/* The fingerprint of the bytes at p into *slot (device memory, 8-byte aligned), on cx's
+ * stream, no wait. */
+static void fingerprint_launch(CudaCtx *cx, const void *p, size_t bytes, uint64_t *slot)
 {
-    if ((uintptr_t)p % esize)
-        FT_DIE("cuda fingerprint: %zu-byte elements at a misaligned address", esize);
-    CUDA_CHECK(cudaMemsetAsync(lanes, 0, 2 * sizeof(unsigned), cx->stream));
-    if (!n) return;
-    unsigned nb = cuda_blocks((long long)n, FT_CUDA_NT);
-    switch (esize) {
-    case 1:
-        fingerprint_kernel<uint8_t><<<nb, FT_CUDA_NT, 0, cx->stream>>>((const uint8_t *)p, n,
-                                                                       lanes);
-        break;
-    case 2:
-        fingerprint_kernel<uint16_t><<<nb, FT_CUDA_NT, 0, cx->stream>>>((const uint16_t *)p, n,
-                                                                        lanes);
-        break;
-    case 4:
-        fingerprint_kernel<uint32_t><<<nb, FT_CUDA_NT, 0, cx->stream>>>((const uint32_t *)p, n,
-                                                                        lanes);
-        break;
-    case 8:
-        fingerprint_kernel<uint64_t><<<nb, FT_CUDA_NT, 0, cx->stream>>>((const uint64_t *)p, n,
-                                                                        lanes);
-        break;
-    default: FT_DIE("cuda fingerprint: element size %zu (expected 1, 2, 4 or 8)", esize);
-    }
+    static_assert(sizeof(unsigned long long) == sizeof(uint64_t), "64-bit atomics");
+    unsigned long long *s = (unsigned long long *)slot;
+    CUDA_CHECK(cudaMemsetAsync(s, 0, sizeof *s, cx->stream));
+    if (!bytes) return;
+    const unsigned char *b = (const unsigned char *)p;
+    /* about 16 words per thread, so the key table each block builds (4 entries per thread)
+     * stays a small part of its work */
+    unsigned nb = cuda_blocks((long long)(bytes / 64 + 1), FT_CUDA_NT);
+    if ((uintptr_t)p % 4 == 0)
+        fingerprint_kernel<4><<<nb, FT_CUDA_NT, 0, cx->stream>>>(b, bytes, s);
+    else if ((uintptr_t)p % 2 == 0)
+        fingerprint_kernel<2><<<nb, FT_CUDA_NT, 0, cx->stream>>>(b, bytes, s);
+    else
+        fingerprint_kernel<1><<<nb, FT_CUDA_NT, 0, cx->stream>>>(b, bytes, s);
     CUDA_LAUNCHED();
 }
 
@@ -151,16 +161,17 @@ uint64_t cuda_fingerprint(void *ctx, const void *p, size_t esize, size_t n)
 {
     CudaCtx *cx = (CudaCtx *)ctx;
     if (!n) return 0;
-    fingerprint_launch(cx, p, esize, n, cx->res_dev);
-    CUDA_CHECK(cudaMemcpyAsync(cx->res_host, cx->res_dev, 2 * sizeof(unsigned),
+    fingerprint_launch(cx, p, esize * n, (uint64_t *)cx->res_dev);
+    CUDA_CHECK(cudaMemcpyAsync(cx->res_host, cx->res_dev, sizeof(uint64_t),
                                cudaMemcpyDeviceToHost, cx->stream));
     CUDA_CHECK(cudaStreamSynchronize(cx->stream));
-    return (uint64_t)cx->res_host[1] << 32 | cx->res_host[0];
+    uint64_t v;
+    memcpy(&v, cx->res_host, sizeof v);
+    return v;
 }
 
 /* fingerprint_into (backend.h): the value into *slot (device memory), no wait */
 void cuda_fingerprint_into(void *ctx, const void *p, size_t esize, size_t n, uint64_t *slot)
 {
-    static_assert(sizeof(uint64_t) == 2 * sizeof(unsigned), "two 32-bit lanes per slot");
-    fingerprint_launch((CudaCtx *)ctx, p, esize, n, (unsigned *)slot);
+    fingerprint_launch((CudaCtx *)ctx, p, esize * n, slot);
 }

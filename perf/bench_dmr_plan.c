@@ -104,10 +104,15 @@ static void trace(Variant *v, int rank)
         timeline_reset(tl);
         double base = MPI_Wtime();
         FtStepInfo st;
+        FtDmrStats s0 = {0}, s1 = {0};
+        if (k) dmr_stats(train_dmr_get(v[k].td), &s0);
         train_step(&v[k].tr, &st);
+        double step = MPI_Wtime() - base;
+        if (k) dmr_stats(train_dmr_get(v[k].td), &s1);
         char buf[4096];
-        int o = snprintf(buf, sizeof buf, "trace %s, rank %d: step %.1f ms; waits", g_var[k].name,
-                         rank, 1e3 * (MPI_Wtime() - base));
+        int o = snprintf(buf, sizeof buf, "trace %s, rank %d: step %.1f ms (checks %.1f ms, %.1f "
+                         "of them in waits); waits", g_var[k].name, rank, 1e3 * step,
+                         1e3 * (s1.check_s - s0.check_s), 1e3 * (s1.window_s - s0.window_s));
         for (size_t e = 0; e < tl->nev && o < (int)sizeof buf - 64; e++)
             if (tl->ev[e].kind != FT_TL_STEP && tl->ev[e].t1 - tl->ev[e].t0 > 5e-4)
                 o += snprintf(buf + o, sizeof buf - (size_t)o, " %s %.1f-%.1f",

@@ -32,8 +32,8 @@ typedef struct ft_backend {
      * own cuBLAS handle, fixed workspace and op scratch, so it reproduces the primary's bytes;
      * CPU: the same thread), ordered after everything launched so far and before everything
      * launched after it; equal says whether two buffers of the backend hold the same bytes;
-     * fingerprint is ckpt_checksum_array of the bytes at p (n elements of esize 1, 2, 4 or 8),
-     * the same value on every backend. equal and fingerprint wait for their answer. */
+     * fingerprint is ft_fingerprint (fingerprint.h) of the n * esize bytes at p (n elements of
+     * esize 1, 2, 4 or 8), the same value on every backend. equal and fingerprint wait for their answer. */
     void (*checker_run)(void *ctx, FtOpFn fn, FtOpCall *c);
     int (*equal)(void *ctx, const void *a, const void *b, size_t bytes);
     uint64_t (*fingerprint)(void *ctx, const void *p, size_t esize, size_t n);

@@ -1,8 +1,8 @@
-/* checksum.h: the per-element terms of the sum32x2 checksum (ckpt.h's dataset checksum, DMR's
- * fingerprint), as inline functions that compile for the host and, under nvcc, for the device
- * too: the CUDA fingerprint kernel (cuda/dmr_cuda.cu) and the checkpoint code (ckpt_util.c) use
- * these very functions, so a fingerprint taken on the GPU equals the CPU's of the same bytes.
- * No state, no includes beyond stdint: safe in C and CUDA C++. */
+/* checksum.h: the per-element terms of the sum32x2 checksum (ckpt.h's dataset checksum), as
+ * inline functions that compile for the host and, under nvcc, for the device too, so a device
+ * could checksum a tensor where it lives and get the checkpoint's value. DMR's fingerprint was
+ * this checksum until 2026-12-01; it has its own now (fingerprint.h says why). No state, no
+ * includes beyond stdint: safe in C and CUDA C++. */
 #ifndef FTLLM_CHECKSUM_H
 #define FTLLM_CHECKSUM_H
 

@@ -10,8 +10,8 @@
  *              send them out of bounds before the rollback).
  *   piggyback  with activation checkpointing the backward recomputes each checkpointed
  *              segment's forward ops (tape.h: a forward entry and its recompute twin): the
- *              forward fingerprints its outputs (the checkpoint checksum, ckpt.h: any single
- *              changed element changes it) and the twin compares its own outputs' fingerprints
+ *              forward fingerprints its outputs (fingerprint.h: any one or two changed bits
+ *              change it) and the twin compares its own outputs' fingerprints
  *              with them, so the recomputation is the checker and costs nothing extra. Entries
  *              without a twin (the backward, the optimizer, the last segment, everything when
  *              nothing is recomputed) and entries that write integers (MoE routing indices and

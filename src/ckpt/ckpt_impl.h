@@ -20,8 +20,8 @@
     "lowbias32(w ^ (lo32(u)*0x85EBCA77 + hi32(u)*0xC2B2AE3D)); 8-byte elements: t = "            \
     "fmix64(w + u*0x9E3779B97F4A7C15), lo += lo32(t), hi += hi32(t); checksum = hi << 32 | lo"
 
-/* The per-element terms (ckpt_term, ckpt_sum_add and their finalizers): checksum.h, shared
- * with the CUDA fingerprint kernel. */
+/* The per-element terms (ckpt_term, ckpt_sum_add and their finalizers): checksum.h (host and
+ * device). */
 
 /* recv[i] = ckpt_sum_add over the ranks of comm of send[i] (an all-reduce of 2n uint32 lanes;
  * a test + yield wait). */

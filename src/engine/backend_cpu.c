@@ -4,7 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "ftllm/ckpt.h"
+#include "ftllm/fingerprint.h"
 #include "ftllm/log.h"
 
 static void *cpu_alloc(void *ctx, size_t bytes)
@@ -39,7 +39,7 @@ static void cpu_mark_differs(void *ctx, const void *a, const void *b, size_t byt
 static uint64_t cpu_fingerprint(void *ctx, const void *p, size_t esize, size_t n)
 {
     (void)ctx;
-    return ckpt_checksum_array(p, esize, n);
+    return ft_fingerprint(p, esize * n);
 }
 static void cpu_fingerprint_into(void *ctx, const void *p, size_t esize, size_t n, uint64_t *slot)
 {

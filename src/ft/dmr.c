@@ -8,9 +8,9 @@
  *    through the backend's checker_run (CUDA: the checker stream with its own cuBLAS handle)
  *    and compares with the backend's equal, so the outputs never leave the device.
  *  - Piggyback keeps one fingerprint per output of each forward entry that has a recompute
- *    twin (per tape: the pipeline slots are separate tapes), not a copy: the checkpoint
- *    checksum, whose per-element terms are bijections, so a single corrupted element can never
- *    collide.
+ *    twin (per tape: the pipeline slots are separate tapes), not a copy: fingerprint.h's sum
+ *    of words times odd, distinct keys, which any one or two flipped bits change (proved
+ *    there), at about copy speed.
  *  - An attempt starts at the first training micro-batch after the last agreement and ends at
  *    dmr_agree; everything per attempt (execution counts, injections, mismatches) lives in the
  *    context and is reset there. The agreement is one all-reduce of one integer; who mismatched

@@ -1,12 +1,13 @@
 /* test_gpu_dmr.c: DMR on the CUDA backend (backend.h: checker_run, equal, fingerprint,
  * mark_differs, fingerprint_into).
  *   - The backends' DMR functions agree with the host: the CPU backend's fingerprint is
- *     ckpt_checksum_array and its equal is memcmp, and the CUDA kernel's way of summing
- *     checksum.h's terms (per thread over a grid-stride loop, then the threads' sums in
- *     another order), emulated on the host, gives ckpt_checksum_array too (this test runs
- *     everywhere); the CUDA fingerprint kernel gives ckpt_checksum_array's value for the same
- *     bytes (1-, 2-, 4- and 8-byte elements, lengths that fill no block evenly) and any single
- *     flipped bit changes it; the CUDA equal finds a single differing byte at the first, a
+ *     ft_fingerprint (fingerprint.h) and its equal is memcmp, and the CUDA kernel's way of
+ *     summing fingerprint.h's terms (per thread over a grid-stride loop of words, then the
+ *     threads' sums in another order, block 0 adding the tail word and the length term),
+ *     emulated on the host, gives ft_fingerprint too (this test runs everywhere); the CUDA
+ *     fingerprint kernel gives ft_fingerprint's value for the same bytes (1-, 2-, 4- and 8-byte
+ *     elements, lengths that fill no block evenly, buffers at 4-, 2- and 1-byte alignment) and
+ *     any single flipped bit changes it; the CUDA equal finds a single differing byte at the first, a
  *     middle and the last position, on word-aligned and odd lengths; mark_differs (the
  *     compare DMR reads back at the agreement) gives the same answers into a flag word and
  *     never clears a flag that is set, and fingerprint_into the fingerprint's value into a
@@ -31,8 +32,7 @@
 #include "../ft_test.h"
 #include "gpu_skip.h"
 #include "ftllm/backend.h"
-#include "ftllm/checksum.h"
-#include "ftllm/ckpt.h"
+#include "ftllm/fingerprint.h"
 #include "ftllm/deck.h"
 #include "ftllm/deck_keys.h"
 #include "ftllm/log.h"
@@ -86,8 +86,8 @@ static void test_cpu_backend(void **s)
     for (size_t i = 0; i < sizeof a; i++) a[i] = b[i] = rbyte();
     static const size_t es[] = {1, 2, 4, 8};
     for (int k = 0; k < 4; k++) {
-        assert_true(be->fingerprint(be->ctx, a, es[k], N) == ckpt_checksum_array(a, es[k], N));
-        assert_true(fp_into(be, a, es[k], N) == ckpt_checksum_array(a, es[k], N));
+        assert_true(be->fingerprint(be->ctx, a, es[k], N) == ft_fingerprint(a, es[k] * N));
+        assert_true(fp_into(be, a, es[k], N) == ft_fingerprint(a, es[k] * N));
     }
     assert_true(be->equal(be->ctx, a, b, sizeof a));
     assert_int_equal(marks(be, a, b, sizeof a), 0);
@@ -95,22 +95,26 @@ static void test_cpu_backend(void **s)
     assert_false(be->equal(be->ctx, a, b, sizeof a));
     assert_int_equal(marks(be, a, b, sizeof a), 1);
     assert_int_equal(marks(be, a + 1, b + 1, sizeof a - 1), 1);
-    /* the fingerprint kernel's sums, emulated on the host from checksum.h's terms: each of
-     * 3 blocks x 256 threads sums its grid-stride elements' lanes, then the threads' sums are
-     * added (the kernel: block trees, then one integer atomicAdd per block) */
-    for (int k = 0; k < 4; k++) {
-        enum { NT = 3 * 256 };
-        uint32_t lo[NT] = {0}, hi[NT] = {0};
-        for (size_t i = 0; i < N; i++) {
-            uint64_t bits = 0;
-            memcpy(&bits, a + i * es[k], es[k]);
-            uint64_t t = ckpt_term(i, bits, es[k]);
-            lo[i % NT] += (uint32_t)t, hi[i % NT] += (uint32_t)(t >> 32);
+    /* the fingerprint kernel's sums, emulated on the host from fingerprint.h's terms: each of
+     * 3 blocks x 256 threads sums its grid-stride words, then the threads' sums are added in
+     * reverse (the kernel: block trees, then one integer atomicAdd per block), block 0 adding
+     * the tail word and the length term; at byte offsets 0, 1 and 2 (the kernel's 4-, 1- and
+     * 2-byte loads) and lengths that end mid-word */
+    for (size_t off = 0; off < 3; off++)
+        for (size_t bytes = 8 * N - 3; bytes <= 8 * N - off; bytes++) {
+            enum { NT = 3 * 256 };
+            const unsigned char *p = a + off;
+            uint64_t part[NT] = {0}, sum = 0;
+            for (size_t i = 0; i < bytes / 4; i++) {
+                uint32_t w = (uint32_t)p[4 * i] | (uint32_t)p[4 * i + 1] << 8 |
+                             (uint32_t)p[4 * i + 2] << 16 | (uint32_t)p[4 * i + 3] << 24;
+                part[i % NT] += ft_fp_term(i, w);
+            }
+            if (bytes % 4) part[0] += ft_fp_term(bytes / 4, ft_fp_tail(p + bytes / 4 * 4, bytes));
+            part[0] += ft_fp_len(bytes);
+            for (int t = NT - 1; t >= 0; t--) sum += part[t];
+            assert_true(sum == ft_fingerprint(p, bytes));
         }
-        uint32_t slo = 0, shi = 0;
-        for (int t = NT - 1; t >= 0; t--) slo += lo[t], shi += hi[t];
-        assert_true(((uint64_t)shi << 32 | slo) == ckpt_checksum_array(a, es[k], N));
-    }
     /* 2-byte elements (bf16): a flipped bit in one element changes the fingerprint */
     uint64_t f0 = be->fingerprint(be->ctx, a, 2, N);
     a[2 * 500 + 1] ^= 0x80;
@@ -126,25 +130,28 @@ static void test_fingerprint(void **s)
     for (int k = 0; k < 4; k++)
         for (int j = 0; j < 5; j++) {
             size_t n = ns[j], bytes = es[k] * n;
+            int off = (k + j) % 3; /* the kernel's 4-, 2- and 1-byte word loads */
             unsigned char *h = malloc(bytes);
             assert_non_null(h);
             for (size_t i = 0; i < bytes; i++) h[i] = rbyte();
-            void *d = backend_alloc(be, bytes, "fingerprint test");
+            unsigned char *base = backend_alloc(be, bytes + 4, "fingerprint test");
+            void *d = base + (off == 1 ? 2 : off == 2 ? 1 : 0);
             be->to_device(be->ctx, d, h, bytes);
-            uint64_t want = ckpt_checksum_array(h, es[k], n);
+            uint64_t want = ft_fingerprint(h, bytes);
             uint64_t got = be->fingerprint(be->ctx, d, es[k], n);
             assert_true(fp_into(be, d, es[k], n) == want); /* the no-wait form, same value */
             size_t el = n / 2, bit = (size_t)rbyte() % (8 * es[k]);
             h[el * es[k] + bit / 8] ^= (unsigned char)(1u << (bit % 8));
             be->to_device(be->ctx, d, h, bytes);
             uint64_t flipped = be->fingerprint(be->ctx, d, es[k], n);
-            uint64_t want2 = ckpt_checksum_array(h, es[k], n);
-            printf("  fingerprint %zu-byte x %zu: %016llx (host %016llx), one bit flipped %016llx\n",
-                   es[k], n, (unsigned long long)got, (unsigned long long)want,
+            uint64_t want2 = ft_fingerprint(h, bytes);
+            printf("  fingerprint %zu-byte x %zu at +%d: %016llx (host %016llx), one bit flipped "
+                   "%016llx\n", es[k], n, off == 1 ? 2 : off == 2 ? 1 : 0,
+                   (unsigned long long)got, (unsigned long long)want,
                    (unsigned long long)flipped);
             assert_true(got == want);
             assert_true(flipped == want2 && flipped != got);
-            be->release(be->ctx, d);
+            be->release(be->ctx, base);
             free(h);
         }
 }
