@@ -26,6 +26,7 @@ result_line() {
     bench_gradsync) echo '^P 2, C +[0-9]+, .* ratio [0-9.]+; results bitwise equal' ;;
     bench_ulfm) echo '^MPICH-injected +- +- +[0-9.]+ +[0-9.]+ +[0-9.]+' ;;
     bench_spare) echo '^RESULT r [0-9] vs r 1: [0-9.]+x' ;;
+    bench_fingerprint) echo '^RESULT 1 MiB: fingerprint / memcpy [0-9.]+, checksum / memcpy [0-9.]+' ;;
     *) echo . ;;
   esac
 }
