@@ -1817,6 +1817,59 @@ static void test_rolled_back_missed(void **state)
     model_free(&m), model_free(&ref);
 }
 
+/* Who is handed to SPARe comes from the agreement's gathered counts alone. Ranks 0 .. n-1 agree
+ * on steps where the last rank mismatches (d->mism set by hand, dmr_impl.h), dmr.suspect_after
+ * = 2: it is handed over at its second on every rank; then its replica "fails" by the fault
+ * schedule (handed, not retired: nothing resets the others' view of the place) and a hot spare
+ * takes the place, a fresh FtDmr on that rank alone; the spare mismatches twice and must be
+ * handed over on every rank at its own second, and the handed lists must be equal everywhere
+ * (retire_suspects is collective: before, the others kept the earlier occupant's flag, only the
+ * spare handed itself over, and the job hung). dmr_forget clears a place for the report. */
+static void agree_steps(FtDmr **d, FtComm *w, int from, int to, bool bad, int *took)
+{
+    int last = ft_test_size() - 1;
+    FtExec ex;
+    memset(&ex, 0, sizeof ex);
+    for (int s = from; s <= to; s++) {
+        int sus[8];
+        dmr_step_begin(*d, s);
+        if (bad && ft_test_rank() == last) (*d)->mism = 1;
+        assert_all(dmr_agree(*d, &ex, w) == (bad ? 1 : 0));
+        dmr_step_begin(*d, s); /* the step again, clean */
+        assert_all(dmr_agree(*d, &ex, w) == 0);
+        int n = dmr_take_suspects(*d, sus, 8);
+        assert_all(ft_same_bytes(&n, sizeof n) && (n == 0 || ft_same_bytes(sus, sizeof *sus * (size_t)n)));
+        took[s] = n == 1 && sus[0] == last ? 1 : n;
+    }
+}
+
+static void test_suspect_spare_place(void **state)
+{
+    (void)state;
+    ft_require_ranks(2);
+    log_init(ft_test_rank(), FT_LOG_ERROR);
+    int last = ft_test_size() - 1, took[8] = {0};
+    FtComm *w = comm_create_mpi(ft_test_comm(), "world");
+    FtDmrCfg cfg = {.mode = FT_DMR_NAIVE, .suspect_after = 2};
+    FtDmr *d = dmr_create(&cfg);
+    agree_steps(&d, w, 1, 2, true, took);
+    assert_all(took[1] == 0 && took[2] == 1 && dmr_is_suspect(d, last));
+    agree_steps(&d, w, 3, 3, false, took); /* handed once only */
+    assert_all(took[3] == 0);
+    if (ft_test_rank() == last) { /* the hot spare: a fresh view */
+        dmr_free(d);
+        d = dmr_create(&cfg);
+    }
+    agree_steps(&d, w, 4, 5, true, took);
+    assert_all(took[4] == 0 && took[5] == 1 && dmr_is_suspect(d, last));
+    dmr_forget(d, last, 1);
+    FtDmrStats st;
+    dmr_stats(d, &st);
+    assert_all(!dmr_is_suspect(d, last) && st.retired == 0);
+    dmr_free(d);
+    comm_destroy(w);
+}
+
 /* ---- a replica leaves mid-run (train_regrid) -------------------------------------------------- */
 
 /* dp2 with naive DMR: a flip on each rank before replica 1 leaves after step 2, one on the
@@ -1909,5 +1962,5 @@ FT_TEST_MAIN(cmocka_unit_test(test_flip_campaign), cmocka_unit_test(test_clean_r
              cmocka_unit_test(test_plan_bounds), cmocka_unit_test(test_order_excess),
              cmocka_unit_test(test_suspect_and_off), cmocka_unit_test(test_flip_before_start),
              cmocka_unit_test(test_pending_early),
-             cmocka_unit_test(test_rolled_back_missed),
+             cmocka_unit_test(test_rolled_back_missed), cmocka_unit_test(test_suspect_spare_place),
              cmocka_unit_test(test_regrid))

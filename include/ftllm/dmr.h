@@ -194,12 +194,19 @@ void dmr_stats_job(FtDmr *d, FtComm *world, FtDmrStats *s);
 /* Whether rank r of the world is suspect (the same answer on every rank). */
 bool dmr_is_suspect(const FtDmr *d, int r);
 /* The ranks that became suspect since the last call (at most max, in rank order, the same on
- * every rank): each is handed over once, for SPARe to retire (train_dmr.c). */
+ * every rank): each is handed over once, for SPARe to retire (train_dmr.c). A rank becomes
+ * suspect at the agreement where its own count of mismatching steps (sent by it, dmr_agree)
+ * reaches dmr.suspect_after, so every rank decides from the same gathered numbers: a hot spare
+ * that took a place counts from 0 and is handed over when its own count gets there, whatever
+ * the others remember of the place's earlier occupant. */
 int dmr_take_suspects(FtDmr *d, int *ranks, int max);
 /* SPARe retired a suspect's replica, world ranks [first, first + n) of the world the suspect
  * was named in: their history starts over (a hot spare takes those places) and the job's count
  * of retirements (the dmr line) grows by one. */
 void dmr_retired(FtDmr *d, int first, int n);
+/* The same without counting a retirement: world ranks [first, first + n) start over because
+ * their replica failed (the fault schedule, a dead process) and a spare may take the place. */
+void dmr_forget(FtDmr *d, int first, int n);
 
 /* Collective over job (NULL: world), every rank of the job, trained to the end or not: the
  * counters are summed over all of them, so the flips and checks of a rank whose replica failed

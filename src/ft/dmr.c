@@ -653,8 +653,11 @@ int dmr_agree(FtDmr *d, FtExec *ex, FtComm *world)
             nbad++;
             if (len + 16 < sizeof list) len += (size_t)snprintf(list + len, sizeof list - len, "%sr%d", nbad > 1 ? " " : "", q);
             d->bad_steps[q] = d->who[q];
-            if (d->suspect_after > 0 && d->bad_steps[q] >= d->suspect_after && !d->suspect[q]) {
-                d->suspect[q] = true;
+            /* q's own count crossing the threshold, from the gathered values alone: no rank's
+             * earlier view (a stale flag of a replaced replica's rank, a spare's blank one)
+             * decides who is handed to SPARe (retire_suspects is collective) */
+            if (d->suspect_after > 0 && d->who[q] == d->suspect_after) {
+                d->suspect[q] = true, d->handed[q] = false;
                 log_warn("dmr: rank %d is suspect: its checks mismatched in %d steps "
                          "(dmr.suspect_after = %d)", q, d->bad_steps[q], d->suspect_after);
             }
@@ -724,10 +727,15 @@ int dmr_take_suspects(FtDmr *d, int *ranks, int max)
     return n;
 }
 
-void dmr_retired(FtDmr *d, int first, int n)
+void dmr_forget(FtDmr *d, int first, int n)
 {
     for (int q = first; q < first + n && q < d->nranks; q++)
         if (q >= 0) d->bad_steps[q] = 0, d->suspect[q] = d->handed[q] = false;
+}
+
+void dmr_retired(FtDmr *d, int first, int n)
+{
+    dmr_forget(d, first, n);
     d->s.retired++;
 }
 

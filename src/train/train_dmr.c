@@ -91,12 +91,25 @@ static void before_step(void *ctx, FtTrainer *tr, long long step)
         replicas[n++] = replica;
     }
     int nsched = n;
+    for (int k = 0; k < nsched; k++) { /* the first world rank of each one's place, or -1 */
+        first[k] = -1;
+        for (int i = 0, place = 0; tr->sp && i < tr->sp->N; i++) {
+            if (!spare_alive(tr->sp, i)) continue;
+            if (i == replicas[k]) {
+                first[k] = place * td->replica_width;
+                break;
+            }
+            place++;
+        }
+    }
     n = retire_suspects(td, tr, step, replicas, n, first);
     if (!n) return;
     long long wipes = tr->spare.wipeouts, masked = tr->spare.masked;
     int rc = train_fail_replicas(tr, replicas, n);
-    for (int k = nsched; k < n && rc >= 0; k++) /* the suspects' places start over */
-        dmr_retired(td->dmr, first[k], td->replica_width);
+    for (int k = 0; k < n && rc >= 0 && td->dmr; k++) { /* those places start over */
+        if (k >= nsched) dmr_retired(td->dmr, first[k], td->replica_width);
+        else if (first[k] >= 0) dmr_forget(td->dmr, first[k], td->replica_width);
+    }
     if (tr->left || nsched == 0) return;
     if (rc < 0 && tr->spare.masked == masked)
         log_warn("faults: %s: before step %lld: the replicas named have failed already: nothing "

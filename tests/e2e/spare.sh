@@ -132,6 +132,14 @@ has "suspect: redundancy back" '^spare: r 2, 3 replicas, live 3, depth 1; failur
 has "suspect: the spare's place is not suspect" '^dmr: mode naive, .*suspects none \(1 retired by SPARe\), overhead'
 [ -n "$clean3" ] && [ "$(losses)" = "$clean3" ] && ok "suspect: losses equal (spare)" \
   || bad "suspect: losses equal (spare)" "clean: $clean3; with the retirement: $(losses)"
+# a suspect whose replica the schedule fails before SPARe retires it: the hot spare takes the
+# place, and the place is not suspect any more (the report named r1, the spare's place, before)
+printf 'sdc step=2 rank=1 op=matmul:3 bit=21\nsdc step=3 rank=1 op=matmul:5 bit=22\nfail step=4 replica=1\n' > "$E2E_TMP/susfail.faults"
+# shellcheck disable=SC2086
+run "a suspect's replica fails by the schedule" 0 "" 4 "$FTLLM" train inputs/default.ini $common $spare3 \
+  dmr.mode=naive dmr.suspect_after=2 faults.schedule="$E2E_TMP/susfail.faults"
+has "suspect failed: the spare joined" '^spare: replica 1 failed before step 4: hot spare 0 \(1 of 1\) took its place'
+has "suspect failed: its place not suspect" '^dmr: mode naive, .*mismatches 2, steps redone 2 of 8 attempts, unchecked 0, suspects none, overhead'
 # dp 2 x tp 2 + 1 spare (6 ranks): rank 1 suspect, replica 0 retired, the hot spare takes its
 # place; rank 2 (replica 1), which mismatched once before the spare joined and once after, is
 # suspect on every rank, the spare's too (it never saw the first): replica 1 retired, masked.
