@@ -20,7 +20,8 @@
  * stretch: 15-25% longer on pp 2). Beside them: what the pipeline's waits (PP windows: sends,
  * receives and bubbles) and the other waits give, per rank.
  * FT_BENCH_SMOKE=1: a tiny model, 1 round. FT_BENCH_TRACE=1: then one step of each variant
- * with each rank's waits (over 0.5 ms) in time order.
+ * with each rank's waits (over 0.5 ms) in time order and its check time (in the waits, and by
+ * kind: at once, piggyback, keeping deferred inputs, replays).
  * Usage: mpiexec -n 2 bench_dmr_plan [pp|tp] [rounds] [warmup_extra]
  * (default pp, 8 timed rounds; warmup_extra: parallel.warmup_extra of pp 2 in every row,
  * default 0: plain 1F1B). */
@@ -111,8 +112,11 @@ static void trace(Variant *v, int rank)
         if (k) dmr_stats(train_dmr_get(v[k].td), &s1);
         char buf[4096];
         int o = snprintf(buf, sizeof buf, "trace %s, rank %d: step %.1f ms (checks %.1f ms, %.1f "
-                         "of them in waits); waits", g_var[k].name, rank, 1e3 * step,
-                         1e3 * (s1.check_s - s0.check_s), 1e3 * (s1.window_s - s0.window_s));
+                         "of them in waits; at once %.1f, piggyback %.1f, keeping %.1f, replays "
+                         "%.1f); waits", g_var[k].name, rank, 1e3 * step,
+                         1e3 * (s1.check_s - s0.check_s), 1e3 * (s1.window_s - s0.window_s),
+                         1e3 * (s1.naive_s - s0.naive_s), 1e3 * (s1.pb_s - s0.pb_s),
+                         1e3 * (s1.keep_s - s0.keep_s), 1e3 * (s1.replay_s - s0.replay_s));
         for (size_t e = 0; e < tl->nev && o < (int)sizeof buf - 64; e++)
             if (tl->ev[e].kind != FT_TL_STEP && tl->ev[e].t1 - tl->ev[e].t0 > 5e-4)
                 o += snprintf(buf + o, sizeof buf - (size_t)o, " %s %.1f-%.1f",

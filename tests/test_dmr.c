@@ -574,6 +574,13 @@ static void test_planned_clean(void **state)
             assert_all(s.kept_peak <= (long long)(PLANNED_BUDGET_MB * 1048576.0));
             if (l.ac == FT_AC_CHOICE_NONE) assert_all(s.checks[FT_DMR_S_PIGGYBACK] == 0);
             else assert_all(s.checks[FT_DMR_S_PIGGYBACK] > 0);
+            /* the check time by kind: disjoint parts of check_s, each there when its checks are */
+            double parts = s.naive_s + s.pb_s + s.keep_s + s.replay_s;
+            bool deferred = s.checks[FT_DMR_S_DEFERRED] + s.checks[FT_DMR_S_AGC] > 0;
+            assert_all(s.naive_s > 0 && parts <= s.check_s * (1 + 1e-9) + 1e-9);
+            assert_all((s.pb_s > 0) == (s.checks[FT_DMR_S_PIGGYBACK] > 0));
+            assert_all(!deferred || (s.keep_s > 0 && s.replay_s > 0));
+            assert_all(deferred || (s.keep_s == 0 && s.replay_s == 0));
             assert_all(same_state(&m, &ref));
             model_free(&ref), model_free(&m);
             runs++;

@@ -145,6 +145,12 @@ typedef struct ft_dmr_stats {
     double compute_s; /* step attempts, from the first micro-batch to the agreement */
     double redo_s;    /* attempts that were rolled back */
     double window_s;  /* deferred checks run inside windows (part of check_s) */
+    /* check_s by kind (the rest of it: the agreement, injections, the hook's own work) */
+    double naive_s;   /* checks at once: the re-execution and the compare (naive, demoted) */
+    double pb_s;      /* piggyback: fingerprints of forward outputs and of their recomputation */
+    double keep_s;    /* deferred checks' keeping: inputs copied, the primary's outputs
+                         fingerprinted (on the critical path, unlike their replays) */
+    double replay_s;  /* deferred replays and their fingerprints, in windows or drained */
     long long kept_peak; /* most bytes deferred checks kept at once (job: the largest rank's) */
     long long dyn_kept_peak; /* ... of them the dynamic planner's (job: the largest rank's) */
     long long dyn_guard;     /* the dynamic guard in bytes (job: the largest rank's) */

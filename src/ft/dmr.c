@@ -413,7 +413,18 @@ static unsigned *pending_flag(FtDmr *d, const FtTape *tp, int i)
  * addresses for later ops: a flipped one must not go on) or where the backend has no
  * mark_differs, else answered at the agreement (resolve_pending): the compare does not wait, and
  * a mismatch redoes the step, whose bytes then do not matter. */
+static void check_naive(FtDmr *d, const FtTape *tp, int i, const FtOpCall *c, const int *chk,
+                        int nchk);
+
 void dmr_check_naive(FtDmr *d, const FtTape *tp, int i, const FtOpCall *c, const int *chk,
+                     int nchk)
+{
+    double t0 = omp_get_wtime();
+    check_naive(d, tp, i, c, chk, nchk);
+    d->s.naive_s += omp_get_wtime() - t0;
+}
+
+static void check_naive(FtDmr *d, const FtTape *tp, int i, const FtOpCall *c, const int *chk,
                         int nchk)
 {
     const FtTapeEntry *e = &tp->e[i];
@@ -470,6 +481,30 @@ void dmr_fingerprint(const FtDmr *d, const FtTape *tp, const FtTapeEntry *e, con
 }
 
 
+/* Piggyback's check of recompute entry i against its twin's saved fingerprints. */
+static void pb_check(FtDmr *d, const FtTape *tp, int i, const FtOpCall *c, enum strat s)
+{
+    const FtTapeEntry *e = &tp->e[i];
+    FpStore *st = store(d, tp);
+    int f = e->twin;
+    if (!st->pending[f]) {
+        d->s.unchecked++;
+        return;
+    }
+    st->pending[f] = 0;
+    st->npending--;
+    d->s.checks[FT_DMR_S_PIGGYBACK]++;
+    if (st->fp_dev) { /* answered at the agreement (resolve_pending) */
+        dmr_fingerprint_into(d, tp, e, c,
+                             dmr_pending_pair(d, tp, i, f, st->fp_dev + (size_t)f * FT_OP_MAX_OUT,
+                                              S_PB_CHECK));
+        return;
+    }
+    uint64_t fp[FT_OP_MAX_OUT];
+    dmr_fingerprint(d, tp, e, c, fp);
+    if (memcmp(fp, st->fp + (size_t)f * FT_OP_MAX_OUT, sizeof fp)) dmr_mismatch(d, tp, i, f, s);
+}
+
 /* ---- the after-op hook --------------------------------------------------------------------- */
 
 static void after_op(void *arg, const FtTape *tp, int i, const FtOpCall *c)
@@ -522,31 +557,18 @@ static void after_op(void *arg, const FtTape *tp, int i, const FtOpCall *c)
     case S_AGC: dmr_defer_add(d, tp, i, c, d->plan.seg[idx], true, chk, nchk); break;
     case S_DYN: dmr_dyn_check(d, tp, i, c, chk, nchk); break;
     case S_PB_SAVE: {
+        double tp0 = omp_get_wtime();
         FpStore *st = store(d, tp);
         if (st->fp_dev) dmr_fingerprint_into(d, tp, e, c, st->fp_dev + (size_t)i * FT_OP_MAX_OUT);
         else dmr_fingerprint(d, tp, e, c, st->fp + (size_t)i * FT_OP_MAX_OUT);
         if (!st->pending[i]) st->pending[i] = 1, st->npending++;
+        d->s.pb_s += omp_get_wtime() - tp0;
         break;
     }
     case S_PB_CHECK: {
-        FpStore *st = store(d, tp);
-        int f = e->twin;
-        if (!st->pending[f]) {
-            d->s.unchecked++;
-            break;
-        }
-        st->pending[f] = 0;
-        st->npending--;
-        d->s.checks[FT_DMR_S_PIGGYBACK]++;
-        if (st->fp_dev) { /* answered at the agreement (resolve_pending) */
-            dmr_fingerprint_into(d, tp, e, c,
-                                 dmr_pending_pair(d, tp, i, f, st->fp_dev + (size_t)f * FT_OP_MAX_OUT,
-                                                  S_PB_CHECK));
-            break;
-        }
-        uint64_t fp[FT_OP_MAX_OUT];
-        dmr_fingerprint(d, tp, e, c, fp);
-        if (memcmp(fp, st->fp + (size_t)f * FT_OP_MAX_OUT, sizeof fp)) dmr_mismatch(d, tp, i, f, s);
+        double tp0 = omp_get_wtime();
+        pb_check(d, tp, i, c, s);
+        d->s.pb_s += omp_get_wtime() - tp0;
         break;
     }
     }
@@ -701,14 +723,16 @@ void dmr_stats_job(FtDmr *d, FtComm *world, FtDmrStats *s)
     long long c[NCOUNT];
     memcpy(c, s, sizeof c);
     comm_allreduce_sum(world, FT_IN_PLACE, c, NCOUNT, FT_I64);
-    double t[4] = {s->check_s, s->compute_s, s->redo_s, s->window_s};
-    comm_allreduce_sum(world, FT_IN_PLACE, t, 4, FT_F64);
+    double t[8] = {s->check_s, s->compute_s, s->redo_s, s->window_s,
+                   s->naive_s,  s->pb_s,      s->keep_s, s->replay_s};
+    comm_allreduce_sum(world, FT_IN_PLACE, t, 8, FT_F64);
     long long peak = comm_max_i64(world, s->kept_peak);
     long long dpeak = comm_max_i64(world, s->dyn_kept_peak);
     long long guard = comm_max_i64(world, s->dyn_guard), slack = -comm_max_i64(world, -s->dyn_slack);
     long long held = comm_max_i64(world, s->held_peak);
     memcpy(s, c, sizeof c);
     s->check_s = t[0], s->compute_s = t[1], s->redo_s = t[2], s->window_s = t[3];
+    s->naive_s = t[4], s->pb_s = t[5], s->keep_s = t[6], s->replay_s = t[7];
     s->kept_peak = peak, s->dyn_kept_peak = dpeak, s->dyn_guard = guard, s->dyn_slack = slack;
     s->held_peak = held;
     /* job-wide already: every rank takes part in each; the largest, as a hot spare that
@@ -818,6 +842,14 @@ void dmr_report(FtDmr *d, FtComm *world, FtComm *job, const char *schedule, int 
                 dmr_mode_name(d->mode), s.checks[FT_DMR_S_NAIVE], s.checks[FT_DMR_S_PIGGYBACK],
                 s.mismatches, s.redone, s.attempts, s.unchecked, sus,
                 rest > 0 ? 100.0 * s.check_s / rest : 0.0, s.check_s, rest, s.redo_s);
+    }
+    if (d->mode != FT_DMR_OFF) {
+        double other = s.check_s - s.naive_s - s.pb_s - s.keep_s - s.replay_s;
+        fprintf(out, "dmr: check time by kind, summed over ranks (host wall time): at once "
+                     "(re-execution and compare) %.3f s, piggyback fingerprints %.3f s, keeping "
+                     "deferred checks' inputs %.3f s, deferred replays %.3f s (%.3f s in "
+                     "windows), the rest (agreement, injections) %.3f s\n",
+                s.naive_s, s.pb_s, s.keep_s, s.replay_s, s.window_s, other > 0 ? other : 0.0);
     }
     fflush(out);
 }

@@ -154,7 +154,17 @@ static void unit_remove(FtDmr *d, Unit *u)
 /* Replays u's next member into the replay scratch (through the backend's checker_run: on a
  * device, its checker stream) and compares its output fingerprints with the primary's, at the
  * agreement where the backend fingerprints without waiting; the last member frees u. */
+static void unit_step_(FtDmr *d, Unit *u);
+
+/* (timed: replay_s) */
 static void unit_step(FtDmr *d, Unit *u)
+{
+    double t0 = omp_get_wtime();
+    unit_step_(d, u);
+    d->s.replay_s += omp_get_wtime() - t0;
+}
+
+static void unit_step_(FtDmr *d, Unit *u)
 {
     if (u->next == 0) { /* the replay outputs of every member, carved from one buffer */
         u->roff = calloc((size_t)u->nm * FT_OP_MAX_OUT, sizeof *u->roff);
@@ -247,9 +257,24 @@ void dmr_drain(FtDmr *d)
 
 /* Keeps nb[k] bytes of each input of m (the primary's call c), fingerprints its outputs and
  * appends it to u (NULL: a new unit at the end of the queue); bytes are charged. */
+static Unit *unit_push_(FtDmr *d, Unit *u, const FtTape *tp, int seg, const Member *mp,
+                        const size_t *nb, size_t bytes, const FtOpCall *c, const int *chk,
+                        int nchk);
+
+/* (timed: the keeping of a deferred check, keep_s) */
 static Unit *unit_push(FtDmr *d, Unit *u, const FtTape *tp, int seg, const Member *mp,
                        const size_t *nb, size_t bytes, const FtOpCall *c, const int *chk,
                        int nchk)
+{
+    double t0 = omp_get_wtime();
+    u = unit_push_(d, u, tp, seg, mp, nb, bytes, c, chk, nchk);
+    d->s.keep_s += omp_get_wtime() - t0;
+    return u;
+}
+
+static Unit *unit_push_(FtDmr *d, Unit *u, const FtTape *tp, int seg, const Member *mp,
+                        const size_t *nb, size_t bytes, const FtOpCall *c, const int *chk,
+                        int nchk)
 {
     Member m = *mp;
     const FtTapeEntry *e = &tp->e[m.entry];

@@ -51,6 +51,7 @@ has "plan loaded" "^dmr: mode planned: the plan $plan "
 has "planned flip caught" '^faults: sdc injected 1, detected 1, rolled back 1, missed 0 '
 has "planned dmr line" '^dmr: mode planned, checks naive [0-9]+ piggyback [1-9][0-9]* deferred [0-9]+ agc [0-9]+, mismatches [1-9]'
 has "the plan's bound" '^dmr: planned: lower bound [0-9.]+ ms per step \(issue 10.s: .*\), [0-9.]+ ms in time order, of a profiled step of [1-9][0-9.]* ms without checks'
+has "planned time by kind" '^dmr: check time by kind, summed over ranks \(host wall time\): at once \(re-execution and compare\) [0-9.]+ s, piggyback fingerprints ([1-9][0-9]*\.[0-9]+|0\.[0-9]*[1-9][0-9]*) s, keeping deferred checks. inputs [0-9.]+ s, deferred replays [0-9.]+ s \([0-9.]+ s in windows\), the rest \(agreement, injections\) [0-9.]+ s$'
 n_entry=$(grep -m1 '^op .* piggyback ' "$plan" | awk '{print $2}')
 n_line=$(grep -n -m1 '^op .* piggyback ' "$plan" | cut -d: -f1)
 n_kind=$(grep -m1 '^op .* piggyback ' "$plan" | awk '{print $3}')
@@ -90,6 +91,7 @@ has "mismatch logged" '^\[r0\] dmr: step 3: 1 check mismatched, the first: matmu
 has "step redone" '^dmr: step 3: mismatch on 1 of 1 rank \(r0\): rolled back'
 has "faults line" '^faults: sdc injected 1, detected 1, rolled back 1, missed 0 '
 has "dmr line" '^dmr: mode naive, checks naive [0-9]+ piggyback 0, mismatches 1, steps redone 1 of 5 attempts, unchecked 0, suspects none, overhead [0-9.]+%'
+has "naive time by kind: at once only" '^dmr: check time by kind, summed over ranks \(host wall time\): at once \(re-execution and compare\) ([1-9][0-9]*\.[0-9]+|0\.[0-9]*[1-9][0-9]*) s, piggyback fingerprints 0\.000 s, keeping deferred checks. inputs 0\.000 s, deferred replays 0\.000 s \(0\.000 s in windows\), the rest'
 # dmr.suspect_after = 1: the rank whose check mismatched (rank 0) is named a suspect
 # shellcheck disable=SC2086
 run "default deck, suspect after 1" 0 "" 1 "$FTLLM" train inputs/default.ini $short dmr.suspect_after=1
