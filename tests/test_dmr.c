@@ -1826,12 +1826,13 @@ static void test_rolled_back_missed(void **state)
 
 /* Who is handed to SPARe comes from the agreement's gathered counts alone. Ranks 0 .. n-1 agree
  * on steps where the last rank mismatches (d->mism set by hand, dmr_impl.h), dmr.suspect_after
- * = 2: it is handed over at its second on every rank; then its replica "fails" by the fault
- * schedule (handed, not retired: nothing resets the others' view of the place) and a hot spare
- * takes the place, a fresh FtDmr on that rank alone; the spare mismatches twice and must be
- * handed over on every rank at its own second, and the handed lists must be equal everywhere
- * (retire_suspects is collective: before, the others kept the earlier occupant's flag, only the
- * spare handed itself over, and the job hung). dmr_forget clears a place for the report. */
+ * = 2: it is handed over at its second on every rank, and not again at its third; then its
+ * replica "fails" by the fault schedule (handed, not retired: nothing resets the others' view
+ * of the place) and a hot spare takes the place, a fresh FtDmr on that rank alone; the spare
+ * mismatches twice and must be handed over on every rank at its own second, and the handed
+ * lists must be equal everywhere (retire_suspects is collective: before, the others kept the
+ * earlier occupant's flag, only the spare handed itself over, and the job hung). dmr_forget
+ * clears a place for the report. */
 static void agree_steps(FtDmr **d, FtComm *w, int from, int to, bool bad, int *took)
 {
     int last = ft_test_size() - 1;
@@ -1861,8 +1862,8 @@ static void test_suspect_spare_place(void **state)
     FtDmr *d = dmr_create(&cfg);
     agree_steps(&d, w, 1, 2, true, took);
     assert_all(took[1] == 0 && took[2] == 1 && dmr_is_suspect(d, last));
-    agree_steps(&d, w, 3, 3, false, took); /* handed once only */
-    assert_all(took[3] == 0);
+    agree_steps(&d, w, 3, 3, true, took); /* a third: handed once only */
+    assert_all(took[3] == 0 && dmr_is_suspect(d, last));
     if (ft_test_rank() == last) { /* the hot spare: a fresh view */
         dmr_free(d);
         d = dmr_create(&cfg);
