@@ -408,14 +408,14 @@ static unsigned *pending_flag(FtDmr *d, const FtTape *tp, int i)
     return d->flags + d->npend++;
 }
 
+static void check_naive(FtDmr *d, const FtTape *tp, int i, const FtOpCall *c, const int *chk,
+                        int nchk);
+
 /* Runs entry i again into scratch outputs (flipping the checker flips chk[0..nchk) there) and
  * compares with the primary's outputs c->out: at once for an op that writes integers (they are
  * addresses for later ops: a flipped one must not go on) or where the backend has no
  * mark_differs, else answered at the agreement (resolve_pending): the compare does not wait, and
  * a mismatch redoes the step, whose bytes then do not matter. */
-static void check_naive(FtDmr *d, const FtTape *tp, int i, const FtOpCall *c, const int *chk,
-                        int nchk);
-
 void dmr_check_naive(FtDmr *d, const FtTape *tp, int i, const FtOpCall *c, const int *chk,
                      int nchk)
 {

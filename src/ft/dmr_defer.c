@@ -151,12 +151,12 @@ static void unit_remove(FtDmr *d, Unit *u)
     dmr_unit_free(d, u);
 }
 
-/* Replays u's next member into the replay scratch (through the backend's checker_run: on a
- * device, its checker stream) and compares its output fingerprints with the primary's, at the
- * agreement where the backend fingerprints without waiting; the last member frees u. */
 static void unit_step_(FtDmr *d, Unit *u);
 
-/* (timed: replay_s) */
+/* Replays u's next member into the replay scratch (through the backend's checker_run: on a
+ * device, its checker stream) and compares its output fingerprints with the primary's, at the
+ * agreement where the backend fingerprints without waiting; the last member frees u. Timed
+ * (replay_s). */
 static void unit_step(FtDmr *d, Unit *u)
 {
     double t0 = omp_get_wtime();
@@ -255,13 +255,13 @@ void dmr_drain(FtDmr *d)
     }
 }
 
-/* Keeps nb[k] bytes of each input of m (the primary's call c), fingerprints its outputs and
- * appends it to u (NULL: a new unit at the end of the queue); bytes are charged. */
 static Unit *unit_push_(FtDmr *d, Unit *u, const FtTape *tp, int seg, const Member *mp,
                         const size_t *nb, size_t bytes, const FtOpCall *c, const int *chk,
                         int nchk);
 
-/* (timed: the keeping of a deferred check, keep_s) */
+/* Keeps nb[k] bytes of each input of m (the primary's call c), fingerprints its outputs and
+ * appends it to u (NULL: a new unit at the end of the queue); bytes are charged. Timed: the
+ * keeping of a deferred check (keep_s). */
 static Unit *unit_push(FtDmr *d, Unit *u, const FtTape *tp, int seg, const Member *mp,
                        const size_t *nb, size_t bytes, const FtOpCall *c, const int *chk,
                        int nchk)
