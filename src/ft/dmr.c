@@ -481,6 +481,16 @@ void dmr_fingerprint(const FtDmr *d, const FtTape *tp, const FtTapeEntry *e, con
 }
 
 
+/* Piggyback's save: forward entry i's output fingerprints, for its recompute twin. */
+static void pb_save(FtDmr *d, const FtTape *tp, int i, const FtOpCall *c)
+{
+    const FtTapeEntry *e = &tp->e[i];
+    FpStore *st = store(d, tp);
+    if (st->fp_dev) dmr_fingerprint_into(d, tp, e, c, st->fp_dev + (size_t)i * FT_OP_MAX_OUT);
+    else dmr_fingerprint(d, tp, e, c, st->fp + (size_t)i * FT_OP_MAX_OUT);
+    if (!st->pending[i]) st->pending[i] = 1, st->npending++;
+}
+
 /* Piggyback's check of recompute entry i against its twin's saved fingerprints. */
 static void pb_check(FtDmr *d, const FtTape *tp, int i, const FtOpCall *c, enum strat s)
 {
@@ -556,18 +566,11 @@ static void after_op(void *arg, const FtTape *tp, int i, const FtOpCall *c)
     case S_DEFER: dmr_defer_add(d, tp, i, c, -1, true, chk, nchk); break;
     case S_AGC: dmr_defer_add(d, tp, i, c, d->plan.seg[idx], true, chk, nchk); break;
     case S_DYN: dmr_dyn_check(d, tp, i, c, chk, nchk); break;
-    case S_PB_SAVE: {
-        double tp0 = omp_get_wtime();
-        FpStore *st = store(d, tp);
-        if (st->fp_dev) dmr_fingerprint_into(d, tp, e, c, st->fp_dev + (size_t)i * FT_OP_MAX_OUT);
-        else dmr_fingerprint(d, tp, e, c, st->fp + (size_t)i * FT_OP_MAX_OUT);
-        if (!st->pending[i]) st->pending[i] = 1, st->npending++;
-        d->s.pb_s += omp_get_wtime() - tp0;
-        break;
-    }
+    case S_PB_SAVE:
     case S_PB_CHECK: {
         double tp0 = omp_get_wtime();
-        pb_check(d, tp, i, c, s);
+        if (s == S_PB_SAVE) pb_save(d, tp, i, c);
+        else pb_check(d, tp, i, c, s);
         d->s.pb_s += omp_get_wtime() - tp0;
         break;
     }

@@ -36,6 +36,25 @@ struct ft_train_dmr {
     int replica_width; /* ranks per data-parallel replica in the first grid (tp x pp x ep) */
 };
 
+/* A replica's place among the live ones (SPARe's controller index: the place-th live
+ * replica; world ranks place x replica width on), or -1 when it is not live; and back. */
+static int live_place(const FtSpare *sp, int replica)
+{
+    for (int i = 0, place = 0; sp && i < sp->N; i++) {
+        if (!spare_alive(sp, i)) continue;
+        if (i == replica) return place;
+        place++;
+    }
+    return -1;
+}
+
+static int live_replica(const FtSpare *sp, int place)
+{
+    for (int i = 0, seen = 0; sp && i < sp->N; i++)
+        if (spare_alive(sp, i) && seen++ == place) return i;
+    return -1;
+}
+
 /* The suspects DMR named at the last agreement (the same on every rank): with SPARe on, each
  * one's replica joins this step's fail-stops (its place in the grid is its world rank over the
  * replica width; the controller's index, the place-th live replica); without SPARe it stays. */
@@ -45,14 +64,13 @@ static int retire_suspects(FtTrainDmr *td, FtTrainer *tr, long long step, int *r
     int sus[FT_SPARE_BATCH_MAX];
     int ns = td->dmr ? dmr_take_suspects(td->dmr, sus, FT_SPARE_BATCH_MAX) : 0;
     for (int k = 0; k < ns; k++) {
-        int q = sus[k], place = q / td->replica_width, replica = -1;
+        int q = sus[k], place = q / td->replica_width;
         if (!tr->sp) {
             log_warn("dmr: rank %d stays in the run: nothing retires a suspect rank without "
                      "SPARe (spare.r = 0)", q);
             continue;
         }
-        for (int i = 0, seen = 0; i < tr->sp->N && replica < 0; i++)
-            if (spare_alive(tr->sp, i) && seen++ == place) replica = i;
+        int replica = live_replica(tr->sp, place);
         bool dup = replica < 0 || n == FT_SPARE_BATCH_MAX;
         for (int j = 0; j < n && !dup; j++) dup = replicas[j] == replica;
         if (dup) continue;
@@ -92,15 +110,8 @@ static void before_step(void *ctx, FtTrainer *tr, long long step)
     }
     int nsched = n;
     for (int k = 0; k < nsched; k++) { /* the first world rank of each one's place, or -1 */
-        first[k] = -1;
-        for (int i = 0, place = 0; tr->sp && i < tr->sp->N; i++) {
-            if (!spare_alive(tr->sp, i)) continue;
-            if (i == replicas[k]) {
-                first[k] = place * td->replica_width;
-                break;
-            }
-            place++;
-        }
+        int place = live_place(tr->sp, replicas[k]);
+        first[k] = place < 0 ? -1 : place * td->replica_width;
     }
     n = retire_suspects(td, tr, step, replicas, n, first);
     if (!n) return;
