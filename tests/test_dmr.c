@@ -1826,13 +1826,14 @@ static void test_rolled_back_missed(void **state)
 
 /* Who is handed to SPARe comes from the agreement's gathered counts alone. Ranks 0 .. n-1 agree
  * on steps where the last rank mismatches (d->mism set by hand, dmr_impl.h), dmr.suspect_after
- * = 2: it is handed over at its second on every rank, and not again at its third; then its
- * replica "fails" by the fault schedule (handed, not retired: nothing resets the others' view
- * of the place) and a hot spare takes the place, a fresh FtDmr on that rank alone; the spare
- * mismatches twice and must be handed over on every rank at its own second, and the handed
- * lists must be equal everywhere (retire_suspects is collective: before, the others kept the
- * earlier occupant's flag, only the spare handed itself over, and the job hung). dmr_forget
- * clears a place for the report. */
+ * = 2: it is handed over at its second on every rank, and again at its third (SPARe did not
+ * retire it: in a run it would have left); then its replica "fails" by the fault schedule
+ * (handed, not retired: nothing resets the others' view of the place) and a hot spare takes
+ * the place, a fresh FtDmr on that rank alone; the spare mismatches twice and must be handed
+ * over on every rank at its own second, not at its first, and the handed lists must be equal
+ * everywhere (retire_suspects is collective: before, the others kept the earlier occupant's
+ * flag, only the spare handed itself over, and the job hung). dmr_forget clears a place for
+ * the report. */
 static void agree_steps(FtDmr **d, FtComm *w, int from, int to, bool bad, int *took)
 {
     int last = ft_test_size() - 1;
@@ -1862,8 +1863,8 @@ static void test_suspect_spare_place(void **state)
     FtDmr *d = dmr_create(&cfg);
     agree_steps(&d, w, 1, 2, true, took);
     assert_all(took[1] == 0 && took[2] == 1 && dmr_is_suspect(d, last));
-    agree_steps(&d, w, 3, 3, true, took); /* a third: handed once only */
-    assert_all(took[3] == 0 && dmr_is_suspect(d, last));
+    agree_steps(&d, w, 3, 3, true, took); /* a third: handed again (not retired) */
+    assert_all(took[3] == 1 && dmr_is_suspect(d, last));
     if (ft_test_rank() == last) { /* the hot spare: a fresh view */
         dmr_free(d);
         d = dmr_create(&cfg);
@@ -1874,6 +1875,68 @@ static void test_suspect_spare_place(void **state)
     FtDmrStats st;
     dmr_stats(d, &st);
     assert_all(!dmr_is_suspect(d, last) && st.retired == 0);
+    dmr_free(d);
+    comm_destroy(w);
+}
+
+/* A suspect named at an agreement after which the grid was rebuilt before SPARe could act (a
+ * process died: ULFM's recovery regrids and the step is computed again) is dropped
+ * (dmr_regridded: its number is of the old world, and a hot spare may hold that place now) and
+ * named again, on every rank, at its next mismatching step. */
+static void test_suspect_regridded(void **state)
+{
+    (void)state;
+    ft_require_ranks(2);
+    log_init(ft_test_rank(), FT_LOG_ERROR);
+    int last = ft_test_size() - 1, took[8] = {0};
+    FtComm *w = comm_create_mpi(ft_test_comm(), "world");
+    FtDmrCfg cfg = {.mode = FT_DMR_NAIVE, .suspect_after = 2};
+    FtDmr *d = dmr_create(&cfg);
+    for (int s = 1; s <= 2; s++) { /* named at the second, not handed over yet */
+        FtExec ex;
+        memset(&ex, 0, sizeof ex);
+        dmr_step_begin(d, s);
+        if (ft_test_rank() == last) d->mism = 1;
+        assert_all(dmr_agree(d, &ex, w) == 1);
+        dmr_step_begin(d, s);
+        assert_all(dmr_agree(d, &ex, w) == 0);
+    }
+    assert_all(dmr_is_suspect(d, last));
+    dmr_regridded(d);
+    int sus[8];
+    assert_all(!dmr_is_suspect(d, last) && dmr_take_suspects(d, sus, 8) == 0);
+    agree_steps(&d, w, 3, 3, false, took); /* a clean step: nothing */
+    assert_all(took[3] == 0);
+    agree_steps(&d, w, 4, 4, true, took); /* its third mismatch: named and handed over */
+    assert_all(took[4] == 1 && dmr_is_suspect(d, last));
+    dmr_free(d);
+    comm_destroy(w);
+}
+
+/* A rank's own count of mismatching steps stays with it when the world shrinks (a replica
+ * left: ranks numbered anew, flags dropped): with dmr.suspect_after = 2, the last rank
+ * mismatches once in the world of every rank and once more in a world of its own: it is named
+ * suspect there (rank 0 of that world). */
+static void test_suspect_count_kept(void **state)
+{
+    (void)state;
+    ft_require_ranks(2);
+    log_init(ft_test_rank(), FT_LOG_ERROR);
+    int last = ft_test_size() - 1, took[8] = {0};
+    FtComm *w = comm_create_mpi(ft_test_comm(), "world");
+    FtDmrCfg cfg = {.mode = FT_DMR_NAIVE, .suspect_after = 2};
+    FtDmr *d = dmr_create(&cfg);
+    agree_steps(&d, w, 1, 1, true, took);
+    assert_all(took[1] == 0 && !dmr_is_suspect(d, last));
+    comm_destroy(w);
+    w = comm_create_mpi(MPI_COMM_SELF, "alone"); /* each rank in a world of its own */
+    FtExec ex;
+    memset(&ex, 0, sizeof ex);
+    dmr_step_begin(d, 2);
+    if (ft_test_rank() == last) d->mism = 1;
+    assert_int_equal(dmr_agree(d, &ex, w), ft_test_rank() == last);
+    assert_int_equal(dmr_is_suspect(d, 0), ft_test_rank() == last);
+    assert_false(dmr_is_suspect(d, 1)); /* no rank 1 in a world of one */
     dmr_free(d);
     comm_destroy(w);
 }
@@ -1971,4 +2034,5 @@ FT_TEST_MAIN(cmocka_unit_test(test_flip_campaign), cmocka_unit_test(test_clean_r
              cmocka_unit_test(test_suspect_and_off), cmocka_unit_test(test_flip_before_start),
              cmocka_unit_test(test_pending_early),
              cmocka_unit_test(test_rolled_back_missed), cmocka_unit_test(test_suspect_spare_place),
+             cmocka_unit_test(test_suspect_regridded), cmocka_unit_test(test_suspect_count_kept),
              cmocka_unit_test(test_regrid))

@@ -190,7 +190,8 @@ void dmr_pause(FtDmr *d);
 /* Ends the attempt: collective over world, every rank of the job (NULL: one rank): one
  * all-reduce through ex's wait, and on a mismatch one all-gather of who. Returns 1 on every rank
  * when any rank mismatched (redo the step), else 0. After the world shrank (train_regrid) the
- * per-rank suspect history starts over: ranks are numbered anew. */
+ * suspect flags start over (ranks are numbered anew); each rank keeps its own count of
+ * mismatching steps, which it sends at the next mismatch. */
 int dmr_agree(FtDmr *d, FtExec *ex, FtComm *world);
 
 void dmr_stats(const FtDmr *d, FtDmrStats *s);
@@ -201,10 +202,11 @@ void dmr_stats_job(FtDmr *d, FtComm *world, FtDmrStats *s);
 bool dmr_is_suspect(const FtDmr *d, int r);
 /* The ranks that became suspect since the last call (at most max, in rank order, the same on
  * every rank): each is handed over once, for SPARe to retire (train_dmr.c). A rank becomes
- * suspect at the agreement where its own count of mismatching steps (sent by it, dmr_agree)
- * reaches dmr.suspect_after, so every rank decides from the same gathered numbers: a hot spare
- * that took a place counts from 0 and is handed over when its own count gets there, whatever
- * the others remember of the place's earlier occupant. */
+ * suspect at each agreement where its own count of mismatching steps (sent by it, dmr_agree)
+ * is dmr.suspect_after or more, so every rank decides from the same gathered numbers: a hot
+ * spare that took a place counts from 0 and is handed over when its own count gets there,
+ * whatever the others remember of the place's earlier occupant; a suspect not retired (no
+ * SPARe, or its flag dropped by dmr_regridded) is handed over again at its next mismatch. */
 int dmr_take_suspects(FtDmr *d, int *ranks, int max);
 /* SPARe retired a suspect's replica, world ranks [first, first + n) of the world the suspect
  * was named in: their history starts over (a hot spare takes those places) and the job's count
@@ -213,6 +215,12 @@ void dmr_retired(FtDmr *d, int first, int n);
 /* The same without counting a retirement: world ranks [first, first + n) start over because
  * their replica failed (the fault schedule, a dead process) and a spare may take the place. */
 void dmr_forget(FtDmr *d, int first, int n);
+/* The trainer's grid was rebuilt since the last agreement (a process died and ULFM's recovery
+ * regridded, a replica failed, a spare joined): suspects named but not handed over yet are
+ * dropped, since their numbers are of the old world (one of them may be a place a hot spare
+ * now holds). Each is named again at its next mismatching step. The same on every rank: a
+ * joined spare has none to drop. */
+void dmr_regridded(FtDmr *d);
 
 /* Collective over job (NULL: world), every rank of the job, trained to the end or not: the
  * counters are summed over all of them, so the flips and checks of a rank whose replica failed

@@ -154,6 +154,7 @@ typedef struct ft_trainer {
     FtBatchSource train, val;
     bool has_val;
     uint64_t cursor; /* next training sequence of the whole job */
+    long long regrids; /* grids this trainer moved to (train_regrid: failures, spares joining) */
     int B, T, micro; /* micro: micro-batches per step on each data rank */
     double step_flops; /* model FLOPs of one optimizer step on this rank (no recomputation) */
     FtExecStats stats;

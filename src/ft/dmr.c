@@ -44,16 +44,15 @@ static const char *const g_strat_name[] = {"none", "naive", "piggyback", "piggyb
 static void ranks_alloc(FtDmr *d)
 {
     size_t n = (size_t)d->nranks;
-    d->bad_steps = calloc(n, sizeof *d->bad_steps);
     d->who = calloc(n, sizeof *d->who);
     d->suspect = calloc(n, sizeof *d->suspect);
     d->handed = calloc(n, sizeof *d->handed);
-    FT_ASSERT(d->bad_steps && d->who && d->suspect && d->handed);
+    FT_ASSERT(d->who && d->suspect && d->handed);
 }
 
 static void ranks_free(FtDmr *d)
 {
-    free(d->bad_steps), free(d->who), free(d->suspect), free(d->handed);
+    free(d->who), free(d->suspect), free(d->handed);
 }
 
 FtDmr *dmr_create(const FtDmrCfg *cfg)
@@ -582,8 +581,9 @@ static void after_op(void *arg, const FtTape *tp, int i, const FtOpCall *c)
 
 FtExecHooks dmr_hooks(FtDmr *d) { return (FtExecHooks){.after_op = after_op, .arg = d}; }
 
-/* The job's world changed size (a replica left: train_regrid): per-rank history starts over,
- * since the ranks are numbered anew. */
+/* The job's world changed size (a replica left: train_regrid): the suspect flags start over,
+ * since the ranks are numbered anew; each rank's own count of mismatching steps (my_bad) stays
+ * with it. */
 static void resize_world(FtDmr *d, FtComm *world)
 {
     int n = world ? comm_size(world) : 1;
@@ -660,7 +660,8 @@ int dmr_agree(FtDmr *d, FtExec *ex, FtComm *world)
         /* each mismatching rank sends its own count of such steps (0: none now): a hot spare
          * that joined mid-run never saw the others' earlier steps, and a count only it lacks
          * would make its verdict on a suspect differ (retire_suspects is collective) */
-        int me = mine > 0 ? d->bad_steps[d->rank] + 1 : 0;
+        int me = mine > 0 ? d->my_bad + 1 : 0;
+        if (mine > 0) d->my_bad = me;
         if (world && d->nranks > 1) {
             comm_iallgather(world, &me, d->who, 1, FT_I32, &r);
             exec_wait(ex, &r, 1, FT_TL_OTHER);
@@ -677,14 +678,15 @@ int dmr_agree(FtDmr *d, FtExec *ex, FtComm *world)
             if (!d->who[q]) continue;
             nbad++;
             if (len + 16 < sizeof list) len += (size_t)snprintf(list + len, sizeof list - len, "%sr%d", nbad > 1 ? " " : "", q);
-            d->bad_steps[q] = d->who[q];
-            /* q's own count crossing the threshold, from the gathered values alone: no rank's
-             * earlier view (a stale flag of a replaced replica's rank, a spare's blank one)
-             * decides who is handed to SPARe (retire_suspects is collective) */
-            if (d->suspect_after > 0 && d->who[q] == d->suspect_after) {
+            /* q's own count at or past the threshold, from the gathered values alone: no
+             * rank's earlier view (a stale flag of a replaced replica's rank, a spare's blank
+             * one) decides who is handed to SPARe (retire_suspects is collective); at or past,
+             * not at: a suspect whose flag was dropped (dmr_regridded) or not acted on is
+             * handed over again at its next mismatching step */
+            if (d->suspect_after > 0 && d->who[q] >= d->suspect_after) {
                 d->suspect[q] = true, d->handed[q] = false;
                 log_warn("dmr: rank %d is suspect: its checks mismatched in %d steps "
-                         "(dmr.suspect_after = %d)", q, d->bad_steps[q], d->suspect_after);
+                         "(dmr.suspect_after = %d)", q, d->who[q], d->suspect_after);
             }
         }
         log_info("dmr: step %lld: mismatch on %d of %d rank%s (%s): rolled back, computing the "
@@ -757,7 +759,14 @@ int dmr_take_suspects(FtDmr *d, int *ranks, int max)
 void dmr_forget(FtDmr *d, int first, int n)
 {
     for (int q = first; q < first + n && q < d->nranks; q++)
-        if (q >= 0) d->bad_steps[q] = 0, d->suspect[q] = d->handed[q] = false;
+        if (q >= 0) d->suspect[q] = d->handed[q] = false;
+    if (d->rank >= first && d->rank < first + n) d->my_bad = 0;
+}
+
+void dmr_regridded(FtDmr *d)
+{
+    for (int q = 0; q < d->nranks; q++)
+        if (d->suspect[q] && !d->handed[q]) d->suspect[q] = false;
 }
 
 void dmr_retired(FtDmr *d, int first, int n)

@@ -137,7 +137,8 @@ struct ft_dmr {
     void *on_plan_arg;
     /* the run */
     FtDmrStats s;
-    int *bad_steps, *who; /* per world rank */
+    int my_bad;   /* this rank's steps with a mismatch (its own: kept when the world changes) */
+    int *who;     /* per world rank: the counts gathered at the last mismatching agreement */
     bool *suspect;
     bool *handed; /* suspects handed over (dmr_take_suspects) */
 };

@@ -233,6 +233,7 @@ void train_regrid(FtTrainer *tr, const FtGrid *grid)
     init_grid(tr, keep.cfg, keep.model, grid, &keep.train, keep.has_val ? &keep.val : NULL,
               &keep);
     tr->cursor = keep.cursor;
+    tr->regrids = keep.regrids + 1;
     tr->stats = keep.stats;
     tr->regions = keep.regions;
     tr->on_step = keep.on_step, tr->on_step_ctx = keep.on_step_ctx;

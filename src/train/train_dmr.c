@@ -34,6 +34,7 @@ struct ft_train_dmr {
     void (*prev_step)(void *ctx, FtTrainer *tr, long long step);
     void *prev_step_ctx;
     int replica_width; /* ranks per data-parallel replica in the first grid (tp x pp x ep) */
+    long long regrids; /* the trainer's regrids at the last agreement (dmr_regridded) */
 };
 
 /* A replica's place among the live ones (SPARe's controller index: the place-th live
@@ -150,6 +151,10 @@ static void fetch_val(void *ctx, uint64_t first, int B, int *inputs, int *target
 static int before_commit(void *ctx, FtTrainer *tr, int attempt)
 {
     FtTrainDmr *td = ctx;
+    if (tr->regrids != td->regrids) { /* suspects named in the old world and not acted on */
+        td->regrids = tr->regrids;
+        dmr_regridded(td->dmr);
+    }
     if (dmr_agree(td->dmr, &tr->ex, tr->c_world)) return 1; /* the world after any regrid */
     return td->prev_commit ? td->prev_commit(td->prev_ctx, tr, attempt) : 0;
 }
@@ -372,6 +377,7 @@ int train_dmr_setup(FtTrainDmr **out, FtTrainer *tr, const FtConfig *cfg, char *
             goto out_free;
         }
     }
+    td->regrids = tr->regrids;
     /* before each step: the schedule's fail-stops, and suspects for SPARe to retire */
     if ((td->has_sched && fault_count(&td->sched, FT_FAULT_FAIL)) ||
         (mode != FT_DMR_OFF && cfg->dmr.suspect_after > 0)) {
