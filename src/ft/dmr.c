@@ -25,6 +25,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ftllm/comm.h"
 #include "ftllm/deck_keys.h"
 #include "ftllm/log.h"
 #include "dmr_impl.h"
@@ -650,27 +651,31 @@ int dmr_agree(FtDmr *d, FtExec *ex, FtComm *world)
     d->s.not_fired += d->ndef; /* checker flips whose twin never ran */
     d->ndef = 0;
     long long mine = d->mism > 0, all = mine;
+    if (mine) d->my_bad++; /* this rank's own count: known here, whatever the collective says */
     FtReq r;
     if (world && d->nranks > 1) {
         comm_iallreduce_sum(world, &mine, &all, 1, FT_I64, &r);
         exec_wait(ex, &r, 1, FT_TL_OTHER);
     }
-    int redo = all > 0;
+    /* a process died (ULFM): the sum is not one, and the trainer computes the step again on
+     * every survivor after the recovery (train_spare_recover agrees on the failure): no verdict
+     * here, no names from a gather that cannot complete */
+    bool died = comm_ft_failed();
+    int redo = all > 0 && !died;
+    if (d->mism)
+        ft_log_rank(FT_LOG_INFO, "dmr: step %lld: %lld check%s mismatched, the first: %s",
+                    d->step, d->mism, d->mism == 1 ? "" : "s", d->first);
     if (redo) {
         /* each mismatching rank sends its own count of such steps (0: none now): a hot spare
          * that joined mid-run never saw the others' earlier steps, and a count only it lacks
          * would make its verdict on a suspect differ (retire_suspects is collective) */
-        int me = mine > 0 ? d->my_bad + 1 : 0;
-        if (mine > 0) d->my_bad = me;
+        int me = mine > 0 ? d->my_bad : 0;
         if (world && d->nranks > 1) {
             comm_iallgather(world, &me, d->who, 1, FT_I32, &r);
             exec_wait(ex, &r, 1, FT_TL_OTHER);
         } else {
             d->who[0] = me;
         }
-        if (d->mism)
-            ft_log_rank(FT_LOG_INFO, "dmr: step %lld: %lld check%s mismatched, the first: %s",
-                        d->step, d->mism, d->mism == 1 ? "" : "s", d->first);
         char list[256] = "";
         size_t len = 0;
         int nbad = 0;
@@ -697,7 +702,7 @@ int dmr_agree(FtDmr *d, FtExec *ex, FtComm *world)
     for (int j = 0; j < d->ninj; j++) {
         if (d->inj[j].detected) d->s.detected++;
         else d->s.missed++;
-        if (redo) d->s.rolled_back++;
+        if (redo || died) d->s.rolled_back++; /* died: computed again from the same state */
     }
     d->ninj = 0;
     double now = omp_get_wtime();

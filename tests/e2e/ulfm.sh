@@ -11,6 +11,9 @@
 #  - rank 0 (the speaker and the writer) killed in step 2's gradient sync: the same, bitwise;
 #  - rank 2 killed in step 3's optimizer (no survivor's operation fails; the step's agreement
 #    sees it): step 3 is computed again, bitwise;
+#  - DMR on: a flip and a death in one step (no DMR verdict from an agreement a death broke;
+#    the flip rolled back by the recovery), bitwise; a suspect across a death keeps its count
+#    and is retired at its next mismatch, bitwise;
 #  - dp 2 x tp 2, dp 2 x pp 2 and dp 2 x ep 2 (a mixture of experts), rank 3 killed: its
 #    partner sees the death in a 2-rank collective (MPI_ERR_OTHER there); recovered, the step-5
 #    checkpoints bitwise equal;
@@ -85,6 +88,36 @@ has "a death seen only by the agreement is that step's" '^spare: replica 2 faile
 has "step 3 recovered, not step 4" '^ulfm: step 3: recovered on 3 ranks'
 has "the dead process counted at the end" '^ulfm: 1 process died during the run; the survivors end it'
 same "weights bitwise equal after an optimizer-time death" "$E2E_TMP/killopt.bin"
+
+# DMR on (naive) with a real death: a flip on rank 1 in step 3, rank 2 killed in step 3's
+# optimizer. The step's DMR agreement cannot complete (a process died): no verdict there, the
+# recovery computes step 3 again, the flip counts as detected and rolled back, and the weights
+# are the fault-free run's
+printf 'sdc step=3 rank=1 op=matmul:3 bit=21\n' > "$E2E_TMP/flip.faults"
+export FTLLM_TEST_KILL=2:optimizer:3
+# shellcheck disable=SC2086
+run "dmr naive: a flip and a death in one step" 0 "" 4 "$FTLLM" train inputs/default.ini $common dmr.mode=naive faults.schedule="$E2E_TMP/flip.faults" run.save_model="$E2E_TMP/dmrkill.bin"
+has "dmr: the flip caught, the step computed again" '^faults: sdc injected 1, detected 1, rolled back 1, missed 0 '
+has "dmr: the recomputation is ULFM's, not a DMR redo" '^dmr: mode naive, .*mismatches 1, steps redone 0 of 6 attempts'
+same "dmr: weights bitwise equal to the fault-free run" "$E2E_TMP/dmrkill.bin"
+# a suspect across a death: dmr.suspect_after = 2, world rank 2 mismatches in steps 2, 3 and
+# 5, rank 0 dies in step 3 (its 4th optimizer entry: step 2 ran twice). Rank 2 keeps its own
+# count when the world shrinks (it is rank 1 of the 3 survivors) and the death's step counts:
+# suspect at step 5 (3 steps), its replica 2 retired before step 6; bitwise the 6-step run
+# without faults (shards 0..3 each keep a live holder: replicas 1 and 3)
+printf 'sdc step=2 rank=2 op=matmul:3 bit=21\nsdc step=3 rank=2 op=matmul:5 bit=22\nsdc step=5 rank=2 op=matmul:0 bit=3\n' > "$E2E_TMP/sus.faults"
+export FTLLM_TEST_KILL=
+# shellcheck disable=SC2086
+run "6 steps, fault-free" 0 "" 4 "$FTLLM" train inputs/default.ini $common train.steps=6 run.save_model="$E2E_TMP/clean6.bin"
+export FTLLM_TEST_KILL=0:optimizer:4
+# shellcheck disable=SC2086
+run "dmr: a suspect across a real death" 0 "" 4 "$FTLLM" train inputs/default.ini $common train.steps=6 dmr.mode=naive dmr.suspect_after=2 faults.schedule="$E2E_TMP/sus.faults" run.save_model="$E2E_TMP/sus6.bin"
+grep -q '^warning: dmr: rank 1 is suspect: its checks mismatched in 3 steps (dmr.suspect_after = 2)' \
+  "$E2E_TMP/err" && ok "suspect across a death: named, its count kept" || bad "suspect across a death: named, its count kept" "$(grep -a suspect "$E2E_TMP/err" | head -3)"
+has "suspect across a death: retired" '^dmr: rank 1 is suspect: SPARe retires its replica 2 before step 6$'
+has "suspect across a death: both masked" '^spare: r 2, 4 replicas, live 2, depth 2; failures masked 2, wipe-outs 0;'
+has "suspect across a death: every flip rolled back" '^faults: sdc injected 3, detected 3, rolled back 3, missed 0 '
+if cmp -s "$E2E_TMP/clean6.bin" "$E2E_TMP/sus6.bin"; then ok "suspect across a death: weights bitwise equal"; else bad "suspect across a death: weights bitwise equal" "differ"; fi
 
 export FTLLM_TEST_KILL=1:backward:2,2:backward:4
 # shellcheck disable=SC2086
