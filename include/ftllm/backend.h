@@ -25,6 +25,10 @@ typedef struct ft_backend {
     void (*to_device)(void *ctx, void *dst, const void *host, size_t bytes);
     void (*to_host)(void *ctx, void *host, const void *src, size_t bytes);
     void (*copy)(void *ctx, void *dst, const void *src, size_t bytes); /* within the device */
+    /* a copy within the device whose destination is not read again soon (DMR's kept inputs,
+     * read at the check's replay): the CPU streams it past the caches (copy_stream.h); NULL:
+     * copy */
+    void (*copy_cold)(void *ctx, void *dst, const void *src, size_t bytes);
     void (*set)(void *ctx, void *dst, int byte, size_t bytes);
     void (*sync)(void *ctx); /* waits for everything launched so far */
     /* DMR's device side (dmr.h), so checks never read outputs through host pointers:

@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ftllm/copy_stream.h"
 #include "ftllm/fingerprint.h"
 #include "ftllm/log.h"
 
@@ -21,6 +22,11 @@ static void cpu_copy(void *ctx, void *dst, const void *src, size_t bytes)
 {
     (void)ctx;
     if (bytes && dst != src) memcpy(dst, src, bytes);
+}
+static void cpu_copy_cold(void *ctx, void *dst, const void *src, size_t bytes)
+{
+    (void)ctx;
+    if (bytes && dst != src) ft_copy_stream(dst, src, bytes);
 }
 static void cpu_set(void *ctx, void *dst, int byte, size_t bytes) { (void)ctx, memset(dst, byte, bytes); }
 static void cpu_sync(void *ctx) { (void)ctx; }
@@ -52,7 +58,7 @@ const FtBackend *backend_cpu(void)
     if (!be.ops) /* constant fields only: the same values from any thread */
         be = (FtBackend){.name = "cpu", .ops = ops_cpu_table(), .alloc = cpu_alloc,
                          .release = cpu_release, .to_device = cpu_copy, .to_host = cpu_copy,
-                         .copy = cpu_copy, .set = cpu_set, .sync = cpu_sync,
+                         .copy = cpu_copy, .copy_cold = cpu_copy_cold, .set = cpu_set, .sync = cpu_sync,
                          .checker_run = cpu_checker_run, .equal = cpu_equal,
                          .fingerprint = cpu_fingerprint, .mark_differs = cpu_mark_differs,
                          .fingerprint_into = cpu_fingerprint_into};

@@ -282,7 +282,8 @@ static Unit *unit_push_(FtDmr *d, Unit *u, const FtTape *tp, int seg, const Memb
         if (!nb[k]) continue;
         m.copy[k] = dmr_keep_alloc(d, nb[k], "DMR kept inputs"); /* aligned as the model's */
         m.nb[k] = nb[k];
-        d->be->copy(d->be->ctx, m.copy[k], c->in[k], nb[k]);
+        if (d->be->copy_cold) d->be->copy_cold(d->be->ctx, m.copy[k], c->in[k], nb[k]);
+        else d->be->copy(d->be->ctx, m.copy[k], c->in[k], nb[k]);
         m.c.in[k] = m.copy[k];
     }
     m.slot = -1;
