@@ -26,8 +26,8 @@ typedef struct ft_backend {
     void (*to_host)(void *ctx, void *host, const void *src, size_t bytes);
     void (*copy)(void *ctx, void *dst, const void *src, size_t bytes); /* within the device */
     /* a copy within the device whose destination is not read again soon (DMR's kept inputs,
-     * read at the check's replay): the CPU streams it past the caches (copy_stream.h); NULL:
-     * copy */
+     * read at the check's replay), ordered as copy is: the CPU streams it past the caches
+     * (copy_stream.h); NULL: copy (a backend built from the CPU's struct sets it again) */
     void (*copy_cold)(void *ctx, void *dst, const void *src, size_t bytes);
     void (*set)(void *ctx, void *dst, int byte, size_t bytes);
     void (*sync)(void *ctx); /* waits for everything launched so far */

@@ -373,6 +373,7 @@ const FtBackend *backend_standin(void)
         g_dev.ops = queued_table();
         g_dev.name = "cpu-as-device", g_dev.alloc = dev_alloc, g_dev.release = dev_release;
         g_dev.copy = dev_copy, g_dev.set = dev_set;
+        g_dev.copy_cold = NULL; /* the CPU's would run before the queued ops: copy (queued) */
         g_dev.mark_differs = dev_mark_differs, g_dev.fingerprint_into = dev_fingerprint_into;
         g_dev.to_host = dev_to_host, g_dev.to_device = dev_to_device;
         g_dev.is_device = dev_is_device, g_dev.sync = dev_sync;
