@@ -189,9 +189,11 @@ void dmr_pause(FtDmr *d);
 
 /* Ends the attempt: collective over world, every rank of the job (NULL: one rank): one
  * all-reduce through ex's wait, and on a mismatch one all-gather of who. Returns 1 on every rank
- * when any rank mismatched (redo the step), else 0. After the world shrank (train_regrid) the
- * suspect flags start over (ranks are numbered anew); each rank keeps its own count of
- * mismatching steps, which it sends at the next mismatch. */
+ * when any rank mismatched (redo the step), else 0; 0 also where this rank saw a process die
+ * during it (comm_ft_failed: ULFM), since no verdict is one then and the trainer computes the
+ * step again after the recovery (its flips count as rolled back). After the world shrank
+ * (train_regrid) the suspect flags start over (ranks are numbered anew); each rank keeps its
+ * own count of mismatching steps, which it sends at the next mismatch. */
 int dmr_agree(FtDmr *d, FtExec *ex, FtComm *world);
 
 void dmr_stats(const FtDmr *d, FtDmrStats *s);

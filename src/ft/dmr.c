@@ -676,6 +676,10 @@ int dmr_agree(FtDmr *d, FtExec *ex, FtComm *world)
         } else {
             d->who[0] = me;
         }
+        died = comm_ft_failed(); /* a death the sum did not see: the gather's counts are not one */
+        redo = !died;
+    }
+    if (redo) {
         char list[256] = "";
         size_t len = 0;
         int nbad = 0;
