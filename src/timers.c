@@ -60,19 +60,32 @@ int timers_region_of(const char *name)
     return -1;
 }
 
-void timers_kill_at(FtTimers *t, FtRegion r, long long nth)
+void timers_kill_at(FtTimers *t, int r, long long nth)
 {
-    t->kill_region = (int)r;
+    t->kill_region = r;
     t->kill_left = nth;
 }
 
-void timers_begin(FtTimers *t, FtRegion r)
+int timers_kill_point_of(const char *name)
 {
-    if (t->kill_left > 0 && (int)r == t->kill_region && --t->kill_left == 0) {
-        ft_log_rank(FT_LOG_INFO, "test kill: raising SIGKILL on entering region %s (wall %.6f)",
-                    g_names[r], timers_wall());
+    if (strcmp(name, "agreed") == 0) return FT_KILL_AGREED;
+    return timers_region_of(name);
+}
+
+static void kill_check(FtTimers *t, int r)
+{
+    if (t->kill_left > 0 && r == t->kill_region && --t->kill_left == 0) {
+        ft_log_rank(FT_LOG_INFO, "test kill: raising SIGKILL on entering %s (wall %.6f)",
+                    r < FT_NREGIONS ? g_names[r] : "agreed", timers_wall());
         raise(SIGKILL);
     }
+}
+
+void timers_point(FtTimers *t, int p) { kill_check(t, p); }
+
+void timers_begin(FtTimers *t, FtRegion r)
+{
+    kill_check(t, (int)r);
     REGION_PUSH(g_names[r]);
     t->t0[r] = MPI_Wtime();
     if (t->ctr) counters_begin(t->ctr, r);

@@ -224,6 +224,29 @@ static void test_region_names(void **state)
     for (int r = 0; r < FT_NREGIONS; r++) assert_int_equal(timers_region_of(names[r]), r);
     assert_int_equal(timers_region_of("nope"), -1);
     assert_int_equal(timers_region_of(""), -1);
+    /* FTLLM_TEST_KILL's names: the regions, and the kill point after a DMR agreement */
+    for (int r = 0; r < FT_NREGIONS; r++) assert_int_equal(timers_kill_point_of(names[r]), r);
+    assert_int_equal(timers_kill_point_of("agreed"), FT_KILL_AGREED);
+    assert_int_equal(timers_region_of("agreed"), -1);
+    assert_int_equal(timers_kill_point_of("nope"), -1);
+}
+
+/* A kill point that is not a region counts its own passes only (not region entries), and a
+ * region's kill point does not count passes. */
+static void test_kill_point_agreed(void **state)
+{
+    (void)state;
+    FtTimers t;
+    memset(&t, 0, sizeof t);
+    timers_kill_at(&t, FT_KILL_AGREED, 3);
+    for (int r = 0; r < FT_NREGIONS; r++) timers_begin(&t, (FtRegion)r), timers_end(&t, (FtRegion)r);
+    assert_int_equal(t.kill_left, 3);
+    timers_point(&t, FT_KILL_AGREED);
+    timers_point(&t, FT_KILL_AGREED);
+    assert_int_equal(t.kill_left, 1);
+    timers_kill_at(&t, FT_REGION_OPTIMIZER, 2);
+    timers_point(&t, FT_KILL_AGREED);
+    assert_int_equal(t.kill_left, 2);
 }
 
 /* The test kill point (timers_kill_at): it counts entries into its own region only, a reset
@@ -373,6 +396,7 @@ static void test_eta(void **state)
 FT_TEST_MAIN(cmocka_unit_test(test_nesting), cmocka_unit_test(test_report_columns),
              cmocka_unit_test(test_report_counts), cmocka_unit_test(test_report_without),
              cmocka_unit_test(test_report_shares), cmocka_unit_test(test_region_names),
-             cmocka_unit_test(test_kill_point), cmocka_unit_test(test_seconds_add_up),
+             cmocka_unit_test(test_kill_point),
+             cmocka_unit_test(test_kill_point_agreed), cmocka_unit_test(test_seconds_add_up),
              cmocka_unit_test(test_papi),
              cmocka_unit_test(test_timeline_report), cmocka_unit_test(test_eta))

@@ -53,8 +53,16 @@ void timers_attach(FtTimers *t, FtCounters *ctr);
 /* The region named `name` ("backward"), or -1. */
 int timers_region_of(const char *name);
 /* Testing aid for real process failures (tests/e2e/ulfm.sh): this process raises SIGKILL on
- * its nth entry into region r from now on (timers_reset does not restart the count). */
-void timers_kill_at(FtTimers *t, FtRegion r, long long nth);
+ * its nth entry into region r from now on, or its nth pass of kill point r (below)
+ * (timers_reset does not restart the count). */
+void timers_kill_at(FtTimers *t, int r, long long nth);
+/* Kill points that are not regions: FT_KILL_AGREED, just after a step attempt's DMR agreement
+ * (train_dmr.c), before the trainer's own agreement on process failures. */
+enum { FT_KILL_AGREED = FT_NREGIONS };
+/* A region's number by name, or a kill point's ("agreed"); -1: neither. */
+int timers_kill_point_of(const char *name);
+/* Kill point p passed (counted for timers_kill_at). */
+void timers_point(FtTimers *t, int p);
 void timers_begin(FtTimers *t, FtRegion r);
 void timers_end(FtTimers *t, FtRegion r);
 

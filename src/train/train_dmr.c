@@ -155,7 +155,9 @@ static int before_commit(void *ctx, FtTrainer *tr, int attempt)
         td->regrids = tr->regrids;
         dmr_regridded(td->dmr);
     }
-    if (dmr_agree(td->dmr, &tr->ex, tr->c_world)) return 1; /* the world after any regrid */
+    int redo = dmr_agree(td->dmr, &tr->ex, tr->c_world); /* the world after any regrid */
+    timers_point(&tr->regions, FT_KILL_AGREED);         /* a testing aid (FTLLM_TEST_KILL) */
+    if (redo) return 1;
     return td->prev_commit ? td->prev_commit(td->prev_ctx, tr, attempt) : 0;
 }
 

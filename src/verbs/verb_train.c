@@ -273,7 +273,8 @@ static int save_weights(const char *path, const FtModel *m, char *err, size_t er
 /* Testing aid for real process failures (tests/e2e/ulfm.sh): FTLLM_TEST_KILL=RANK:REGION:N
  * (a comma-separated list of them, one per rank) makes world rank RANK raise SIGKILL on its
  * N-th entry into the named region (timers.h: step, data, forward, backward, gradsync,
- * optimizer, ...). Returns 0, or FT_EXIT_USAGE with one line on stderr for a malformed value
+ * optimizer, ...) or its N-th pass of the kill point `agreed` (just after a step attempt's DMR
+ * agreement, before the trainer's agreement on process failures). Returns 0, or FT_EXIT_USAGE with one line on stderr for a malformed value
  * (the same on every rank: every rank reads the same environment). */
 static int test_kill_setup(FtTrainer *tr, MPI_Comm comm)
 {
@@ -287,14 +288,15 @@ static int test_kill_setup(FtTrainer *tr, MPI_Comm comm)
         char region[32] = "";
         if (sscanf(p, "%d:%31[a-z]:%lld%n", &who, region, &nth, &n) != 3 ||
             (p[n] != '\0' && p[n] != ',') || who < 0 || nth < 1 ||
-            (r = timers_region_of(region)) < 0) {
-            char msg[256];
+            (r = timers_kill_point_of(region)) < 0) {
+            char msg[320];
             snprintf(msg, sizeof msg, "FTLLM_TEST_KILL=%s: expected RANK:REGION:N[,...] (e.g. "
-                     "2:backward:3; REGION a region of the end-of-run table, N >= 1)", v);
+                     "2:backward:3; REGION a region of the end-of-run table, or agreed: just "
+                     "after a step's DMR agreement; N >= 1)", v);
             cli_error(comm, msg);
             return FT_EXIT_USAGE;
         }
-        if (who == rank) timers_kill_at(&tr->regions, (FtRegion)r, nth);
+        if (who == rank) timers_kill_at(&tr->regions, r, nth);
         log_warn("FTLLM_TEST_KILL: rank %d raises SIGKILL on its entry %lld into region %s "
                  "(a testing aid)", who, nth, region);
         p += n + (p[n] == ',');

@@ -14,6 +14,8 @@
 #  - DMR on: a flip and a death in one step (no DMR verdict from an agreement a death broke;
 #    the flip rolled back by the recovery), bitwise; a suspect across a death keeps its count
 #    and is retired at its next mismatch, bitwise;
+#  - a suspect whose process dies just after the agreement that named it (kill point
+#    `agreed`), a hot spare in its place: the spare is not retired, bitwise;
 #  - dp 2 x tp 2, dp 2 x pp 2 and dp 2 x ep 2 (a mixture of experts), rank 3 killed: its
 #    partner sees the death in a 2-rank collective (MPI_ERR_OTHER there); recovered, the step-5
 #    checkpoints bitwise equal;
@@ -166,6 +168,24 @@ has "step 3 computed again with every replica (the spare in)" '^step +3/5 .*\| l
 has "the second death masked by the controller" '^spare: replica 2 failed in step 4 \(process failure, ULFM\): masked by the controller'
 has "spare line" '^spare: r 2, 3 replicas, live 2, depth 2; failures masked 2, wipe-outs 0;.* spares used 1 of 1;'
 if cmp -s "$E2E_TMP/clean3.bin" "$E2E_TMP/spare3.bin"; then ok "weights bitwise equal with the spare"; else bad "weights bitwise equal with the spare" "differ"; fi
+
+# a suspect named at a step's DMR agreement whose process dies right after it (kill point
+# `agreed`: rank 1's 4th agreement is step 3's first attempt, where its second mismatch names
+# it), before SPARe could retire it: the hot spare takes its place, the name (of the old
+# world) is dropped, and nothing retires the spare's healthy replica (before: it was retired,
+# and the run hung); weights bitwise the fault-free run's. The dead process's own counters die
+# with it, so the faults line is not checked here.
+printf 'sdc step=2 rank=1 op=matmul:3 bit=21\nsdc step=3 rank=1 op=matmul:5 bit=22\n' > "$E2E_TMP/agreed.faults"
+export FTLLM_TEST_KILL=1:agreed:4
+# shellcheck disable=SC2086
+run "a suspect dies right after its naming agreement (hot spare)" 0 "" 4 "$FTLLM" train inputs/default.ini $sp dmr.mode=naive dmr.suspect_after=2 faults.schedule="$E2E_TMP/agreed.faults" run.save_model="$E2E_TMP/agreed.bin"
+grep -q '^warning: dmr: rank 1 is suspect: its checks mismatched in 2 steps' "$E2E_TMP/err" \
+  && ok "agreed: the suspect was named" || bad "agreed: the suspect was named" "$(grep -a suspect "$E2E_TMP/err" | head -3)"
+has "agreed: the spare took the dead place" '^spare: replica 1 failed in step 3 \(process failure, ULFM\): a hot spare took its place'
+if grep -q 'SPARe retires' "$E2E_TMP/out"; then bad "agreed: the spare is not retired" "$(grep -a 'SPARe retires' "$E2E_TMP/out")"; else ok "agreed: the spare is not retired"; fi
+has "agreed: every replica live, the spare used" '^spare: r 2, 3 replicas, live 3, depth 1; failures masked 1, wipe-outs 0;.* spares used 1 of 1;'
+if cmp -s "$E2E_TMP/clean3.bin" "$E2E_TMP/agreed.bin"; then ok "agreed: weights bitwise equal"; else bad "agreed: weights bitwise equal" "differ"; fi
+export FTLLM_TEST_KILL=
 
 # a wipe-out after a real death is not restarted in-process even with a checkpoint (the dead
 # process cannot come back): exit 5, the requeue path
