@@ -239,7 +239,10 @@ static void test_kill_point_agreed(void **state)
     FtTimers t;
     memset(&t, 0, sizeof t);
     timers_kill_at(&t, FT_KILL_AGREED, 3);
-    for (int r = 0; r < FT_NREGIONS; r++) timers_begin(&t, (FtRegion)r), timers_end(&t, (FtRegion)r);
+    for (int r = 0; r < FT_NREGIONS; r++) {
+        timers_begin(&t, (FtRegion)r);
+        timers_end(&t, (FtRegion)r);
+    }
     assert_int_equal(t.kill_left, 3);
     timers_point(&t, FT_KILL_AGREED);
     timers_point(&t, FT_KILL_AGREED);

@@ -58,7 +58,8 @@ const FtBackend *backend_cpu(void)
     if (!be.ops) /* constant fields only: the same values from any thread */
         be = (FtBackend){.name = "cpu", .ops = ops_cpu_table(), .alloc = cpu_alloc,
                          .release = cpu_release, .to_device = cpu_copy, .to_host = cpu_copy,
-                         .copy = cpu_copy, .copy_cold = cpu_copy_cold, .set = cpu_set, .sync = cpu_sync,
+                         .copy = cpu_copy, .copy_cold = cpu_copy_cold, .set = cpu_set,
+                         .sync = cpu_sync,
                          .checker_run = cpu_checker_run, .equal = cpu_equal,
                          .fingerprint = cpu_fingerprint, .mark_differs = cpu_mark_differs,
                          .fingerprint_into = cpu_fingerprint_into};

@@ -16,35 +16,28 @@
 #include <immintrin.h>
 #if defined(__AVX512F__)
 #define VEC 64
+typedef __m512i vec_t;
+#define VLOAD(p) _mm512_loadu_si512(p)
+#define VSTREAM(p, v) _mm512_stream_si512((void *)(p), v)
 #elif defined(__AVX__)
 #define VEC 32
+typedef __m256i vec_t;
+#define VLOAD(p) _mm256_loadu_si256((const __m256i *)(p))
+#define VSTREAM(p, v) _mm256_stream_si256((__m256i *)(p), v)
 #else
 #define VEC 16
+typedef __m128i vec_t;
+#define VLOAD(p) _mm_loadu_si128((const __m128i *)(p))
+#define VSTREAM(p, v) _mm_stream_si128((__m128i *)(p), v)
 #endif
 
 static void stream_body(char *d, const char *s, size_t n) /* d VEC-aligned, n % (4 VEC) == 0 */
 {
-    for (size_t i = 0; i < n; i += 4 * VEC) {
-#if VEC == 64
-        __m512i a = _mm512_loadu_si512(s + i), b = _mm512_loadu_si512(s + i + 64);
-        __m512i c = _mm512_loadu_si512(s + i + 128), e = _mm512_loadu_si512(s + i + 192);
-        _mm512_stream_si512((void *)(d + i), a), _mm512_stream_si512((void *)(d + i + 64), b);
-        _mm512_stream_si512((void *)(d + i + 128), c), _mm512_stream_si512((void *)(d + i + 192), e);
-#elif VEC == 32
-        __m256i a = _mm256_loadu_si256((const __m256i *)(s + i));
-        __m256i b = _mm256_loadu_si256((const __m256i *)(s + i + 32));
-        __m256i c = _mm256_loadu_si256((const __m256i *)(s + i + 64));
-        __m256i e = _mm256_loadu_si256((const __m256i *)(s + i + 96));
-        _mm256_stream_si256((__m256i *)(d + i), a), _mm256_stream_si256((__m256i *)(d + i + 32), b);
-        _mm256_stream_si256((__m256i *)(d + i + 64), c), _mm256_stream_si256((__m256i *)(d + i + 96), e);
-#else
-        __m128i a = _mm_loadu_si128((const __m128i *)(s + i));
-        __m128i b = _mm_loadu_si128((const __m128i *)(s + i + 16));
-        __m128i c = _mm_loadu_si128((const __m128i *)(s + i + 32));
-        __m128i e = _mm_loadu_si128((const __m128i *)(s + i + 48));
-        _mm_stream_si128((__m128i *)(d + i), a), _mm_stream_si128((__m128i *)(d + i + 16), b);
-        _mm_stream_si128((__m128i *)(d + i + 32), c), _mm_stream_si128((__m128i *)(d + i + 48), e);
-#endif
+    for (size_t i = 0; i < n; i += 4 * VEC) { /* four loads in flight, then four stores */
+        vec_t a = VLOAD(s + i), b = VLOAD(s + i + VEC);
+        vec_t c = VLOAD(s + i + 2 * VEC), e = VLOAD(s + i + 3 * VEC);
+        VSTREAM(d + i, a), VSTREAM(d + i + VEC, b);
+        VSTREAM(d + i + 2 * VEC, c), VSTREAM(d + i + 3 * VEC, e);
     }
 }
 

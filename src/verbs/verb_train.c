@@ -274,8 +274,9 @@ static int save_weights(const char *path, const FtModel *m, char *err, size_t er
  * (a comma-separated list of them, one per rank) makes world rank RANK raise SIGKILL on its
  * N-th entry into the named region (timers.h: step, data, forward, backward, gradsync,
  * optimizer, ...) or its N-th pass of the kill point `agreed` (just after a step attempt's DMR
- * agreement, before the trainer's agreement on process failures). Returns 0, or FT_EXIT_USAGE with one line on stderr for a malformed value
- * (the same on every rank: every rank reads the same environment). */
+ * agreement, before the trainer's agreement on process failures). Returns 0, or FT_EXIT_USAGE
+ * with one line on stderr for a malformed value (the same on every rank: every rank reads the
+ * same environment). */
 static int test_kill_setup(FtTrainer *tr, MPI_Comm comm)
 {
     const char *v = getenv("FTLLM_TEST_KILL");
