@@ -21,7 +21,9 @@
  * receives and bubbles) and the other waits give, per rank.
  * FT_BENCH_SMOKE=1: a tiny model, 1 round. FT_BENCH_TRACE=1: then one step of each variant
  * with each rank's waits (over 0.5 ms) in time order and its check time (in the waits, and by
- * kind: at once, piggyback, keeping deferred inputs, replays).
+ * kind: at once, piggyback, keeping deferred inputs, replays); each wait is named by its
+ * timeline kind (pp, emb: the tied embedding's gradient, other: loss and norm sums and the DMR
+ * agreement, ...). FT_BENCH_PLAN=1: each rank's phases-1,2,3 plan, as `ftllm plan` prints it.
  * Usage: mpiexec -n 2 bench_dmr_plan [pp|tp] [rounds] [warmup_extra]
  * (default pp, 8 timed rounds; warmup_extra: parallel.warmup_extra of pp 2 in every row,
  * default 0: plain 1F1B). */
@@ -95,6 +97,12 @@ static void setup(Variant *v, int k, bool tp, bool smoke, int *dims)
     if (train_dmr_setup(&v->td, &v->tr, c, err, sizeof err)) FT_DIE("%s", err);
 }
 
+static const char *const g_tl_name[] = {
+#define FT_TL_NAME(name, text, help) text,
+    FT_TL_LIST(FT_TL_NAME)
+#undef FT_TL_NAME
+};
+
 /* FT_BENCH_TRACE=1: one more step of each variant, and per rank its waits (timeline.h) in ms
  * from the step's start: where the bubbles are and what the checks do to them. */
 static void trace(Variant *v, int rank)
@@ -120,7 +128,7 @@ static void trace(Variant *v, int rank)
         for (size_t e = 0; e < tl->nev && o < (int)sizeof buf - 64; e++)
             if (tl->ev[e].kind != FT_TL_STEP && tl->ev[e].t1 - tl->ev[e].t0 > 5e-4)
                 o += snprintf(buf + o, sizeof buf - (size_t)o, " %s %.1f-%.1f",
-                              tl->ev[e].kind == FT_TL_PP ? "pp" : "other",
+                              g_tl_name[tl->ev[e].kind],
                               1e3 * (tl->ev[e].t0 - base), 1e3 * (tl->ev[e].t1 - base));
         for (int q = 0; q < 2; q++) {
             if (q == rank) printf("%s\n", buf), fflush(stdout);
@@ -232,6 +240,15 @@ int main(int argc, char **argv)
         fflush(stdout);
     }
     if (getenv("FT_BENCH_TRACE") && atoi(getenv("FT_BENCH_TRACE"))) trace(v, rank);
+    if (getenv("FT_BENCH_PLAN") && atoi(getenv("FT_BENCH_PLAN")))
+        for (int q = 0; q < 2; q++) { /* the phases-1,2,3 plan of each rank, as ftllm plan prints it */
+            if (q == rank) {
+                printf("plan of rank %d (phases 1,2,3):\n", rank);
+                dmr_plan_print(stdout, p3, &v[4].tr.tape, &v[4].tr.opt_tape, true);
+                fflush(stdout);
+            }
+            MPI_Barrier(MPI_COMM_WORLD);
+        }
     for (int k = 0; k < NV; k++) {
         train_dmr_destroy(v[k].td);
         train_free(&v[k].tr);

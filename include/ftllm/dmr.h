@@ -188,7 +188,8 @@ void dmr_step_begin(FtDmr *d, long long step);
 void dmr_pause(FtDmr *d);
 
 /* Ends the attempt: collective over world, every rank of the job (NULL: one rank): one
- * all-reduce through ex's wait, and on a mismatch one all-gather of who. Returns 1 on every rank
+ * all-reduce through ex's wait (the mismatch flag, and the rank's counters not yet summed:
+ * dmr_committed), and on a mismatch one all-gather of who. Returns 1 on every rank
  * when any rank mismatched (redo the step), else 0; 0 also where this rank saw a process die
  * during it (comm_ft_failed: ULFM), since no verdict is one then and the trainer computes the
  * step again after the recovery (its flips count as rolled back). After the world shrank
@@ -196,8 +197,19 @@ void dmr_pause(FtDmr *d);
  * own count of mismatching steps, which it sends at the next mismatch. */
 int dmr_agree(FtDmr *d, FtExec *ex, FtComm *world);
 
+/* The step whose agreement came last was committed (every live rank, after the trainer's
+ * check for process failures): the counters that agreement summed become the job's agreed
+ * ones. Not called for an attempt computed again (a mismatch, or a process death): its
+ * counters are summed again at the next agreement. Not collective. */
+void dmr_committed(FtDmr *d);
+/* A rank joins the training ranks (a hot spare, a restart): the job's agreed counters from
+ * rank root of c. Collective over c. */
+void dmr_take_state(FtDmr *d, FtComm *c, int root);
+
 void dmr_stats(const FtDmr *d, FtDmrStats *s);
-/* Collective over world (NULL: one rank): the job's sums (times summed over ranks too). */
+/* Collective over world (NULL: one rank): the job's sums (times summed over ranks too). The
+ * counters are the agreed ones (rank 0's) plus every rank's since its last committed step,
+ * so a process that died is counted up to there (dmr_report). */
 void dmr_stats_job(FtDmr *d, FtComm *world, FtDmrStats *s);
 
 /* Whether rank r of the world is suspect (the same answer on every rank). */
@@ -226,7 +238,10 @@ void dmr_regridded(FtDmr *d);
 
 /* Collective over job (NULL: world), every rank of the job, trained to the end or not: the
  * counters are summed over all of them, so the flips and checks of a rank whose replica failed
- * (SPARe) or that trained as a hot spare and went back to waiting are counted too. Rank 0 of
+ * (SPARe) or that trained as a hot spare and went back to waiting are counted too, and those
+ * of a process that died (ULFM) up to the last step it committed (each agreement sums them;
+ * the attempt it died in is lost with it: its flips count as not applied, since no state
+ * kept them). Times, peaks and the check-time split are the reporting ranks' only. Rank 0 of
  * world (the ranks still training; NULL on the others) prints the end-of-run lines to out
  * (NULL: nothing):
  *   faults: sdc injected K, detected K, rolled back K, missed K (...)

@@ -168,6 +168,15 @@ typedef struct ft_trainer {
      * agreed inside the hook. NULL = commit. attempt counts from 0. */
     int (*before_commit)(void *ctx, struct ft_trainer *tr, int attempt);
     void *before_commit_ctx;
+    /* after-commit hook: the step was made current (every live rank: after before_commit and
+     * the check for process failures agreed on it). NULL = none. */
+    void (*on_commit)(void *ctx, struct ft_trainer *tr);
+    void *on_commit_ctx;
+    /* joining hook: a rank joins the training ranks (a hot spare takes a place, a restart):
+     * the state of the layers above the trainer (the DMR counters) from rank root of c, where
+     * SPARe's counters come from; collective over c. NULL = none. */
+    void (*take_state)(void *ctx, struct ft_trainer *tr, FtComm *c, int root);
+    void *take_state_ctx;
     /* parallel layout; all NULL / 0 / 1 on one rank */
     const FtGrid *grid;
     FtComm *c_tp, *c_pp, *c_dp, *c_emb, *c_replica, *c_world;

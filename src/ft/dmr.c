@@ -13,10 +13,16 @@
  *    there), at about copy speed.
  *  - An attempt starts at the first training micro-batch after the last agreement and ends at
  *    dmr_agree; everything per attempt (execution counts, injections, mismatches) lives in the
- *    context and is reset there. The agreement is one all-reduce of one integer; who mismatched
- *    is asked (an all-gather) only when someone did, each mismatching rank sending its own count
- *    of such steps, so suspects are counted the same on every rank (a hot spare that joined
- *    mid-run included).
+ *    context and is reset there. The agreement is one all-reduce (a flag and the counters);
+ *    who mismatched is asked (an all-gather) only when someone did, each mismatching rank
+ *    sending its own count of such steps, so suspects are counted the same on every rank (a
+ *    hot spare that joined mid-run included).
+ *  - Counters that outlive a process: the agreement's all-reduce also carries each rank's
+ *    counters not summed yet (now less `sent`); the sum becomes the job's `agreed` counters when
+ *    the step commits (dmr_committed, after the trainer's check for process failures, so every
+ *    live rank applies the same sums), and a joining rank takes them (dmr_take_state). The
+ *    report adds every rank's unsummed rest to world rank 0's agreed sums: a process that died
+ *    is counted to its last committed step. Times are not carried (the living ranks' only).
  *  - Time is wall time of this thread (omp_get_wtime): no MPI outside comm/. */
 #include "ftllm/dmr.h"
 
@@ -117,6 +123,17 @@ void dmr_free(FtDmr *d)
 }
 
 /* ---- helpers ------------------------------------------------------------------------------- */
+
+_Static_assert(offsetof(FtDmrStats, check_s) == DMR_NCOUNT * sizeof(long long),
+               "FtDmrStats: its counters are long longs before its times, without padding");
+
+/* This rank's counters now (dmr_stats: the flips that never fired among not_fired). */
+static void counts_now(const FtDmr *d, long long *c)
+{
+    FtDmrStats s;
+    dmr_stats(d, &s);
+    memcpy(c, &s, sizeof(long long) * DMR_NCOUNT);
+}
 
 static bool writes_ints(const FtTape *tp, const FtTapeEntry *e)
 {
@@ -650,18 +667,26 @@ int dmr_agree(FtDmr *d, FtExec *ex, FtComm *world)
     }
     d->s.not_fired += d->ndef; /* checker flips whose twin never ran */
     d->ndef = 0;
-    long long mine = d->mism > 0, all = mine;
+    long long mine = d->mism > 0;
     if (mine) d->my_bad++; /* this rank's own count: known here, whatever the collective says */
+    /* the same sum carries the counters this rank has not contributed yet (dmr_committed) */
+    long long v[1 + DMR_NCOUNT], all[1 + DMR_NCOUNT];
+    counts_now(d, d->snap);
+    v[0] = mine;
+    for (int k = 0; k < DMR_NCOUNT; k++) v[1 + k] = d->snap[k] - d->sent[k];
+    memcpy(all, v, sizeof v);
+    d->stashed = false;
     FtReq r;
     if (world && d->nranks > 1) {
-        comm_iallreduce_sum(world, &mine, &all, 1, FT_I64, &r);
+        comm_iallreduce_sum(world, v, all, 1 + DMR_NCOUNT, FT_I64, &r);
         exec_wait(ex, &r, 1, FT_TL_OTHER);
     }
     /* a process died (ULFM): the sum is not one, and the trainer computes the step again on
      * every survivor after the recovery (train_spare_recover agrees on the failure): no verdict
      * here, no names from a gather that cannot complete */
     bool died = comm_ft_failed();
-    int redo = all > 0 && !died;
+    int redo = all[0] > 0 && !died;
+    if (!died) memcpy(d->stash, all + 1, sizeof d->stash), d->stashed = true;
     if (d->mism)
         ft_log_rank(FT_LOG_INFO, "dmr: step %lld: %lld check%s mismatched, the first: %s",
                     d->step, d->mism, d->mism == 1 ? "" : "s", d->first);
@@ -727,16 +752,40 @@ void dmr_stats(const FtDmr *d, FtDmrStats *s)
     s->dyn_slack = s->dyn_guard - s->dyn_kept_peak;
 }
 
-/* The counters as one array of long longs (and the times apart). */
-#define NCOUNT ((int)(offsetof(FtDmrStats, check_s) / sizeof(long long)))
+void dmr_committed(FtDmr *d)
+{
+    if (!d->stashed) return;
+    for (int k = 0; k < DMR_NCOUNT; k++) d->agreed[k] += d->stash[k];
+    memcpy(d->sent, d->snap, sizeof d->sent);
+    d->stashed = false;
+}
 
-void dmr_stats_job(FtDmr *d, FtComm *world, FtDmrStats *s)
+void dmr_take_state(FtDmr *d, FtComm *c, int root)
+{
+    comm_bcast(c, d->agreed, DMR_NCOUNT, FT_I64, root);
+    d->stashed = false;
+}
+
+/* The job's counters over comm (collective): every rank's not yet agreed, plus the agreed sum
+ * from the one rank that `carries` it (rank 0 of the trainer's world: every live rank holds
+ * the same). */
+static void job_counts(FtDmr *d, FtComm *comm, bool carries, FtDmrStats *s)
+{
+    long long c[DMR_NCOUNT];
+    counts_now(d, c);
+    for (int k = 0; k < DMR_NCOUNT; k++) c[k] += (carries ? d->agreed[k] : 0) - d->sent[k];
+    comm_allreduce_sum(comm, FT_IN_PLACE, c, DMR_NCOUNT, FT_I64);
+    memcpy(s, c, sizeof c);
+}
+
+static void stats_job(FtDmr *d, FtComm *world, bool carries, FtDmrStats *s)
 {
     dmr_stats(d, s);
     if (!world || comm_size(world) == 1) return;
-    long long c[NCOUNT];
-    memcpy(c, s, sizeof c);
-    comm_allreduce_sum(world, FT_IN_PLACE, c, NCOUNT, FT_I64);
+    long long c[DMR_NCOUNT];
+    FtDmrStats js;
+    job_counts(d, world, carries, &js);
+    memcpy(c, &js, sizeof c);
     double t[8] = {s->check_s, s->compute_s, s->redo_s, s->window_s,
                    s->naive_s,  s->pb_s,      s->keep_s, s->replay_s};
     comm_allreduce_sum(world, FT_IN_PLACE, t, 8, FT_F64);
@@ -753,6 +802,11 @@ void dmr_stats_job(FtDmr *d, FtComm *world, FtDmrStats *s)
      * joined mid-run (or a replica that left) saw fewer */
     s->attempts = comm_max_i64(world, d->s.attempts);
     s->redone = comm_max_i64(world, d->s.redone), s->retired = comm_max_i64(world, d->s.retired);
+}
+
+void dmr_stats_job(FtDmr *d, FtComm *world, FtDmrStats *s)
+{
+    stats_job(d, world, world && comm_rank(world) == 0, s);
 }
 
 bool dmr_is_suspect(const FtDmr *d, int r) { return r >= 0 && r < d->nranks && d->suspect[r]; }
@@ -790,7 +844,7 @@ void dmr_report(FtDmr *d, FtComm *world, FtComm *job, const char *schedule, int 
     FtDmrStats s;
     if (world) resize_world(d, world);
     FtComm *all = job ? job : world;
-    dmr_stats_job(d, all, &s);
+    stats_job(d, all, world && d->rank == 0, &s); /* world rank 0 carries the agreed sum */
     /* planned: the plan's lower bounds and profiled step (ms per step), the largest rank's */
     double bound[3] = {0, 0, 0};
     if (d->mode == FT_DMR_PLANNED) {

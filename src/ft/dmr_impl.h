@@ -12,6 +12,9 @@
 #include "ftllm/dmr.h"
 #include "ftllm/dmr_plan.h"
 
+/* FtDmrStats' counters (the long longs before its times), summed over the job */
+#define DMR_NCOUNT ((int)(offsetof(FtDmrStats, check_s) / sizeof(long long)))
+
 enum strat { S_NONE, S_NAIVE, S_PB_SAVE, S_PB_CHECK, S_DEFER, S_AGC, S_DYN };
 
 /* A deferred check (mode planned): one op (D-DMR) or the members of an AGC segment that ran so
@@ -137,6 +140,13 @@ struct ft_dmr {
     void *on_plan_arg;
     /* the run */
     FtDmrStats s;
+    /* The job's counters as of the last committed step (dmr.c, "counters that outlive a
+     * process"): agreed is the sum of every rank's contributions (the same on every live rank;
+     * a joining rank takes it, dmr_take_state); sent is what this rank contributed; stash the
+     * last agreement's sum and snap this rank's counters then, applied when that step commits
+     * (dmr_committed) */
+    long long agreed[DMR_NCOUNT], sent[DMR_NCOUNT], stash[DMR_NCOUNT], snap[DMR_NCOUNT];
+    bool stashed;
     int my_bad;   /* this rank's steps with a mismatch (its own: kept when the world changes) */
     int *who;     /* per world rank: the counts gathered at the last mismatching agreement */
     bool *suspect;

@@ -238,6 +238,8 @@ void train_regrid(FtTrainer *tr, const FtGrid *grid)
     tr->regions = keep.regions;
     tr->on_step = keep.on_step, tr->on_step_ctx = keep.on_step_ctx;
     tr->before_commit = keep.before_commit, tr->before_commit_ctx = keep.before_commit_ctx;
+    tr->on_commit = keep.on_commit, tr->on_commit_ctx = keep.on_commit_ctx;
+    tr->take_state = keep.take_state, tr->take_state_ctx = keep.take_state_ctx;
     tr->ex.hooks = keep.ex.hooks;
     tr->ex.poll = keep.ex.poll;
     tr->ex.no_progress = keep.ex.no_progress;
@@ -440,6 +442,7 @@ FtStepStatus train_step(FtTrainer *tr, FtStepInfo *info)
         model_commit(m);
         tr->cursor += (uint64_t)tr->B * tr->micro * tr->data_width;
         if (tr->sp) spare_count_step(tr);
+        if (tr->on_commit) tr->on_commit(tr->on_commit_ctx, tr);
     }
     info->live = tr->sp ? tr->sp->nlive : 0;
     info->depth = tr->sp ? tr->plan.depth : 0;

@@ -33,6 +33,10 @@ struct ft_train_dmr {
     void *prev_ctx;
     void (*prev_step)(void *ctx, FtTrainer *tr, long long step);
     void *prev_step_ctx;
+    void (*prev_on_commit)(void *ctx, FtTrainer *tr);
+    void *prev_on_commit_ctx;
+    void (*prev_take)(void *ctx, FtTrainer *tr, FtComm *c, int root);
+    void *prev_take_ctx;
     int replica_width; /* ranks per data-parallel replica in the first grid (tp x pp x ep) */
     long long regrids; /* the trainer's regrids at the last agreement (dmr_regridded) */
 };
@@ -159,6 +163,22 @@ static int before_commit(void *ctx, FtTrainer *tr, int attempt)
     timers_point(&tr->regions, FT_KILL_AGREED);         /* a testing aid (FTLLM_TEST_KILL) */
     if (redo) return 1;
     return td->prev_commit ? td->prev_commit(td->prev_ctx, tr, attempt) : 0;
+}
+
+/* The step was committed: the counters its agreement summed are the job's now. */
+static void on_commit(void *ctx, FtTrainer *tr)
+{
+    FtTrainDmr *td = ctx;
+    dmr_committed(td->dmr);
+    if (td->prev_on_commit) td->prev_on_commit(td->prev_on_commit_ctx, tr);
+}
+
+/* A rank joins the training ranks: the job's counters so far, from a rank that trained. */
+static void take_state(void *ctx, FtTrainer *tr, FtComm *c, int root)
+{
+    FtTrainDmr *td = ctx;
+    dmr_take_state(td->dmr, c, root);
+    if (td->prev_take) td->prev_take(td->prev_take_ctx, tr, c, root);
 }
 
 /* Every rank's op table (world order). */
@@ -380,6 +400,10 @@ int train_dmr_setup(FtTrainDmr **out, FtTrainer *tr, const FtConfig *cfg, char *
         }
     }
     td->regrids = tr->regrids;
+    td->prev_on_commit = tr->on_commit, td->prev_on_commit_ctx = tr->on_commit_ctx;
+    td->prev_take = tr->take_state, td->prev_take_ctx = tr->take_state_ctx;
+    tr->on_commit = on_commit, tr->on_commit_ctx = td;
+    tr->take_state = take_state, tr->take_state_ctx = td;
     /* before each step: the schedule's fail-stops, and suspects for SPARe to retire */
     if ((td->has_sched && fault_count(&td->sched, FT_FAULT_FAIL)) ||
         (mode != FT_DMR_OFF && cfg->dmr.suspect_after > 0)) {
@@ -447,6 +471,8 @@ void train_dmr_destroy(FtTrainDmr *td)
     tr->ex.hooks = td->hooks;
     tr->ex.poll = td->poll;
     tr->before_commit = td->prev_commit, tr->before_commit_ctx = td->prev_ctx;
+    tr->on_commit = td->prev_on_commit, tr->on_commit_ctx = td->prev_on_commit_ctx;
+    tr->take_state = td->prev_take, tr->take_state_ctx = td->prev_take_ctx;
     if (tr->before_step == before_step)
         tr->before_step = td->prev_step, tr->before_step_ctx = td->prev_step_ctx;
     dmr_free(td->dmr);

@@ -186,6 +186,7 @@ static void take_counters(FtTrainer *tr, FtComm *c, int root)
     tr->spare.deep_s = mine.deep_s, tr->spare.regrid_s = mine.regrid_s;
     tr->spare.restart_s = mine.restart_s, tr->spare.join_s = mine.join_s;
     tr->spare.ulfm_s = mine.ulfm_s, tr->spare.ulfm_detect_s = mine.ulfm_detect_s;
+    if (tr->take_state) tr->take_state(tr->take_state_ctx, tr, c, root); /* the DMR counters */
 }
 
 /* The job's state from replica place `root` of the grid to the others (a joining spare), over

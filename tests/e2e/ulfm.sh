@@ -173,8 +173,10 @@ if cmp -s "$E2E_TMP/clean3.bin" "$E2E_TMP/spare3.bin"; then ok "weights bitwise 
 # `agreed`: rank 1's 4th agreement is step 3's first attempt, where its second mismatch names
 # it), before SPARe could retire it: the hot spare takes its place, the name (of the old
 # world) is dropped, and nothing retires the spare's healthy replica (before: it was retired,
-# and the run hung); weights bitwise the fault-free run's. The dead process's own counters die
-# with it, so the faults line is not checked here.
+# and the run hung); weights bitwise the fault-free run's. The faults line counts the dead
+# process's step-2 flip (summed at step 2's agreements), and its step-3 flip, injected in the
+# attempt it died in, as not applied (before: neither, the dead process's counters died with
+# it).
 printf 'sdc step=2 rank=1 op=matmul:3 bit=21\nsdc step=3 rank=1 op=matmul:5 bit=22\n' > "$E2E_TMP/agreed.faults"
 export FTLLM_TEST_KILL=1:agreed:4
 # shellcheck disable=SC2086
@@ -185,6 +187,21 @@ has "agreed: the spare took the dead place" '^spare: replica 1 failed in step 3 
 if grep -q 'SPARe retires' "$E2E_TMP/out"; then bad "agreed: the spare is not retired" "$(grep -a 'SPARe retires' "$E2E_TMP/out")"; else ok "agreed: the spare is not retired"; fi
 has "agreed: every replica live, the spare used" '^spare: r 2, 3 replicas, live 3, depth 1; failures masked 1, wipe-outs 0;.* spares used 1 of 1;'
 if cmp -s "$E2E_TMP/clean3.bin" "$E2E_TMP/agreed.bin"; then ok "agreed: weights bitwise equal"; else bad "agreed: weights bitwise equal" "differ"; fi
+has "agreed: the dead process's flips counted" '^faults: sdc injected 1, detected 1, rolled back 1, missed 0 \(schedule .*; 1 flip not applied;'
+
+# a process with a detected flip (step 2) dies in step 3 (rank 0, the speaker: its 4th entry
+# into the backward, step 2 having run twice) and the hot spare that takes its place becomes
+# world rank 0, which prints the report: the job's counters summed at each committed step's
+# agreement outlive the process, and the joining spare takes them with the state (before:
+# "sdc injected 0, detected 0"); weights bitwise
+printf 'sdc step=2 rank=0 op=matmul:3 bit=21\n' > "$E2E_TMP/dead.faults"
+export FTLLM_TEST_KILL=0:backward:4
+# shellcheck disable=SC2086
+run "a flip's process dies a step later (hot spare, the new rank 0)" 0 "" 4 "$FTLLM" train inputs/default.ini $sp dmr.mode=naive faults.schedule="$E2E_TMP/dead.faults" run.save_model="$E2E_TMP/dead.bin"
+has "dead: the spare took rank 0's place" '^spare: replica 0 failed in step 3 \(process failure, ULFM\): a hot spare took its place'
+has "dead: the flip counted after its process died" '^faults: sdc injected 1, detected 1, rolled back 1, missed 0 \(schedule .*; 0 flips not applied;'
+has "dead: one step redone" '^dmr: mode naive, .*steps redone 1 of '
+if cmp -s "$E2E_TMP/clean3.bin" "$E2E_TMP/dead.bin"; then ok "dead: weights bitwise equal"; else bad "dead: weights bitwise equal" "differ"; fi
 export FTLLM_TEST_KILL=
 
 # a wipe-out after a real death is not restarted in-process even with a checkpoint (the dead
