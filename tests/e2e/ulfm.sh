@@ -13,7 +13,8 @@
 #    sees it): step 3 is computed again, bitwise;
 #  - DMR on: a flip and a death in one step (no DMR verdict from an agreement a death broke;
 #    the flip rolled back by the recovery), bitwise; a suspect across a death keeps its count
-#    and is retired at its next mismatch, bitwise;
+#    and is retired at its next mismatch, bitwise; piggyback and planned (AC full) with flips
+#    and a death, bitwise;
 #  - a suspect whose process dies just after the agreement that named it (kill point
 #    `agreed`), a hot spare in its place: the spare is not retired, bitwise;
 #  - dp 2 x tp 2, dp 2 x pp 2 and dp 2 x ep 2 (a mixture of experts), rank 3 killed: its
@@ -102,6 +103,25 @@ run "dmr naive: a flip and a death in one step" 0 "" 4 "$FTLLM" train inputs/def
 has "dmr: the flip caught, the step computed again" '^faults: sdc injected 1, detected 1, rolled back 1, missed 0 '
 has "dmr: the recomputation is ULFM's, not a DMR redo" '^dmr: mode naive, .*mismatches 1, steps redone 0 of 6 attempts'
 same "dmr: weights bitwise equal to the fault-free run" "$E2E_TMP/dmrkill.bin"
+
+# the modes that check through AC recomputation and deferral, with a real death (train.ac =
+# full): piggyback, and planned (profiled in step 1, its deferred checks drained at a
+# death-broken agreement); a flip on rank 1 in step 3, the step rank 2 dies in (rolled back by
+# the recovery), and one on world rank 3 in step 4, rank 2 of the 3 survivors then (a DMR redo);
+# bitwise the fault-free AC-full run
+printf 'sdc step=3 rank=1 op=matmul:7 bit=21\nsdc step=4 rank=3 op=layernorm:2 bit=9\n' > "$E2E_TMP/ac.faults"
+export FTLLM_TEST_KILL=
+# shellcheck disable=SC2086
+run "fault-free run, AC full" 0 "" 4 "$FTLLM" train inputs/default.ini $common train.ac=full run.save_model="$E2E_TMP/cleanac.bin"
+export FTLLM_TEST_KILL=2:backward:3
+for mode in piggyback planned; do
+  # shellcheck disable=SC2086
+  run "dmr $mode: flips and a death" 0 "" 4 "$FTLLM" train inputs/default.ini $common train.ac=full dmr.mode=$mode dmr.profile_steps=1 faults.schedule="$E2E_TMP/ac.faults" run.save_model="$E2E_TMP/ac-$mode.bin"
+  has "dmr $mode: both flips caught" '^faults: sdc injected 2, detected 2, rolled back 2, missed 0 '
+  has "dmr $mode: the step-4 flip redone on the survivors" '^dmr: step 4: mismatch on 1 of 3 ranks \(r2\): rolled back'
+  has "dmr $mode: one DMR redo" "^dmr: mode $mode, .*mismatches 2, steps redone 1 of 7 attempts"
+  if cmp -s "$E2E_TMP/cleanac.bin" "$E2E_TMP/ac-$mode.bin"; then ok "dmr $mode: weights bitwise equal"; else bad "dmr $mode: weights bitwise equal" "differ"; fi
+done
 # a suspect across a death: dmr.suspect_after = 2, world rank 2 mismatches in steps 2, 3 and
 # 5, rank 0 dies in step 3 (its 4th optimizer entry: step 2 ran twice). Rank 2 keeps its own
 # count when the world shrinks (it is rank 1 of the 3 survivors) and the death's step counts:
