@@ -1344,6 +1344,16 @@ static void test_plan_end_waits(void **state)
     for (int k = 0; k < pf.nseq; k++) w[k] = 0.25 * pf.seq_wait[k];
     double want = dmr_order_excess(p.strat, p.time, n, pf.seq, w, pf.nseq, 0.25 * 0.3);
     assert_true(p.has_order && want > 0 && fabs(p.order_s - want) < 1e-12);
+    /* the same with every checker time doubled (bench_dmr_plan's drift), and no sequence */
+    double *t2 = malloc(sizeof *t2 * (size_t)n);
+    assert_non_null(t2);
+    for (int i = 0; i < n; i++) t2[i] = 2 * p.time[i];
+    double want2 = dmr_order_excess(p.strat, t2, n, pf.seq, w, pf.nseq, 0.25 * 0.3);
+    assert_true(want2 > want && fabs(dmr_plan_order_excess(&p, &pf, 2.0) - want2) < 1e-12);
+    assert_true(fabs(dmr_plan_order_excess(&p, &pf, 1.0) - p.order_s) < 1e-12);
+    pf.seq_bad = true;
+    assert_true(dmr_plan_order_excess(&p, &pf, 1.0) < 0 && dmr_plan_order_excess(&p, NULL, 1.0) < 0);
+    free(t2);
     free(w);
     dmr_plan_free(&p);
     dmr_profile_free(&pf);

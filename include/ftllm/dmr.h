@@ -179,6 +179,8 @@ void dmr_set_pending_max(FtDmr *d, int n);
  * them. dmr_plan is the plan in use, NULL while profiling. */
 void dmr_set_plan(FtDmr *d, FtDmrEntryPlan *p);
 const FtDmrEntryPlan *dmr_plan(const FtDmr *d);
+/* The profile the plan in use was built from (NULL: none measured here, e.g. a plan file). */
+const FtDmrProfile *dmr_profile(const FtDmr *d);
 
 /* A training micro-batch of step `step` (1-based: the step being computed) begins; the first
  * call after dmr_agree opens a new attempt (execution counts start from 0). */

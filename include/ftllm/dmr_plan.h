@@ -188,6 +188,11 @@ void dmr_plan_totals(const FtDmrEntryPlan *p, FtDmrPlanTotals *t);
 double dmr_order_excess(const int *strat, const double *time, int n, const int *seq,
                         const double *wait, int nseq, double tail);
 
+/* dmr_order_excess of profile pf's step under plan p (the plan built from it), every checker
+ * time times f (1: the plan's order_s; a benchmark scales them by how its checks ran later
+ * against the profile). Returns -1 when pf has no sequence. */
+double dmr_plan_order_excess(const FtDmrEntryPlan *p, const FtDmrProfile *pf, double f);
+
 /* Lower bounds of the overhead, as fractions of step_s (> 0), at least 0:
  *   returned  issue 10's: (checker time AC does not recompute - every window) / step_s;
  *   *ordered  in time order: order_s / step_s when has_order (dmr_order_excess; never below

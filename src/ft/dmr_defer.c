@@ -427,6 +427,11 @@ void dmr_set_plan(FtDmr *d, FtDmrEntryPlan *p)
 
 const FtDmrEntryPlan *dmr_plan(const FtDmr *d) { return d->plan.strat ? &d->plan : NULL; }
 
+const FtDmrProfile *dmr_profile(const FtDmr *d)
+{
+    return d->plan.strat && d->prof.steps > 0 ? &d->prof : NULL;
+}
+
 /* ---- the profile --------------------------------------------------------------------------- */
 
 void dmr_prof_waits(const FtDmr *d, double *w)

@@ -183,6 +183,13 @@ static void end_waits(const FtDmrProfile *pf, int n, double *end)
     if (pf->seq[pf->nseq - 1] + 1 <= n) end[pf->seq[pf->nseq - 1] + 1] += pf->seq_tail;
 }
 
+/* The waits' scale of dmr_plan_build: measured under naive checks, to the step without them. */
+static double wait_scale(const FtDmrProfile *pf)
+{
+    return pf->wall_s > 0 && pf->step_s > 0 && pf->step_s < pf->wall_s ? pf->step_s / pf->wall_s
+                                                                        : 1.0;
+}
+
 int dmr_plan_build(const FtDmrProfile *pf, const FtTape *micro, const FtTape *opt, size_t budget,
                    int phases, FtDmrEntryPlan *p)
 {
@@ -196,8 +203,7 @@ int dmr_plan_build(const FtDmrProfile *pf, const FtTape *micro, const FtTape *op
     FtDmrPlan pl = {0};
     if (!ops || !win || !ent || !opi || !went || !end) goto out;
     int nops = 0, nwin = 0, last = -1;
-    double scale = pf->wall_s > 0 && pf->step_s > 0 && pf->step_s < pf->wall_s
-                   ? pf->step_s / pf->wall_s : 1.0; /* waits measured under naive checks */
+    double scale = wait_scale(pf); /* waits measured under naive checks */
     double idle = 0; /* the waits as the step without checks has them */
     end_waits(pf, n, end);
     for (int i = 0; i <= n; i++) {
@@ -262,15 +268,9 @@ int dmr_plan_build(const FtDmrProfile *pf, const FtTape *micro, const FtTape *op
                     ops[o].fp + (o == pl.seg_first[s] || o == pl.seg_last[s] ? ops[o].copy : 0);
             }
     }
-    if (pf->seq_done && !pf->seq_bad && pf->nseq > 0) { /* per step, scaled as the windows */
-        double *w = malloc((size_t)pf->nseq * sizeof *w);
-        FT_ASSERT(w);
-        for (int k = 0; k < pf->nseq; k++) w[k] = scale * pf->seq_wait[k] / steps;
-        p->order_s = dmr_order_excess(p->strat, p->time, n, pf->seq, w, pf->nseq,
-                                      scale * pf->seq_tail / steps);
-        p->has_order = true;
-        free(w);
-    }
+    p->order_s = dmr_plan_order_excess(p, pf, 1.0);
+    p->has_order = p->order_s >= 0;
+    if (!p->has_order) p->order_s = 0;
     for (int w = 0; w < nwin; w++) {
         p->win_after[w] = went[w], p->win_kind[w] = win[w].kind, p->win_len[w] = win[w].len;
         p->win_use[w] = pl.win_phase[w], p->win_used[w] = pl.win_time[w];
@@ -319,6 +319,21 @@ double dmr_order_excess(const int *strat, const double *time, int n, const int *
     }
     free(runs);
     return best;
+}
+
+double dmr_plan_order_excess(const FtDmrEntryPlan *p, const FtDmrProfile *pf, double f)
+{
+    if (!pf || !pf->seq_done || pf->seq_bad || pf->nseq <= 0 || pf->nmicro + pf->nopt != p->n)
+        return -1;
+    int steps = pf->steps > 0 ? pf->steps : 1;
+    double scale = wait_scale(pf), *w = malloc(((size_t)pf->nseq + (size_t)p->n) * sizeof *w);
+    FT_ASSERT(w);
+    double *t = w + pf->nseq;
+    for (int k = 0; k < pf->nseq; k++) w[k] = scale * pf->seq_wait[k] / steps;
+    for (int i = 0; i < p->n; i++) t[i] = f * p->time[i];
+    double x = dmr_order_excess(p->strat, t, p->n, pf->seq, w, pf->nseq, scale * pf->seq_tail / steps);
+    free(w);
+    return x;
 }
 
 double dmr_plan_bounds(const FtDmrEntryPlan *p, double step_s, double *ordered)
