@@ -39,6 +39,7 @@ struct ft_train_dmr {
     void *prev_take_ctx;
     int replica_width; /* ranks per data-parallel replica in the first grid (tp x pp x ep) */
     long long regrids; /* the trainer's regrids at the last agreement (dmr_regridded) */
+    int fail_early;    /* fail-stop events at steps a resumed checkpoint holds (not acted on) */
 };
 
 /* A replica's place among the live ones (SPARe's controller index: the place-th live
@@ -344,6 +345,12 @@ int train_dmr_setup(FtTrainDmr **out, FtTrainer *tr, const FtConfig *cfg, char *
                    .leftovers_end = cfg->dmr.leftovers == FT_DMR_LEFT_END,
                    .on_plan = plan_made, .on_plan_arg = td};
     td->dmr = dmr_create(&dc);
+    long long done = tr->model->step; /* steps a resumed checkpoint already holds */
+    int nearly = 0, fearly = 0;
+    for (int i = 0; i < nflips; i++) nearly += flips[i].step <= done;
+    for (int i = 0; td->has_sched && i < td->sched.nev; i++)
+        fearly += td->sched.ev[i].kind == FT_FAULT_FAIL && td->sched.ev[i].step <= done;
+    td->fail_early = fearly;
     free(flips);
     if (mode == FT_DMR_PLANNED && plan_load(td, cfg, nranks, err, errlen)) {
         dmr_free(td->dmr);
@@ -419,6 +426,12 @@ int train_dmr_setup(FtTrainDmr **out, FtTrainer *tr, const FtConfig *cfg, char *
                  fault_count(&td->sched, FT_FAULT_SDC_RANDOM) == 1 ? "" : "s", nfail,
                  nfail == 1 ? "" : "s", mode == FT_DMR_OFF ? "; dmr.mode = off: nothing checks "
                                                              "the flips" : "");
+        if (nearly || fearly) /* a requeued job resumed with the same schedule */
+            log_info("faults: %s: %d bit flip%s and %d fail-stop event%s at steps up to %lld, "
+                     "which the resumed checkpoint holds, are not applied (this run computes "
+                     "steps %lld on)", path, nearly, nearly == 1 ? "" : "s", fearly,
+                     fearly == 1 ? "" : "s", done, done + 1);
+        nfail -= fearly;
         if (nfail)
             log_info("faults: %s: %d fail-stop line%s: SPARe (r %lld) stops those replicas "
                      "before their steps and the survivors go on", path, nfail,
@@ -437,7 +450,7 @@ void train_dmr_report(FtTrainDmr *td, FtComm *job, bool trains, FILE *out)
     if (!td) return;
     dmr_report(td->dmr, trains ? td->tr->c_world : NULL, job,
                td->has_sched ? td->sched.path : "",
-               td->has_sched ? fault_count(&td->sched, FT_FAULT_FAIL) : 0, out);
+               td->has_sched ? fault_count(&td->sched, FT_FAULT_FAIL) - td->fail_early : 0, out);
 }
 
 void train_dmr_stats(FtTrainDmr *td, FtDmrStats *s)

@@ -13,6 +13,8 @@
 #  - flipped bytes, a truncated file, a file of another format: resume=auto reports each and falls
 #    back; resume=FILE with each, a missing file, a checkpoint of another model shape: one line on
 #    stderr naming the file (and dataset), exit code 2;
+#  - a requeued job resumed with the same fault schedule: the events the checkpoint's steps held
+#    are said at the start and not acted on, the later flip is caught, weights bitwise;
 #  - checkpoint.interval = auto prints the chosen interval, what it measured and what the deck gave.
 set -u
 FTLLM=${FTLLM:-bin/ftllm}
@@ -90,6 +92,22 @@ for mode in sync async np2; do
   losses > "$D/l_$mode"
   same "$mode: losses of steps 4-6 equal" "$D/l_$ref" "$D/l_$mode"
 done
+
+# a requeued job resumes with the same fault schedule: its events at steps the checkpoint holds
+# are said once at the start and not acted on (no fail-stop counted, the early flip "not
+# applied"); the later flip is caught; the weights are the straight 2-rank run's, bitwise
+d="$D/requeue"
+printf 'fail step=2 replica=1\nsdc step=2 rank=0 op=matmul:1 bit=20\nsdc step=5 rank=1 op=matmul:2 bit=21\n' > "$D/rq.faults"
+rq="$dp2 spare.r=2 dmr.mode=naive faults.schedule=$D/rq.faults checkpoint.dir=$d"
+# shellcheck disable=SC2086
+run "requeue: 3 steps with faults, checkpoint at 3" 0 "" 2 "$FTLLM" train $deck $small $rq train.steps=3 checkpoint.interval=3
+has "requeue: the first job's fail-stop" "fail-stop events 1, acted on by SPARe"
+# shellcheck disable=SC2086
+run "requeue: resumed to 6 with the same schedule" 0 "" 2 "$FTLLM" train $deck $small $rq train.steps=6 checkpoint.resume=auto run.save_model=$D/requeue.bin
+has "requeue: the early events said" "1 bit flip and 1 fail-stop event at steps up to 3, which the resumed checkpoint holds, are not applied (this run computes steps 4 on)"
+hasre "requeue: the late flip caught, the early one not applied" '^faults: sdc injected 1, detected 1, rolled back 1, missed 0 \(schedule .*; 1 flip not applied; fail-stop events 0\)'
+hasre "requeue: every replica live" '^spare: r 2, 2 replicas, live 2, depth 1; failures masked 0'
+same "requeue: weights bitwise equal to the straight run" "$D/straight2.bin" "$D/requeue.bin"
 
 # resharding: written by tp 2 (2 ranks), resumed on one rank and on pp 2, each to step 6; both
 # must match the straight single-rank run (the same global batch): the losses of steps 4-6 as
