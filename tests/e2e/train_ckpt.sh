@@ -94,10 +94,11 @@ for mode in sync async np2; do
 done
 
 # a requeued job resumes with the same fault schedule: its events at steps the checkpoint holds
+# (step 3 itself included: the boundary)
 # are said once at the start and not acted on (no fail-stop counted, the early flip "not
 # applied"); the later flip is caught; the weights are the straight 2-rank run's, bitwise
 d="$D/requeue"
-printf 'fail step=2 replica=1\nsdc step=2 rank=0 op=matmul:1 bit=20\nsdc step=5 rank=1 op=matmul:2 bit=21\n' > "$D/rq.faults"
+printf 'fail step=3 replica=1\nsdc step=3 rank=0 op=matmul:1 bit=20\nsdc step=5 rank=1 op=matmul:2 bit=21\n' > "$D/rq.faults"
 rq="$dp2 spare.r=2 dmr.mode=naive faults.schedule=$D/rq.faults checkpoint.dir=$d"
 # shellcheck disable=SC2086
 run "requeue: 3 steps with faults, checkpoint at 3" 0 "" 2 "$FTLLM" train $deck $small $rq train.steps=3 checkpoint.interval=3
