@@ -766,26 +766,17 @@ void dmr_take_state(FtDmr *d, FtComm *c, int root)
     d->stashed = false;
 }
 
-/* The job's counters over comm (collective): every rank's not yet agreed, plus the agreed sum
- * from the one rank that `carries` it (rank 0 of the trainer's world: every live rank holds
- * the same). */
-static void job_counts(FtDmr *d, FtComm *comm, bool carries, FtDmrStats *s)
-{
-    long long c[DMR_NCOUNT];
-    counts_now(d, c);
-    for (int k = 0; k < DMR_NCOUNT; k++) c[k] += (carries ? d->agreed[k] : 0) - d->sent[k];
-    comm_allreduce_sum(comm, FT_IN_PLACE, c, DMR_NCOUNT, FT_I64);
-    memcpy(s, c, sizeof c);
-}
-
+/* The job's sums over world (collective). The counters: every rank's not yet agreed, plus the
+ * agreed sum from the one rank that `carries` it (rank 0 of the trainer's world: every live
+ * rank holds the same). */
 static void stats_job(FtDmr *d, FtComm *world, bool carries, FtDmrStats *s)
 {
     dmr_stats(d, s);
     if (!world || comm_size(world) == 1) return;
     long long c[DMR_NCOUNT];
-    FtDmrStats js;
-    job_counts(d, world, carries, &js);
-    memcpy(c, &js, sizeof c);
+    counts_now(d, c);
+    for (int k = 0; k < DMR_NCOUNT; k++) c[k] += (carries ? d->agreed[k] : 0) - d->sent[k];
+    comm_allreduce_sum(world, FT_IN_PLACE, c, DMR_NCOUNT, FT_I64);
     double t[8] = {s->check_s, s->compute_s, s->redo_s, s->window_s,
                    s->naive_s,  s->pb_s,      s->keep_s, s->replay_s};
     comm_allreduce_sum(world, FT_IN_PLACE, t, 8, FT_F64);

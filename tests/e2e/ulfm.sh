@@ -50,8 +50,9 @@ PATH=$E2E_TMP/bin:$PATH
 export FTLLM_TEST_KILL= FTLLM_TEST_DEVICE=
 # run.progress=lines: Open MPI's launcher gives the ranks a pty, where auto picks the live line
 common="run.progress=lines parallel.dp=4 spare.r=2 train.steps=5 dmr.mode=off faults.schedule= train.val_batches=0 train.sample_tokens=0 model.channels=32 model.layers=2 model.heads=2 model.seq_len=16 train.batch=2"
-same() { # same NAME FILE: FILE is bitwise the fault-free run's weights
-  if cmp -s "$E2E_TMP/clean.bin" "$2"; then ok "$1"; else bad "$1" "$2 differs from the fault-free run's weights"; fi
+same() { # same NAME FILE [REF]: FILE is bitwise the fault-free run's weights (REF: clean.bin)
+  local ref=${3:-$E2E_TMP/clean.bin}
+  if cmp -s "$ref" "$2"; then ok "$1"; else bad "$1" "$2 differs from the fault-free run's weights ($ref)"; fi
 }
 
 # shellcheck disable=SC2086
@@ -120,7 +121,7 @@ for mode in piggyback planned; do
   has "dmr $mode: both flips caught" '^faults: sdc injected 2, detected 2, rolled back 2, missed 0 '
   has "dmr $mode: the step-4 flip redone on the survivors" '^dmr: step 4: mismatch on 1 of 3 ranks \(r2\): rolled back'
   has "dmr $mode: one DMR redo" "^dmr: mode $mode, .*mismatches 2, steps redone 1 of 7 attempts"
-  if cmp -s "$E2E_TMP/cleanac.bin" "$E2E_TMP/ac-$mode.bin"; then ok "dmr $mode: weights bitwise equal"; else bad "dmr $mode: weights bitwise equal" "differ"; fi
+  same "dmr $mode: weights bitwise equal" "$E2E_TMP/ac-$mode.bin" "$E2E_TMP/cleanac.bin"
 done
 # a suspect across a death: dmr.suspect_after = 2, world rank 2 mismatches in steps 2, 3 and
 # 5, rank 0 dies in step 3 (its 4th optimizer entry: step 2 ran twice). Rank 2 keeps its own
@@ -139,7 +140,7 @@ grep -q '^warning: dmr: rank 1 is suspect: its checks mismatched in 3 steps (dmr
 has "suspect across a death: retired" '^dmr: rank 1 is suspect: SPARe retires its replica 2 before step 6$'
 has "suspect across a death: both masked" '^spare: r 2, 4 replicas, live 2, depth 2; failures masked 2, wipe-outs 0;'
 has "suspect across a death: every flip rolled back" '^faults: sdc injected 3, detected 3, rolled back 3, missed 0 '
-if cmp -s "$E2E_TMP/clean6.bin" "$E2E_TMP/sus6.bin"; then ok "suspect across a death: weights bitwise equal"; else bad "suspect across a death: weights bitwise equal" "differ"; fi
+same "suspect across a death: weights bitwise equal" "$E2E_TMP/sus6.bin" "$E2E_TMP/clean6.bin"
 
 export FTLLM_TEST_KILL=1:backward:2,2:backward:4
 # shellcheck disable=SC2086
@@ -187,7 +188,7 @@ has "the spare took the dead replica's place" '^spare: replica 1 failed in step 
 has "step 3 computed again with every replica (the spare in)" '^step +3/5 .*\| live 3 depth 1$'
 has "the second death masked by the controller" '^spare: replica 2 failed in step 4 \(process failure, ULFM\): masked by the controller'
 has "spare line" '^spare: r 2, 3 replicas, live 2, depth 2; failures masked 2, wipe-outs 0;.* spares used 1 of 1;'
-if cmp -s "$E2E_TMP/clean3.bin" "$E2E_TMP/spare3.bin"; then ok "weights bitwise equal with the spare"; else bad "weights bitwise equal with the spare" "differ"; fi
+same "weights bitwise equal with the spare" "$E2E_TMP/spare3.bin" "$E2E_TMP/clean3.bin"
 
 # a suspect named at a step's DMR agreement whose process dies right after it (kill point
 # `agreed`: rank 1's 4th agreement is step 3's first attempt, where its second mismatch names
@@ -206,7 +207,7 @@ grep -q '^warning: dmr: rank 1 is suspect: its checks mismatched in 2 steps' "$E
 has "agreed: the spare took the dead place" '^spare: replica 1 failed in step 3 \(process failure, ULFM\): a hot spare took its place'
 if grep -q 'SPARe retires' "$E2E_TMP/out"; then bad "agreed: the spare is not retired" "$(grep -a 'SPARe retires' "$E2E_TMP/out")"; else ok "agreed: the spare is not retired"; fi
 has "agreed: every replica live, the spare used" '^spare: r 2, 3 replicas, live 3, depth 1; failures masked 1, wipe-outs 0;.* spares used 1 of 1;'
-if cmp -s "$E2E_TMP/clean3.bin" "$E2E_TMP/agreed.bin"; then ok "agreed: weights bitwise equal"; else bad "agreed: weights bitwise equal" "differ"; fi
+same "agreed: weights bitwise equal" "$E2E_TMP/agreed.bin" "$E2E_TMP/clean3.bin"
 has "agreed: the dead process's flips counted" '^faults: sdc injected 1, detected 1, rolled back 1, missed 0 \(schedule .*; 1 flip not applied;'
 
 # a process with a detected flip (step 2) dies in step 3 (rank 0, the speaker: its 4th entry
@@ -221,7 +222,7 @@ run "a flip's process dies a step later (hot spare, the new rank 0)" 0 "" 4 "$FT
 has "dead: the spare took rank 0's place" '^spare: replica 0 failed in step 3 \(process failure, ULFM\): a hot spare took its place'
 has "dead: the flip counted after its process died" '^faults: sdc injected 1, detected 1, rolled back 1, missed 0 \(schedule .*; 0 flips not applied;'
 has "dead: one step redone" '^dmr: mode naive, .*steps redone 1 of '
-if cmp -s "$E2E_TMP/clean3.bin" "$E2E_TMP/dead.bin"; then ok "dead: weights bitwise equal"; else bad "dead: weights bitwise equal" "differ"; fi
+same "dead: weights bitwise equal" "$E2E_TMP/dead.bin" "$E2E_TMP/clean3.bin"
 export FTLLM_TEST_KILL=
 
 # a wipe-out after a real death is not restarted in-process even with a checkpoint (the dead
@@ -249,5 +250,5 @@ if [ -n "$c3" ]; then ok "the step-3 checkpoint exists"; else bad "the step-3 ch
 run "the checkpoint verifies" 0 "" 1 "$FTLLM" inspect "$c3"
 # shellcheck disable=SC2086
 run "resumed from step 3 to 6" 0 "" 4 "$FTLLM" train inputs/default.ini $common $ck checkpoint.dir="$E2E_TMP/ck2" checkpoint.resume="$c3" run.save_model="$E2E_TMP/resumed.bin"
-if cmp -s "$E2E_TMP/straight.bin" "$E2E_TMP/resumed.bin"; then ok "resumed weights bitwise equal"; else bad "resumed weights bitwise equal" "differ"; fi
+same "resumed weights bitwise equal" "$E2E_TMP/resumed.bin" "$E2E_TMP/straight.bin"
 e2e_finish
