@@ -733,6 +733,82 @@ static void test_profile_order(void **state)
     }
 }
 
+/* The trainer's check for process failures, as ULFM's would answer it: the attempts listed in
+ * `broken` (by before_commit call, from 0) were broken by a death, so the trainer's
+ * broken-attempt hook runs and the step is computed again, as train_step does after
+ * train_spare_recover; the others go on to DMR's own verdict. */
+typedef struct broken_commit {
+    int (*inner)(void *ctx, FtTrainer *tr, int attempt);
+    void *inner_ctx;
+    unsigned broken; /* bit k: the k-th call's attempt was broken */
+    int calls;
+} BrokenCommit;
+
+static int commit_with_breaks(void *ctx, FtTrainer *tr, int attempt)
+{
+    BrokenCommit *b = ctx;
+    int redo = b->inner(b->inner_ctx, tr, attempt);
+    if (!(b->broken >> b->calls++ & 1u)) return redo;
+    tr->on_broken(tr->on_broken_ctx, tr);
+    return 1;
+}
+
+/* A profile attempt that a process failure broke is not counted (dmr_attempt_broken): with
+ * dmr.profile_steps = 1 and a 1000 s pipeline wait booked in step 1's first attempt, which is
+ * then broken, the plan is made from the attempt computed again (no 1000 s window, one step
+ * measured), at its commit; a broken warm-up attempt (profile_steps = 2: attempts 1 and 3
+ * broken) stays the warm-up, and the plan comes from the one measured attempt after it. Without
+ * the breaks (the control) the booked wait is in the plan: the test can see it. An attempt
+ * computed again for a mismatch does count (profile_steps = 2, a flip in step 1: its two
+ * attempts are the warm-up and the measured one, and the plan is made at step 1's commit). */
+static void test_profile_broken(void **state)
+{
+    (void)state;
+    if (ft_test_size() != 1) skip();
+    log_init(0, FT_LOG_WARN);
+    for (int v = 0; v < 4; v++) {
+        FtConfig c = cfg_of(&g_layouts[0], FT_DMR_PLANNED, 1);
+        c.dmr.profile_steps = v >= 2 ? 2 : 1, c.dmr.phases = FT_DMR_PHASES_1;
+        OrderSrc os = {.at = v == 3 ? 0 : 1}; /* the wait: before step 1's first op */
+        FtBatchSource src = {fetch_with_order, &os};
+        g_source = &src, g_synthetic = false, g_plan_edit = NULL; /* the profile's own plan */
+        FtModel m;
+        Run r;
+        run_open(&r, &c, v == 3 ? "sdc step=1 rank=0 op=gelu bit=30\n" : NULL, &m);
+        g_source = NULL;
+        os.tl = &r.tr.tl;
+        BrokenCommit b = {.inner = r.tr.before_commit, .inner_ctx = r.tr.before_commit_ctx,
+                          .broken = v == 1 ? 1u : v == 2 ? 5u : 0u};
+        r.tr.before_commit = commit_with_breaks, r.tr.before_commit_ctx = &b;
+        FtDmr *d = train_dmr_get(r.td);
+        FtStepInfo info;
+        assert_true(train_step(&r.tr, &info) == (v == 0 ? FT_STEP_OK : FT_STEP_REDONE));
+        assert_int_equal(b.calls, v == 0 ? 1 : 2);
+        assert_int_equal(info.redos, v == 0 ? 0 : 1);
+        if (v == 2) { /* the warm-up done (its second attempt): no plan yet */
+            assert_null(dmr_plan(d));
+            assert_true(train_step(&r.tr, &info) == FT_STEP_REDONE);
+            assert_int_equal(b.calls, 4);
+        }
+        const FtDmrEntryPlan *p = dmr_plan(d);
+        assert_non_null(p);
+        const FtDmrProfile *pf = dmr_profile(d);
+        assert_non_null(pf);
+        assert_int_equal(pf->steps, 1);
+        double big = 0;
+        for (int w = 0; w < p->nwin; w++) big = p->win_len[w] > big ? p->win_len[w] : big;
+        /* the booked 1000 s (scaled by the profile: >= 50 s) against the loss and norm sums'
+         * waits of a one-rank step: microseconds, 10 s on any machine */
+        if (v == 0) assert_true(big > 10);
+        else assert_true(big < 10 && pf->wall_s < 10);
+        FtDmrStats st;
+        run_close(&r, &st);
+        assert_int_equal(st.attempts, v == 0 ? 1 : v == 2 ? 4 : 2);
+        assert_int_equal(st.mismatches > 0, v == 3);
+        model_free(&m);
+    }
+}
+
 /* A batch source that runs the DMR poll hook (as a wait with a message in flight does) before
  * each micro-batch but a step's first. */
 typedef struct poll_src {
@@ -2026,6 +2102,7 @@ FT_TEST_MAIN(cmocka_unit_test(test_flip_campaign), cmocka_unit_test(test_clean_r
              cmocka_unit_test(test_validation_unchecked),
              cmocka_unit_test(test_planned_campaign), cmocka_unit_test(test_planned_clean),
              cmocka_unit_test(test_profile_steps), cmocka_unit_test(test_profile_window_kinds),
+             cmocka_unit_test(test_profile_broken),
              cmocka_unit_test(test_profile_order),
              cmocka_unit_test(test_budget_exact), cmocka_unit_test(test_keep_pool),
              cmocka_unit_test(test_keep_pool_budget),

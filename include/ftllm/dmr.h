@@ -204,6 +204,13 @@ int dmr_agree(FtDmr *d, FtExec *ex, FtComm *world);
  * ones. Not called for an attempt computed again (a mismatch, or a process death): its
  * counters are summed again at the next agreement. Not collective. */
 void dmr_committed(FtDmr *d);
+/* The attempt whose agreement came last was broken by a process failure (ULFM: every survivor,
+ * after the trainer's recovery agreed on it) and is computed again. Mode planned while it
+ * profiles: that attempt leaves the profile as it was before it (its waits hold the failure's
+ * detection, which a cluster's heartbeat timeout can make seconds long, and its ops the
+ * survivors' part of a broken step), and the profile takes the next attempt in its place.
+ * Otherwise nothing. Not collective. */
+void dmr_attempt_broken(FtDmr *d);
 /* A rank joins the training ranks (a hot spare, a restart): the job's agreed counters from
  * rank root of c. Collective over c. */
 void dmr_take_state(FtDmr *d, FtComm *c, int root);

@@ -126,6 +126,8 @@ typedef struct ft_dmr_entry_plan {
 /* Profile of nmicro + nopt entries, zeroed. */
 void dmr_profile_init(FtDmrProfile *pf, int nmicro, int nopt);
 void dmr_profile_free(FtDmrProfile *pf);
+/* dst becomes a copy of src (dst initialized, or zeroed: its storage is reused or grown). */
+void dmr_profile_copy(FtDmrProfile *dst, const FtDmrProfile *src);
 /* The profiler's note: execution pos of the measured step is entry idx (-1: the step's end),
  * after `wait` seconds of waits. The first step records the sequence, later ones add their
  * waits to it (a different sequence sets seq_bad). */

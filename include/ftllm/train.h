@@ -172,6 +172,11 @@ typedef struct ft_trainer {
      * the check for process failures agreed on it). NULL = none. */
     void (*on_commit)(void *ctx, struct ft_trainer *tr);
     void *on_commit_ctx;
+    /* broken-attempt hook: a process failure (ULFM) broke the step's attempt, and every
+     * survivor computes the step again after the recovery (train_spare_recover agreed on it;
+     * before_commit was called for the broken attempt). NULL = none. */
+    void (*on_broken)(void *ctx, struct ft_trainer *tr);
+    void *on_broken_ctx;
     /* joining hook: a rank joins the training ranks (a hot spare takes a place, a restart):
      * the state of the layers above the trainer (the DMR counters) from rank root of c, where
      * SPARe's counters come from; collective over c. NULL = none. */

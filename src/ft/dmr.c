@@ -119,6 +119,7 @@ void dmr_free(FtDmr *d)
     dmr_pool_release(d);
     dmr_plan_free(&d->plan);
     dmr_profile_free(&d->prof);
+    dmr_profile_free(&d->prof_snap);
     free(d);
 }
 
@@ -617,6 +618,7 @@ static void resize_world(FtDmr *d, FtComm *world)
 void dmr_step_begin(FtDmr *d, long long step)
 {
     if (!d->in_attempt) {
+        dmr_profile_settle(d); /* an attempt computed again for a mismatch counts */
         d->in_attempt = true;
         d->step = step;
         memset(d->count, 0, sizeof d->count);
@@ -637,6 +639,7 @@ void dmr_step_begin(FtDmr *d, long long step)
         if (d->mode == FT_DMR_PLANNED && !d->plan.strat) {
             d->prof_attempt++;
             d->prof_count = d->profile_steps == 1 || d->prof_attempt > 1; /* 1st: warm-up */
+            if (d->prof_count) dmr_profile_copy(&d->prof_snap, &d->prof); /* dmr_attempt_broken */
             d->prof_last = -1, d->prof_bwd = false, d->prof_pos = 0;
             dmr_prof_waits(d, d->prof_w);
         }
@@ -752,8 +755,20 @@ void dmr_stats(const FtDmr *d, FtDmrStats *s)
     s->dyn_slack = s->dyn_guard - s->dyn_kept_peak;
 }
 
+void dmr_attempt_broken(FtDmr *d)
+{
+    if (!d->prof_open) return;
+    d->prof_open = false;
+    if (d->prof_count) dmr_profile_copy(&d->prof, &d->prof_snap);
+    d->prof_attempt--; /* profiled again: a warm-up attempt stays the warm-up */
+    log_info("dmr: step %lld: a process failure broke the attempt, which the profile does not "
+             "count (its waits hold the failure's detection); the profile goes on with the "
+             "step's next attempt", d->step);
+}
+
 void dmr_committed(FtDmr *d)
 {
+    dmr_profile_settle(d);
     if (!d->stashed) return;
     for (int k = 0; k < DMR_NCOUNT; k++) d->agreed[k] += d->stash[k];
     memcpy(d->sent, d->snap, sizeof d->sent);

@@ -459,7 +459,8 @@ void dmr_prof_note(FtDmr *d, int idx)
     if (idx > -2) d->prof_last = idx;
 }
 
-/* An attempt of the profile ended at `now`; after the last one, plan. */
+/* An attempt of the profile reached its agreement at `now`: measured, and open until its fate
+ * is known (dmr_profile_settle, dmr_attempt_broken). */
 void dmr_profile_end(FtDmr *d, double now)
 {
     if (d->prof_count) {
@@ -467,6 +468,15 @@ void dmr_profile_end(FtDmr *d, double now)
         d->prof.step_s += now - d->t_attempt - (d->s.check_s - d->att_check_s); /* unchecked */
         d->prof.wall_s += now - d->t_attempt;
     }
+    d->prof_open = true;
+}
+
+/* The open attempt counts (its step committed, or it is computed again for a mismatch: a whole
+ * attempt, its times as valid as any); after the profile's last, plan. */
+void dmr_profile_settle(FtDmr *d)
+{
+    if (!d->prof_open) return;
+    d->prof_open = false;
     if (--d->profile_left > 0) return;
     FtDmrEntryPlan p;
     if (dmr_plan_build(&d->prof, d->micro, d->opt, d->budget, d->phases, &p))

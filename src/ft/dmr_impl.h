@@ -116,6 +116,10 @@ struct ft_dmr {
     double prof_w[2];    /* the timeline's waits (pp, others) at the last op */
     bool prof_count;     /* this attempt is measured */
     int prof_attempt;    /* attempts profiled */
+    bool prof_open;      /* an attempt of the profile reached its agreement; whether it counts
+                            is open until the step commits, is computed again for a mismatch
+                            (it counts) or was broken by a process failure (it does not) */
+    FtDmrProfile prof_snap; /* the profile before the open attempt (prof_count) */
     double att_check_s;  /* check_s when the attempt began */
     int *seg_last;       /* [plan.nseg] entry of each segment's last member */
     Unit *cur;           /* the unit being replayed (its outputs are in rscratch) */
@@ -195,6 +199,7 @@ void dmr_pool_release(FtDmr *d); /* empties the pool */
 void dmr_prof_waits(const FtDmr *d, double *w);
 void dmr_prof_note(FtDmr *d, int idx);
 void dmr_profile_end(FtDmr *d, double now);
+void dmr_profile_settle(FtDmr *d);
 /* A lone deferred unit of entry i keeping nb[k] bytes of input k (0: not kept: model state),
  * bytes in all (nb + fingerprints), charged to the budget and, when dyn, to dyn_kept. */
 void dmr_defer_keep(FtDmr *d, const FtTape *tp, int i, const FtOpCall *c, const size_t *nb,

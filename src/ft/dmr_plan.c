@@ -67,6 +67,29 @@ void dmr_profile_free(FtDmrProfile *pf)
     memset(pf, 0, sizeof *pf);
 }
 
+static void *grow_copy(void *dst, const void *src, size_t bytes)
+{
+    void *p = realloc(dst, bytes ? bytes : 1);
+    FT_ASSERT(p);
+    if (bytes) memcpy(p, src, bytes);
+    return p;
+}
+
+void dmr_profile_copy(FtDmrProfile *dst, const FtDmrProfile *src)
+{
+    size_t n = (size_t)(src->nmicro + src->nopt), ns = (size_t)src->nseq;
+    FtDmrProfile d = *src;
+    d.time = grow_copy(dst->time, src->time, (n + 1) * sizeof *src->time);
+    d.copy = grow_copy(dst->copy, src->copy, (n + 1) * sizeof *src->copy);
+    d.fp = grow_copy(dst->fp, src->fp, (n + 1) * sizeof *src->fp);
+    d.wait_pp = grow_copy(dst->wait_pp, src->wait_pp, (n + 2) * sizeof *src->wait_pp);
+    d.wait_other = grow_copy(dst->wait_other, src->wait_other, (n + 2) * sizeof *src->wait_other);
+    d.seq = grow_copy(dst->seq, src->seq, ns * sizeof *src->seq);
+    d.seq_wait = grow_copy(dst->seq_wait, src->seq_wait, ns * sizeof *src->seq_wait);
+    d.capseq = src->nseq; /* what the copy holds: the next append grows it */
+    *dst = d;
+}
+
 bool dmr_entry_deferrable(const FtTape *tp, const FtTapeEntry *e)
 {
     if (e->kind == FT_OP_MARK) return false;

@@ -239,6 +239,7 @@ void train_regrid(FtTrainer *tr, const FtGrid *grid)
     tr->on_step = keep.on_step, tr->on_step_ctx = keep.on_step_ctx;
     tr->before_commit = keep.before_commit, tr->before_commit_ctx = keep.before_commit_ctx;
     tr->on_commit = keep.on_commit, tr->on_commit_ctx = keep.on_commit_ctx;
+    tr->on_broken = keep.on_broken, tr->on_broken_ctx = keep.on_broken_ctx;
     tr->take_state = keep.take_state, tr->take_state_ctx = keep.take_state_ctx;
     tr->ex.hooks = keep.ex.hooks;
     tr->ex.poll = keep.ex.poll;
@@ -426,6 +427,7 @@ FtStepStatus train_step(FtTrainer *tr, FtStepInfo *info)
             break;
         }
         if (f > 0) {
+            if (tr->on_broken) tr->on_broken(tr->on_broken_ctx, tr);
             attempt--;
             continue;
         }

@@ -35,6 +35,8 @@ struct ft_train_dmr {
     void *prev_step_ctx;
     void (*prev_on_commit)(void *ctx, FtTrainer *tr);
     void *prev_on_commit_ctx;
+    void (*prev_on_broken)(void *ctx, FtTrainer *tr);
+    void *prev_on_broken_ctx;
     void (*prev_take)(void *ctx, FtTrainer *tr, FtComm *c, int root);
     void *prev_take_ctx;
     int replica_width; /* ranks per data-parallel replica in the first grid (tp x pp x ep) */
@@ -172,6 +174,14 @@ static void on_commit(void *ctx, FtTrainer *tr)
     FtTrainDmr *td = ctx;
     dmr_committed(td->dmr);
     if (td->prev_on_commit) td->prev_on_commit(td->prev_on_commit_ctx, tr);
+}
+
+/* A process failure broke the attempt: the survivors compute the step again. */
+static void on_broken(void *ctx, FtTrainer *tr)
+{
+    FtTrainDmr *td = ctx;
+    dmr_attempt_broken(td->dmr);
+    if (td->prev_on_broken) td->prev_on_broken(td->prev_on_broken_ctx, tr);
 }
 
 /* A rank joins the training ranks: the job's counters so far, from a rank that trained. */
@@ -408,8 +418,10 @@ int train_dmr_setup(FtTrainDmr **out, FtTrainer *tr, const FtConfig *cfg, char *
     }
     td->regrids = tr->regrids;
     td->prev_on_commit = tr->on_commit, td->prev_on_commit_ctx = tr->on_commit_ctx;
+    td->prev_on_broken = tr->on_broken, td->prev_on_broken_ctx = tr->on_broken_ctx;
     td->prev_take = tr->take_state, td->prev_take_ctx = tr->take_state_ctx;
     tr->on_commit = on_commit, tr->on_commit_ctx = td;
+    tr->on_broken = on_broken, tr->on_broken_ctx = td;
     tr->take_state = take_state, tr->take_state_ctx = td;
     /* before each step: the schedule's fail-stops, and suspects for SPARe to retire */
     if ((td->has_sched && fault_count(&td->sched, FT_FAULT_FAIL)) ||
@@ -485,6 +497,7 @@ void train_dmr_destroy(FtTrainDmr *td)
     tr->ex.poll = td->poll;
     tr->before_commit = td->prev_commit, tr->before_commit_ctx = td->prev_ctx;
     tr->on_commit = td->prev_on_commit, tr->on_commit_ctx = td->prev_on_commit_ctx;
+    tr->on_broken = td->prev_on_broken, tr->on_broken_ctx = td->prev_on_broken_ctx;
     tr->take_state = td->prev_take, tr->take_state_ctx = td->prev_take_ctx;
     if (tr->before_step == before_step)
         tr->before_step = td->prev_step, tr->before_step_ctx = td->prev_step_ctx;

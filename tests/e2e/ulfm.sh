@@ -14,7 +14,8 @@
 #  - DMR on: a flip and a death in one step (no DMR verdict from an agreement a death broke;
 #    the flip rolled back by the recovery), bitwise; a suspect across a death keeps its count
 #    and is retired at its next mismatch, bitwise; piggyback and planned (AC full) with flips
-#    and a death, bitwise;
+#    and a death, bitwise; planned with a death in its profile's measured step: that attempt
+#    is not profiled, the plan comes from the step computed again, bitwise;
 #  - a suspect whose process dies just after the agreement that named it (kill point
 #    `agreed`), a hot spare in its place: the spare is not retired, bitwise;
 #  - dp 2 x tp 2, dp 2 x pp 2 and dp 2 x ep 2 (a mixture of experts), rank 3 killed: its
@@ -123,6 +124,19 @@ for mode in piggyback planned; do
   has "dmr $mode: one DMR redo" "^dmr: mode $mode, .*mismatches 2, steps redone 1 of 7 attempts"
   same "dmr $mode: weights bitwise equal" "$E2E_TMP/ac-$mode.bin" "$E2E_TMP/cleanac.bin"
 done
+# planned, a death in the profile's measured step (dmr.profile_steps = 2: step 1 warms up, step
+# 2 is measured; rank 2 killed in step 2's backward): the broken attempt leaves the profile, and
+# the plan comes from step 2 computed again, so rank 0 makes it after the recovery (one
+# process's lines keep their order); bitwise
+export FTLLM_TEST_KILL=2:backward:2
+# shellcheck disable=SC2086
+run "dmr planned: a death in the profile's step" 0 "" 4 "$FTLLM" train inputs/default.ini $common train.ac=full dmr.mode=planned dmr.profile_steps=2 run.save_model="$E2E_TMP/ac-prof.bin"
+has "dmr planned: the broken attempt not profiled" '^dmr: step 2: a process failure broke the attempt, which the profile does not count'
+rec=$(grep -nE '^ulfm: step 2: recovered' "$E2E_TMP/out" | head -1 | cut -d: -f1)
+pl=$(grep -nE '^\[r0\] dmr: planned from 2 profiled steps' "$E2E_TMP/out" | head -1 | cut -d: -f1)
+if [ -n "$rec" ] && [ -n "$pl" ] && [ "$pl" -gt "$rec" ]; then ok "dmr planned: planned after the recovery, from the attempt computed again"
+else bad "dmr planned: planned after the recovery, from the attempt computed again" "recovered at line '${rec}', rank 0's plan at line '${pl}'"; fi
+same "dmr planned: a death in the profile: weights bitwise equal" "$E2E_TMP/ac-prof.bin" "$E2E_TMP/cleanac.bin"
 # a suspect across a death: dmr.suspect_after = 2, world rank 2 mismatches in steps 2, 3 and
 # 5, rank 0 dies in step 3 (its 4th optimizer entry: step 2 ran twice). Rank 2 keeps its own
 # count when the world shrinks (it is rank 1 of the 3 survivors) and the death's step counts:
