@@ -396,6 +396,71 @@ static void test_async(void **state)
     rmdir_all(dir);
 }
 
+/* Only the ranks that hold a slab (and rank 0) open the file, as a data-parallel job's other
+ * replicas put every dataset with count 0: the file's writer_ranks attribute counts them (1 of
+ * 2, 2 of 3 or 4: rank 0 and the last rank split a's rows), synchronous and asynchronous, and
+ * the checkpoint verifies and reads back on every rank. */
+static void test_replica_ranks_stay_out(void **state)
+{
+    (void)state;
+    int rank = ft_test_rank(), size = ft_test_size();
+    if (size < 2) skip();
+    char dir[64], err[CKPT_ERR_MAX], path[CKPT_PATH_MAX];
+    tmpdir(dir);
+    int last = size - 1, nw = size >= 3 ? 2 : 1; /* writers: rank 0, and the last from 3 ranks */
+    bool mine = rank == 0 || (nw == 2 && rank == last);
+    uint64_t split = R / 2, r0 = rank == 0 ? 0 : split, n = !mine ? 0 : nw == 1 ? R
+                                                   : rank == 0 ? split : R - split;
+    float *a = malloc(R * C * sizeof *a), b[5 * 6];
+    for (uint64_t i = 0; i < n * C; i++) a[i] = val(r0 * C + i, 7);
+    for (int i = 0; i < 30; i++) b[i] = val(i, 8);
+    for (int async = 0; async < 2; async++) {
+        FtCkptOpts o = {.keep = 5, .async = async};
+        FtCkpt *c = ckpt_create(dir, RUN, MPI_COMM_WORLD, &o, err, sizeof err);
+        assert_all(c != NULL);
+        ckpt_begin(c, 1 + async);
+        uint64_t ga[2] = {R, C}, oa[2] = {mine ? r0 : 0, 0}, ca[2] = {n, C};
+        ckpt_put_tensor(c, "params/a", CKPT_F32, 2, ga, oa, ca, a, "1", "rows: rank 0, last");
+        uint64_t gb[2] = {5, 6}, ob[2] = {0, 0}, cb[2] = {rank == 0 ? 5 : 0, 6};
+        ckpt_put_tensor(c, "optim/m/b", CKPT_F32, 2, gb, ob, cb, b, "1", "rank 0 writes");
+        ckpt_put_i64(c, CKPT_DS_STEP, 1 + async, "steps", "steps completed");
+        ckpt_commit(c, NULL);
+        ckpt_wait(c);
+        ckpt_destroy(c);
+        ckpt_path(path, sizeof path, dir, RUN, 1 + async);
+        long long w = -1;
+        if (rank == 0) {
+            hid_t f = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
+            assert_true(f >= 0);
+            hid_t at = H5Aopen(f, "writer_ranks", H5P_DEFAULT);
+            assert_true(at >= 0);
+            int64_t v = -1;
+            assert_true(H5Aread(at, H5T_NATIVE_INT64, &v) >= 0);
+            w = v;
+            H5Aclose(at);
+            H5Fclose(f);
+        }
+        MPI_Bcast(&w, 1, MPI_LONG_LONG, 0, MPI_COMM_WORLD);
+        assert_all(w == nw);
+        FtCkptFile *f = ckpt_open(path, MPI_COMM_WORLD, err, sizeof err);
+        assert_all(f != NULL);
+        assert_all(ckpt_verify(f, err, sizeof err) == 0);
+        float *back = malloc(R * C * sizeof *back);
+        uint64_t g[2] = {R, C}, z[2] = {0, 0};
+        assert_all(ckpt_read_tensor(f, "params/a", CKPT_F32, 2, g, z, g, back, err, sizeof err) == 0);
+        bool same = true;
+        for (uint64_t i = 0; i < R * C; i++) {
+            float want = val(i, 7);
+            same &= memcmp(&want, &back[i], 4) == 0;
+        }
+        assert_all(same);
+        free(back);
+        ckpt_close(f);
+    }
+    free(a);
+    rmdir_all(dir);
+}
+
 static void test_keep_and_temporaries(void **state)
 {
     (void)state;
@@ -792,6 +857,7 @@ FT_TEST_MAIN(cmocka_unit_test(test_checksum), cmocka_unit_test(test_checksum_ref
              cmocka_unit_test(test_checksum_ends), cmocka_unit_test(test_corrupt_first_last),
              cmocka_unit_test(test_format_version), cmocka_unit_test(test_roundtrip_reshard),
              cmocka_unit_test(test_write_one_read_many), cmocka_unit_test(test_async),
+        cmocka_unit_test(test_replica_ranks_stay_out),
              cmocka_unit_test(test_keep_and_temporaries),
              cmocka_unit_test(test_corrupt_truncated_foreign), cmocka_unit_test(test_manifest),
              cmocka_unit_test(test_mismatch_messages), cmocka_unit_test(test_agree),
