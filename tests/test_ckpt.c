@@ -461,6 +461,64 @@ static void test_replica_ranks_stay_out(void **state)
     rmdir_all(dir);
 }
 
+/* A batch of reads (ckpt_read_batch): the data are the file's (a by columns, whatever the rank
+ * count wrote by rows) once its end agrees; a read that fails on one rank (the last: an
+ * injected failure) returns 0 inside the batch, and the batch's end fails on every rank, naming
+ * the dataset; the same failure outside a batch fails its own read on every rank; a dataset
+ * the file lacks fails at once, inside a batch too (every rank sees it alike). */
+static void test_read_batch(void **state)
+{
+    (void)state;
+    int rank = ft_test_rank(), size = ft_test_size();
+    char dir[64], err[CKPT_ERR_MAX], path[CKPT_PATH_MAX];
+    tmpdir(dir);
+    write_ckpt(dir, MPI_COMM_WORLD, 1, 2, 0, 31);
+    ckpt_path(path, sizeof path, dir, RUN, 1);
+    FtCkptFile *f = ckpt_open(path, MPI_COMM_WORLD, err, sizeof err);
+    assert_all(f != NULL);
+    float b[30];
+    uint64_t gb[2] = {5, 6}, z[2] = {0, 0};
+    long long step = -1;
+    for (int fail = 0; fail < 2; fail++) {
+        ckpt_read_batch(f);
+        if (fail && rank == size - 1) ckpt_test_fail_read(f, "optim/m/b");
+        memset(b, 0, sizeof b);
+        assert_all(check_a_by_columns(f, MPI_COMM_WORLD, 31) || fail); /* before the end: any */
+        assert_all(ckpt_read_tensor(f, "optim/m/b", CKPT_F32, 2, gb, z, gb, b, err, sizeof err) == 0);
+        assert_all(ckpt_read_i64(f, CKPT_DS_STEP, &step, err, sizeof err) == 0);
+        int rc = ckpt_read_batch_end(f, err, sizeof err);
+        if (!fail) {
+            assert_all(rc == 0 && step == 1);
+            bool same = true;
+            for (int i = 0; i < 30; i++) {
+                float want = val(i, 32);
+                same &= memcmp(&want, &b[i], 4) == 0;
+            }
+            assert_all(same);
+        } else {
+            assert_all(rc == -1 && strstr(err, path) && strstr(err, "dataset 'optim/m/b'") &&
+                       strstr(err, "read failed") && strstr(err, "injected"));
+        }
+    }
+    /* outside a batch: the read itself fails, on every rank */
+    if (rank == size - 1) ckpt_test_fail_read(f, "optim/m/b");
+    int rc = ckpt_read_tensor(f, "optim/m/b", CKPT_F32, 2, gb, z, gb, b, err, sizeof err);
+    assert_all(rc == -1 && strstr(err, "dataset 'optim/m/b'") && strstr(err, "read failed"));
+    /* verifying: a read that fails on one rank fails the verification on every rank, as a
+     * read failure (not as the checksum mismatch its missing part would make) */
+    if (rank == size - 1) ckpt_test_fail_read(f, "optim/m/b");
+    rc = ckpt_verify(f, err, sizeof err);
+    assert_all(rc == -1 && strstr(err, "dataset 'optim/m/b'") && strstr(err, "read failed"));
+    assert_all(ckpt_verify(f, err, sizeof err) == 0);
+    /* a dataset the file lacks: at once, in a batch too; the batch then ends clean */
+    ckpt_read_batch(f);
+    assert_all(ckpt_read_tensor(f, "optim/m/nope", CKPT_F32, 2, gb, z, gb, b, err, sizeof err) == -1);
+    assert_all(strstr(err, "no dataset 'optim/m/nope'") != NULL);
+    assert_all(ckpt_read_batch_end(f, err, sizeof err) == 0);
+    ckpt_close(f);
+    rmdir_all(dir);
+}
+
 static void test_keep_and_temporaries(void **state)
 {
     (void)state;
@@ -858,6 +916,7 @@ FT_TEST_MAIN(cmocka_unit_test(test_checksum), cmocka_unit_test(test_checksum_ref
              cmocka_unit_test(test_format_version), cmocka_unit_test(test_roundtrip_reshard),
              cmocka_unit_test(test_write_one_read_many), cmocka_unit_test(test_async),
         cmocka_unit_test(test_replica_ranks_stay_out),
+        cmocka_unit_test(test_read_batch),
              cmocka_unit_test(test_keep_and_temporaries),
              cmocka_unit_test(test_corrupt_truncated_foreign), cmocka_unit_test(test_manifest),
              cmocka_unit_test(test_mismatch_messages), cmocka_unit_test(test_agree),

@@ -156,6 +156,15 @@ int ckpt_read_tensor(FtCkptFile *f, const char *name, CkptDtype dt, int ndim,
                      const uint64_t *gshape, const uint64_t *offset, const uint64_t *count,
                      void *data, char *err, size_t errlen);
 int ckpt_read_i64(FtCkptFile *f, const char *name, long long *v, char *err, size_t errlen);
+/* A batch of reads (ckpt_read_tensor and the scalar reads, not texts): each rank reads
+ * independently and a failed read is agreed once, at ckpt_read_batch_end (collective), instead
+ * of after each read; a read's own return then reports only what every rank sees alike (no
+ * such dataset, another dtype or shape). Each agreement waits for every rank, which with more
+ * ranks than cores means for each to be scheduled: a restore of 48 tensors took 1.8 s on 4
+ * ranks of 2 cores, one agreement per read. The data read are undefined until the batch's end
+ * returns 0. */
+void ckpt_read_batch(FtCkptFile *f);
+int ckpt_read_batch_end(FtCkptFile *f, char *err, size_t errlen);
 int ckpt_read_u64(FtCkptFile *f, const char *name, uint64_t *v, char *err, size_t errlen);
 int ckpt_read_f64(FtCkptFile *f, const char *name, double *v, char *err, size_t errlen);
 /* *text is malloc'ed (NUL-terminated); the caller frees it. */

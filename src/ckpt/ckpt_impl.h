@@ -67,6 +67,9 @@ int ckpt_parse_name(const char *name, const char *run, long long *step, int *tmp
  * the final file of its step). *steps and *tmp are malloc'ed (free both). Returns the count, or
  * -1 when dir cannot be read (errno set). */
 int ckpt_list_run(const char *dir, const char *run, long long **steps, int **tmp);
+/* A testing aid: the next read of dataset `name` through f fails on this rank, as a failed
+ * HDF5 read would (NULL: none). */
+void ckpt_test_fail_read(FtCkptFile *f, const char *name);
 
 /* Not collective: the final (tmp = 0) or temporary (tmp = 1) file name of a step. */
 void ckpt_name(char *buf, size_t len, const char *dir, const char *run, long long step, int tmp);

@@ -31,7 +31,15 @@ struct ft_ckpt_file {
     char *format, *run_name, *ftllm_version, *created_utc;
     int n;
     CkptDsInfo *ds;
+    bool batch;                /* ckpt_read_batch: independent reads, agreed at its end */
+    char batch_err[CKPT_ERR_MAX]; /* this rank's first failed read in the batch ("": none) */
+    char fail_read[CKPT_NAME_MAX]; /* ckpt_test_fail_read */
 };
+
+void ckpt_test_fail_read(FtCkptFile *f, const char *name)
+{
+    snprintf(f->fail_read, sizeof f->fail_read, "%s", name ? name : "");
+}
 
 static int read_attr_str(hid_t obj, const char *key, char **out)
 {
@@ -386,6 +394,11 @@ const CkptDsInfo *ckpt_find_dataset(const FtCkptFile *f, const char *name)
 static int partial_checksum(FtCkptFile *f, const CkptDsInfo *d, uint64_t *sum, char *h5e, size_t len)
 {
     *sum = 0;
+    if (f->fail_read[0] && !strcmp(f->fail_read, d->name)) { /* ckpt_test_fail_read */
+        f->fail_read[0] = '\0';
+        snprintf(h5e, len, "a failure injected by a test");
+        return -1;
+    }
     if (d->dtype == CKPT_TEXT) {
         if (f->rank != 0) return 0;
         char *text = NULL;
@@ -467,11 +480,38 @@ fail:
     return -1;
 }
 
+/* Every dataset's partial checksums first, then one agreement on the reads and one sum of all
+ * of them: a handful of collectives, not a few per dataset (each waits for every rank, which
+ * with more ranks than cores means for each to be scheduled). The error names the first
+ * dataset, in the file's order, whose read failed on the lowest such rank, or whose sum is off. */
 int ckpt_verify(FtCkptFile *f, char *err, size_t errlen)
 {
-    for (int i = 0; i < f->n; i++)
-        if (ckpt_verify_dataset(f, i, err, errlen)) return -1;
-    return 0;
+    int n = f->n;
+    uint64_t *part = calloc((size_t)n + 1, sizeof *part), *sum = calloc((size_t)n + 1, sizeof *sum);
+    if (!part || !sum) FT_DIE("out of memory");
+    char msg[CKPT_ERR_MAX] = "", h5e[256];
+    int ok = 1;
+    for (int i = 0; i < n && ok; i++) {
+        ok = partial_checksum(f, &f->ds[i], &part[i], h5e, sizeof h5e) == 0;
+        if (!ok) snprintf(msg, sizeof msg, "%s: dataset '%s': read failed (HDF5: %s)", f->path,
+                          f->ds[i].name, h5e);
+    }
+    int rc = -1;
+    if (ckpt_agree(f->comm, ok, msg, sizeof msg)) goto out;
+    ckpt_sum_allreduce(part, sum, n, f->comm);
+    for (int i = 0; i < n; i++)
+        if (sum[i] != f->ds[i].checksum) {
+            snprintf(msg, sizeof msg, "%s: dataset '%s': checksum mismatch (stored %016llx, "
+                     "computed %016llx): the data is corrupt", f->path, f->ds[i].name,
+                     (unsigned long long)f->ds[i].checksum, (unsigned long long)sum[i]);
+            goto out;
+        }
+    rc = 0;
+out:
+    if (rc) snprintf(err, errlen, "%s", msg);
+    free(part);
+    free(sum);
+    return rc;
 }
 
 /* Metadata checks shared by the readers: equal on every rank, no agreement needed. */
@@ -538,9 +578,13 @@ int ckpt_read_tensor(FtCkptFile *f, const char *name, CkptDtype dt, int ndim,
             H5Sselect_none(ms);
         }
         hid_t dxpl = H5Pcreate(H5P_DATASET_XFER);
-        H5Pset_dxpl_mpio(dxpl, H5FD_MPIO_COLLECTIVE);
+        H5Pset_dxpl_mpio(dxpl, f->batch ? H5FD_MPIO_INDEPENDENT : H5FD_MPIO_COLLECTIVE);
         ok = H5Dread(ds, ckpt_h5_mem_type(dt), ms, fs, dxpl, elems ? data : NULL) >= 0;
         if (!ok) ckpt_h5_error(h5e, sizeof h5e);
+        if (ok && f->fail_read[0] && !strcmp(f->fail_read, name)) {
+            ok = 0, f->fail_read[0] = '\0';
+            snprintf(h5e, sizeof h5e, "a failure injected by a test");
+        }
         H5Pclose(dxpl);
         H5Sclose(ms);
         H5Sclose(fs);
@@ -549,7 +593,29 @@ int ckpt_read_tensor(FtCkptFile *f, const char *name, CkptDtype dt, int ndim,
     else
         ckpt_h5_error(h5e, sizeof h5e);
     if (!ok) snprintf(msg, sizeof msg, "%s: dataset '%s': read failed (HDF5: %s)", f->path, name, h5e);
+    if (f->batch) { /* agreed at the batch's end */
+        if (!ok && !f->batch_err[0]) snprintf(f->batch_err, sizeof f->batch_err, "%s", msg);
+        return 0;
+    }
     if (ckpt_agree(f->comm, ok, msg, sizeof msg)) {
+        snprintf(err, errlen, "%s", msg);
+        return -1;
+    }
+    return 0;
+}
+
+void ckpt_read_batch(FtCkptFile *f)
+{
+    f->batch = true;
+    f->batch_err[0] = '\0';
+}
+
+int ckpt_read_batch_end(FtCkptFile *f, char *err, size_t errlen)
+{
+    f->batch = false;
+    char msg[CKPT_ERR_MAX];
+    snprintf(msg, sizeof msg, "%s", f->batch_err);
+    if (ckpt_agree(f->comm, !f->batch_err[0], msg, sizeof msg)) {
         snprintf(err, errlen, "%s", msg);
         return -1;
     }

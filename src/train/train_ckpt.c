@@ -428,6 +428,7 @@ int train_ckpt_restore(FtTrainer *tr, const char *path, bool verify, MPI_Comm co
     host_state(m, &stage, base); /* a device model's: what the file lacks keeps its value */
     FtCkptSlab sl[FT_NPARAM_TENSORS];
     train_ckpt_slabs(tr, comm, sl);
+    ckpt_read_batch(f); /* one agreement on the reads, at the end */
     for (int part = 0; part < 3; part++)
         for (int id = 0; id < FT_NPARAM_TENSORS; id++) {
             FtCkptSlab *s = &sl[id];
@@ -442,7 +443,8 @@ int train_ckpt_restore(FtTrainer *tr, const char *path, bool verify, MPI_Comm co
     uint64_t cursor, seed;
     if (ckpt_read_i64(f, CKPT_DS_STEP, &step, err, errlen) ||
         ckpt_read_u64(f, "state/data_cursor", &cursor, err, errlen) ||
-        ckpt_read_u64(f, "state/seed", &seed, err, errlen))
+        ckpt_read_u64(f, "state/seed", &seed, err, errlen) ||
+        ckpt_read_batch_end(f, err, errlen))
         goto out_close;
     if (step < 0) {
         snprintf(err, errlen, "%s: dataset 'state/step' is %lld, expected >= 0", path, step);
