@@ -35,6 +35,7 @@
 #include "ftllm/counters.h"
 #include "ftllm/data.h"
 #include "ftllm/deck.h"
+#include "ftllm/dmr_plan.h"
 #include "ftllm/ftllm.h"
 #include "ftllm/llmc.h"
 #include "ftllm/log.h"
@@ -502,6 +503,14 @@ static int train_or_plan(int argc, char **argv, MPI_Comm comm, bool plan)
         rc = FT_EXIT_USAGE;
         goto out_train;
     }
+    long long left = cfg.train.steps - tr.model->step; /* the steps this run computes */
+    if (!plan && cfg.dmr.mode == FT_DMR_PLANNED && !dmr_plan(train_dmr_get(tdm)) &&
+        cfg.dmr.profile_steps >= left)
+        log_warn("dmr.profile_steps = %lld: this run computes %lld step%s (train.steps = %lld%s), "
+                 "so it ends before a plan exists: every check is naive (HINT: fewer profile "
+                 "steps, or a plan file from `ftllm plan` in dmr.plan)", cfg.dmr.profile_steps,
+                 left, left == 1 ? "" : "s", cfg.train.steps,
+                 tr.model->step ? ", resumed after its checkpoint's step" : "");
     if ((rc = test_kill_setup(&tr, comm))) {
         train_dmr_destroy(tdm);
         train_ckpt_destroy(tck);

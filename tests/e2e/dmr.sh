@@ -41,6 +41,7 @@ has "plan table" '^ +[0-9]+ +matmul\.fwd +forward +0 +piggyback '
 has "plan totals" '^\[r0\] plan: windows [0-9]+ .*predicted overhead [0-9.]+ ms per step'
 has "plan written" "^plan: written to $plan"
 grep -q '^ftllm-dmr-plan 1$' "$plan" && ok "plan file header" || bad "plan file header" "$(head -c 300 "$plan")"
+! grep -q 'ends before a plan exists' "$E2E_TMP/err" && ok "ftllm plan: no short-run warning" || bad "ftllm plan: no short-run warning" "$(grep -a 'plan exists' "$E2E_TMP/err")"
 # a plan that cannot be written: one line naming the file, a failed exit, no "written" claim
 run "plan not writable" 1 "$E2E_TMP/none/p.plan: cannot write the DMR plan" 1 "$FTLLM" plan inputs/default.ini train.ac=full dmr.plan="$E2E_TMP/none/p.plan" dmr.profile_steps=2
 has "plan not writable: totals" '^\[r0\] plan: windows'
@@ -146,6 +147,14 @@ run "schedule longer than the run" 0 "" 1 "$FTLLM" train inputs/default.ini trai
 grep -q "^warning: inputs/default.faults:[0-9]*: step=3 is after the run's last step (train.steps = 2): left out$" "$E2E_TMP/err" \
   && ok "late flip warning" || bad "late flip warning" "$(head -c 600 "$E2E_TMP/err")"
 has "late flip not counted" '^faults: sdc injected 0, detected 0, rolled back 0, missed 0 '
+
+# a profile as long as the run: the run ends before its plan exists, said at the start; one
+# step more and it plans (no warning)
+run "profile as long as the run" 0 "" 1 "$FTLLM" train inputs/default.ini train.steps=2 train.sample_tokens=0 train.val_batches=0 dmr.mode=planned dmr.profile_steps=2 faults.schedule=
+grep -q "^warning: dmr.profile_steps = 2: this run computes 2 steps (train.steps = 2), so it ends before a plan exists: every check is naive" "$E2E_TMP/err" \
+  && ok "short-run warning" || bad "short-run warning" "$(head -c 600 "$E2E_TMP/err")"
+run "profile shorter than the run" 0 "" 1 "$FTLLM" train inputs/default.ini train.steps=3 train.sample_tokens=0 train.val_batches=0 dmr.mode=planned dmr.profile_steps=2 faults.schedule=
+! grep -q 'ends before a plan exists' "$E2E_TMP/err" && ok "no short-run warning" || bad "no short-run warning" "$(grep -a 'plan exists' "$E2E_TMP/err")"
 
 # dmr.mode = off: the flip happens and nothing sees it
 # shellcheck disable=SC2086
