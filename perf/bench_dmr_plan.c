@@ -28,6 +28,7 @@
  * kind: at once, piggyback, keeping deferred inputs, replays); each wait is named by its
  * timeline kind (pp, emb: the tied embedding's gradient, other: loss and norm sums and the DMR
  * agreement, ...). FT_BENCH_PLAN=1: each rank's phases-1,2,3 plan, as `ftllm plan` prints it.
+ * FT_BENCH_MICRO=M: M micro-batches per step on pp 2 (default 4).
  * Usage: mpiexec -n 2 bench_dmr_plan [pp|tp] [rounds] [warmup_extra]
  * (default pp, 8 timed rounds; warmup_extra: parallel.warmup_extra of pp 2 in every row,
  * default 0: plain 1F1B). */
@@ -70,6 +71,7 @@ typedef struct variant {
 } Variant;
 
 static int g_extra; /* parallel.warmup_extra (pp) */
+static int g_micro = 4; /* parallel.microbatches (pp): FT_BENCH_MICRO */
 
 static void setup(Variant *v, int k, bool tp, bool smoke, int *dims)
 {
@@ -81,7 +83,7 @@ static void setup(Variant *v, int k, bool tp, bool smoke, int *dims)
     c->train.batch = 2, c->train.steps = 1000, c->train.warmup = 10;
     c->train.ac = FT_AC_CHOICE_FULL, c->train.val_batches = 0;
     c->parallel.pp = tp ? 1 : 2, c->parallel.tp = tp ? 2 : 1;
-    c->parallel.microbatches = tp ? 1 : 4;
+    c->parallel.microbatches = tp ? 1 : g_micro;
     c->parallel.warmup_extra = tp ? 0 : g_extra;
     c->dmr.mode = g_var[k].mode, c->dmr.phases = g_var[k].phases;
     c->dmr.profile_steps = PROFILE_STEPS;
@@ -159,14 +161,17 @@ int main(int argc, char **argv)
     if (rounds < 1) rounds = 1;
     g_extra = argc > 3 ? atoi(argv[3]) : 0;
     if (g_extra < 0) g_extra = 0;
+    if (getenv("FT_BENCH_MICRO") && atoi(getenv("FT_BENCH_MICRO")) > 0)
+        g_micro = atoi(getenv("FT_BENCH_MICRO"));
     static int dims[2];
     Variant *v = calloc(NV, sizeof *v);
     FT_ASSERT(v);
     for (int k = 0; k < NV; k++) setup(&v[k], k, tp, smoke, dims);
     const char *lay = tp ? "tp2" : "pp2";
     char sched[64];
-    snprintf(sched, sizeof sched, "1F1B%s, 4 micro-batches",
-             g_extra ? (g_extra == 1 ? " + 1 warm-up forward" : " + warm-up forwards") : "");
+    snprintf(sched, sizeof sched, "1F1B%s, %d micro-batches",
+             g_extra ? (g_extra == 1 ? " + 1 warm-up forward" : " + warm-up forwards") : "",
+             g_micro);
     if (rank == 0)
         printf("bench_dmr_plan: %s on 2 ranks (%s), GPT-2 L4 NH%lld C%lld V256 T%lld B2, AC full, "
                "%d thread%s per rank, %d warm-up rounds (the planned rows profile %d of them), "
