@@ -204,7 +204,10 @@ double dmr_plan_order_excess(const FtDmrEntryPlan *p, const FtDmrProfile *pf, do
 double dmr_plan_bounds(const FtDmrEntryPlan *p, double step_s, double *ordered);
 
 /* The table (one row per op: entry, op, phase, layer, strategy, window, time, cost) when
- * `table`, then the per-strategy totals and the predicted overhead. */
+ * `table`, then the per-strategy totals and the predicted overhead; dmr_plan_print_table: the
+ * table alone. */
+void dmr_plan_print_table(FILE *out, const FtDmrEntryPlan *p, const FtTape *micro,
+                          const FtTape *opt);
 void dmr_plan_print(FILE *out, const FtDmrEntryPlan *p, const FtTape *micro, const FtTape *opt,
                     bool table);
 

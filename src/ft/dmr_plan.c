@@ -381,10 +381,10 @@ static const char *phases_text(int phases)
                                                                             : "?";
 }
 
-void dmr_plan_print(FILE *out, const FtDmrEntryPlan *p, const FtTape *micro, const FtTape *opt,
-                    bool table)
+void dmr_plan_print_table(FILE *out, const FtDmrEntryPlan *p, const FtTape *micro,
+                          const FtTape *opt)
 {
-    if (table) {
+    {
         fprintf(out, "%6s  %-18s %-9s %5s  %-9s %6s %4s %10s %10s\n", "entry", "op", "phase",
                 "layer", "strategy", "window", "seg", "time_ms", "cost_ms");
         for (int i = 0; i < p->n; i++) {
@@ -402,6 +402,12 @@ void dmr_plan_print(FILE *out, const FtDmrEntryPlan *p, const FtTape *micro, con
                     planner_strategy_name(p->strat[i]), w, sg, 1e3 * p->time[i], 1e3 * p->cost[i]);
         }
     }
+}
+
+void dmr_plan_print(FILE *out, const FtDmrEntryPlan *p, const FtTape *micro, const FtTape *opt,
+                    bool table)
+{
+    if (table) dmr_plan_print_table(out, p, micro, opt);
     FtDmrPlanTotals t;
     dmr_plan_totals(p, &t);
     double needless = 0; /* piggyback ops replayed in a segment; the rest of their cost is fp */

@@ -40,10 +40,10 @@ int verb_plan_report(FtTrainer *tr, FtTrainDmr *td, const FtConfig *cfg, const c
         printf("DMR plan of rank 0 (%s; entries: the micro-batch tape, then the optimizer's; "
                "time: checker ms per step, cost: predicted overhead ms per step):\n",
                cfg->path);
-        dmr_plan_print(stdout, p, &tr->tape, &tr->opt_tape, true);
+        dmr_plan_print_table(stdout, p, &tr->tape, &tr->opt_tape);
         fflush(stdout);
     }
-    /* every rank's totals, printed by rank 0 in rank order */
+    /* every rank's totals (rank 0's too), printed by rank 0 in rank order */
     char mine[SUMMARY_MAX] = "";
     char *buf = NULL;
     size_t len = 0;
