@@ -607,10 +607,9 @@ static void write_all(FtCkpt *c)
     int nfio = 0;
     if (writes) FT_CHECK_MPI(MPI_Comm_size(fio, &nfio));
     c->phase[0] = now_s() - t0;
-    double tp = now_s();
     if (writes) write_file(c, fio, nfio, tmp, path, sums, tot);
     else c->phase[1] = c->phase[2] = c->phase[3] = 0;
-    tp = now_s();
+    double tp = now_s();
     /* 4. durable (every rank that wrote fsyncs: see the file comment), then visible under its
      * final name, then prune */
     int ok = 1, all_ok = 0;
