@@ -41,6 +41,15 @@ void ckpt_test_fail_read(FtCkptFile *f, const char *name)
     snprintf(f->fail_read, sizeof f->fail_read, "%s", name ? name : "");
 }
 
+/* ckpt_test_fail_read's failure, once, when `name` is the dataset it named (h5e: the reason). */
+static bool injected_failure(FtCkptFile *f, const char *name, char *h5e, size_t len)
+{
+    if (!f->fail_read[0] || strcmp(f->fail_read, name)) return false;
+    f->fail_read[0] = '\0';
+    snprintf(h5e, len, "a failure injected by a test");
+    return true;
+}
+
 static int read_attr_str(hid_t obj, const char *key, char **out)
 {
     *out = NULL;
@@ -394,11 +403,7 @@ const CkptDsInfo *ckpt_find_dataset(const FtCkptFile *f, const char *name)
 static int partial_checksum(FtCkptFile *f, const CkptDsInfo *d, uint64_t *sum, char *h5e, size_t len)
 {
     *sum = 0;
-    if (f->fail_read[0] && !strcmp(f->fail_read, d->name)) { /* ckpt_test_fail_read */
-        f->fail_read[0] = '\0';
-        snprintf(h5e, len, "a failure injected by a test");
-        return -1;
-    }
+    if (injected_failure(f, d->name, h5e, len)) return -1;
     if (d->dtype == CKPT_TEXT) {
         if (f->rank != 0) return 0;
         char *text = NULL;
@@ -459,53 +464,36 @@ fail:
     return -1;
 }
 
-int ckpt_verify_dataset(FtCkptFile *f, int i, char *err, size_t errlen)
+/* Datasets [first, first + count): every one's partial checksums first, then one agreement on
+ * the reads and one sum of all of them: a handful of collectives, not a few per dataset (each
+ * waits for every rank, which with more ranks than cores means for each to be scheduled). The
+ * error names the first dataset, in the file's order, whose read failed on the lowest such
+ * rank, or whose sum is off. */
+static int verify_range(FtCkptFile *f, int first, int count, char *err, size_t errlen)
 {
-    const CkptDsInfo *d = &f->ds[i];
-    char msg[CKPT_ERR_MAX] = "", h5e[256];
-    uint64_t part = 0, sum = 0;
-    int ok = partial_checksum(f, d, &part, h5e, sizeof h5e) == 0;
-    if (!ok) snprintf(msg, sizeof msg, "%s: dataset '%s': read failed (HDF5: %s)", f->path, d->name, h5e);
-    if (ckpt_agree(f->comm, ok, msg, sizeof msg)) goto fail;
-    ckpt_sum_allreduce(&part, &sum, 1, f->comm);
-    if (sum != d->checksum) {
-        snprintf(msg, sizeof msg, "%s: dataset '%s': checksum mismatch (stored %016llx, "
-                 "computed %016llx): the data is corrupt", f->path, d->name,
-                 (unsigned long long)d->checksum, (unsigned long long)sum);
-        goto fail;
-    }
-    return 0;
-fail:
-    snprintf(err, errlen, "%s", msg);
-    return -1;
-}
-
-/* Every dataset's partial checksums first, then one agreement on the reads and one sum of all
- * of them: a handful of collectives, not a few per dataset (each waits for every rank, which
- * with more ranks than cores means for each to be scheduled). The error names the first
- * dataset, in the file's order, whose read failed on the lowest such rank, or whose sum is off. */
-int ckpt_verify(FtCkptFile *f, char *err, size_t errlen)
-{
-    int n = f->n;
-    uint64_t *part = calloc((size_t)n + 1, sizeof *part), *sum = calloc((size_t)n + 1, sizeof *sum);
+    uint64_t *part = calloc((size_t)count + 1, sizeof *part);
+    uint64_t *sum = calloc((size_t)count + 1, sizeof *sum);
     if (!part || !sum) FT_DIE("out of memory");
     char msg[CKPT_ERR_MAX] = "", h5e[256];
     int ok = 1;
-    for (int i = 0; i < n && ok; i++) {
-        ok = partial_checksum(f, &f->ds[i], &part[i], h5e, sizeof h5e) == 0;
+    for (int i = 0; i < count && ok; i++) {
+        const CkptDsInfo *d = &f->ds[first + i];
+        ok = partial_checksum(f, d, &part[i], h5e, sizeof h5e) == 0;
         if (!ok) snprintf(msg, sizeof msg, "%s: dataset '%s': read failed (HDF5: %s)", f->path,
-                          f->ds[i].name, h5e);
+                          d->name, h5e);
     }
     int rc = -1;
     if (ckpt_agree(f->comm, ok, msg, sizeof msg)) goto out;
-    ckpt_sum_allreduce(part, sum, n, f->comm);
-    for (int i = 0; i < n; i++)
-        if (sum[i] != f->ds[i].checksum) {
+    ckpt_sum_allreduce(part, sum, count, f->comm);
+    for (int i = 0; i < count; i++) {
+        const CkptDsInfo *d = &f->ds[first + i];
+        if (sum[i] != d->checksum) {
             snprintf(msg, sizeof msg, "%s: dataset '%s': checksum mismatch (stored %016llx, "
-                     "computed %016llx): the data is corrupt", f->path, f->ds[i].name,
-                     (unsigned long long)f->ds[i].checksum, (unsigned long long)sum[i]);
+                     "computed %016llx): the data is corrupt", f->path, d->name,
+                     (unsigned long long)d->checksum, (unsigned long long)sum[i]);
             goto out;
         }
+    }
     rc = 0;
 out:
     if (rc) snprintf(err, errlen, "%s", msg);
@@ -513,6 +501,13 @@ out:
     free(sum);
     return rc;
 }
+
+int ckpt_verify_dataset(FtCkptFile *f, int i, char *err, size_t errlen)
+{
+    return verify_range(f, i, 1, err, errlen);
+}
+
+int ckpt_verify(FtCkptFile *f, char *err, size_t errlen) { return verify_range(f, 0, f->n, err, errlen); }
 
 /* Metadata checks shared by the readers: equal on every rank, no agreement needed. */
 static const CkptDsInfo *lookup(FtCkptFile *f, const char *name, CkptDtype dt, int ndim,
@@ -581,10 +576,7 @@ int ckpt_read_tensor(FtCkptFile *f, const char *name, CkptDtype dt, int ndim,
         H5Pset_dxpl_mpio(dxpl, f->batch ? H5FD_MPIO_INDEPENDENT : H5FD_MPIO_COLLECTIVE);
         ok = H5Dread(ds, ckpt_h5_mem_type(dt), ms, fs, dxpl, elems ? data : NULL) >= 0;
         if (!ok) ckpt_h5_error(h5e, sizeof h5e);
-        if (ok && f->fail_read[0] && !strcmp(f->fail_read, name)) {
-            ok = 0, f->fail_read[0] = '\0';
-            snprintf(h5e, sizeof h5e, "a failure injected by a test");
-        }
+        if (ok && injected_failure(f, name, h5e, sizeof h5e)) ok = 0;
         H5Pclose(dxpl);
         H5Sclose(ms);
         H5Sclose(fs);

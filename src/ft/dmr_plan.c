@@ -384,23 +384,21 @@ static const char *phases_text(int phases)
 void dmr_plan_print_table(FILE *out, const FtDmrEntryPlan *p, const FtTape *micro,
                           const FtTape *opt)
 {
-    {
-        fprintf(out, "%6s  %-18s %-9s %5s  %-9s %6s %4s %10s %10s\n", "entry", "op", "phase",
-                "layer", "strategy", "window", "seg", "time_ms", "cost_ms");
-        for (int i = 0; i < p->n; i++) {
-            if (p->strat[i] < 0) continue;
-            const FtTape *tp;
-            int j;
-            const FtTapeEntry *e = entry_of(micro, opt, i, &tp, &j);
-            char op[40], w[16] = "-", sg[16] = "-";
-            snprintf(op, sizeof op, "%s.%s", ops_desc(e->kind)->name, e->dir == FT_FWD ? "fwd" : "bwd");
-            if (p->window[i] >= 0)
-                snprintf(w, sizeof w, "%s%d", g_kind_name[p->win_kind[p->window[i]]], p->window[i]);
-            if (p->seg[i] >= 0) snprintf(sg, sizeof sg, "%d", p->seg[i]);
-            fprintf(out, "%6d  %-18s %-9s %5d  %-9s %6s %4s %10.4f %10.4f\n", i, op,
-                    tp == opt ? "optimizer" : g_phase_name[e->phase], e->layer,
-                    planner_strategy_name(p->strat[i]), w, sg, 1e3 * p->time[i], 1e3 * p->cost[i]);
-        }
+    fprintf(out, "%6s  %-18s %-9s %5s  %-9s %6s %4s %10s %10s\n", "entry", "op", "phase",
+            "layer", "strategy", "window", "seg", "time_ms", "cost_ms");
+    for (int i = 0; i < p->n; i++) {
+        if (p->strat[i] < 0) continue;
+        const FtTape *tp;
+        int j;
+        const FtTapeEntry *e = entry_of(micro, opt, i, &tp, &j);
+        char op[40], w[16] = "-", sg[16] = "-";
+        snprintf(op, sizeof op, "%s.%s", ops_desc(e->kind)->name, e->dir == FT_FWD ? "fwd" : "bwd");
+        if (p->window[i] >= 0)
+            snprintf(w, sizeof w, "%s%d", g_kind_name[p->win_kind[p->window[i]]], p->window[i]);
+        if (p->seg[i] >= 0) snprintf(sg, sizeof sg, "%d", p->seg[i]);
+        fprintf(out, "%6d  %-18s %-9s %5d  %-9s %6s %4s %10.4f %10.4f\n", i, op,
+                tp == opt ? "optimizer" : g_phase_name[e->phase], e->layer,
+                planner_strategy_name(p->strat[i]), w, sg, 1e3 * p->time[i], 1e3 * p->cost[i]);
     }
 }
 
