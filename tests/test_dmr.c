@@ -1372,6 +1372,31 @@ static void test_plan_windows(void **state)
     grid_destroy(&g);
 }
 
+/* dmr_plan_held_peak, memory in time (the dynamic planner's guard is the budget less it), on a
+ * hand-made plan of 6 entries: an AGC segment on entries 0-1 (boundary 10 + 20) replayed in
+ * window 0, deferred checks 2 (5 bytes) and 3 (7) in window 1, 5 (100) in window 2. Held: 30 at
+ * entries 0-1, 5 at 2, 12 at 3-4, 100 at 5: the peak is 100 (charging every segment and the
+ * largest queue together, as until 2026-12-02, said 130); without entry 5, 30. With window 0
+ * after entry 3 the segment is held beside 2 and 3: 42. */
+static void test_plan_held_peak(void **state)
+{
+    (void)state;
+    int strat[6] = {PLAN_AGC, PLAN_AGC, PLAN_DEFERRED, PLAN_DEFERRED, PLAN_NAIVE, PLAN_DEFERRED};
+    int seg[6] = {0, 0, -1, -1, -1, -1}, window[6] = {0, 0, 1, 1, -1, 2};
+    size_t kept[6] = {10, 20, 5, 7, 1000, 100};
+    int after[3] = {1, 4, 5};
+    FtDmrEntryPlan p = {.nmicro = 6, .nopt = 0, .n = 6, .strat = strat, .seg = seg,
+                        .window = window, .kept = kept, .nwin = 3, .nseg = 1,
+                        .win_after = after};
+    unsigned char skip[6] = {0, 0, 0, 0, 0, 1};
+    assert_true(dmr_plan_held_peak(&p, NULL) == 100);
+    assert_true(dmr_plan_held_peak(&p, skip) == 30);
+    after[0] = 3;
+    assert_true(dmr_plan_held_peak(&p, skip) == 42);
+    strat[1] = PLAN_PIGGYBACK, window[1] = -1; /* a piggyback member at the boundary: counted */
+    assert_true(dmr_plan_held_peak(&p, skip) == 42);
+}
+
 /* The waits after the rank's last micro-batch op in time order keep their measured length,
  * each kind of them: the one before the optimizer's first entry (booked after the micro-batch
  * tape's last), the step's tail (after the optimizer's last); the wait before that last
@@ -2110,6 +2135,7 @@ FT_TEST_MAIN(cmocka_unit_test(test_flip_campaign), cmocka_unit_test(test_clean_r
              cmocka_unit_test(test_agc_piggyback_members),
              cmocka_unit_test(test_moe_dynamic), cmocka_unit_test(test_plan_file_roundtrip),
              cmocka_unit_test(test_plan_windows), cmocka_unit_test(test_plan_end_waits),
+             cmocka_unit_test(test_plan_held_peak),
              cmocka_unit_test(test_plan_agc_file), cmocka_unit_test(test_plan_file_refusals),
              cmocka_unit_test(test_plan_bounds), cmocka_unit_test(test_order_excess),
              cmocka_unit_test(test_suspect_and_off), cmocka_unit_test(test_flip_before_start),

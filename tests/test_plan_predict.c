@@ -18,6 +18,7 @@
 #include <string.h>
 
 #include "ft_test.h"
+#include "plan_memory.h"
 #include "ftllm/deck.h"
 #include "ftllm/plan_predict.h"
 
@@ -335,11 +336,13 @@ static void check_plan(const FtPredict *p, const FtDmrPlan *plan)
             assert_int_equal(plan->window[i], -1);
         if (s == PLAN_PIGGYBACK) assert_true(p->ops[i].recomputed);
     }
-    assert_true(plan->agc_mem <= p->budget);
     for (int w = 0; w < p->nwin; w++) {
         assert_true(plan->win_time[w] <= p->win[w].len * (1 + 1e-12));
-        assert_true(plan->agc_mem + plan->win_qmem[w] <= p->budget);
+        if (plan->win_phase[w] == 3)
+            assert_true(planner_agc_held(plan, p->ops, p->win, w) + plan->win_qmem[w] <=
+                        p->budget);
     }
+    assert_true(plan_peak_held(p->ops, p->nops, p->win, plan) <= p->budget);
 }
 
 static void plans(const FtPredict *p, double pct[3], int naive[3])

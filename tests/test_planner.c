@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "ft_test.h"
+#include "plan_memory.h"
 #include "ftllm/planner.h"
 #include "ftllm/sim.h"
 
@@ -195,6 +196,107 @@ static void test_phase3_too_long(void **state)
     assert_int_equal(p.strategy[2], PLAN_NAIVE);
     assert_int_equal(p.qoff[1] - p.qoff[0], 3); /* L was queued at the first window */
     assert_true(p.overhead == 10 && p.too_long == 1);
+    planner_free(&p);
+}
+
+/* ---- demotion by what an operator would lose --------------------------------------------
+ * L1, L2 (4 s each) fit only the last window (4); S1, S2 (1 s) also fit the two 1 s windows
+ * before it; one tensor each, budget 3. At the first window the queue holds 4: one must go.
+ * The paper's rule demotes the shortest (S1): S2 takes a 1 s window, the other stays empty,
+ * L1 takes the last, L2 ends naive: overhead 5. This project's demotes the operator whose
+ * demotion loses least: the two L compete for one window, so demoting one loses nothing (the
+ * other fills it), while S1 would lose its 1 s: L1 goes; S1, S2 and L2 are all hidden:
+ * overhead 4. */
+static void test_phase3_demotion(void **state)
+{
+    (void)state;
+    const FtPlanOp ops[4] = {{"L1", 4, 1, 0, 0, 0, 0}, {"L2", 4, 1, 0, 0, 0, 0},
+                             {"S1", 1, 1, 0, 0, 0, 0}, {"S2", 1, 1, 0, 0, 0, 0}};
+    const FtPlanWindow win[3] = {
+        {3, 1, PLAN_WIN_INTRA, 0}, {3, 1, PLAN_WIN_INTRA, 0}, {3, 4, PLAN_WIN_INTRA, 0}};
+    FtDmrPlan p;
+    assert_int_equal(planner_run(ops, 4, win, 3, 3, phase_sets[2], &p), 0);
+    assert_int_equal(p.strategy[0], PLAN_NAIVE);
+    assert_int_equal(p.strategy[1], PLAN_DEFERRED), assert_int_equal(p.window[1], 2);
+    assert_int_equal(p.strategy[2], PLAN_DEFERRED), assert_int_equal(p.window[2], 0);
+    assert_int_equal(p.strategy[3], PLAN_DEFERRED), assert_int_equal(p.window[3], 1);
+    assert_true(p.overhead == 4 && p.win_qmem[0] == 3);
+    planner_free(&p);
+    assert_int_equal(planner_run(ops, 4, win, 3, 3, phase_sets[2] | PLAN_PAPER, &p), 0);
+    assert_int_equal(p.strategy[2], PLAN_NAIVE), assert_int_equal(p.strategy[1], PLAN_NAIVE);
+    assert_int_equal(p.strategy[0], PLAN_DEFERRED), assert_int_equal(p.window[0], 2);
+    assert_int_equal(p.strategy[3], PLAN_DEFERRED), assert_int_equal(p.window[3], 0);
+    assert_true(p.overhead == 5 && p.win_time[1] == 0);
+    planner_free(&p);
+    /* memory is what demotion frees: with L1 holding 3 tensors (budget 5, 6 queued) demoting it
+     * frees enough at no loss; S1 at 2 tensors would free 2 at a loss of 1 */
+    FtPlanOp ops2[4];
+    memcpy(ops2, ops, sizeof ops2);
+    ops2[0].mem = 3, ops2[2].mem = 2;
+    assert_int_equal(planner_run(ops2, 4, win, 3, 5, phase_sets[2], &p), 0);
+    assert_int_equal(p.strategy[0], PLAN_NAIVE), assert_true(p.overhead == 4);
+    planner_free(&p);
+    /* per byte needed: A (1 s, 1 tensor), B (2 s, 8), C (2 s, 1), one window of 5 holds all.
+     * Budget 2 (10 queued, 8 too many): B loses 2 for the 8 needed, 0.25 a tensor: B goes,
+     * overhead 2 (by loss alone A would go first, then B: 3). Budget 9 (1 too many): A loses
+     * 1 for the one tensor needed, B 2 for it: A goes, overhead 1 (per byte of all it frees,
+     * B's 0.25 would send B: 2) */
+    const FtPlanOp abc[3] = {{"A", 1, 1, 0, 0, 0, 0}, {"B", 2, 8, 0, 0, 0, 0},
+                             {"C", 2, 1, 0, 0, 0, 0}};
+    const FtPlanWindow one[1] = {{2, 5, PLAN_WIN_INTRA, 0}};
+    assert_int_equal(planner_run(abc, 3, one, 1, 2, phase_sets[2], &p), 0);
+    assert_true(p.strategy[1] == PLAN_NAIVE && p.overhead == 2);
+    planner_free(&p);
+    assert_int_equal(planner_run(abc, 3, one, 1, 9, phase_sets[2], &p), 0);
+    assert_true(p.strategy[0] == PLAN_NAIVE && p.overhead == 1);
+    planner_free(&p);
+}
+
+/* ---- memory in time --------------------------------------------------------------------------
+ * x (block 0), q and y (block 1), 4 tensors each, budget 4. PP windows: after x (block 0, 2 s)
+ * and after y (block 1, 2 s); intra windows after x (0 s) and after q (1 s). Each AGC segment
+ * ({x}, {y}) holds the whole budget, but only from its operator to its window, so both are
+ * taken, and q, held from itself to its window between them, is deferred: overhead 0, with 8
+ * bytes of boundaries in all but never more than 4 at once. (Charging every segment for the
+ * whole step, as until 2026-12-02, took {x} only and sent q naive: overhead 3.) */
+static void test_memory_in_time(void **state)
+{
+    (void)state;
+    const FtPlanOp ops[3] = {{"x", 2, 4, 0, 0, 0, 0}, {"q", 1, 4, 0, 1, 0, 0},
+                             {"y", 2, 4, 0, 1, 0, 0}};
+    const FtPlanWindow win[4] = {{0, 2, PLAN_WIN_PP, 0}, {0, 0, PLAN_WIN_INTRA, 0},
+                                 {1, 1, PLAN_WIN_INTRA, 0}, {2, 2, PLAN_WIN_PP, 1}};
+    FtDmrPlan p;
+    assert_int_equal(planner_run(ops, 3, win, 4, 4, phase_sets[2], &p), 0);
+    assert_int_equal(p.strategy[0], PLAN_AGC), assert_int_equal(p.window[0], 0);
+    assert_int_equal(p.strategy[1], PLAN_DEFERRED), assert_int_equal(p.window[1], 2);
+    assert_int_equal(p.strategy[2], PLAN_AGC), assert_int_equal(p.window[2], 3);
+    assert_true(p.nseg == 2 && p.seg_win[0] == 0 && p.seg_win[1] == 3);
+    assert_true(p.overhead == 0 && p.agc_mem == 8);
+    assert_true(planner_agc_held(&p, ops, win, 2) == 0 && p.win_qmem[2] == 4);
+    assert_true(plan_peak_held(ops, 3, win, &p) == 4);
+    planner_free(&p);
+    /* conservative by design: with no window between the two segments' windows and q's, q's
+     * window is charged the most the segments hold at once since the step's start (4), though
+     * neither is held when q runs: q goes naive */
+    const FtPlanOp ops2[3] = {{"x", 2, 4, 0, 0, 0, 0}, {"y", 2, 4, 0, 1, 0, 0},
+                              {"q", 1, 4, 0, 1, 0, 0}};
+    const FtPlanWindow win2[3] = {
+        {0, 2, PLAN_WIN_PP, 0}, {1, 2, PLAN_WIN_PP, 1}, {2, 1, PLAN_WIN_INTRA, 0}};
+    assert_int_equal(planner_run(ops2, 3, win2, 3, 4, phase_sets[2], &p), 0);
+    assert_true(p.nseg == 2 && p.strategy[2] == PLAN_NAIVE && p.overhead == 1);
+    assert_true(planner_agc_held(&p, ops2, win2, 2) == 4);
+    planner_free(&p);
+    /* segments held at the same time share the budget: x's window comes after y, so {x} is
+     * held while y runs, and {y} (3 more) does not fit: y naive */
+    const FtPlanOp ops3[2] = {{"x", 2, 3, 0, 0, 0, 0}, {"y", 2, 3, 0, 1, 0, 0}};
+    const FtPlanWindow win3[2] = {{1, 2, PLAN_WIN_PP, 0}, {1, 2, PLAN_WIN_PP, 1}};
+    assert_int_equal(planner_run(ops3, 2, win3, 2, 4, phase_sets[2], &p), 0);
+    assert_true(p.nseg == 1 && p.strategy[0] == PLAN_AGC && p.strategy[1] == PLAN_NAIVE);
+    assert_true(p.overhead == 2 && plan_peak_held(ops3, 2, win3, &p) == 3);
+    planner_free(&p);
+    assert_int_equal(planner_run(ops3, 2, win3, 2, 6, phase_sets[2], &p), 0);
+    assert_true(p.nseg == 2 && p.overhead == 0 && plan_peak_held(ops3, 2, win3, &p) == 6);
     planner_free(&p);
 }
 
@@ -403,12 +505,15 @@ static double check_plan(const Instance *in, int phases, const FtDmrPlan *p)
         for (int i = lo; i <= hi; i++)
             if (p->segment[i] == sg) assert_int_equal(p->window[i], w);
         agc_mem += ops[lo].mem + (hi > lo ? ops[hi].mem : 0);
+        assert_int_equal(p->seg_win[sg], w);
         keep += paper ? 0 : ops[lo].copy + (hi > lo ? ops[hi].copy : 0);
         assert_true(replay <= win[w].len && replay == p->win_time[w]);
     }
     for (int i = 0; i < n; i++) covered -= p->strategy[i] == PLAN_AGC;
     assert_int_equal(covered, 0);
-    assert_true(agc_mem == p->agc_mem && agc_mem <= in->budget && extra == p->agc_extra);
+    assert_true(agc_mem == p->agc_mem && extra == p->agc_extra);
+    /* memory in time: what the strategies hold at every operator position fits the budget */
+    assert_true(plan_peak_held(ops, n, win, p) <= in->budget);
     for (int w = 0; w < nw; w++) {
         if (p->win_phase[w] != 3) continue;
         assert_true(wt[w] <= win[w].len && wt[w] == p->win_time[w]);
@@ -429,7 +534,22 @@ static double check_plan(const Instance *in, int phases, const FtDmrPlan *p)
             assert_true(p->strategy[i] == PLAN_NAIVE ||
                         (p->strategy[i] == PLAN_DEFERRED && p->window[i] >= w));
         }
-        assert_true(qm == p->win_qmem[w] && qm + agc_mem <= in->budget);
+        /* the most the AGC boundaries hold at once at a position after the previous window
+         * without a segment, up to this one's, position by position */
+        size_t agc_held = 0;
+        int prev = w - 1;
+        while (prev >= 0 && p->win_phase[prev] == 2) prev--;
+        int lo = prev >= 0 ? win[prev].after + 1 : 0;
+        for (int x = lo < win[w].after ? lo : win[w].after; x <= win[w].after; x++) {
+            size_t m = 0;
+            for (int sg = 0; sg < p->nseg; sg++)
+                if (p->seg_first[sg] <= x && x <= win[p->seg_win[sg]].after)
+                    m += ops[p->seg_first[sg]].mem +
+                         (p->seg_last[sg] > p->seg_first[sg] ? ops[p->seg_last[sg]].mem : 0);
+            if (m > agc_held) agc_held = m;
+        }
+        assert_true(agc_held == planner_agc_held(p, ops, win, w));
+        assert_true(qm == p->win_qmem[w] && qm + agc_held <= in->budget);
         assert_true(nq <= 14);
         qbest = fit_brute(qt, nq, win[w].len);
         assert_true(wt[w] == qbest);
@@ -442,8 +562,17 @@ static double check_plan(const Instance *in, int phases, const FtDmrPlan *p)
     return p->overhead;
 }
 
-/* The best Phase-2 gain for block b into window w over slack, by brute force. */
-static double phase2_brute(const Instance *in, const int *strat1, int b, int w, size_t slack)
+/* Segments chosen so far by the Phase-2 replay below: first operator, last position held. */
+typedef struct chosen {
+    int n, first[12], end[12];
+    size_t mem[12];
+} Chosen;
+
+/* The best Phase-2 gain for block b into window w, by brute force: a candidate from operator a
+ * has the budget less the most the chosen segments hold at once at a position a .. the
+ * window's. */
+static double phase2_brute(const Instance *in, const int *strat1, int b, int w, const Chosen *ch,
+                           int *best_lo, int *best_hi)
 {
     int idx[40], m = 0;
     double best = 0;
@@ -458,8 +587,15 @@ static double phase2_brute(const Instance *in, const int *strat1, int b, int w, 
                 gain += strat1[idx[k]] == PLAN_PIGGYBACK ? -in->ops[idx[k]].time
                                                          : in->ops[idx[k]].time;
             }
-            size_t mem = in->ops[idx[i]].mem + (j > i ? in->ops[idx[j]].mem : 0);
-            if (replay <= in->win[w].len && mem <= slack && gain > best) best = gain;
+            size_t mem = in->ops[idx[i]].mem + (j > i ? in->ops[idx[j]].mem : 0), held = 0;
+            for (int x = idx[i]; x <= in->win[w].after; x++) { /* the most held at once */
+                size_t h = 0;
+                for (int c = 0; c < ch->n; c++)
+                    if (ch->first[c] <= x && x <= ch->end[c]) h += ch->mem[c];
+                if (h > held) held = h;
+            }
+            if (replay <= in->win[w].len && mem + held <= in->budget && gain > best)
+                best = gain, *best_lo = idx[i], *best_hi = idx[j];
         }
     return best;
 }
@@ -495,7 +631,7 @@ static void test_random_invariants(void **state)
         }
         /* Phase 2 picks the best candidate of each block: replay the greedy over blocks with
          * the brute-force gain; the overhead drops by the sum of the gains */
-        size_t used = 0;
+        Chosen ch = {0};
         double gains = 0;
         int taken[12] = {0};
         for (int b = 0; b < 5; b++) {
@@ -504,17 +640,19 @@ static void test_random_invariants(void **state)
                                     !taken[w]))
                 w++;
             if (w == in.nwin) continue;
-            double best = phase2_brute(&in, p[0].strategy, b, w, in.budget - used);
+            int blo = -1, bhi = -1;
+            double best = phase2_brute(&in, p[0].strategy, b, w, &ch, &blo, &bhi);
             if (best <= 0) continue;
             taken[w] = 1, gains += best;
             assert_int_equal(p[1].win_phase[w], 2);
-            for (int sg = 0; sg < p[1].nseg; sg++) { /* the segment in window w: its memory */
-                int lo = p[1].seg_first[sg], hi = p[1].seg_last[sg], inw = 0;
-                for (int i = lo; i <= hi; i++) inw |= p[1].segment[i] == sg && p[1].window[i] == w;
-                if (inw) used += in.ops[lo].mem + (hi > lo ? in.ops[hi].mem : 0);
-            }
+            for (int sg = 0; sg < p[1].nseg; sg++) /* the planner's segment in window w */
+                if (p[1].seg_win[sg] == w) {
+                    int lo = p[1].seg_first[sg], hi = p[1].seg_last[sg];
+                    ch.first[ch.n] = lo, ch.end[ch.n] = in.win[w].after;
+                    ch.mem[ch.n++] = in.ops[lo].mem + (hi > lo ? in.ops[hi].mem : 0);
+                }
         }
-        assert_true(used == p[1].agc_mem);
+        assert_int_equal(ch.n, p[1].nseg);
         assert_true(ov[0] - gains == ov[1]);
         /* adding phases never raises the predicted overhead (either rules) */
         assert_true(ov[1] <= ov[0] && ov[2] <= ov[1]);
@@ -570,9 +708,11 @@ static void test_large(void **state)
         }
         for (int w = 0; w < NW; w++) {
             if (p.win_phase[w] == 3) assert_true(wt[w] <= win[w].len);
-            assert_true(p.win_qmem[w] + p.agc_mem <= budget);
+            if (p.win_phase[w] == 3)
+                assert_true(p.win_qmem[w] + planner_agc_held(&p, ops, win, w) <= budget);
             if (p.qoff[w + 1] - p.qoff[w] > maxq) maxq = p.qoff[w + 1] - p.qoff[w];
         }
+        assert_true(plan_peak_held(ops, N, win, &p) <= budget);
         assert_true(p.overhead == naive + p.agc_extra && p.overhead <= prev);
         printf("  phases %d: overhead %.4f s (naive %.4f s), %d AGC segments\n",
                phase_sets[s], p.overhead, naive, p.nseg);
@@ -585,5 +725,6 @@ static void test_large(void **state)
 
 FT_TEST_MAIN(cmocka_unit_test(test_worked_example), cmocka_unit_test(test_phase2_hand),
              cmocka_unit_test(test_phase2_ties), cmocka_unit_test(test_phase3_too_long),
+             cmocka_unit_test(test_phase3_demotion), cmocka_unit_test(test_memory_in_time),
              cmocka_unit_test(test_bookkeeping), cmocka_unit_test(test_best_fit),
              cmocka_unit_test(test_random_invariants), cmocka_unit_test(test_large))

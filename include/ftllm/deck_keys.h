@@ -158,7 +158,8 @@
     K(dmr, phases, ENUM, "1,2,3", 0, 0, "1|1,2|1,2,3|paper", 0,                                  \
       "planner phases used by mode = planned (ablations): 1 piggyback, 2 AGC segments in PP "   \
       "windows, 3 deferred checkers in any window; paper = 1,2,3 with the paper's rules as "    \
-      "published (Phase 3 also queues ops no window holds; deferral bookkeeping not charged)")  \
+      "published (Phase 3 also queues ops no window holds and demotes the shortest when over "  \
+      "the budget; deferral bookkeeping not charged)")                                         \
     K(dmr, deferred_mb, REAL, "1024", 0, 1e9, "", 0,                                             \
       "memory budget for the tensors deferred checkers keep, MiB per rank (mode = planned)")     \
     K(dmr, profile_steps, INT, "3", 1, 1000, "", 0,                                              \

@@ -138,6 +138,11 @@ bool dmr_entry_deferrable(const FtTape *tp, const FtTapeEntry *e);
 bool dmr_entry_piggyback(const FtTape *tp, const FtTapeEntry *e);
 /* Bytes a deferred check of entry i keeps (copied inputs + fingerprints). */
 size_t dmr_entry_kept(const FtTape *tp, int i);
+/* The most bytes the plan's deferred and AGC checks keep at once at any entry, memory in time
+ * as the planner charges it (planner.h): an AGC segment its first and last member's kept bytes
+ * from its first member to its window, a deferred check its kept bytes from its entry to its
+ * window. Entries with skip[i] set are left out (skip may be NULL). */
+size_t dmr_plan_held_peak(const FtDmrEntryPlan *p, const unsigned char *skip);
 /* A hash of the tapes' structure (kinds, directions, phases, layers, twins, tensor sizes). */
 uint64_t dmr_tape_hash(const FtTape *micro, const FtTape *opt);
 

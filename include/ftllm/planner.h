@@ -16,8 +16,8 @@
  *      it re-executes every operator inside, so replay time = sum of their times <= window len.
  *      gain = time of the not-yet-assigned operators it covers (they become PLAN_AGC)
  *           - extra = time of the piggyback-protected operators inside (replayed needlessly).
- *      Candidates over the memory slack (budget - boundary memory of earlier blocks' segments)
- *      or over the window are dropped; the largest gain > 0 wins; ties: fewer operators, then
+ *      Candidates over the memory slack (budget - boundary memory of the segments already chosen
+ *      that are held at the same time: below) or over the window are dropped; the largest gain > 0 wins; ties: fewer operators, then
  *      the earliest start. A window holding a segment is used (Phase 3 skips it).
  *   3  scan windows in order; at each window not used by Phase 2: enqueue the unassigned
  *      operators with index <= after not yet enqueued, except two kinds that go PLAN_NAIVE at
@@ -30,13 +30,26 @@
  *      (b) and the bookkeeping are this project's, not the paper's (PLAN_PAPER turns both
  *      off); (b) leaves the worked example's plan as it is (every op there fits the last
  *      window). While the queue's memory exceeds the Phase-3 budget (budget - all AGC boundary
- *      memory), demote the shortest operator to PLAN_NAIVE (ties: the earliest index); then
+ *      memory held then: below), demote operators to PLAN_NAIVE: under the paper's rules the
+ *      shortest (ties: the earliest index); under this project's, the one that loses the least
+ *      hidden checking per byte freed (its time x its prospect, the share of its time that the
+ *      windows from here on long enough for it can still give, against the time of the queued
+ *      operators at least as long, which compete for them; ties: the shorter, then the
+ *      earlier; scored once per window). With one window left both rules demote the shortest
+ *      first; where long operators queue for one late window (a DP reduce-scatter) while short
+ *      ones could fill the many intra-node windows before it, the paper's rule demotes the short
+ *      ones and the long ones mostly end naive anyway. Then
  *      give the window the subset of the queue with the largest total time <= len
  *      (planner_best_fit) as PLAN_DEFERRED; the rest stays queued. Leftovers at the end and
  *      everything no phase took -> PLAN_NAIVE.
- * AGC boundary memory is charged against the budget for the whole step (as if every segment
- * were held at once): conservative, and it makes "AGC memory + deferred queue <= budget" hold
- * at every point without modelling when each segment's tensors are born and freed.
+ * Memory in time: an AGC segment holds its boundary from its first operator to its window
+ * (operators seg_first .. win[seg_win].after); a queued operator from its execution to its
+ * window or its demotion. Phase 2 charges a candidate the most that the segments already
+ * chosen hold at once at any point of its own interval; Phase 3 at window w charges the queue
+ * the most they hold at once at any point since the previous window without a segment
+ * (planner_agc_held), where the queue holds at most its memory at w. So "AGC memory + deferred
+ * queue <= budget" holds at every operator position. (Until 2026-12-02 every segment was charged for the
+ * whole step: a few segments could then take the whole budget, and Phase 3 got none.)
  *
  * Cost model (predicted overhead, seconds per step):
  *   overhead = sum of checker time of PLAN_NAIVE operators + sum of AGC extra costs
@@ -95,9 +108,10 @@ typedef struct ft_dmr_plan {
     int *seg_first;     /* [nseg] operator index of each segment's first and last operator: */
     int *seg_last;      /* the boundary (a piggyback operator may be one: its tensors can be
                            smaller; it is replayed, not covered) */
+    int *seg_win;       /* [nseg] the PP window each segment is replayed in */
     int *win_phase;     /* [nwin] 0 unused, 2 (holds an AGC segment) or 3 (deferred checks) */
     double *win_time;   /* [nwin] checker time assigned to it (replay time for AGC) */
-    size_t agc_mem;     /* boundary memory of all AGC segments */
+    size_t agc_mem;     /* boundary memory of all AGC segments together (not all held at once) */
     size_t *win_qmem;   /* [nwin] Phase 3: queue memory after demotion at that window */
     int *qoff;          /* [nwin + 1] Phase 3 trace: window w's queue after demotion is */
     int *q;             /* q[qoff[w] .. qoff[w+1]) (operator indices, enqueue order) */
@@ -114,6 +128,11 @@ typedef struct ft_dmr_plan {
 int planner_run(const FtPlanOp *ops, int nops, const FtPlanWindow *win, int nwin, size_t budget,
                 int phases, FtDmrPlan *p);
 void planner_free(FtDmrPlan *p);
+
+/* The AGC boundary memory charged against Phase 3's queue at window w of a plan: the most the
+ * segments hold at once at an operator position after the previous window without a segment,
+ * up to w's (planner.h, "Memory in time"). */
+size_t planner_agc_held(const FtDmrPlan *p, const FtPlanOp *ops, const FtPlanWindow *win, int w);
 
 /* The subset of t[0..n) with the largest sum <= len: pick[i] = 1 for the chosen; returns the
  * sum (added in index order), or -1 when out of memory. Exact for n <= PLANNER_EXACT_MAX

@@ -3,11 +3,11 @@
  *
  * Key decisions:
  *  - The guard is what dmr.deferred_mb leaves after the static plan's reservations, computed
- *    once per plan the way the planner charges memory (planner.h): every AGC segment's boundary
- *    (its first and last member's kept bytes) plus the largest Phase-3 queue at any window (the
- *    deferred entries at or before the window that are checked there or later). Expert entries
- *    the dynamic planner takes over are left out of that queue: their bytes are counted here,
- *    per execution. A dynamic check is deferred only when it fits both the guard (beside the
+ *    once per plan the way the planner charges memory (planner.h, "Memory in time"): the most
+ *    the plan's AGC boundaries and deferred checks keep at once at any entry
+ *    (dmr_plan_held_peak; until 2026-12-02 every segment's boundary plus the largest queue, as
+ *    if all were held at once). Expert entries the dynamic planner takes over are left out:
+ *    their bytes are counted here, per execution. A dynamic check is deferred only when it fits both the guard (beside the
  *    other dynamic checks kept now) and the budget (beside everything kept now), so the static
  *    plan's checks are not demoted to make room for it.
  *  - Real bytes: moe_expert reads only the rows its counts route to this rank (ops.h: rows
@@ -41,21 +41,12 @@ void dmr_dyn_prepare(FtDmr *d)
 {
     if (!d->moe_dyn) return;
     const FtDmrEntryPlan *p = &d->plan;
-    size_t agc = 0, queue = 0;
-    for (int s = 0; s < p->nseg; s++) {
-        int first = -1, last = -1;
-        for (int i = 0; i < p->n; i++)
-            if (p->seg[i] == s) last = i, first = first < 0 ? i : first;
-        if (first >= 0) agc += p->kept[first] + (last != first ? p->kept[last] : 0);
-    }
-    for (int w = 0; w < p->nwin; w++) {
-        size_t q = 0;
-        for (int i = 0; i <= p->win_after[w] && i < p->n; i++)
-            if (p->strat[i] == PLAN_DEFERRED && p->window[i] >= w && !taken_over(d, entry_at(d, i), i))
-                q += p->kept[i];
-        if (q > queue) queue = q;
-    }
-    d->dyn_guard = d->budget > agc + queue ? d->budget - agc - queue : 0;
+    unsigned char *skip = calloc((size_t)p->n + 1, 1); /* the expert entries taken over */
+    FT_ASSERT(skip);
+    for (int i = 0; i < p->n; i++) skip[i] = taken_over(d, entry_at(d, i), i);
+    size_t held = dmr_plan_held_peak(p, skip);
+    free(skip);
+    d->dyn_guard = d->budget > held ? d->budget - held : 0;
     d->s.dyn_guard = (long long)d->dyn_guard;
 }
 

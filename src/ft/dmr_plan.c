@@ -213,6 +213,36 @@ static double wait_scale(const FtDmrProfile *pf)
                                                                         : 1.0;
 }
 
+size_t dmr_plan_held_peak(const FtDmrEntryPlan *p, const unsigned char *skip)
+{
+    long long *d = calloc((size_t)p->n + 2, sizeof *d); /* a difference array over entries */
+    FT_ASSERT(d);
+    for (int s = 0; s < p->nseg; s++) {
+        int first = -1, last = -1, w = -1;
+        for (int i = 0; i < p->n; i++)
+            if (p->seg[i] == s) {
+                last = i, first = first < 0 ? i : first;
+                if (p->window[i] >= 0) w = p->window[i]; /* covered members: its window */
+            }
+        if (first < 0 || w < 0 || p->win_after[w] < first) continue;
+        long long m = (long long)(p->kept[first] + (last != first ? p->kept[last] : 0));
+        d[first] += m, d[p->win_after[w] + 1] -= m;
+    }
+    for (int i = 0; i < p->n; i++) {
+        int w = p->window[i];
+        if (p->strat[i] != PLAN_DEFERRED || w < 0 || p->win_after[w] < i || (skip && skip[i]))
+            continue;
+        d[i] += (long long)p->kept[i], d[p->win_after[w] + 1] -= (long long)p->kept[i];
+    }
+    long long run = 0, peak = 0;
+    for (int i = 0; i < p->n; i++) {
+        run += d[i];
+        if (run > peak) peak = run;
+    }
+    free(d);
+    return (size_t)peak;
+}
+
 int dmr_plan_build(const FtDmrProfile *pf, const FtTape *micro, const FtTape *opt, size_t budget,
                    int phases, FtDmrEntryPlan *p)
 {

@@ -109,7 +109,8 @@ void planner_free(FtDmrPlan *p)
 {
     if (!p) return;
     free(p->strategy), free(p->window), free(p->segment), free(p->win_phase), free(p->win_time);
-    free(p->win_qmem), free(p->qoff), free(p->q), free(p->seg_first), free(p->seg_last);
+    free(p->win_qmem), free(p->qoff), free(p->q), free(p->seg_first), free(p->seg_last),
+        free(p->seg_win);
     memset(p, 0, sizeof *p);
 }
 
@@ -129,14 +130,50 @@ static int check_input(const FtPlanOp *ops, int nops, const FtPlanWindow *win, i
     return 0;
 }
 
+/* Boundary memory of AGC segment s (its first and last operator's kept tensors). */
+static size_t seg_mem(const FtPlanOp *ops, const FtDmrPlan *p, int s)
+{
+    int lo = p->seg_first[s], hi = p->seg_last[s];
+    return ops[lo].mem + (hi > lo ? ops[hi].mem : 0);
+}
+
+/* The most boundary memory that the segments chosen so far hold at once at any operator
+ * position lo..hi (segment s is held from its first operator to its window's). The sum only
+ * grows at a segment's first operator, so the most is at lo or at one of those. */
+static size_t agc_peak(const FtPlanOp *ops, const FtPlanWindow *win, const FtDmrPlan *p, int lo,
+                       int hi)
+{
+    size_t best = 0;
+    if (hi < lo) return 0;
+    for (int c = -1; c < p->nseg; c++) {
+        int x = c < 0 ? lo : p->seg_first[c];
+        if (c >= 0 && (x <= lo || x > hi)) continue;
+        size_t m = 0;
+        for (int s = 0; s < p->nseg; s++)
+            if (p->seg_first[s] <= x && x <= win[p->seg_win[s]].after) m += seg_mem(ops, p, s);
+        if (m > best) best = m;
+    }
+    return best;
+}
+
+size_t planner_agc_held(const FtDmrPlan *p, const FtPlanOp *ops, const FtPlanWindow *win, int w)
+{
+    int prev = w - 1; /* the window before w that is not an AGC segment's */
+    while (prev >= 0 && p->win_phase[prev] == 2) prev--;
+    int hi = win[w].after, lo = prev >= 0 ? win[prev].after + 1 : 0;
+    return agc_peak(ops, win, p, lo < hi ? lo : hi, hi);
+}
+
 /* Phase 2 for block b: the best segment of its operators idx[0..m) into window w, or none. */
 static void phase2_block(const FtPlanOp *ops, const int *idx, int m, const FtPlanWindow *win,
-                         int w, size_t slack, FtDmrPlan *p)
+                         int w, size_t budget, FtDmrPlan *p)
 {
     int bi = -1, bj = -1;
     double bgain = 0, bextra = 0, btime = 0, bkeep = 0;
     for (int i = 0; i < m && idx[i] <= win[w].after; i++) {
         double replay = 0, gain = 0, extra = 0, fp = 0;
+        size_t held = agc_peak(ops, win, p, idx[i], win[w].after);
+        size_t slack = held < budget ? budget - held : 0;
         for (int j = i; j < m && idx[j] <= win[w].after; j++) {
             const FtPlanOp *o = &ops[idx[j]];
             replay += o->time, fp += o->fp;
@@ -157,7 +194,7 @@ static void phase2_block(const FtPlanOp *ops, const int *idx, int m, const FtPla
     for (int k = bi; k <= bj; k++)
         if (p->strategy[idx[k]] == UNASSIGNED)
             p->strategy[idx[k]] = PLAN_AGC, p->window[idx[k]] = w, p->segment[idx[k]] = p->nseg;
-    p->seg_first[p->nseg] = idx[bi], p->seg_last[p->nseg] = idx[bj];
+    p->seg_first[p->nseg] = idx[bi], p->seg_last[p->nseg] = idx[bj], p->seg_win[p->nseg] = w;
     p->agc_mem += ops[idx[bi]].mem + (bj > bi ? ops[idx[bj]].mem : 0);
     p->agc_extra += bextra, p->keep_cost += bkeep;
     p->win_phase[w] = 2, p->win_time[w] = btime;
@@ -180,7 +217,7 @@ static int phase2(const FtPlanOp *ops, int nops, const FtPlanWindow *win, int nw
         int m = 0;
         for (int i = 0; i < nops; i++)
             if (ops[i].block == b) idx[m++] = i;
-        phase2_block(ops, idx, m, win, w, budget - p->agc_mem, p);
+        phase2_block(ops, idx, m, win, w, budget, p);
     }
     free(idx);
     return 0;
@@ -199,6 +236,88 @@ static int trace_queue(FtDmrPlan *p, int w, const int *queue, int nq, size_t *ca
     if (nq) memcpy(p->q + p->qoff[w], queue, (size_t)nq * sizeof *queue);
     p->qoff[w + 1] = (int)need;
     return 0;
+}
+
+/* Phase 3's demotion under this project's rules (planner.h): demote, one at a time, the queued
+ * operator whose demotion loses the least hidden checking per byte it frees, until the queue
+ * fits `room`. The loss comes from a fluid model of what the windows from w on can still hold:
+ * operators are grouped by time, longest first (a window long enough for an operator holds any
+ * shorter one, not the reverse); each group gets what the windows long enough for it have left
+ * after the longer groups, at most its own time; an operator of a group whose time exceeds what
+ * it gets by `excess` loses t - excess if demoted (0 when the others of its group would fill its
+ * share anyway). Per byte: of the bytes it frees up to what the queue is over `room` (a small
+ * operator that frees enough beats a large one whose extra bytes are not needed). Ties: the
+ * shorter, then the earlier. An operator of zero memory frees nothing. */
+static int cmp_desc(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x < y) - (x > y);
+}
+
+static const FtPlanOp *g_sort_ops; /* for cmp_queue_desc (planning is single-threaded) */
+
+static int cmp_queue_desc(const void *a, const void *b)
+{
+    int x = *(const int *)a, y = *(const int *)b;
+    double tx = g_sort_ops[x].time, ty = g_sort_ops[y].time;
+    if (tx != ty) return tx > ty ? -1 : 1;
+    return (x > y) - (x < y);
+}
+
+static int demote_by_loss(const FtPlanOp *ops, const FtPlanWindow *win, int nwin, int w,
+                          size_t room, FtDmrPlan *p, int *queue, int *nq, size_t *qmem)
+{
+    int n = *nq, nl = 0, rc = -1;
+    double *len = malloc((size_t)(nwin - w) * sizeof *len + 1);
+    double *lcum = malloc((size_t)(nwin - w + 1) * sizeof *lcum);
+    int *ord = malloc((size_t)n * sizeof *ord + 1);
+    unsigned char *gone = calloc((size_t)n + 1, 1);
+    if (!len || !lcum || !ord || !gone) goto out;
+    for (int v = w; v < nwin; v++)
+        if (!p->win_phase[v]) len[nl++] = win[v].len; /* w itself, and the ones Phase 3 gets */
+    qsort(len, (size_t)nl, sizeof *len, cmp_desc);
+    lcum[0] = 0;
+    for (int v = 0; v < nl; v++) lcum[v + 1] = lcum[v] + len[v];
+    g_sort_ops = ops;
+    for (int k = 0; k < n; k++) ord[k] = queue[k]; /* operator indices, longest first */
+    qsort(ord, (size_t)n, sizeof *ord, cmp_queue_desc);
+    while (*qmem > room) {
+        double given = 0, best_loss = INFINITY, best_t = 0, need = (double)(*qmem - room);
+        int best = -1;
+        for (int a = 0, b; a < n; a = b) { /* group [a, b): one time */
+            double t = ops[ord[a]].time, demand = 0;
+            for (b = a; b < n && ops[ord[b]].time == t; b++) demand += gone[b] ? 0 : t;
+            int lo = 0, hi = nl; /* windows with len >= t: the first lo of the sorted lengths */
+            while (lo < hi) {
+                int m = (lo + hi) / 2;
+                if (len[m] >= t) lo = m + 1;
+                else hi = m;
+            }
+            double left = lcum[lo] - given, get = left < demand ? left : demand;
+            if (get < 0) get = 0;
+            given += get;
+            double loss = t - (demand - get);
+            if (loss < 0) loss = 0;
+            for (int k = a; k < b; k++) {
+                const FtPlanOp *o = &ops[ord[k]];
+                if (gone[k] || !o->mem) continue;
+                double per = loss / fmin((double)o->mem, need); /* bytes beyond the need
+                                                                    free nothing useful */
+                if (per < best_loss || (per == best_loss && t < best_t)) /* earlier: first seen */
+                    best = k, best_loss = per, best_t = t;
+            }
+        }
+        if (best < 0) break; /* only operators of zero memory left (then qmem is 0) */
+        gone[best] = 1, p->strategy[ord[best]] = PLAN_NAIVE, *qmem -= ops[ord[best]].mem;
+    }
+    int keep = 0; /* queued operators are unassigned; the demoted are now naive */
+    for (int k = 0; k < n; k++)
+        if (p->strategy[queue[k]] != PLAN_NAIVE) queue[keep++] = queue[k];
+    *nq = keep;
+    rc = 0;
+out:
+    free(len), free(lcum), free(ord), free(gone);
+    return rc;
 }
 
 static int phase3(const FtPlanOp *ops, int nops, const FtPlanWindow *win, int nwin, size_t budget,
@@ -238,7 +357,11 @@ static int phase3(const FtPlanOp *ops, int nops, const FtPlanWindow *win, int nw
                 queue[keep++] = queue[k];
             }
         }
-        while (qmem > budget) { /* demote the shortest, the earliest on ties */
+        size_t held = planner_agc_held(p, ops, win, w), room = held < budget ? budget - held : 0;
+        if (!paper && qmem > room) {
+            if (demote_by_loss(ops, win, nwin, w, room, p, queue, &nq, &qmem)) goto out;
+        }
+        while (qmem > room) { /* the paper's: demote the shortest, the earliest on ties */
             int s = 0;
             for (int k = 1; k < nq; k++)
                 if (ops[queue[k]].time < ops[queue[s]].time) s = k;
@@ -287,12 +410,13 @@ int planner_run(const FtPlanOp *ops, int nops, const FtPlanWindow *win, int nwin
     p->segment = malloc((size_t)nops * sizeof *p->segment + 1);
     p->seg_first = malloc((size_t)nops * sizeof *p->seg_first + 1);
     p->seg_last = malloc((size_t)nops * sizeof *p->seg_last + 1);
+    p->seg_win = malloc((size_t)nops * sizeof *p->seg_win + 1);
     p->win_phase = calloc((size_t)nwin + 1, sizeof *p->win_phase);
     p->win_time = calloc((size_t)nwin + 1, sizeof *p->win_time);
     p->win_qmem = calloc((size_t)nwin + 1, sizeof *p->win_qmem);
     p->qoff = calloc((size_t)nwin + 1, sizeof *p->qoff);
     if (!p->strategy || !p->window || !p->segment || !p->win_phase || !p->win_time ||
-        !p->win_qmem || !p->qoff || !p->seg_first || !p->seg_last)
+        !p->win_qmem || !p->qoff || !p->seg_first || !p->seg_last || !p->seg_win)
         goto fail;
     for (int i = 0; i < nops; i++) {
         p->strategy[i] = (phases & PLAN_PHASE1) && ops[i].recomputed ? PLAN_PIGGYBACK : UNASSIGNED;
@@ -300,7 +424,7 @@ int planner_run(const FtPlanOp *ops, int nops, const FtPlanWindow *win, int nwin
     }
     if ((phases & PLAN_PHASE2) && phase2(ops, nops, win, nwin, budget, p)) goto fail;
     if ((phases & PLAN_PHASE3) &&
-        phase3(ops, nops, win, nwin, budget - p->agc_mem, phases & PLAN_PAPER, p))
+        phase3(ops, nops, win, nwin, budget, phases & PLAN_PAPER, p))
         goto fail;
     double naive = 0;
     for (int i = 0; i < nops; i++) {
