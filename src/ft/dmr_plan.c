@@ -442,11 +442,14 @@ void dmr_plan_print(FILE *out, const FtDmrEntryPlan *p, const FtTape *micro, con
     for (int i = 0; i < p->n; i++)
         if (p->strat[i] == PLAN_PIGGYBACK && p->seg[i] >= 0) needless += p->time[i];
     double keep = t.cost[PLAN_DEFERRED] + t.cost[PLAN_AGC] + t.cost[PLAN_PIGGYBACK] - needless;
-    fprintf(out, "plan: phases %s, budget %.1f MiB; phase 1 piggyback %d ops (%.3f ms hidden in "
-                 "AC recomputation); phase 2 agc %d segment%s, %d ops (%.3f ms in PP windows, "
+    fprintf(out, "plan: phases %s, budget %.1f MiB (one micro-batch's checks keep at most %.1f MiB "
+                 "at once); phase 1 piggyback %d ops (%.3f ms hidden in AC recomputation); "
+                 "phase 2 agc %d segment%s, %d ops (%.3f ms in PP windows, "
                  "%.3f ms replayed needlessly); phase 3 deferred %d ops (%.3f ms in windows); "
                  "naive %d ops (%.3f ms); bookkeeping of deferred and AGC checks %.3f ms\n",
-            phases_text(p->phases), p->budget_mb, t.ops[PLAN_PIGGYBACK], 1e3 * t.time[PLAN_PIGGYBACK],
+            phases_text(p->phases), p->budget_mb,
+            (double)dmr_plan_held_peak(p, NULL) / (1024.0 * 1024.0), t.ops[PLAN_PIGGYBACK],
+            1e3 * t.time[PLAN_PIGGYBACK],
             t.segments, t.segments == 1 ? "" : "s", t.ops[PLAN_AGC], 1e3 * t.time[PLAN_AGC],
             1e3 * needless, t.ops[PLAN_DEFERRED], 1e3 * t.time[PLAN_DEFERRED],
             t.ops[PLAN_NAIVE], 1e3 * t.time[PLAN_NAIVE], 1e3 * keep);
