@@ -514,6 +514,7 @@ static double check_plan(const Instance *in, int phases, const FtDmrPlan *p)
     assert_true(agc_mem == p->agc_mem && extra == p->agc_extra);
     /* memory in time: what the strategies hold at every operator position fits the budget */
     assert_true(plan_peak_held(ops, n, win, p) <= in->budget);
+    assert_true(planner_peak_held(p, ops, win) == plan_peak_held(ops, n, win, p));
     for (int w = 0; w < nw; w++) {
         if (p->win_phase[w] != 3) continue;
         assert_true(wt[w] <= win[w].len && wt[w] == p->win_time[w]);

@@ -139,6 +139,10 @@ void planner_free(FtDmrPlan *p);
  * segments hold at once at an operator position after the previous window without a segment,
  * up to w's (planner.h, "Memory in time"). */
 size_t planner_agc_held(const FtDmrPlan *p, const FtPlanOp *ops, const FtPlanWindow *win, int w);
+/* The most bytes the plan's AGC boundaries and deferred checks keep at once at any operator
+ * position (its final strategies; memory in time): at most the budget. (size_t)-1 when out of
+ * memory. */
+size_t planner_peak_held(const FtDmrPlan *p, const FtPlanOp *ops, const FtPlanWindow *win);
 
 /* The subset of t[0..n) with the largest sum <= len: pick[i] = 1 for the chosen; returns the
  * sum (added in index order), or -1 when out of memory. Exact for n <= PLANNER_EXACT_MAX

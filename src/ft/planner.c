@@ -164,6 +164,28 @@ size_t planner_agc_held(const FtDmrPlan *p, const FtPlanOp *ops, const FtPlanWin
     return agc_peak(ops, win, p, lo < hi ? lo : hi, hi);
 }
 
+size_t planner_peak_held(const FtDmrPlan *p, const FtPlanOp *ops, const FtPlanWindow *win)
+{
+    long long *d = calloc((size_t)p->nops + 2, sizeof *d); /* a difference array over positions */
+    if (!d) return (size_t)-1;
+    for (int s = 0; s < p->nseg; s++) {
+        long long m = (long long)seg_mem(ops, p, s);
+        d[p->seg_first[s]] += m, d[win[p->seg_win[s]].after + 1] -= m;
+    }
+    for (int i = 0; i < p->nops; i++)
+        if (p->strategy[i] == PLAN_DEFERRED) {
+            long long m = (long long)ops[i].mem;
+            d[i] += m, d[win[p->window[i]].after + 1] -= m;
+        }
+    long long run = 0, peak = 0;
+    for (int i = 0; i < p->nops; i++) {
+        run += d[i];
+        if (run > peak) peak = run;
+    }
+    free(d);
+    return (size_t)peak;
+}
+
 /* Phase 2 for block b: the best segment of its operators idx[0..m) into window w, or none. */
 static void phase2_block(const FtPlanOp *ops, const int *idx, int m, const FtPlanWindow *win,
                          int w, size_t budget, FtDmrPlan *p)

@@ -105,8 +105,9 @@ static void print_plan(int rank, const FtPredict *p, const FtDmrPlan *plan, cons
         if (all[c])
             P0(" %s %d of %d (%.3f of %.3f s)", predict_win_name(c), used[c], all[c], tu[c],
                tl[c]);
-    P0("%s; AGC segments %d (extra %.3f s)\n", p->nwin ? "" : " none", plan->nseg,
-       plan->agc_extra);
+    P0("%s; AGC segments %d (extra %.3f s); checks kept at most %.1f GB at once (budget %.1f "
+       "GB)\n", p->nwin ? "" : " none", plan->nseg, plan->agc_extra,
+       (double)planner_peak_held(plan, p->ops, p->win) / 1e9, (double)p->budget / 1e9);
     double ovh = predict_overhead_pct(p, plan);
     double gain = 100 * ((p->t_step + p->t_naive) / (p->t_step + plan->overhead) - 1);
     P0("  predicted overhead: %.1f%% (%.3f s per step); throughput %+.1f%% against naive DMR\n",

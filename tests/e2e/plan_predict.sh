@@ -28,6 +28,11 @@ for bin in "${e2e_bins[@]}"; do
       /windows used:/ && (ph == "1:" && / [1-9][0-9]* of / || ph == "1,2:" && /(TP|DP) [1-9]/) {e = 1}
       END{exit e}' "$tmp/out" && ok "$tag predict $name phases apart" ||
       bad "$tag predict $name phases apart" "a check deferred, or a window used, by a phase set without that phase"
+    # memory in time: every table's checks keep at most the budget at once
+    awk '/windows used:/ { n++; if (!match($0, /kept at most [0-9.]+ GB at once \(budget [0-9.]+ GB\)/)) bad = 1
+      else { split(substr($0, RSTART, RLENGTH), f, " "); if (f[4] + 0 > f[9] + 0) bad = 1 } }
+      END { exit bad || n != 3 }' "$tmp/out" && ok "$tag predict $name kept within the budget" ||
+      bad "$tag predict $name kept within the budget" "$(grep 'windows used' "$tmp/out")"
     cp "$tmp/out" "$tmp/np1"
     run "$tag predict $name np2" 0 "" 2 "$bin" plan --predict "$deck"
     cmp -s "$tmp/out" "$tmp/np1" && ok "$tag predict $name np2 same" || bad "$tag predict $name np2 same" "output differs"
