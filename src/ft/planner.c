@@ -276,14 +276,16 @@ static int cmp_desc(const void *a, const void *b)
     return (x < y) - (x > y);
 }
 
-static const FtPlanOp *g_sort_ops; /* for cmp_queue_desc (planning is single-threaded) */
+typedef struct queued {
+    double t; /* its checker time */
+    int i;    /* operator index */
+} Queued;
 
-static int cmp_queue_desc(const void *a, const void *b)
+static int cmp_queued_desc(const void *a, const void *b) /* longest first, then the earlier */
 {
-    int x = *(const int *)a, y = *(const int *)b;
-    double tx = g_sort_ops[x].time, ty = g_sort_ops[y].time;
-    if (tx != ty) return tx > ty ? -1 : 1;
-    return (x > y) - (x < y);
+    const Queued *x = a, *y = b;
+    if (x->t != y->t) return x->t > y->t ? -1 : 1;
+    return (x->i > y->i) - (x->i < y->i);
 }
 
 static int demote_by_loss(const FtPlanOp *ops, const FtPlanWindow *win, int nwin, int w,
@@ -292,7 +294,7 @@ static int demote_by_loss(const FtPlanOp *ops, const FtPlanWindow *win, int nwin
     int n = *nq, nl = 0, rc = -1;
     double *len = malloc((size_t)(nwin - w) * sizeof *len + 1);
     double *lcum = malloc((size_t)(nwin - w + 1) * sizeof *lcum);
-    int *ord = malloc((size_t)n * sizeof *ord + 1);
+    Queued *ord = malloc((size_t)n * sizeof *ord + 1);
     unsigned char *gone = calloc((size_t)n + 1, 1);
     if (!len || !lcum || !ord || !gone) goto out;
     for (int v = w; v < nwin; v++)
@@ -300,15 +302,14 @@ static int demote_by_loss(const FtPlanOp *ops, const FtPlanWindow *win, int nwin
     qsort(len, (size_t)nl, sizeof *len, cmp_desc);
     lcum[0] = 0;
     for (int v = 0; v < nl; v++) lcum[v + 1] = lcum[v] + len[v];
-    g_sort_ops = ops;
-    for (int k = 0; k < n; k++) ord[k] = queue[k]; /* operator indices, longest first */
-    qsort(ord, (size_t)n, sizeof *ord, cmp_queue_desc);
+    for (int k = 0; k < n; k++) ord[k] = (Queued){ops[queue[k]].time, queue[k]};
+    qsort(ord, (size_t)n, sizeof *ord, cmp_queued_desc);
     while (*qmem > room) {
         double given = 0, best_loss = INFINITY, best_t = 0, need = (double)(*qmem - room);
         int best = -1;
         for (int a = 0, b; a < n; a = b) { /* group [a, b): one time */
-            double t = ops[ord[a]].time, demand = 0;
-            for (b = a; b < n && ops[ord[b]].time == t; b++) demand += gone[b] ? 0 : t;
+            double t = ord[a].t, demand = 0;
+            for (b = a; b < n && ord[b].t == t; b++) demand += gone[b] ? 0 : t;
             int lo = 0, hi = nl; /* windows with len >= t: the first lo of the sorted lengths */
             while (lo < hi) {
                 int m = (lo + hi) / 2;
@@ -321,7 +322,7 @@ static int demote_by_loss(const FtPlanOp *ops, const FtPlanWindow *win, int nwin
             double loss = t - (demand - get);
             if (loss < 0) loss = 0;
             for (int k = a; k < b; k++) {
-                const FtPlanOp *o = &ops[ord[k]];
+                const FtPlanOp *o = &ops[ord[k].i];
                 if (gone[k] || !o->mem) continue;
                 double per = loss / fmin((double)o->mem, need); /* bytes beyond the need
                                                                     free nothing useful */
@@ -330,7 +331,7 @@ static int demote_by_loss(const FtPlanOp *ops, const FtPlanWindow *win, int nwin
             }
         }
         if (best < 0) break; /* only operators of zero memory left (then qmem is 0) */
-        gone[best] = 1, p->strategy[ord[best]] = PLAN_NAIVE, *qmem -= ops[ord[best]].mem;
+        gone[best] = 1, p->strategy[ord[best].i] = PLAN_NAIVE, *qmem -= ops[ord[best].i].mem;
     }
     int keep = 0; /* queued operators are unassigned; the demoted are now naive */
     for (int k = 0; k < n; k++)
