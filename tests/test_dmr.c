@@ -1395,6 +1395,54 @@ static void test_plan_held_peak(void **state)
     assert_true(dmr_plan_held_peak(&p, skip) == 42);
     strat[1] = PLAN_PIGGYBACK, window[1] = -1; /* a piggyback member at the boundary: counted */
     assert_true(dmr_plan_held_peak(&p, skip) == 42);
+    /* a step of 3 micro-batches: window 2 (after the last micro-batch entry) comes once a step,
+     * so entry 5's check is kept by each micro-batch: 2 more copies, held all through the last */
+    p.reps = 3;
+    assert_true(dmr_plan_held_peak(&p, NULL) == 100 + 2 * 100);
+    assert_true(dmr_plan_held_peak(&p, skip) == 42);
+}
+
+/* dmr_plan_fit: the planner's plan under memory over a step of 4 micro-batches, budget 8.
+ * A (2 s, 4 bytes) and B (1 s, 1 byte) can go only to a window once a step (length 3): planned
+ * with all 4 copies (16 and 4 bytes), A is demoted and B deferred: 1 byte plus 3 more copies
+ * = 4. Planned per execution both would fit (5 bytes) and keep 20 by the step's end. With a
+ * window of each micro-batch long enough for both before it, both go there: 5 bytes.
+ * Then A (2 s, 4) and C (2 s, 1) with a 2 s window per micro-batch and a 2 s window once a step,
+ * budget 7: planned per execution, A takes the first, C the once-a-step one: 4 + 1 + 3 copies of
+ * C = 8 > 7, so the budget shrinks until one goes naive (overhead 2, within 7). */
+static void test_plan_fit(void **state)
+{
+    (void)state;
+    const FtPlanOp ab[2] = {{"A", 2, 4, 0, 0, 0, 0}, {"B", 1, 1, 0, 0, 0, 0}};
+    const FtPlanWindow end[1] = {{1, 3, PLAN_WIN_INTRA, 0}};
+    const unsigned char once1[1] = {1}, rep2[2] = {1, 1};
+    FtDmrPlan pl;
+    size_t peak;
+    assert_int_equal(dmr_plan_fit(ab, 2, end, 1, once1, rep2, 4, 8, 7, &pl, &peak), 0);
+    assert_true(pl.strategy[0] == PLAN_NAIVE && pl.strategy[1] == PLAN_DEFERRED);
+    assert_true(peak == 4 && pl.overhead == 2);
+    planner_free(&pl);
+    assert_int_equal(planner_run(ab, 2, end, 1, 8, 7, &pl), 0); /* per execution */
+    assert_true(pl.strategy[0] == PLAN_DEFERRED && pl.strategy[1] == PLAN_DEFERRED);
+    assert_true(dmr_plan_fit_peak(ab, 2, end, once1, rep2, 4, &pl) == 20);
+    planner_free(&pl);
+    assert_int_equal(dmr_plan_fit(ab, 2, end, 1, once1, rep2, 1, 8, 7, &pl, &peak), 0);
+    assert_true(peak == 5 && pl.overhead == 0); /* one micro-batch: no copies */
+    planner_free(&pl);
+    const FtPlanWindow both[2] = {{1, 3, PLAN_WIN_INTRA, 0}, {1, 3, PLAN_WIN_INTRA, 0}};
+    const unsigned char once2[2] = {0, 1};
+    assert_int_equal(dmr_plan_fit(ab, 2, both, 2, once2, rep2, 4, 8, 7, &pl, &peak), 0);
+    assert_true(pl.window[0] == 0 && pl.window[1] == 0 && peak == 5 && pl.overhead == 0);
+    planner_free(&pl);
+    const FtPlanOp ac[2] = {{"A", 2, 4, 0, 0, 0, 0}, {"C", 2, 1, 0, 0, 0, 0}};
+    const FtPlanWindow two[2] = {{1, 2, PLAN_WIN_INTRA, 0}, {1, 2, PLAN_WIN_INTRA, 0}};
+    assert_int_equal(planner_run(ac, 2, two, 2, 7, 7, &pl), 0);
+    assert_true(dmr_plan_fit_peak(ac, 2, two, once2, rep2, 4, &pl) == 8);
+    planner_free(&pl);
+    assert_int_equal(dmr_plan_fit(ac, 2, two, 2, once2, rep2, 4, 7, 7, &pl, &peak), 0);
+    assert_true(peak <= 7 && pl.overhead == 2);
+    assert_true(peak == dmr_plan_fit_peak(ac, 2, two, once2, rep2, 4, &pl));
+    planner_free(&pl);
 }
 
 /* The waits after the rank's last micro-batch op in time order keep their measured length,
@@ -2135,7 +2183,7 @@ FT_TEST_MAIN(cmocka_unit_test(test_flip_campaign), cmocka_unit_test(test_clean_r
              cmocka_unit_test(test_agc_piggyback_members),
              cmocka_unit_test(test_moe_dynamic), cmocka_unit_test(test_plan_file_roundtrip),
              cmocka_unit_test(test_plan_windows), cmocka_unit_test(test_plan_end_waits),
-             cmocka_unit_test(test_plan_held_peak),
+             cmocka_unit_test(test_plan_held_peak), cmocka_unit_test(test_plan_fit),
              cmocka_unit_test(test_plan_agc_file), cmocka_unit_test(test_plan_file_refusals),
              cmocka_unit_test(test_plan_bounds), cmocka_unit_test(test_order_excess),
              cmocka_unit_test(test_suspect_and_off), cmocka_unit_test(test_flip_before_start),

@@ -41,7 +41,11 @@
  * last ops (in a pipeline the first stage's last backward, waited for by the last stage), and
  * the checks of those ops have no long window after them, so plans leave them on the path and
  * those waits keep their measured length. Issue 10's bound still subtracts every wait scaled
- * (idle_s): the idle time of the step without checks.
+ * (idle_s): the idle time of the step without checks. Memory: an op's kept bytes are one
+ * execution's, and a check deferred to a window after the last micro-batch's entries is kept by
+ * every micro-batch of the step (reps, counted in the profile's sequence): the plan is made by
+ * dmr_plan_fit, which holds the budget over the whole step (since 2026-12-02; before, a plan for
+ * inputs/dmr-planned.ini said 1.8 and 5.6 MiB at once on its two ranks where the run kept 24.3).
  *
  * The file (dmr_plan_write / dmr_plan_read): text, '#' starts a comment line:
  *   ftllm-dmr-plan 1
@@ -120,6 +124,8 @@ typedef struct ft_dmr_entry_plan {
     double budget_mb;
     int phases;          /* enum ft_plan_phase mask */
     int profile_steps;
+    int reps;            /* micro-batches per step its memory was fitted to (dmr_plan_fit; 0 or
+                            1: one, as for a plan read from a file) */
     uint64_t tape_hash;
 } FtDmrEntryPlan;
 
@@ -138,11 +144,30 @@ bool dmr_entry_deferrable(const FtTape *tp, const FtTapeEntry *e);
 bool dmr_entry_piggyback(const FtTape *tp, const FtTapeEntry *e);
 /* Bytes a deferred check of entry i keeps (copied inputs + fingerprints). */
 size_t dmr_entry_kept(const FtTape *tp, int i);
-/* The most bytes the plan's deferred and AGC checks keep at once at any entry, memory in time
- * as the planner charges it (planner.h): an AGC segment its first and last member's kept bytes
- * from its first member to its window, a deferred check its kept bytes from its entry to its
- * window. Entries with skip[i] set are left out (skip may be NULL). */
+/* The most bytes the plan's deferred and AGC checks keep at once over a step of p->reps
+ * micro-batches, memory in time (planner.h): an AGC segment its first and last member's kept
+ * bytes from its first member to its window, a deferred check its kept bytes from its entry to
+ * its window; a check of a micro-batch entry whose window comes once a step (after the last
+ * micro-batch's entries) is kept by every micro-batch until then, so the other reps - 1 copies
+ * are added (they are all held through the last micro-batch). Entries with skip[i] set are left
+ * out (skip may be NULL). */
 size_t dmr_plan_held_peak(const FtDmrEntryPlan *p, const unsigned char *skip);
+
+/* The same for a planner plan over operators that stand for every execution in a step (their
+ * time the sum), whose kept bytes are one execution's: once[w] marks the windows that come
+ * once a step after every execution of the operators with rep[o] set (NULL: none), which keep
+ * reps copies of those. */
+size_t dmr_plan_fit_peak(const FtPlanOp *ops, int nops, const FtPlanWindow *win,
+                         const unsigned char *once, const unsigned char *rep, int reps,
+                         const FtDmrPlan *pl);
+/* The plan of dmr_plan_build under memory over the step: planner_run with every repeated
+ * operator that no window before the step's end can hold (none long enough from its position
+ * on) counted with all its copies, then again under a smaller budget while the plan's
+ * dmr_plan_fit_peak passes `budget` (at worst down to a budget of 0: nothing kept); *peak gets
+ * the final plan's. Returns planner_run's result. */
+int dmr_plan_fit(const FtPlanOp *ops, int nops, const FtPlanWindow *win, int nwin,
+                 const unsigned char *once, const unsigned char *rep, int reps, size_t budget,
+                 int phases, FtDmrPlan *pl, size_t *peak);
 /* A hash of the tapes' structure (kinds, directions, phases, layers, twins, tensor sizes). */
 uint64_t dmr_tape_hash(const FtTape *micro, const FtTape *opt);
 

@@ -50,12 +50,12 @@
  * (planner_agc_held), where the queue holds at most its memory at w. So "AGC memory + deferred
  * queue <= budget" holds at every operator position. (Until 2026-12-02 every segment was
  * charged for the whole step: a few segments could then take the whole budget, and Phase 3 got
- * none.) Limit: an operator here is all its executions in a step (its time is their sum) but
- * keeps one execution's tensors; where a window comes once a step (after the last
- * micro-batch), the run keeps every micro-batch's copies until it. The run's own guard
- * (dmr_defer.c) checks at once what would pass the budget, so the budget holds, but the plan is
- * then optimistic (measured: inputs/dmr-planned.ini, 4 micro-batches, one micro-batch's checks
- * keep at most 1.8 and 5.6 MiB at once on its two ranks, the run kept up to 24.3 MiB).
+ * none.) Here an operator keeps one execution's tensors; where it stands for all the
+ * executions of a step (dmr_plan_build: its time is their sum) and its window comes once a step
+ * (after the last micro-batch), the run keeps every micro-batch's copies until then:
+ * dmr_plan_fit plans such operators with their copies and shrinks the budget until the plan
+ * holds over the whole step (dmr_plan.h). The run's own guard (dmr_defer.c) still checks at
+ * once what would pass the budget.
  *
  * Cost model (predicted overhead, seconds per step):
  *   overhead = sum of checker time of PLAN_NAIVE operators + sum of AGC extra costs

@@ -206,6 +206,19 @@ static void end_waits(const FtDmrProfile *pf, int n, double *end)
     if (pf->seq[pf->nseq - 1] + 1 <= n) end[pf->seq[pf->nseq - 1] + 1] += pf->seq_tail;
 }
 
+/* Micro-batches per step: the executions of one micro-batch entry in the profile's sequence (1
+ * without a sequence). */
+static int profile_reps(const FtDmrProfile *pf)
+{
+    int first = -1, count = 0;
+    for (int k = 0; k < pf->nseq && pf->seq_done; k++)
+        if (pf->seq[k] >= 0 && pf->seq[k] < pf->nmicro) {
+            if (first < 0) first = pf->seq[k];
+            count += pf->seq[k] == first;
+        }
+    return count > 1 ? count : 1;
+}
+
 /* The waits' scale of dmr_plan_build: measured under naive checks, to the step without them. */
 static double wait_scale(const FtDmrProfile *pf)
 {
@@ -213,10 +226,22 @@ static double wait_scale(const FtDmrProfile *pf)
                                                                         : 1.0;
 }
 
+/* A difference array's largest prefix sum over positions [0, n). */
+static long long peak_of(const long long *d, int n)
+{
+    long long run = 0, peak = 0;
+    for (int i = 0; i < n; i++) {
+        run += d[i];
+        if (run > peak) peak = run;
+    }
+    return peak;
+}
+
 size_t dmr_plan_held_peak(const FtDmrEntryPlan *p, const unsigned char *skip)
 {
-    long long *d = calloc((size_t)p->n + 2, sizeof *d); /* a difference array over entries */
+    long long *d = calloc((size_t)p->n + 2, sizeof *d), more = 0; /* over entries */
     FT_ASSERT(d);
+    int reps = p->reps > 1 ? p->reps : 1;
     for (int s = 0; s < p->nseg; s++) {
         int first = -1, last = -1, w = -1;
         for (int i = 0; i < p->n; i++)
@@ -227,20 +252,76 @@ size_t dmr_plan_held_peak(const FtDmrEntryPlan *p, const unsigned char *skip)
         if (first < 0 || w < 0 || p->win_after[w] < first) continue;
         long long m = (long long)(p->kept[first] + (last != first ? p->kept[last] : 0));
         d[first] += m, d[p->win_after[w] + 1] -= m;
+        if (first < p->nmicro && p->win_after[w] >= p->nmicro - 1) more += (reps - 1) * m;
     }
     for (int i = 0; i < p->n; i++) {
         int w = p->window[i];
         if (p->strat[i] != PLAN_DEFERRED || w < 0 || p->win_after[w] < i || (skip && skip[i]))
             continue;
-        d[i] += (long long)p->kept[i], d[p->win_after[w] + 1] -= (long long)p->kept[i];
+        long long m = (long long)p->kept[i];
+        d[i] += m, d[p->win_after[w] + 1] -= m;
+        if (i < p->nmicro && p->win_after[w] >= p->nmicro - 1) more += (reps - 1) * m;
     }
-    long long run = 0, peak = 0;
-    for (int i = 0; i < p->n; i++) {
-        run += d[i];
-        if (run > peak) peak = run;
-    }
+    long long peak = peak_of(d, p->n) + more;
     free(d);
     return (size_t)peak;
+}
+
+size_t dmr_plan_fit_peak(const FtPlanOp *ops, int nops, const FtPlanWindow *win,
+                         const unsigned char *once, const unsigned char *rep, int reps,
+                         const FtDmrPlan *pl)
+{
+    long long *d = calloc((size_t)nops + 2, sizeof *d), more = 0; /* over operators */
+    FT_ASSERT(d);
+    reps = reps > 1 ? reps : 1;
+    for (int s = 0; s < pl->nseg; s++) {
+        int lo = pl->seg_first[s], hi = pl->seg_last[s], v = pl->seg_win[s];
+        long long m = (long long)(ops[lo].mem + (hi > lo ? ops[hi].mem : 0));
+        d[lo] += m, d[win[v].after + 1] -= m;
+        if (once && rep && once[v] && rep[lo]) more += (reps - 1) * m;
+    }
+    for (int i = 0; i < nops; i++) {
+        if (pl->strategy[i] != PLAN_DEFERRED) continue;
+        int v = pl->window[i];
+        long long m = (long long)ops[i].mem;
+        d[i] += m, d[win[v].after + 1] -= m;
+        if (once && rep && once[v] && rep[i]) more += (reps - 1) * m;
+    }
+    long long peak = peak_of(d, nops) + more;
+    free(d);
+    return (size_t)peak;
+}
+
+int dmr_plan_fit(const FtPlanOp *ops, int nops, const FtPlanWindow *win, int nwin,
+                 const unsigned char *once, const unsigned char *rep, int reps, size_t budget,
+                 int phases, FtDmrPlan *pl, size_t *peak)
+{
+    /* an operator no window before the step's end can hold is planned with all its copies */
+    FtPlanOp *eff = malloc((size_t)nops * sizeof *eff + 1);
+    if (!eff) return -1;
+    double inner = -1; /* the longest window, not once a step, from operator i's position on */
+    for (int i = nops - 1, w = nwin - 1; i >= 0; i--) {
+        for (; w >= 0 && win[w].after >= i; w--)
+            if (!(once && once[w]) && win[w].len > inner) inner = win[w].len;
+        eff[i] = ops[i];
+        if (once && rep && rep[i] && reps > 1 && ops[i].time > inner) eff[i].mem *= (size_t)reps;
+    }
+    size_t room = budget;
+    int rc = 0;
+    for (int it = 0;; it++) {
+        if (planner_run(eff, nops, win, nwin, room, phases, pl)) {
+            rc = -1;
+            break;
+        }
+        *peak = dmr_plan_fit_peak(ops, nops, win, once, rep, reps, pl);
+        if (*peak <= budget || room == 0) break;
+        planner_free(pl);
+        /* shrink by the overshoot (a little more), strictly; 0 after 16 tries */
+        size_t next = (size_t)((double)room * ((double)budget / (double)*peak * 0.99));
+        room = it >= 15 ? 0 : next < room ? next : room - 1;
+    }
+    free(eff);
+    return rc;
 }
 
 int dmr_plan_build(const FtDmrProfile *pf, const FtTape *micro, const FtTape *opt, size_t budget,
@@ -253,8 +334,9 @@ int dmr_plan_build(const FtDmrProfile *pf, const FtTape *micro, const FtTape *op
     int *ent = malloc(((size_t)n + 1) * sizeof *ent), *opi = malloc(((size_t)n + 1) * sizeof *opi);
     int *went = malloc(2 * ((size_t)n + 1) * sizeof *went);
     double *end = malloc(((size_t)n + 1) * sizeof *end);
+    unsigned char *once = calloc(2 * ((size_t)n + 1), 1), *rep = calloc((size_t)n + 1, 1);
     FtDmrPlan pl = {0};
-    if (!ops || !win || !ent || !opi || !went || !end) goto out;
+    if (!ops || !win || !ent || !opi || !went || !end || !once || !rep) goto out;
     int nops = 0, nwin = 0, last = -1;
     double scale = wait_scale(pf); /* waits measured under naive checks */
     double idle = 0; /* the waits as the step without checks has them */
@@ -287,8 +369,15 @@ int dmr_plan_build(const FtDmrProfile *pf, const FtTape *micro, const FtTape *op
                                .fp = pf->fp[i] / steps};
         opi[i] = nops, ent[nops++] = i, last = nops - 1;
     }
-    if (planner_run(ops, nops, win, nwin, budget, phases, &pl)) goto out;
+    /* memory over the step's micro-batches: a window after the last micro-batch's entries comes
+     * once a step, and a micro-batch op's check deferred to it is kept by each micro-batch */
+    int reps = profile_reps(pf);
+    for (int w = 0; w < nwin; w++) once[w] = went[w] >= micro->ne - 1;
+    for (int o = 0; o < nops; o++) rep[o] = ent[o] < micro->ne;
+    size_t peak;
+    if (dmr_plan_fit(ops, nops, win, nwin, once, rep, reps, budget, phases, &pl, &peak)) goto out;
     plan_alloc(p, micro->ne, opt->ne, nwin);
+    p->reps = reps;
     p->phases = phases, p->budget_mb = (double)budget / (1024.0 * 1024.0);
     p->step_s = pf->step_s / steps, p->overhead = pl.overhead, p->nseg = pl.nseg;
     p->pre_bwd_s = scale * pf->pre_bwd_s / steps, p->fwd_end = micro->fwd_end;
@@ -331,7 +420,7 @@ int dmr_plan_build(const FtDmrProfile *pf, const FtTape *micro, const FtTape *op
     rc = 0;
 out:
     planner_free(&pl);
-    free(ops), free(win), free(ent), free(opi), free(went), free(end);
+    free(ops), free(win), free(ent), free(opi), free(went), free(end), free(once), free(rep);
     return rc;
 }
 
@@ -442,13 +531,18 @@ void dmr_plan_print(FILE *out, const FtDmrEntryPlan *p, const FtTape *micro, con
     for (int i = 0; i < p->n; i++)
         if (p->strat[i] == PLAN_PIGGYBACK && p->seg[i] >= 0) needless += p->time[i];
     double keep = t.cost[PLAN_DEFERRED] + t.cost[PLAN_AGC] + t.cost[PLAN_PIGGYBACK] - needless;
-    fprintf(out, "plan: phases %s, budget %.1f MiB (one micro-batch's checks keep at most %.1f MiB "
-                 "at once); phase 1 piggyback %d ops (%.3f ms hidden in AC recomputation); "
-                 "phase 2 agc %d segment%s, %d ops (%.3f ms in PP windows, "
+    char kept[96];
+    double at_once = (double)dmr_plan_held_peak(p, NULL) / (1024.0 * 1024.0);
+    if (p->reps > 1)
+        snprintf(kept, sizeof kept, "its checks keep at most %.1f MiB at once over the step's %d "
+                 "micro-batches", at_once, p->reps);
+    else
+        snprintf(kept, sizeof kept, "its checks keep at most %.1f MiB at once", at_once);
+    fprintf(out, "plan: phases %s, budget %.1f MiB (%s); phase 1 piggyback %d ops (%.3f ms hidden "
+                 "in AC recomputation); phase 2 agc %d segment%s, %d ops (%.3f ms in PP windows, "
                  "%.3f ms replayed needlessly); phase 3 deferred %d ops (%.3f ms in windows); "
                  "naive %d ops (%.3f ms); bookkeeping of deferred and AGC checks %.3f ms\n",
-            phases_text(p->phases), p->budget_mb,
-            (double)dmr_plan_held_peak(p, NULL) / (1024.0 * 1024.0), t.ops[PLAN_PIGGYBACK],
+            phases_text(p->phases), p->budget_mb, kept, t.ops[PLAN_PIGGYBACK],
             1e3 * t.time[PLAN_PIGGYBACK],
             t.segments, t.segments == 1 ? "" : "s", t.ops[PLAN_AGC], 1e3 * t.time[PLAN_AGC],
             1e3 * needless, t.ops[PLAN_DEFERRED], 1e3 * t.time[PLAN_DEFERRED],
