@@ -40,9 +40,11 @@ run "ftllm plan" 0 "" 1 "$FTLLM" plan inputs/default.ini train.ac=full dmr.plan=
 has "plan table" '^ +[0-9]+ +matmul\.fwd +forward +0 +piggyback '
 has "plan totals" '^\[r0\] plan: windows [0-9]+ .*predicted overhead [0-9.]+ ms per step'
 has "plan written" "^plan: written to $plan"
-# memory in time: what the plan's checks keep at once over the step, within the budget (default 1024 MiB)
+# memory in time: what the plan's checks keep at once over the step, within the budget (default
+# 1024 MiB); 0.0 is a valid answer (the plan follows measured times: a sanitizer build's defer
+# only a few small checks)
 kept=$(sed -n 's/^\[r0\] plan: phases 1,2,3, budget 1024.0 MiB (its checks keep at most \([0-9.]*\) MiB at once.*/\1/p' "$E2E_TMP/out" | head -1)
-awk -v k="${kept:-x}" 'BEGIN { exit !(k ~ /^[0-9.]+$/ && k > 0 && k <= 1024) }' && ok "plan: kept at once within the budget ($kept MiB)" || bad "plan: kept at once within the budget" "$(grep -a 'plan: phases' "$E2E_TMP/out" | head -1)"
+awk -v k="${kept:-x}" 'BEGIN { exit !(k ~ /^[0-9.]+$/ && k <= 1024) }' && ok "plan: kept at once within the budget ($kept MiB)" || bad "plan: kept at once within the budget" "$(grep -a 'plan: phases' "$E2E_TMP/out" | head -1)"
 grep -q '^ftllm-dmr-plan 1$' "$plan" && ok "plan file header" || bad "plan file header" "$(head -c 300 "$plan")"
 ! grep -q 'ends before a plan exists' "$E2E_TMP/err" && ok "ftllm plan: no short-run warning" || bad "ftllm plan: no short-run warning" "$(grep -a 'plan exists' "$E2E_TMP/err")"
 # a plan that cannot be written: one line naming the file, a failed exit, no "written" claim
