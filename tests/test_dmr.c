@@ -1424,7 +1424,7 @@ static void test_plan_fit(void **state)
     planner_free(&pl);
     assert_int_equal(planner_run(ab, 2, end, 1, 8, 7, &pl), 0); /* per execution */
     assert_true(pl.strategy[0] == PLAN_DEFERRED && pl.strategy[1] == PLAN_DEFERRED);
-    assert_true(dmr_plan_fit_peak(ab, 2, end, once1, rep2, 4, &pl) == 20);
+    assert_true(dmr_plan_fit_peak(ab, end, once1, rep2, 4, &pl) == 20);
     planner_free(&pl);
     assert_int_equal(dmr_plan_fit(ab, 2, end, 1, once1, rep2, 1, 8, 7, &pl, &peak), 0);
     assert_true(peak == 5 && pl.overhead == 0); /* one micro-batch: no copies */
@@ -1437,11 +1437,11 @@ static void test_plan_fit(void **state)
     const FtPlanOp ac[2] = {{"A", 2, 4, 0, 0, 0, 0}, {"C", 2, 1, 0, 0, 0, 0}};
     const FtPlanWindow two[2] = {{1, 2, PLAN_WIN_INTRA, 0}, {1, 2, PLAN_WIN_INTRA, 0}};
     assert_int_equal(planner_run(ac, 2, two, 2, 7, 7, &pl), 0);
-    assert_true(dmr_plan_fit_peak(ac, 2, two, once2, rep2, 4, &pl) == 8);
+    assert_true(dmr_plan_fit_peak(ac, two, once2, rep2, 4, &pl) == 8);
     planner_free(&pl);
     assert_int_equal(dmr_plan_fit(ac, 2, two, 2, once2, rep2, 4, 7, 7, &pl, &peak), 0);
     assert_true(peak <= 7 && pl.overhead == 2);
-    assert_true(peak == dmr_plan_fit_peak(ac, 2, two, once2, rep2, 4, &pl));
+    assert_true(peak == dmr_plan_fit_peak(ac, two, once2, rep2, 4, &pl));
     planner_free(&pl);
 }
 

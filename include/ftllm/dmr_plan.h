@@ -156,10 +156,10 @@ size_t dmr_plan_held_peak(const FtDmrEntryPlan *p, const unsigned char *skip);
 /* The same for a planner plan over operators that stand for every execution in a step (their
  * time the sum), whose kept bytes are one execution's: once[w] marks the windows that come
  * once a step after every execution of the operators with rep[o] set (NULL: none), which keep
- * reps copies of those. */
-size_t dmr_plan_fit_peak(const FtPlanOp *ops, int nops, const FtPlanWindow *win,
-                         const unsigned char *once, const unsigned char *rep, int reps,
-                         const FtDmrPlan *pl);
+ * reps copies of those: planner_peak_held (one copy each) plus the other reps - 1 copies of
+ * what goes to those windows, held all through the last micro-batch. */
+size_t dmr_plan_fit_peak(const FtPlanOp *ops, const FtPlanWindow *win, const unsigned char *once,
+                         const unsigned char *rep, int reps, const FtDmrPlan *pl);
 /* The plan of dmr_plan_build under memory over the step: planner_run with every repeated
  * operator that no window before the step's end can hold (none long enough from its position
  * on) counted with all its copies, then again under a smaller budget while the plan's

@@ -7,9 +7,9 @@
  *    the plan's AGC boundaries and deferred checks keep at once at any entry
  *    (dmr_plan_held_peak; until 2026-12-02 every segment's boundary plus the largest queue, as
  *    if all were held at once). Expert entries the dynamic planner takes over are left out:
- *    their bytes are counted here, per execution. A dynamic check is deferred only when it fits both the guard (beside the
- *    other dynamic checks kept now) and the budget (beside everything kept now), so the static
- *    plan's checks are not demoted to make room for it.
+ *    their bytes are counted here, per execution. A dynamic check is deferred only when it fits
+ *    both the guard (beside the other dynamic checks kept now) and the budget (beside
+ *    everything kept now), so the static plan's checks are not demoted to make room for it.
  *  - Real bytes: moe_expert reads only the rows its counts route to this rank (ops.h: rows
  *    past the blocks are never read), so its row-indexed inputs (forward x; backward dy and x)
  *    are kept up to those rows; the rest (counts, the gradient accumulators) whole, model

@@ -267,29 +267,21 @@ size_t dmr_plan_held_peak(const FtDmrEntryPlan *p, const unsigned char *skip)
     return (size_t)peak;
 }
 
-size_t dmr_plan_fit_peak(const FtPlanOp *ops, int nops, const FtPlanWindow *win,
-                         const unsigned char *once, const unsigned char *rep, int reps,
-                         const FtDmrPlan *pl)
+size_t dmr_plan_fit_peak(const FtPlanOp *ops, const FtPlanWindow *win, const unsigned char *once,
+                         const unsigned char *rep, int reps, const FtDmrPlan *pl)
 {
-    long long *d = calloc((size_t)nops + 2, sizeof *d), more = 0; /* over operators */
-    FT_ASSERT(d);
-    reps = reps > 1 ? reps : 1;
-    for (int s = 0; s < pl->nseg; s++) {
+    size_t peak = planner_peak_held(pl, ops, win); /* one copy of each */
+    FT_ASSERT(peak != (size_t)-1);
+    if (!once || !rep || reps <= 1) return peak;
+    for (int s = 0; s < pl->nseg; s++) { /* the other copies, held through the last one */
         int lo = pl->seg_first[s], hi = pl->seg_last[s], v = pl->seg_win[s];
-        long long m = (long long)(ops[lo].mem + (hi > lo ? ops[hi].mem : 0));
-        d[lo] += m, d[win[v].after + 1] -= m;
-        if (once && rep && once[v] && rep[lo]) more += (reps - 1) * m;
+        if (once[v] && rep[lo])
+            peak += (size_t)(reps - 1) * (ops[lo].mem + (hi > lo ? ops[hi].mem : 0));
     }
-    for (int i = 0; i < nops; i++) {
-        if (pl->strategy[i] != PLAN_DEFERRED) continue;
-        int v = pl->window[i];
-        long long m = (long long)ops[i].mem;
-        d[i] += m, d[win[v].after + 1] -= m;
-        if (once && rep && once[v] && rep[i]) more += (reps - 1) * m;
-    }
-    long long peak = peak_of(d, nops) + more;
-    free(d);
-    return (size_t)peak;
+    for (int i = 0; i < pl->nops; i++)
+        if (pl->strategy[i] == PLAN_DEFERRED && once[pl->window[i]] && rep[i])
+            peak += (size_t)(reps - 1) * ops[i].mem;
+    return peak;
 }
 
 int dmr_plan_fit(const FtPlanOp *ops, int nops, const FtPlanWindow *win, int nwin,
@@ -313,7 +305,7 @@ int dmr_plan_fit(const FtPlanOp *ops, int nops, const FtPlanWindow *win, int nwi
             rc = -1;
             break;
         }
-        *peak = dmr_plan_fit_peak(ops, nops, win, once, rep, reps, pl);
+        *peak = dmr_plan_fit_peak(ops, win, once, rep, reps, pl);
         if (*peak <= budget || room == 0) break;
         planner_free(pl);
         /* shrink by the overshoot (a little more), strictly; 0 after 16 tries */
