@@ -110,13 +110,32 @@ static void synthetic_plan(const FtTrainer *tr, int phases, size_t budget, bool 
     dmr_profile_free(&pf);
 }
 
-/* Every op entry of the tapes has exactly one strategy, markers none (on every rank). */
+/* The entry of plan slot s (dmr_plan.h), its tape and micro-batch. */
+static const FtTapeEntry *slot_entry(const FtTrainer *tr, const FtDmrEntryPlan *p, int s,
+                                     const FtTape **tp, int *m)
+{
+    int i = dmr_plan_entry(p, s, m);
+    *tp = i < tr->tape.ne ? &tr->tape : &tr->opt_tape;
+    return &(*tp)->e[i < tr->tape.ne ? i : i - tr->tape.ne];
+}
+
+/* Executions per step that slot s of plan p stands for, M micro-batches a step. */
+static int slot_runs(const FtTrainer *tr, const FtDmrEntryPlan *p, int s, int M)
+{
+    int m, i = dmr_plan_entry(p, s, &m);
+    return i >= tr->tape.ne || p->ninst > 1 ? 1 : M;
+}
+
+/* Every op execution of the tapes has exactly one strategy, markers none (on every rank); a
+ * plan made from a profile has a slot per micro-batch (M). */
 static bool plan_covers(const FtTrainer *tr, const FtDmrEntryPlan *p)
 {
     const FtTape *mt = &tr->tape, *ot = &tr->opt_tape;
-    bool ok = p && p->n == mt->ne + ot->ne;
+    bool ok = p && p->n == (p->ninst > 1 ? p->ninst : 1) * mt->ne + ot->ne;
     for (int i = 0; ok && i < p->n; i++) {
-        const FtTapeEntry *e = i < mt->ne ? &mt->e[i] : &ot->e[i - mt->ne];
+        const FtTape *tp;
+        int m;
+        const FtTapeEntry *e = slot_entry(tr, p, i, &tp, &m);
         ok = e->kind == FT_OP_MARK ? p->strat[i] == -1 : p->strat[i] >= PLAN_PIGGYBACK &&
                                                               p->strat[i] <= PLAN_AGC;
     }
@@ -138,9 +157,11 @@ static int g_dyn_left;   /* ... and left this many expert entries without an AC 
 static int dyn_left(const FtTrainer *tr, const FtDmrEntryPlan *p)
 {
     int n = 0;
-    for (int i = 0; p && i < tr->tape.ne; i++) {
-        const FtTapeEntry *e = &tr->tape.e[i];
-        if (e->kind != FT_OP_MOE_EXPERT || e->twin >= 0) continue;
+    for (int i = 0; p && i < p->n; i++) {
+        const FtTape *tp;
+        int m;
+        const FtTapeEntry *e = slot_entry(tr, p, i, &tp, &m);
+        if (tp != &tr->tape || e->kind != FT_OP_MOE_EXPERT || e->twin >= 0) continue;
         if (p->strat[i] != PLAN_NAIVE) return -1;
         n++;
     }
@@ -217,15 +238,16 @@ static long long checked_per_attempt(const FtTrainer *tr, const FtDmrEntryPlan *
     if (!p) return -1;
     long long n = 0;
     for (int i = 0; i < p->n; i++) {
-        const FtTape *tp = i < tr->tape.ne ? &tr->tape : &tr->opt_tape;
-        const FtTapeEntry *e = &tp->e[i < tr->tape.ne ? i : i - tr->tape.ne];
+        const FtTape *tp;
+        int m;
+        const FtTapeEntry *e = slot_entry(tr, p, i, &tp, &m);
         bool writes = false;
         for (int k = 0; k < FT_OP_MAX_OUT; k++) writes |= e->out[k] >= 0 && tp->t[e->out[k]].n > 0;
         if (e->kind == FT_OP_MARK || !writes) continue;
         if (p->strat[i] == PLAN_PIGGYBACK && dmr_entry_piggyback(tp, e) &&
             e->phase != FT_PH_RECOMPUTE)
             continue; /* its twin's check */
-        n += tp == &tr->opt_tape ? 1 : M;
+        n += slot_runs(tr, p, i, M);
     }
     return n;
 }
@@ -237,13 +259,13 @@ static long long naive_left_per_attempt(const FtTrainer *tr, const FtDmrEntryPla
     if (!p) return -1;
     long long n = 0;
     for (int i = 0; i < p->n; i++) {
-        const FtTape *tp = i < tr->tape.ne ? &tr->tape : &tr->opt_tape;
-        const FtTapeEntry *e = &tp->e[i < tr->tape.ne ? i : i - tr->tape.ne];
+        const FtTape *tp;
+        int m;
+        const FtTapeEntry *e = slot_entry(tr, p, i, &tp, &m);
         bool writes = false;
         for (int k = 0; k < FT_OP_MAX_OUT; k++) writes |= e->out[k] >= 0 && tp->t[e->out[k]].n > 0;
         if (e->kind == FT_OP_MARK || !writes || p->strat[i] != PLAN_NAIVE) continue;
-        if (tp == &tr->opt_tape) n++;
-        else if (!dmr_entry_deferrable(tp, e)) n += M;
+        if (tp == &tr->opt_tape || !dmr_entry_deferrable(tp, e)) n += slot_runs(tr, p, i, M);
     }
     return n;
 }
@@ -459,6 +481,47 @@ static void test_validation_unchecked(void **state)
 enum { PLANNED_STEPS = 60, PLANNED_FLIPS = 60 };
 #define PLANNED_BUDGET_MB 0.05 /* small enough that some deferred checks do not fit */
 
+static long long g_split_def, g_split_agc; /* plan_per_microbatch: deferred and AGC checks an
+                                              attempt makes under the plan it made (this rank) */
+
+/* A plan with a slot per micro-batch (dmr_plan.h) from a one-slot-per-entry plan: every
+ * micro-batch's slots as the entry's, except that the odd micro-batches check naively what the
+ * entry defers, and each micro-batch's AGC segments are segments of their own. The runtime must
+ * look each execution up by its micro-batch: by entry alone the odd ones would defer too. */
+static void plan_per_microbatch(const FtTrainer *tr, FtDmrEntryPlan *p)
+{
+    int M = tr->micro, nm = p->nmicro, nseg = p->nseg;
+    assert_true(p->ninst <= 1 && M >= 2 && p->n == nm + p->nopt);
+    FtDmrEntryPlan q = *p;
+    q.ninst = M, q.n = M * nm + p->nopt, q.nseg = M * nseg, q.pos = NULL; /* instance-major */
+    size_t n = (size_t)q.n;
+    q.strat = malloc(n * sizeof *q.strat), q.seg = malloc(n * sizeof *q.seg);
+    q.window = malloc(n * sizeof *q.window), q.time = malloc(n * sizeof *q.time);
+    q.kept = malloc(n * sizeof *q.kept), q.cost = malloc(n * sizeof *q.cost);
+    assert_true(q.strat && q.seg && q.window && q.time && q.kept && q.cost);
+    g_split_def = g_split_agc = 0;
+    for (int s = 0; s < q.n; s++) {
+        int m, i = dmr_plan_entry(&q, s, &m);
+        q.strat[s] = p->strat[i], q.seg[s] = p->seg[i], q.window[s] = p->window[i];
+        q.kept[s] = p->kept[i];
+        q.time[s] = i < nm ? p->time[i] / M : p->time[i];
+        q.cost[s] = i < nm ? p->cost[i] / M : p->cost[i];
+        if (i < nm && m % 2 && q.strat[s] == PLAN_DEFERRED)
+            q.strat[s] = PLAN_NAIVE, q.window[s] = -1, q.cost[s] = q.time[s];
+        if (i < nm && q.seg[s] >= 0) q.seg[s] += m * nseg;
+        const FtTape *tp;
+        int mm;
+        const FtTapeEntry *e = slot_entry(tr, &q, s, &tp, &mm);
+        bool writes = false;
+        for (int k = 0; k < FT_OP_MAX_OUT; k++) writes |= e->out[k] >= 0 && tp->t[e->out[k]].n > 0;
+        g_split_def += writes && q.strat[s] == PLAN_DEFERRED;
+        g_split_agc += writes && q.strat[s] == PLAN_AGC;
+    }
+    free(p->strat), free(p->seg), free(p->window), free(p->time), free(p->kept), free(p->cost);
+    free(p->pos);
+    *p = q;
+}
+
 /* Campaigns with dmr.mode = planned, phases 1 / 1,2 / 1,2,3 and 1,2,3 with dmr.leftovers = end
  * (the checks the plan leaves naive deferred as well, but the optimizer's and those of ops
  * writing integers), on every layout of this rank count
@@ -466,7 +529,9 @@ enum { PLANNED_STEPS = 60, PLANNED_FLIPS = 60 };
  * detected and rolled back, the run ending bitwise where the fault-free run without DMR ends;
  * deferred checks run wherever phase 3 is on, AGC segments replay on the pipeline (whose PP
  * windows Phase 2 takes); the plan covers every op once and what the deferred checks kept never
- * passed dmr.deferred_mb; the job's peaks (kept, held with the pool) are the largest rank's. */
+ * passed dmr.deferred_mb; the job's peaks (kept, held with the pool) are the largest rank's.
+ * And phases 1,2,3 with a strategy per micro-batch (plan_per_microbatch; room for every check):
+ * each micro-batch's executions checked as its slots say (deferred and AGC checks counted). */
 static void test_planned_campaign(void **state)
 {
     (void)state;
@@ -481,27 +546,34 @@ static void test_planned_campaign(void **state)
         FtDmrStats none;
         train_layout(&c0, NULL, &ref, &none);
         double deferred_123 = 0, naive_123 = 0; /* per attempt, phases 1,2,3 */
-        for (int v = 0; v < 4; v++) { /* phases 1, 1,2, 1,2,3, and 1,2,3 with leftovers = end */
+        for (int v = 0; v < 5; v++) { /* phases 1, 1,2, 1,2,3, 1,2,3 with leftovers = end, and
+                                         1,2,3 per micro-batch */
             int ph = v < 3 ? FT_DMR_PHASES_1 + v : FT_DMR_PHASES_123;
-            bool left = v == 3;
+            bool left = v == 3, split = v == 4;
             char text[256];
             snprintf(text, sizeof text, "; planned campaign: %s, phases %d%s\nsdc-random "
                      "count=%d seed=%d steps=1-%d target=both\n", l->name, ph,
-                     left ? ", leftovers end" : "", PLANNED_FLIPS, 2000 + 10 * li + v,
-                     PLANNED_STEPS);
+                     left ? ", leftovers end" : split ? ", per micro-batch" : "", PLANNED_FLIPS,
+                     2000 + 10 * li + v, PLANNED_STEPS);
             FtConfig c = cfg_of(l, FT_DMR_PLANNED, PLANNED_STEPS);
             c.dmr.phases = ph, c.dmr.deferred_mb = PLANNED_BUDGET_MB;
             c.dmr.leftovers = left ? FT_DMR_LEFT_END : FT_DMR_LEFT_NAIVE;
-            if (left) c.dmr.deferred_mb = 256; /* room for every leftover: its path is tested */
+            if (left || split) c.dmr.deferred_mb = 256; /* room for every leftover: its path is
+                                                           tested; every check as planned */
+            g_plan_edit = split ? plan_per_microbatch : NULL;
             FtModel m;
             FtDmrStats s;
             train_layout(&c, text, &m, &s);
+            g_plan_edit = NULL;
+            if (split) /* this rank's executions checked per micro-batch, as planned */
+                assert_all(g_mine.checks[FT_DMR_S_DEFERRED] == g_mine.attempts * g_split_def &&
+                           g_mine.checks[FT_DMR_S_AGC] == g_mine.attempts * g_split_agc);
             if (ft_test_rank() == 0)
-                printf("  %-5s phases %-5s%s: %lld flips, %lld detected, %lld missed; checks "
+                printf("  %-5s phases %-5s%s%s: %lld flips, %lld detected, %lld missed; checks "
                        "naive %lld piggyback %lld deferred %lld agc %lld; units in windows %lld, "
                        "drained %lld, over budget %lld; kept at most %lld bytes\n", l->name,
                        ph == 0 ? "1" : ph == 1 ? "1,2" : "1,2,3", left ? " (leftovers end)" : "",
-                       s.injected, s.detected,
+                       split ? " (per micro-batch)" : "", s.injected, s.detected,
                        s.missed, s.checks[0], s.checks[1], s.checks[2], s.checks[3], s.windowed,
                        s.drained, s.demoted, s.kept_peak);
             assert_all(g_covered);
@@ -711,9 +783,12 @@ static void test_profile_order(void **state)
         FtDmrPlanTotals t;
         dmr_plan_totals(p, &t);
         double micro = 0, opt = 0;
-        for (int i = 0; i < p->n; i++)
+        assert_int_equal(p->ninst, 2); /* planned per micro-batch */
+        for (int i = 0; i < p->n; i++) {
+            int mb, e = dmr_plan_entry(p, i, &mb);
             if (p->strat[i] >= 0 && p->strat[i] != PLAN_PIGGYBACK)
-                *(i < p->nmicro ? &micro : &opt) += p->time[i];
+                *(e < p->nmicro ? &micro : &opt) += p->time[i];
+        }
         /* the booked 1000 s is a window (scaled by the profile: >= 50 s), never an op's time:
          * the checks of this tiny step take milliseconds, so 100 s holds on any machine (a
          * wall-clock bound of 0.5 s left 100x; the booked wait counted as work is >= 1000 s) */
@@ -1126,6 +1201,40 @@ static void test_moe_dynamic(void **state)
     if (!configs) skip();
 }
 
+/* Rewrites the version 2 plan file src of a one-micro-batch plan as version 1 wrote it (no
+ * micro_batches, windows "after ENTRY", op lines without MB) into dst. */
+static void plan_as_v1(const char *src, const char *dst)
+{
+    FILE *f = fopen(src, "r"), *o = fopen(dst, "w");
+    assert_non_null(f);
+    assert_non_null(o);
+    char line[1024];
+    while (fgets(line, sizeof line, f)) {
+        char *tok[24], *save = NULL;
+        int nt = 0;
+        if (line[0] == '#') {
+            fputs(line, o);
+            continue;
+        }
+        for (char *t = strtok_r(line, " \n", &save); t && nt < 24; t = strtok_r(NULL, " \n", &save))
+            tok[nt++] = t;
+        if (nt == 0) {
+            fputc('\n', o);
+            continue;
+        }
+        int drop = -1, drop2 = -1;
+        if (nt == 2 && !strcmp(tok[0], "ftllm-dmr-plan")) tok[1] = "1";
+        if (nt == 8 && !strcmp(tok[0], "tape")) drop = 6, drop2 = 7;
+        if (!strcmp(tok[0], "window")) drop = 4, drop2 = 5;
+        if (!strcmp(tok[0], "op")) drop = 2;
+        for (int k = 0, first = 1; k < nt; k++)
+            if (k != drop && k != drop2) fprintf(o, "%s%s", first ? "" : " ", tok[k]), first = 0;
+        fputc('\n', o);
+    }
+    fclose(f);
+    fclose(o);
+}
+
 /* A plan written and read back is the same plan; the reader checks it against the tapes. */
 static void test_plan_file_roundtrip(void **state)
 {
@@ -1152,7 +1261,7 @@ static void test_plan_file_roundtrip(void **state)
     ft_tmpfile("", 0, path);
     assert_int_equal(dmr_plan_write(&p, &tr.tape, &tr.opt_tape, path, "rank 0 of 1 layout x",
                                     err, sizeof err), 0);
-    assert_int_equal(dmr_plan_read(&q, &tr.tape, &tr.opt_tape, path, "rank 0 of 1 layout x", err,
+    assert_int_equal(dmr_plan_read(&q, &tr.tape, &tr.opt_tape, path, "rank 0 of 1 layout x", 0, err,
                                    sizeof err), 0);
     assert_int_equal(q.n, p.n);
     assert_int_equal(q.nwin, p.nwin);
@@ -1210,7 +1319,7 @@ static void test_plan_file_roundtrip(void **state)
             fclose(f);
             FtDmrEntryPlan o;
             assert_int_equal(dmr_plan_read(&o, &tr.tape, &tr.opt_tape, bpath,
-                                           "rank 0 of 1 layout x", err, sizeof err), -1);
+                                           "rank 0 of 1 layout x", 0, err, sizeof err), -1);
             assert_non_null(strstr(err, "[order_ms X]"));
             assert_non_null(strstr(err, ":7: ")); /* the budget line */
             unlink(bpath);
@@ -1218,6 +1327,23 @@ static void test_plan_file_roundtrip(void **state)
     }
     assert_int_equal(q.fwd_end, tr.tape.fwd_end);
     assert_int_equal(p.fwd_end, tr.tape.fwd_end);
+    { /* a version 1 file (one strategy per entry, entry order) still reads: the same plan */
+        char v1[80];
+        snprintf(v1, sizeof v1, "%s.v1", path);
+        plan_as_v1(path, v1);
+        FtDmrEntryPlan o;
+        int rc = dmr_plan_read(&o, &tr.tape, &tr.opt_tape, v1, "rank 0 of 1 layout x", 4, err,
+                               sizeof err);
+        if (rc) fprintf(stderr, "%s\n", err);
+        assert_int_equal(rc, 0);
+        assert_true(o.ninst == 1 && o.n == p.n && !o.pos && o.nwin == p.nwin);
+        assert_memory_equal(o.strat, p.strat, sizeof *p.strat * (size_t)p.n);
+        assert_memory_equal(o.win_after, p.win_after, sizeof *p.win_after * (size_t)p.nwin);
+        assert_true(dmr_plan_held_peak(&o, NULL) == dmr_plan_held_peak(&p, NULL));
+        assert_true(dmr_plan_slot(&o, 3, 2) == 3); /* every micro-batch's execution: the entry's */
+        dmr_plan_free(&o);
+        unlink(v1);
+    }
     { /* a plan written before prebwd_ms, order_ms and idle_ms existed still reads, without */
         FILE *f = fopen(path, "r");
         assert_non_null(f);
@@ -1232,7 +1358,7 @@ static void test_plan_file_roundtrip(void **state)
         fputs(buf, f);
         fclose(f);
         FtDmrEntryPlan o;
-        assert_int_equal(dmr_plan_read(&o, &tr.tape, &tr.opt_tape, path, "rank 0 of 1 layout x",
+        assert_int_equal(dmr_plan_read(&o, &tr.tape, &tr.opt_tape, path, "rank 0 of 1 layout x", 0,
                                        err, sizeof err), 0);
         assert_true(o.pre_bwd_s == 0 && !o.has_order && !o.has_idle && o.n == p.n);
         dmr_plan_free(&o);
@@ -1257,14 +1383,14 @@ static void test_plan_file_roundtrip(void **state)
     synthetic_plan(&tr, PLAN_PHASE1 | PLAN_PHASE2 | PLAN_PHASE3 | PLAN_PAPER, 1 << 16, false, &pp);
     assert_int_equal(dmr_plan_write(&pp, &tr.tape, &tr.opt_tape, path, "rank 0 of 1 layout x",
                                     err, sizeof err), 0);
-    assert_int_equal(dmr_plan_read(&q, &tr.tape, &tr.opt_tape, path, "rank 0 of 1 layout x", err,
+    assert_int_equal(dmr_plan_read(&q, &tr.tape, &tr.opt_tape, path, "rank 0 of 1 layout x", 0, err,
                                    sizeof err), 0);
     assert_int_equal(q.phases, PLAN_PHASE1 | PLAN_PHASE2 | PLAN_PHASE3 | PLAN_PAPER);
     assert_true(pp.overhead < p.overhead); /* free bookkeeping under the paper's rules */
     dmr_plan_free(&pp);
     /* another rank's line is refused, naming the line */
     dmr_plan_free(&q);
-    assert_int_equal(dmr_plan_read(&q, &tr.tape, &tr.opt_tape, path, "rank 1 of 2 layout x", err,
+    assert_int_equal(dmr_plan_read(&q, &tr.tape, &tr.opt_tape, path, "rank 1 of 2 layout x", 0, err,
                                    sizeof err), -1);
     char want[160];
     snprintf(want, sizeof want, "%s:5: 'rank 0 of 1 layout x': this plan is for another", path);
@@ -1293,6 +1419,7 @@ static void test_plan_windows(void **state)
     plan_trainer(&c, &g, &m, &tr);
     const FtTape *mt = &tr.tape, *ot = &tr.opt_tape;
     int n = mt->ne + ot->ne, a = 5, b = mt->fwd_end + 3;
+    while (mt->e[b].kind == FT_OP_MARK) b++; /* the profiler books a wait after an op */
     FtDmrProfile pf;
     dmr_profile_init(&pf, mt->ne, ot->ne);
     pf.steps = 2, pf.step_s = 2.0, pf.wall_s = 4.0; /* a step: 1 s without its checks, 2 s with */
@@ -1319,7 +1446,7 @@ static void test_plan_windows(void **state)
         /* the file carries both windows after entry b, and what each is used for */
         assert_int_equal(dmr_plan_write(&p, mt, ot, path, "rank 0 of 1 layout x", err,
                                         sizeof err), 0);
-        int rc = dmr_plan_read(&q, mt, ot, path, "rank 0 of 1 layout x", err, sizeof err);
+        int rc = dmr_plan_read(&q, mt, ot, path, "rank 0 of 1 layout x", 0, err, sizeof err);
         if (rc) fprintf(stderr, "%s\n", err);
         assert_int_equal(rc, 0);
         assert_int_equal(q.nwin, 3);
@@ -1329,40 +1456,80 @@ static void test_plan_windows(void **state)
         dmr_plan_free(&p), dmr_plan_free(&q);
     }
     dmr_profile_free(&pf);
-    /* With the step in time order (two micro-batches, then the optimizer's entries): the waits
-     * that came after the rank's last micro-batch op keep their length, the others are scaled,
-     * and a place whose waits came partly before and partly after it is scaled in proportion.
-     * Place P, after the micro-batch tape's last entry, waits 0.6 s (0.2 pipeline, 0.4 other):
-     * `before` of it before the second micro-batch, the rest before the optimizer's first op.
+    /* With the step in time order (two micro-batches of the op entries, then the optimizer's):
+     * a plan slot per micro-batch, one window per wait before an execution, opening after the
+     * execution before it (its slot: micro-batch m's entry i is m x entries + i). The waits
+     * that came after the rank's last micro-batch op keep their length, the others are scaled.
+     * A pipeline wait of 0.6 s before micro-batch 0's first op after entry a; `before` s of
+     * other waits before micro-batch 1's first op, 0.6 - before before the optimizer's first.
      * idle_s (issue 10's bound) scales every wait. */
-    int P = mt->ne, lastop = -1;
-    for (int j = 0; j < mt->ne; j++)
-        if (mt->e[j].kind != FT_OP_MARK && dmr_entry_deferrable(mt, &mt->e[j])) lastop = j;
+    assert_true(mt->e[a].kind != FT_OP_MARK);
+    int first = -1, lastop = -1, nexta = -1, P = mt->ne;
+    for (int j = 0; j < mt->ne; j++) {
+        if (mt->e[j].kind == FT_OP_MARK) continue;
+        if (first < 0) first = j;
+        if (nexta < 0 && j > a) nexta = j;
+        lastop = j;
+    }
     for (int split = 0; split < 3; split++) {
         double before = split == 0 ? 0 : split == 1 ? 0.3 : 0.6;
         dmr_profile_init(&pf, mt->ne, ot->ne);
         pf.steps = 2, pf.step_s = 2.0, pf.wall_s = 4.0;
         for (int i = 0; i < n; i++) pf.time[i] = 2e-3, pf.fp[i] = 2e-5;
-        int pos = 0;
+        int pos = 0, ofirst = 1;
         for (int mb = 0; mb < 2; mb++)
-            for (int i = 0; i < mt->ne; i++)
-                dmr_profile_seq(&pf, pos++, i, mb == 0 && i == a + 1 ? 0.6 : mb == 1 && i == 0 ? before : 0);
-        /* (the optimizer's entry 0 not among them: a wait is booked after the op before it) */
-        for (int i = 1; i < ot->ne; i++) dmr_profile_seq(&pf, pos++, P + i, i == 1 ? 0.6 - before : 0);
-        dmr_profile_seq(&pf, pos, -1, 0);
-        pf.wait_pp[a + 1] = 0.6, pf.wait_pp[P] = 0.2, pf.wait_other[P] = 0.4;
+            for (int i = 0; i < mt->ne; i++) {
+                if (mt->e[i].kind == FT_OP_MARK) continue;
+                double wp = mb == 0 && i == nexta ? 0.6 : 0, wo = mb == 1 && i == first ? before : 0;
+                dmr_profile_seq(&pf, pos++, i, mb, wp + wo, wp);
+            }
+        for (int i = 0; i < ot->ne; i++) {
+            if (ot->e[i].kind == FT_OP_MARK) continue;
+            dmr_profile_seq(&pf, pos++, P + i, 0, ofirst ? 0.6 - before : 0, 0);
+            ofirst = 0;
+        }
+        dmr_profile_seq(&pf, pos, -1, 0, 0, 0);
         FtDmrEntryPlan p;
         assert_int_equal(dmr_plan_build(&pf, mt, ot, 1 << 20, PLAN_PHASE1, &p), 0);
-        double sc = 0.5 + 0.5 * (0.6 - before) / 0.6; /* 1, 0.75, 0.5 */
-        int wafter[3] = {a, lastop, lastop}, wkind[3] = {PLAN_WIN_PP, PLAN_WIN_PP, PLAN_WIN_INTRA};
-        double wlen[3] = {0.15, 0.1 * sc, 0.2 * sc};
-        assert_int_equal(p.nwin, 3);
-        for (int w = 0; w < 3; w++) {
+        assert_true(p.ninst == 2 && p.n == 2 * mt->ne + ot->ne && p.pos);
+        int wafter[3], wkind[3], nw = 0;
+        double wlen[3];
+        wafter[nw] = a, wkind[nw] = PLAN_WIN_PP, wlen[nw++] = 0.15; /* 0.6 / 2 steps x 1/2 */
+        if (before > 0) /* after micro-batch 0's last op: scaled */
+            wafter[nw] = lastop, wkind[nw] = PLAN_WIN_INTRA, wlen[nw++] = before / 2 * 0.5;
+        if (before < 0.6) /* after micro-batch 1's last op: the last micro-batch op, not scaled */
+            wafter[nw] = mt->ne + lastop, wkind[nw] = PLAN_WIN_INTRA, wlen[nw++] = (0.6 - before) / 2;
+        assert_int_equal(p.nwin, nw);
+        for (int w = 0; w < nw; w++) {
             assert_int_equal(p.win_after[w], wafter[w]);
             assert_int_equal(p.win_kind[w], wkind[w]);
             assert_true(fabs(p.win_len[w] - wlen[w]) < 1e-12);
         }
         assert_true(p.has_idle && fabs(p.idle_s - 0.3) < 1e-12); /* 1.2 s / 2 steps x 0.5 */
+        /* the slots' places: micro-batch 0's ops, micro-batch 1's, the optimizer's */
+        int m1, e1 = dmr_plan_entry(&p, mt->ne + first, &m1);
+        assert_true(e1 == first && m1 == 1 && dmr_plan_slot(&p, first, 1) == mt->ne + first);
+        assert_true(p.pos[first] == 0 && p.pos[mt->ne + first] > p.pos[lastop] &&
+                    p.pos[2 * mt->ne] > p.pos[mt->ne + lastop]);
+        /* the file: version 2, the same plan read back */
+        FtDmrEntryPlan q;
+        assert_int_equal(dmr_plan_write(&p, mt, ot, path, "rank 0 of 1 layout x", err,
+                                        sizeof err), 0);
+        int rc = dmr_plan_read(&q, mt, ot, path, "rank 0 of 1 layout x", 2, err, sizeof err);
+        if (rc) fprintf(stderr, "%s\n", err);
+        assert_int_equal(rc, 0);
+        assert_true(q.ninst == 2 && q.n == p.n && q.nwin == p.nwin);
+        assert_memory_equal(q.strat, p.strat, sizeof *p.strat * (size_t)p.n);
+        assert_memory_equal(q.pos, p.pos, sizeof *p.pos * (size_t)p.n);
+        assert_memory_equal(q.win_after, p.win_after, sizeof *p.win_after * (size_t)p.nwin);
+        dmr_plan_free(&q);
+        /* a run of another micro-batch count refuses it; 0 (not checked) and 2 read it */
+        assert_int_equal(dmr_plan_read(&q, mt, ot, path, "rank 0 of 1 layout x", 4, err,
+                                       sizeof err), -1);
+        assert_non_null(strstr(err, "made for 2 micro-batches per step; this run has 4"));
+        assert_int_equal(dmr_plan_read(&q, mt, ot, path, "rank 0 of 1 layout x", 0, err,
+                                       sizeof err), 0);
+        dmr_plan_free(&q);
         dmr_plan_free(&p);
         dmr_profile_free(&pf);
     }
@@ -1395,54 +1562,35 @@ static void test_plan_held_peak(void **state)
     assert_true(dmr_plan_held_peak(&p, skip) == 42);
     strat[1] = PLAN_PIGGYBACK, window[1] = -1; /* a piggyback member at the boundary: counted */
     assert_true(dmr_plan_held_peak(&p, skip) == 42);
-    /* a step of 3 micro-batches: window 2 (after the last micro-batch entry) comes once a step,
-     * so entry 5's check is kept by each micro-batch: 2 more copies, held all through the last */
-    p.reps = 3;
-    assert_true(dmr_plan_held_peak(&p, NULL) == 100 + 2 * 100);
-    assert_true(dmr_plan_held_peak(&p, skip) == 42);
 }
 
-/* dmr_plan_fit: the planner's plan under memory over a step of 4 micro-batches, budget 8.
- * A (2 s, 4 bytes) and B (1 s, 1 byte) can go only to a window once a step (length 3): planned
- * with all 4 copies (16 and 4 bytes), A is demoted and B deferred: 1 byte plus 3 more copies
- * = 4. Planned per execution both would fit (5 bytes) and keep 20 by the step's end. With a
- * window of each micro-batch long enough for both before it, both go there: 5 bytes.
- * Then A (2 s, 4) and C (2 s, 1) with a 2 s window per micro-batch and a 2 s window once a step,
- * budget 7: planned per execution, A takes the first, C the once-a-step one: 4 + 1 + 3 copies of
- * C = 8 > 7, so the budget shrinks until one goes naive (overhead 2, within 7). */
-static void test_plan_fit(void **state)
+/* dmr_plan_held_peak along a plan's time order, not its slots' order: 2 entries, 3
+ * micro-batches (slot m x 2 + i), run as a pipeline's first stage runs them: F0 F1 B0 F2 B1
+ * B2 (entry 0 forward, 1 backward). Micro-batch m's forward check (10, 20, 40 bytes) deferred
+ * to the window after its backward, micro-batch 2's backward check (5) to the window after it
+ * too. In time order F0 and F1 are held together (30), then F1 and F2 (60), then F2 and B2's
+ * 5 (45): 60. In slot order (no pos) each forward would be released before the next: 45.
+ * Micro-batch 0's forward deferred to the window after B2 instead: held through the step,
+ * 10 + 20 + 40 = 70 at F2 and B1; without F2's check (skip), 30. */
+static void test_plan_held_in_time_order(void **state)
 {
     (void)state;
-    const FtPlanOp ab[2] = {{"A", 2, 4, 0, 0, 0, 0}, {"B", 1, 1, 0, 0, 0, 0}};
-    const FtPlanWindow end[1] = {{1, 3, PLAN_WIN_INTRA, 0}};
-    const unsigned char once1[1] = {1}, rep2[2] = {1, 1};
-    FtDmrPlan pl;
-    size_t peak;
-    assert_int_equal(dmr_plan_fit(ab, 2, end, 1, once1, rep2, 4, 8, 7, &pl, &peak), 0);
-    assert_true(pl.strategy[0] == PLAN_NAIVE && pl.strategy[1] == PLAN_DEFERRED);
-    assert_true(peak == 4 && pl.overhead == 2);
-    planner_free(&pl);
-    assert_int_equal(planner_run(ab, 2, end, 1, 8, 7, &pl), 0); /* per execution */
-    assert_true(pl.strategy[0] == PLAN_DEFERRED && pl.strategy[1] == PLAN_DEFERRED);
-    assert_true(dmr_plan_fit_peak(ab, end, once1, rep2, 4, &pl) == 20);
-    planner_free(&pl);
-    assert_int_equal(dmr_plan_fit(ab, 2, end, 1, once1, rep2, 1, 8, 7, &pl, &peak), 0);
-    assert_true(peak == 5 && pl.overhead == 0); /* one micro-batch: no copies */
-    planner_free(&pl);
-    const FtPlanWindow both[2] = {{1, 3, PLAN_WIN_INTRA, 0}, {1, 3, PLAN_WIN_INTRA, 0}};
-    const unsigned char once2[2] = {0, 1};
-    assert_int_equal(dmr_plan_fit(ab, 2, both, 2, once2, rep2, 4, 8, 7, &pl, &peak), 0);
-    assert_true(pl.window[0] == 0 && pl.window[1] == 0 && peak == 5 && pl.overhead == 0);
-    planner_free(&pl);
-    const FtPlanOp ac[2] = {{"A", 2, 4, 0, 0, 0, 0}, {"C", 2, 1, 0, 0, 0, 0}};
-    const FtPlanWindow two[2] = {{1, 2, PLAN_WIN_INTRA, 0}, {1, 2, PLAN_WIN_INTRA, 0}};
-    assert_int_equal(planner_run(ac, 2, two, 2, 7, 7, &pl), 0);
-    assert_true(dmr_plan_fit_peak(ac, two, once2, rep2, 4, &pl) == 8);
-    planner_free(&pl);
-    assert_int_equal(dmr_plan_fit(ac, 2, two, 2, once2, rep2, 4, 7, 7, &pl, &peak), 0);
-    assert_true(peak <= 7 && pl.overhead == 2);
-    assert_true(peak == dmr_plan_fit_peak(ac, two, once2, rep2, 4, &pl));
-    planner_free(&pl);
+    int strat[6] = {PLAN_DEFERRED, PLAN_NAIVE, PLAN_DEFERRED, PLAN_NAIVE, PLAN_DEFERRED,
+                    PLAN_DEFERRED};
+    int seg[6] = {-1, -1, -1, -1, -1, -1}, window[6] = {0, -1, 1, -1, 2, 2};
+    size_t kept[6] = {10, 1000, 20, 1000, 40, 5};
+    int pos[6] = {0, 2, 1, 4, 3, 5}; /* F0 B0 | F1 B1 | F2 B2 by slot */
+    int after[3] = {1, 3, 5};        /* after B0, B1, B2 (slots) */
+    FtDmrEntryPlan p = {.nmicro = 2, .nopt = 0, .ninst = 3, .n = 6, .strat = strat, .seg = seg,
+                        .window = window, .kept = kept, .pos = pos, .nwin = 3, .win_after = after};
+    assert_true(dmr_plan_slot(&p, 1, 2) == 5 && dmr_plan_pos(&p, dmr_plan_slot(&p, 0, 1)) == 1);
+    assert_true(dmr_plan_held_peak(&p, NULL) == 60);
+    p.pos = NULL; /* entry order: F0 B0 F1 B1 F2 B2 */
+    assert_true(dmr_plan_held_peak(&p, NULL) == 45);
+    p.pos = pos, window[0] = 2;
+    assert_true(dmr_plan_held_peak(&p, NULL) == 70);
+    unsigned char skip[6] = {0, 0, 0, 0, 1, 0};
+    assert_true(dmr_plan_held_peak(&p, skip) == 30);
 }
 
 /* The waits after the rank's last micro-batch op in time order keep their measured length,
@@ -1462,23 +1610,33 @@ static void test_plan_end_waits(void **state)
     FtTrainer tr;
     plan_trainer(&c, &g, &m, &tr);
     const FtTape *mt = &tr.tape, *ot = &tr.opt_tape;
-    int n = mt->ne + ot->ne, P = mt->ne, pos = 0;
+    int n = mt->ne + ot->ne, P = mt->ne, pos = 0, lastop = -1, prevlast = -1, lastopt = -1;
+    for (int i = 0; i < mt->ne; i++)
+        if (mt->e[i].kind != FT_OP_MARK) prevlast = lastop, lastop = i;
+    for (int i = 0; i < ot->ne; i++)
+        if (ot->e[i].kind != FT_OP_MARK) lastopt = i;
     FtDmrProfile pf;
     dmr_profile_init(&pf, mt->ne, ot->ne);
     pf.steps = 2, pf.step_s = 2.0, pf.wall_s = 4.0;
     for (int i = 0; i < n; i++) pf.time[i] = 2e-2, pf.fp[i] = 2e-5;
-    for (int mb = 0; mb < 2; mb++) /* 0.2 s before the second micro-batch's last entry */
-        for (int i = 0; i < mt->ne; i++)
-            dmr_profile_seq(&pf, pos++, i, mb == 1 && i == mt->ne - 1 ? 0.2 : 0);
-    for (int i = 0; i < ot->ne; i++) /* 0.4 s before the optimizer's first entry */
-        dmr_profile_seq(&pf, pos++, P + i, i == 0 ? 0.4 : 0);
-    dmr_profile_seq(&pf, pos, -1, 0.3); /* and a tail of 0.3 s */
+    for (int mb = 0; mb < 2; mb++) /* 0.2 s before the second micro-batch's last op */
+        for (int i = 0; i < mt->ne; i++) {
+            if (mt->e[i].kind == FT_OP_MARK) continue;
+            double w = mb == 1 && i == lastop ? 0.2 : 0;
+            dmr_profile_seq(&pf, pos++, i, mb, w, w);
+        }
+    for (int i = 0, f = 1; i < ot->ne; i++) /* 0.4 s before the optimizer's first op */
+        if (ot->e[i].kind != FT_OP_MARK) dmr_profile_seq(&pf, pos++, P + i, 0, f ? 0.4 : 0, 0), f = 0;
+    dmr_profile_seq(&pf, pos, -1, 0, 0.3, 0.3); /* and a tail of 0.3 s */
     assert_true(pf.seq_done && !pf.seq_bad);
-    pf.wait_pp[mt->ne - 1] = 0.2, pf.wait_other[P] = 0.4, pf.wait_pp[n] = 0.3;
+    pf.wait_pp[prevlast + 1] = 0.2, pf.wait_other[P] = 0.4, pf.wait_pp[n] = 0.3;
     pf.pre_bwd_s = 0.4;
     FtDmrEntryPlan p;
     assert_int_equal(dmr_plan_build(&pf, mt, ot, 1 << 20, PLAN_PHASE1, &p), 0);
-    int after[3] = {mt->ne - 2, P - 1, n - 1}, kind[3] = {PLAN_WIN_PP, PLAN_WIN_INTRA, PLAN_WIN_PP};
+    assert_int_equal(p.ninst, 2);
+    int ns = p.n;
+    int after[3] = {mt->ne + prevlast, mt->ne + lastop, 2 * mt->ne + lastopt};
+    int kind[3] = {PLAN_WIN_PP, PLAN_WIN_INTRA, PLAN_WIN_PP};
     double len[3] = {0.05, 0.2, 0.15}; /* 0.2 / 2 x 1/2; 0.4 / 2; 0.3 / 2 */
     assert_int_equal(p.nwin, 3);
     for (int w = 0; w < 3; w++) {
@@ -1489,21 +1647,24 @@ static void test_plan_end_waits(void **state)
     assert_true(p.has_idle && fabs(p.idle_s - 0.225) < 1e-12); /* 0.9 / 2 x 1/2 */
     assert_true(fabs(p.pre_bwd_s - 0.1) < 1e-12);
     double *w = malloc(sizeof *w * (size_t)pf.nseq);
+    int *sl = malloc(sizeof *sl * (size_t)pf.nseq); /* the sequence's slots */
     assert_non_null(w);
-    for (int k = 0; k < pf.nseq; k++) w[k] = 0.25 * pf.seq_wait[k];
-    double want = dmr_order_excess(p.strat, p.time, n, pf.seq, w, pf.nseq, 0.25 * 0.3);
+    assert_non_null(sl);
+    for (int k = 0; k < pf.nseq; k++)
+        w[k] = 0.25 * pf.seq_wait[k], sl[k] = dmr_plan_slot(&p, pf.seq[k], pf.seq_inst[k]);
+    double want = dmr_order_excess(p.strat, p.time, ns, sl, w, pf.nseq, 0.25 * 0.3);
     assert_true(p.has_order && want > 0 && fabs(p.order_s - want) < 1e-12);
     /* the same with every checker time doubled (bench_dmr_plan's drift), and no sequence */
-    double *t2 = malloc(sizeof *t2 * (size_t)n);
+    double *t2 = malloc(sizeof *t2 * (size_t)ns);
     assert_non_null(t2);
-    for (int i = 0; i < n; i++) t2[i] = 2 * p.time[i];
-    double want2 = dmr_order_excess(p.strat, t2, n, pf.seq, w, pf.nseq, 0.25 * 0.3);
+    for (int i = 0; i < ns; i++) t2[i] = 2 * p.time[i];
+    double want2 = dmr_order_excess(p.strat, t2, ns, sl, w, pf.nseq, 0.25 * 0.3);
     assert_true(want2 > want && fabs(dmr_plan_order_excess(&p, &pf, 2.0) - want2) < 1e-12);
     assert_true(fabs(dmr_plan_order_excess(&p, &pf, 1.0) - p.order_s) < 1e-12);
     pf.seq_bad = true;
     assert_true(dmr_plan_order_excess(&p, &pf, 1.0) < 0 && dmr_plan_order_excess(&p, NULL, 1.0) < 0);
     free(t2);
-    free(w);
+    free(w), free(sl);
     dmr_plan_free(&p);
     dmr_profile_free(&pf);
     train_free(&tr);
@@ -1511,12 +1672,12 @@ static void test_plan_end_waits(void **state)
     grid_destroy(&g);
 }
 
-/* Last entry of the micro-batch tape's backward (from fwd_end on) with this layer. */
+/* Last op entry of the micro-batch tape's backward (from fwd_end on) with this layer. */
 static int last_bwd_of(const FtTape *mt, int layer)
 {
     int last = -1;
     for (int i = mt->fwd_end; i < mt->ne; i++)
-        if (mt->e[i].layer == layer) last = i;
+        if (mt->e[i].layer == layer && mt->e[i].kind != FT_OP_MARK) last = i;
     return last;
 }
 
@@ -1572,7 +1733,7 @@ static void test_plan_agc_file(void **state)
     char path[64], err[512];
     ft_tmpfile("", 0, path);
     assert_int_equal(dmr_plan_write(&p, mt, ot, path, "rank 0 of 1 layout x", err, sizeof err), 0);
-    int rc = dmr_plan_read(&q, mt, ot, path, "rank 0 of 1 layout x", err, sizeof err);
+    int rc = dmr_plan_read(&q, mt, ot, path, "rank 0 of 1 layout x", 0, err, sizeof err);
     if (rc) fprintf(stderr, "%s\n", err);
     assert_int_equal(rc, 0);
     assert_true(q.phases == phases && q.nseg == 2 && q.nwin == 3);
@@ -1631,7 +1792,7 @@ static void plan_edited(const FtTrainer *tr, const char *src, const char *dst, c
     int ln = plan_edit(src, dst, kind, num, field, val);
     FtDmrEntryPlan q;
     char err[512] = "", want[160];
-    int rc = dmr_plan_read(&q, &tr->tape, &tr->opt_tape, dst, "rank 0 of 1 layout x", err,
+    int rc = dmr_plan_read(&q, &tr->tape, &tr->opt_tape, dst, "rank 0 of 1 layout x", 0, err,
                            sizeof err);
     snprintf(want, sizeof want, "%s:%d: ", dst, ln);
     bool ok = msg ? rc == -1 && !strncmp(err, want, strlen(want)) && strstr(err, msg) : rc == 0;
@@ -1644,8 +1805,9 @@ static void plan_edited(const FtTrainer *tr, const char *src, const char *dst, c
 
 /* The plan reader refuses a strategy its entry does not allow (a MoE tape with AC full: its
  * routing writes integers), an agc op without its segment, a segment on a naive op, a negative
- * time, a recomputation piggybacked apart from its forward twin, op lines out of order or
- * missing at the end, windows out of order, each as "FILE:LINE: message"; and the planner
+ * time, a recomputation piggybacked apart from its forward twin, a micro-batch the plan does
+ * not have, an execution's second line or one missing at the end, windows out of order, each
+ * as "FILE:LINE: message"; and the planner
  * leaves the expert ops that AC recomputes piggyback under dmr.moe_dynamic (the dynamic planner
  * takes only those without a twin). */
 static void test_plan_file_refusals(void **state)
@@ -1684,21 +1846,24 @@ static void test_plan_file_refusals(void **state)
     snprintf(bad, sizeof bad, "%s.bad", path);
     assert_int_equal(dmr_plan_write(&p, mt, &tr.opt_tape, path, "rank 0 of 1 layout x", err,
                                     sizeof err), 0);
-    /* fields: 5 strategy, 7 segment, 8 time_ms, 10 cost_ms */
-    plan_edited(&tr, path, bad, "op", deferred, 8, "7.5", NULL); /* an edit the reader takes */
-    plan_edited(&tr, path, bad, "op", ints, 5, "deferred", "writes integers");
-    plan_edited(&tr, path, bad, "op", deferred, 5, "agc", "strategy agc needs a segment");
-    plan_edited(&tr, path, bad, "op", naive, 7, "0", "only agc ops and piggyback ops");
-    plan_edited(&tr, path, bad, "op", bwd, 5, "piggyback",
+    /* fields: 2 micro-batch, 6 strategy, 8 segment, 9 time_ms, 11 cost_ms */
+    plan_edited(&tr, path, bad, "op", deferred, 9, "7.5", NULL); /* an edit the reader takes */
+    plan_edited(&tr, path, bad, "op", ints, 6, "deferred", "writes integers");
+    plan_edited(&tr, path, bad, "op", deferred, 6, "agc", "strategy agc needs a segment");
+    plan_edited(&tr, path, bad, "op", naive, 8, "0", "only agc ops and piggyback ops");
+    plan_edited(&tr, path, bad, "op", bwd, 6, "piggyback",
                 "piggyback needs an AC recomputation twin");
-    plan_edited(&tr, path, bad, "op", deferred, 8, "-1", "expected numbers >= 0");
-    plan_edited(&tr, path, bad, "op", deferred, 10, "-0.5", "expected numbers >= 0");
-    /* a recomputation piggybacked without its forward twin (or the reverse); op lines out of
-     * order, or the last one missing; windows out of order */
-    char next[16];
-    snprintf(next, sizeof next, "%d", deferred + 1);
-    plan_edited(&tr, path, bad, "op", rec, 5, "naive", "piggyback is for both or neither");
-    plan_edited(&tr, path, bad, "op", deferred, 1, next, "expected the op entry");
+    plan_edited(&tr, path, bad, "op", deferred, 9, "-1", "expected numbers >= 0");
+    plan_edited(&tr, path, bad, "op", deferred, 11, "-0.5", "expected numbers >= 0");
+    /* a recomputation piggybacked without its forward twin (or the reverse); a micro-batch the
+     * plan does not have (it was made for one); a second line for an execution, or the last one
+     * missing; windows out of order */
+    char dup[16];
+    snprintf(dup, sizeof dup, "%d", deferred);
+    assert_true(last > deferred);
+    plan_edited(&tr, path, bad, "op", rec, 6, "naive", "piggyback is for both or neither");
+    plan_edited(&tr, path, bad, "op", deferred, 2, "1", "expected an integer in [0..0]");
+    plan_edited(&tr, path, bad, "op", last, 1, dup, "a second line for the same execution");
     plan_edited(&tr, path, bad, "op", last, 0, NULL, "the file ends before the op line of entry");
     assert_true(p.nwin >= 2 && p.win_after[0] >= 0);
     plan_edited(&tr, path, bad, "window", 1, 3, "-1", "windows come in order");
@@ -1760,7 +1925,7 @@ static void test_order_excess(void **state)
     (void)state;
     int strat[4] = {PLAN_NAIVE, PLAN_PIGGYBACK, PLAN_NAIVE, PLAN_DEFERRED};
     double time[4] = {2e-3, 3e-3, 5e-3, 4e-3};
-    int seq[8] = {0, 1, 0, 1, 2, 3, 2, 3};
+    int seq[8] = {0, 1, 0, 1, 2, 3, 2, 3}, inst[8] = {0, 0, 1, 1, 0, 0, 1, 1};
     double wait[8] = {5e-3, 0, 1e-3, 0, 2e-3, 0, 0, 0};
     assert_true(fabs(dmr_order_excess(strat, time, 4, seq, wait, 8, 3e-3) - 6e-3) < 1e-12);
     wait[0] = 0, wait[3] = 5e-3; /* the 5 ms now after execution 2: k = 3 gives 9 - 3 */
@@ -1786,25 +1951,35 @@ static void test_order_excess(void **state)
     FtDmrProfile pf;
     dmr_profile_init(&pf, 4, 0);
     for (int st = 0; st < 2; st++) {
-        for (int k = 0; k < 8; k++) dmr_profile_seq(&pf, k, seq[k], 1e-3 * (k + st));
-        dmr_profile_seq(&pf, 8, -1, 1e-3);
+        for (int k = 0; k < 8; k++)
+            dmr_profile_seq(&pf, k, seq[k], inst[k], 1e-3 * (k + st), 0.5e-3 * k);
+        dmr_profile_seq(&pf, 8, -1, 0, 1e-3, 0.25e-3);
     }
     assert_true(pf.seq_done && !pf.seq_bad && pf.nseq == 8);
     assert_memory_equal(pf.seq, seq, sizeof seq);
-    for (int k = 0; k < 8; k++) assert_true(fabs(pf.seq_wait[k] - 1e-3 * (2 * k + 1)) < 1e-15);
-    assert_true(fabs(pf.seq_tail - 2e-3) < 1e-15);
-    for (int k = 0; k < 8; k++) dmr_profile_seq(&pf, k, seq[k ^ 1], 0); /* another order */
+    assert_memory_equal(pf.seq_inst, inst, sizeof inst);
+    for (int k = 0; k < 8; k++)
+        assert_true(fabs(pf.seq_wait[k] - 1e-3 * (2 * k + 1)) < 1e-15 &&
+                    fabs(pf.seq_wait_pp[k] - 1e-3 * k) < 1e-15);
+    assert_true(fabs(pf.seq_tail - 2e-3) < 1e-15 && fabs(pf.seq_tail_pp - 0.5e-3) < 1e-15);
+    for (int k = 0; k < 8; k++) dmr_profile_seq(&pf, k, seq[k ^ 1], inst[k ^ 1], 0, 0); /* another order */
     assert_true(pf.seq_bad);
     dmr_profile_free(&pf);
     dmr_profile_init(&pf, 4, 0);
-    for (int k = 0; k < 8; k++) dmr_profile_seq(&pf, k, seq[k], 0);
-    dmr_profile_seq(&pf, 8, -1, 0);
-    for (int k = 0; k < 7; k++) dmr_profile_seq(&pf, k, seq[k], 0); /* one execution short */
-    dmr_profile_seq(&pf, 7, -1, 0);
+    for (int k = 0; k < 8; k++) dmr_profile_seq(&pf, k, seq[k], inst[k], 0, 0);
+    dmr_profile_seq(&pf, 8, -1, 0, 0, 0);
+    for (int k = 0; k < 7; k++) dmr_profile_seq(&pf, k, seq[k], inst[k], 0, 0); /* one short */
+    dmr_profile_seq(&pf, 7, -1, 0, 0, 0);
+    assert_true(pf.seq_bad);
+    dmr_profile_free(&pf);
+    dmr_profile_init(&pf, 4, 0); /* the same entries in the same order, micro-batches swapped */
+    for (int k = 0; k < 8; k++) dmr_profile_seq(&pf, k, seq[k], inst[k], 0, 0);
+    dmr_profile_seq(&pf, 8, -1, 0, 0, 0);
+    for (int k = 0; k < 8; k++) dmr_profile_seq(&pf, k, seq[k], 1 - inst[k], 0, 0);
     assert_true(pf.seq_bad);
     dmr_profile_free(&pf);
     dmr_profile_init(&pf, 4, 0);
-    dmr_profile_seq(&pf, 1, 0, 0); /* a gap in the first step's positions */
+    dmr_profile_seq(&pf, 1, 0, 0, 0, 0); /* a gap in the first step's positions */
     assert_true(pf.seq_bad);
     dmr_profile_free(&pf);
 }
@@ -2183,7 +2358,8 @@ FT_TEST_MAIN(cmocka_unit_test(test_flip_campaign), cmocka_unit_test(test_clean_r
              cmocka_unit_test(test_agc_piggyback_members),
              cmocka_unit_test(test_moe_dynamic), cmocka_unit_test(test_plan_file_roundtrip),
              cmocka_unit_test(test_plan_windows), cmocka_unit_test(test_plan_end_waits),
-             cmocka_unit_test(test_plan_held_peak), cmocka_unit_test(test_plan_fit),
+             cmocka_unit_test(test_plan_held_peak),
+             cmocka_unit_test(test_plan_held_in_time_order),
              cmocka_unit_test(test_plan_agc_file), cmocka_unit_test(test_plan_file_refusals),
              cmocka_unit_test(test_plan_bounds), cmocka_unit_test(test_order_excess),
              cmocka_unit_test(test_suspect_and_off), cmocka_unit_test(test_flip_before_start),

@@ -30,6 +30,8 @@ typedef struct check {
     char first_bad[160];
     const FtExec *ex;   /* the trainer's executor while it runs */
     long long watched;  /* ops after which the executor had requests to test */
+    long long by_instance[2]; /* micro-batch tape ops per micro-batch the executor named */
+    long long bad_instance;   /* ... not 0 or 1 (2 micro-batches), or an optimizer op not 0 */
 } Check;
 
 static size_t tensor_bytes(const FtTape *tp, int id) { return tape_tensor_bytes(tp, id); }
@@ -40,11 +42,14 @@ static int overlaps(const void *a, size_t na, const void *b, size_t nb)
     return na && nb && x < y + nb && y < x + na;
 }
 
-static void after_op(void *arg, const FtTape *tp, int i, const FtOpCall *c)
+static void after_op(void *arg, const FtTape *tp, int i, int instance, const FtOpCall *c)
 {
     Check *ck = arg;
     const FtTapeEntry *e = &tp->e[i];
     ck->entries++;
+    bool opt = e->kind == FT_OP_ADAMW || e->kind == FT_OP_GRADNORM;
+    if (instance < 0 || instance > 1 || (opt && instance != 0)) ck->bad_instance++;
+    else if (!opt) ck->by_instance[instance]++;
     if (ck->ex && ck->ex->nwatch) ck->watched++;
     ck->kinds[e->kind][e->dir]++;
     void *saved[FT_OP_MAX_OUT] = {0};
@@ -162,6 +167,9 @@ static void check_layout(int tp, int pp, int dp, int ep, int experts, int ac)
      * (parallel.progress is on by default); a bucket started at a layer's marker is still
      * listed when the next op's hook runs */
     if (dp > 1) assert_all(ck.watched > 0);
+    /* the executor names each micro-batch's ops (DMR plans them apart): as many in each */
+    assert_all(ck.bad_instance == 0 && ck.by_instance[0] > 0 &&
+               ck.by_instance[0] == ck.by_instance[1]);
 }
 
 static void test_dense(void **s) { (void)s; check_layout(1, 1, 1, 1, 0, FT_AC_CHOICE_NONE); }

@@ -42,8 +42,9 @@ typedef struct ft_exec_stats {
  * message is in flight; the before-commit hook is the trainer's (train.h). */
 typedef struct ft_exec_hooks {
     /* right after op entry `entry` of tp wrote its outputs; c is the call it ran (re-running c
-     * must give the same bytes: ops.h) */
-    void (*after_op)(void *arg, const FtTape *tp, int entry, const FtOpCall *c);
+     * must give the same bytes: ops.h); instance: the executor's `instance` (the micro-batch
+     * of the step the tape ran for) */
+    void (*after_op)(void *arg, const FtTape *tp, int entry, int instance, const FtOpCall *c);
     void *arg;
 } FtExecHooks;
 
@@ -62,6 +63,10 @@ typedef struct ft_exec {
     void *grads_arg;
     FtPoll poll;         /* run while waiting for a message */
     FtExecHooks hooks;
+    /* which execution of the tapes in a step this is: the trainer sets the micro-batch before
+     * running a micro-batch tape and 0 before the optimizer's; handed to hooks.after_op (DMR's
+     * plan gives each micro-batch's execution of an op its own strategy, dmr_plan.h) */
+    int instance;
     /* requests the executor tests after every op (exec_watch): MPICH moves a non-blocking
      * collective forward only inside MPI calls, so without these tests a gradient bucket's
      * all-reduce would not overlap the backward that follows it */

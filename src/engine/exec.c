@@ -168,7 +168,7 @@ void exec_run_ctx(FtExec *ex, const FtTape *tp, int begin, int end)
             FtOpCall c;
             tape_call(tp, i, &c);
             exec_op_on(ex->be, e->kind, e->dir, &c, ex->stats);
-            if (ex->hooks.after_op) ex->hooks.after_op(ex->hooks.arg, tp, i, &c);
+            if (ex->hooks.after_op) ex->hooks.after_op(ex->hooks.arg, tp, i, ex->instance, &c);
             if (ex->nwatch) progress(ex);
             continue;
         }

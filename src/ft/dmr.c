@@ -150,6 +150,7 @@ int dmr_entry_index(const FtDmr *d, const FtTape *tp, int i)
     return tp == d->opt ? d->micro->ne + i : i;
 }
 
+/* The strategy of entry e (plan slot idx under a plan). */
 static enum strat strategy(const FtDmr *d, const FtTape *tp, const FtTapeEntry *e, int idx)
 {
     if (d->mode == FT_DMR_OFF) return S_NONE;
@@ -535,10 +536,11 @@ static void pb_check(FtDmr *d, const FtTape *tp, int i, const FtOpCall *c, enum 
 
 /* ---- the after-op hook --------------------------------------------------------------------- */
 
-static void after_op(void *arg, const FtTape *tp, int i, const FtOpCall *c)
+static void after_op(void *arg, const FtTape *tp, int i, int inst, const FtOpCall *c)
 {
     FtDmr *d = arg;
     if (!d->active) return;
+    d->inst = tp == d->opt ? 0 : inst;
     double t0 = omp_get_wtime();
     const FtTapeEntry *e = &tp->e[i];
     long long nth = d->count[e->kind]++;
@@ -549,6 +551,9 @@ static void after_op(void *arg, const FtTape *tp, int i, const FtOpCall *c)
         if (!d->plan.strat) {
             dmr_prof_note(d, idx);
             if (tp != d->opt && e->phase == FT_PH_BWD) d->prof_bwd = true;
+        } else {
+            FT_ASSERT(d->plan.ninst <= 1 || d->inst < d->plan.ninst); /* read: checked */
+            idx = dmr_plan_slot(&d->plan, idx, d->inst); /* the plan's slot */
         }
     }
     enum strat s = strategy(d, tp, e, idx);
@@ -581,8 +586,8 @@ static void after_op(void *arg, const FtTape *tp, int i, const FtOpCall *c)
     switch (s) {
     case S_NONE: break;
     case S_NAIVE: dmr_check_naive(d, tp, i, c, chk, nchk); break;
-    case S_DEFER: dmr_defer_add(d, tp, i, c, -1, true, chk, nchk); break;
-    case S_AGC: dmr_defer_add(d, tp, i, c, d->plan.seg[idx], true, chk, nchk); break;
+    case S_DEFER: dmr_defer_add(d, tp, i, idx, c, -1, true, chk, nchk); break;
+    case S_AGC: dmr_defer_add(d, tp, i, idx, c, d->plan.seg[idx], true, chk, nchk); break;
     case S_DYN: dmr_dyn_check(d, tp, i, c, chk, nchk); break;
     case S_PB_SAVE:
     case S_PB_CHECK: {
@@ -594,7 +599,7 @@ static void after_op(void *arg, const FtTape *tp, int i, const FtOpCall *c)
     }
     }
     if ((s == S_PB_SAVE || s == S_PB_CHECK) && d->plan.strat && d->plan.seg[idx] >= 0)
-        dmr_defer_add(d, tp, i, c, d->plan.seg[idx], false, NULL, 0); /* replayed in its segment */
+        dmr_defer_add(d, tp, i, idx, c, d->plan.seg[idx], false, NULL, 0); /* replayed in its segment */
     d->s.check_s += omp_get_wtime() - t0;
 }
 

@@ -319,15 +319,15 @@ static Unit *unit_push_(FtDmr *d, Unit *u, const FtTape *tp, int seg, const Memb
     return u;
 }
 
-/* Entry i (primary outputs c->out) of tape tp becomes a member of a deferred unit: its own
+/* Entry i (primary outputs c->out) of tape tp, the plan's slot idx (its execution in this
+ * micro-batch: the after-op hook's lookup), becomes a member of a deferred unit: its own
  * (seg < 0) or its AGC segment's. Inputs are kept (copied) unless they are model state or the
  * output of an earlier member of the same unit; over the budget, the unit is replayed at once
  * and entry i checked naively. */
-void dmr_defer_add(FtDmr *d, const FtTape *tp, int i, const FtOpCall *c, int seg,
-                      bool covered, const int *chk, int nchk)
+void dmr_defer_add(FtDmr *d, const FtTape *tp, int i, int idx, const FtOpCall *c, int seg,
+                   bool covered, const int *chk, int nchk)
 {
     const FtTapeEntry *e = &tp->e[i];
-    int idx = dmr_entry_index(d, tp, i);
     Unit *u = NULL;
     for (int j = 0; j < d->nunits && seg >= 0 && !u; j++)
         if (!d->units[j]->complete && d->units[j]->tp == tp && d->units[j]->seg == seg)
@@ -377,8 +377,10 @@ void dmr_defer_keep(FtDmr *d, const FtTape *tp, int i, const FtOpCall *c, const 
     }
 }
 
-/* For the AGC members of the plan: which earlier member of the same segment (and tape) wrote
- * each input, with no other entry writing or communicating it in between (else -1: kept). */
+/* For the AGC members of the plan (by slot): which earlier member of the same segment (and
+ * tape, and micro-batch) wrote each input, with no other entry writing or communicating it in
+ * between (else -1: kept). A segment's last member: the one of its highest entry (a segment
+ * stays inside one micro-batch's execution of a tape). */
 static void plan_prepare(FtDmr *d)
 {
     const FtDmrEntryPlan *p = &d->plan;
@@ -391,8 +393,9 @@ static void plan_prepare(FtDmr *d)
         for (int k = 0; k < FT_OP_MAX_IN; k++) d->link[(size_t)idx * FT_OP_MAX_IN + k] = -1;
         if (p->seg[idx] < 0) continue;
         d->seg_last[p->seg[idx]] = idx;
-        const FtTape *tp = idx < p->nmicro ? d->micro : d->opt;
-        int i = idx < p->nmicro ? idx : idx - p->nmicro, base = idx - i;
+        int m, ei = dmr_plan_entry(p, idx, &m);
+        const FtTape *tp = ei < p->nmicro ? d->micro : d->opt;
+        int i = ei < p->nmicro ? ei : ei - p->nmicro, base = idx - i; /* slot of entry 0 */
         const FtTapeEntry *e = &tp->e[i];
         for (int k = 0; k < FT_OP_MAX_IN; k++) {
             int t = e->in[k];
@@ -452,7 +455,7 @@ void dmr_prof_note(FtDmr *d, int idx)
         d->prof.wait_other[d->prof_last + 1] += w[1] - d->prof_w[1];
         double dw = (w[0] - d->prof_w[0]) + (w[1] - d->prof_w[1]);
         if (!d->prof_bwd) d->prof.pre_bwd_s += dw;
-        dmr_profile_seq(&d->prof, d->prof_pos, idx > -2 ? idx : -1, dw);
+        dmr_profile_seq(&d->prof, d->prof_pos, idx > -2 ? idx : -1, d->inst, dw, w[0] - d->prof_w[0]);
         if (idx > -2) d->prof_pos++;
     }
     d->prof_w[0] = w[0], d->prof_w[1] = w[1];

@@ -24,7 +24,7 @@
 
 bool dmr_dyn_op(const FtTapeEntry *e) { return e->kind == FT_OP_MOE_EXPERT; }
 
-/* Whether the plan's choice for entry idx is replaced (deferred or naive: not piggyback, not an
+/* Whether the plan's choice for slot idx is replaced (deferred or naive: not piggyback, not an
  * AGC segment member). */
 static bool taken_over(const FtDmr *d, const FtTapeEntry *e, int idx)
 {
@@ -32,8 +32,9 @@ static bool taken_over(const FtDmr *d, const FtTapeEntry *e, int idx)
            (d->plan.strat[idx] == PLAN_DEFERRED || d->plan.strat[idx] == PLAN_NAIVE);
 }
 
-static const FtTapeEntry *entry_at(const FtDmr *d, int idx)
+static const FtTapeEntry *entry_at(const FtDmr *d, int slot)
 {
+    int m, idx = dmr_plan_entry(&d->plan, slot, &m);
     return idx < d->plan.nmicro ? &d->micro->e[idx] : &d->opt->e[idx - d->plan.nmicro];
 }
 
@@ -41,7 +42,7 @@ void dmr_dyn_prepare(FtDmr *d)
 {
     if (!d->moe_dyn) return;
     const FtDmrEntryPlan *p = &d->plan;
-    unsigned char *skip = calloc((size_t)p->n + 1, 1); /* the expert entries taken over */
+    unsigned char *skip = calloc((size_t)p->n + 1, 1); /* the expert slots taken over */
     FT_ASSERT(skip);
     for (int i = 0; i < p->n; i++) skip[i] = taken_over(d, entry_at(d, i), i);
     size_t held = dmr_plan_held_peak(p, skip);
@@ -91,7 +92,7 @@ void dmr_dyn_check(FtDmr *d, const FtTape *tp, int i, const FtOpCall *c, const i
     dmr_defer_keep(d, tp, i, c, nb, bytes, true, chk, nchk);
 }
 
-/* For strategy() in dmr.c: whether entry idx is the dynamic planner's. */
+/* For strategy() in dmr.c: whether slot idx (entry e) is the dynamic planner's. */
 bool dmr_dyn_takes(const FtDmr *d, const FtTapeEntry *e, int idx)
 {
     return d->moe_dyn && d->plan.strat && taken_over(d, e, idx);

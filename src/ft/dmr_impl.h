@@ -110,6 +110,7 @@ struct ft_dmr {
     const FtTimeline *tl;
     FtDmrEntryPlan plan; /* plan.strat NULL: profiling */
     FtDmrProfile prof;
+    int inst;            /* the micro-batch of the op running now (the executor's instance) */
     int prof_last;       /* entry space index of the op that ran last (-1: none this attempt) */
     int prof_pos;        /* executions noted this attempt (dmr_profile_seq) */
     bool prof_bwd;       /* a backward op of this attempt ran (the waits since are after it) */
@@ -182,9 +183,10 @@ void dmr_check_naive(FtDmr *d, const FtTape *tp, int i, const FtOpCall *c, const
                      int nchk);
 
 /* dmr_defer.c */
-/* Entry i becomes a member of a deferred unit: its own (seg < 0) or its AGC segment's. */
-void dmr_defer_add(FtDmr *d, const FtTape *tp, int i, const FtOpCall *c, int seg, bool covered,
-                   const int *chk, int nchk);
+/* Entry i (the plan's slot `slot`) becomes a member of a deferred unit: its own (seg < 0) or
+ * its AGC segment's. */
+void dmr_defer_add(FtDmr *d, const FtTape *tp, int i, int slot, const FtOpCall *c, int seg,
+                   bool covered, const int *chk, int nchk);
 void dmr_drain(FtDmr *d);              /* replays every queued unit */
 void dmr_unit_free(FtDmr *d, Unit *u); /* frees u and its kept copies */
 /* Buffers for kept inputs (the backend's memory; aligned host memory on the CPU), reused: a

@@ -33,17 +33,17 @@ void dmr_profile_init(FtDmrProfile *pf, int nmicro, int nopt)
     FT_ASSERT(pf->time && pf->copy && pf->fp && pf->wait_pp && pf->wait_other);
 }
 
-void dmr_profile_seq(FtDmrProfile *pf, int pos, int idx, double wait)
+void dmr_profile_seq(FtDmrProfile *pf, int pos, int idx, int inst, double wait, double wait_pp)
 {
     if (pf->seq_bad) return;
     if (idx < 0) { /* the step's end: what came after its last op */
         if (pf->seq_done && pos != pf->nseq) pf->seq_bad = true;
-        pf->seq_tail += wait, pf->seq_done = true;
+        pf->seq_tail += wait, pf->seq_tail_pp += wait_pp, pf->seq_done = true;
         return;
     }
     if (pf->seq_done) {
-        if (pos >= pf->nseq || pf->seq[pos] != idx) pf->seq_bad = true;
-        else pf->seq_wait[pos] += wait;
+        if (pos >= pf->nseq || pf->seq[pos] != idx || pf->seq_inst[pos] != inst) pf->seq_bad = true;
+        else pf->seq_wait[pos] += wait, pf->seq_wait_pp[pos] += wait_pp;
         return;
     }
     if (pos != pf->nseq) { /* not called for every op: no sequence */
@@ -53,17 +53,26 @@ void dmr_profile_seq(FtDmrProfile *pf, int pos, int idx, double wait)
     if (pf->nseq == pf->capseq) {
         int cap = pf->capseq ? 2 * pf->capseq : 256;
         int *s = realloc(pf->seq, (size_t)cap * sizeof *s);
+        FT_ASSERT(s);
+        pf->seq = s;
+        int *m = realloc(pf->seq_inst, (size_t)cap * sizeof *m);
+        FT_ASSERT(m);
+        pf->seq_inst = m;
         double *w = realloc(pf->seq_wait, (size_t)cap * sizeof *w);
-        FT_ASSERT(s && w);
-        pf->seq = s, pf->seq_wait = w, pf->capseq = cap;
+        FT_ASSERT(w);
+        pf->seq_wait = w;
+        double *wp = realloc(pf->seq_wait_pp, (size_t)cap * sizeof *wp);
+        FT_ASSERT(wp);
+        pf->seq_wait_pp = wp, pf->capseq = cap;
     }
-    pf->seq[pf->nseq] = idx, pf->seq_wait[pf->nseq++] = wait;
+    pf->seq[pf->nseq] = idx, pf->seq_inst[pf->nseq] = inst;
+    pf->seq_wait[pf->nseq] = wait, pf->seq_wait_pp[pf->nseq++] = wait_pp;
 }
 
 void dmr_profile_free(FtDmrProfile *pf)
 {
     free(pf->time), free(pf->copy), free(pf->fp), free(pf->wait_pp), free(pf->wait_other);
-    free(pf->seq), free(pf->seq_wait);
+    free(pf->seq), free(pf->seq_inst), free(pf->seq_wait), free(pf->seq_wait_pp);
     memset(pf, 0, sizeof *pf);
 }
 
@@ -85,7 +94,9 @@ void dmr_profile_copy(FtDmrProfile *dst, const FtDmrProfile *src)
     d.wait_pp = grow_copy(dst->wait_pp, src->wait_pp, (n + 2) * sizeof *src->wait_pp);
     d.wait_other = grow_copy(dst->wait_other, src->wait_other, (n + 2) * sizeof *src->wait_other);
     d.seq = grow_copy(dst->seq, src->seq, ns * sizeof *src->seq);
+    d.seq_inst = grow_copy(dst->seq_inst, src->seq_inst, ns * sizeof *src->seq_inst);
     d.seq_wait = grow_copy(dst->seq_wait, src->seq_wait, ns * sizeof *src->seq_wait);
+    d.seq_wait_pp = grow_copy(dst->seq_wait_pp, src->seq_wait_pp, ns * sizeof *src->seq_wait_pp);
     d.capseq = src->nseq; /* what the copy holds: the next append grows it */
     *dst = d;
 }
@@ -143,16 +154,13 @@ uint64_t dmr_tape_hash(const FtTape *micro, const FtTape *opt)
     return h;
 }
 
-/* The planner's block of entry i: layer + 1 (0 outside the blocks), the optimizer apart. */
-static int block_of(const FtTape *micro, const FtTape *opt, int i)
+/* Blocks of one micro-batch: 0 outside the blocks, layer + 1 inside. */
+static int blocks_per_micro(const FtTape *micro)
 {
-    if (i >= micro->ne) {
-        int top = -1;
-        for (int j = 0; j < micro->ne; j++)
-            if (micro->e[j].layer > top) top = micro->e[j].layer;
-        return top + 2;
-    }
-    return micro->e[i].layer + 1;
+    int top = -1;
+    for (int j = 0; j < micro->ne; j++)
+        if (micro->e[j].layer > top) top = micro->e[j].layer;
+    return top + 2;
 }
 
 static const FtTapeEntry *entry_of(const FtTape *micro, const FtTape *opt, int i, const FtTape **tp,
@@ -167,56 +175,127 @@ void dmr_plan_free(FtDmrEntryPlan *p)
 {
     if (!p) return;
     free(p->strat), free(p->seg), free(p->window), free(p->time), free(p->kept), free(p->cost);
+    free(p->pos);
     free(p->win_after), free(p->win_kind), free(p->win_use), free(p->win_len), free(p->win_used);
     memset(p, 0, sizeof *p);
 }
 
-static void plan_alloc(FtDmrEntryPlan *p, int nmicro, int nopt, int nwin)
+/* An empty plan of ninst x nmicro + nopt slots (every one a marker until set), with pos (-1)
+ * when `order`, and nwin windows. */
+static void plan_alloc(FtDmrEntryPlan *p, int nmicro, int nopt, int ninst, bool order, int nwin)
 {
     memset(p, 0, sizeof *p);
-    p->nmicro = nmicro, p->nopt = nopt, p->n = nmicro + nopt, p->nwin = nwin;
+    p->nmicro = nmicro, p->nopt = nopt, p->ninst = ninst > 1 ? ninst : 1;
+    p->n = p->ninst * nmicro + nopt, p->nwin = nwin;
     size_t n = (size_t)p->n + 1, w = (size_t)nwin + 1;
     p->strat = malloc(n * sizeof *p->strat), p->seg = malloc(n * sizeof *p->seg);
     p->window = malloc(n * sizeof *p->window), p->time = calloc(n, sizeof *p->time);
     p->kept = calloc(n, sizeof *p->kept), p->cost = calloc(n, sizeof *p->cost);
+    p->pos = order ? malloc(n * sizeof *p->pos) : NULL;
     p->win_after = calloc(w, sizeof *p->win_after), p->win_kind = calloc(w, sizeof *p->win_kind);
     p->win_use = calloc(w, sizeof *p->win_use), p->win_len = calloc(w, sizeof *p->win_len);
     p->win_used = calloc(w, sizeof *p->win_used);
-    FT_ASSERT(p->strat && p->seg && p->window && p->time && p->kept && p->cost && p->win_after &&
-              p->win_kind && p->win_use && p->win_len && p->win_used);
-    for (int i = 0; i < p->n; i++) p->strat[i] = -1, p->seg[i] = p->window[i] = -1;
+    FT_ASSERT(p->strat && p->seg && p->window && p->time && p->kept && p->cost &&
+              (p->pos || !order) && p->win_after && p->win_kind && p->win_use && p->win_len &&
+              p->win_used);
+    for (int i = 0; i < p->n; i++) {
+        p->strat[i] = -1, p->seg[i] = p->window[i] = -1;
+        if (p->pos) p->pos[i] = -1;
+    }
 }
 
 /* ---- build --------------------------------------------------------------------------------- */
 
-/* end[i], i in [0, n]: the seconds (summed over the steps) of position i's waits that came after
- * the rank's last micro-batch op in time order (the profile's sequence: the wait before
- * execution k was booked after execution k - 1's entry, dmr_prof_note); all 0 without a
- * sequence. */
-static void end_waits(const FtDmrProfile *pf, int n, double *end)
+/* The step's op executions in time order as the plan sees them (dmr_plan_build). */
+typedef struct steps {
+    int n, ninst;       /* executions; micro-batches planned apart */
+    int *ent, *inst;    /* [n] entry and micro-batch of each */
+    double *wpp, *woth; /* [n + 1] waits just before each, pipeline and others ([n]: after the
+                           last), summed over the steps */
+    bool real;          /* the profile's sequence (else one per op entry, in entry order) */
+    int last_micro;     /* the last execution of a micro-batch entry (-1: none) */
+} Steps;
+
+static void steps_free(Steps *s)
 {
-    for (int i = 0; i <= n; i++) end[i] = 0;
-    if (!pf->seq_done || pf->seq_bad || pf->nseq <= 0) return;
-    int last = -1;
-    for (int k = 0; k < pf->nseq; k++)
-        if (pf->seq[k] >= 0 && pf->seq[k] < pf->nmicro) last = k;
-    if (last < 0) return;
-    for (int k = last + 1; k < pf->nseq; k++)
-        if (pf->seq[k - 1] + 1 <= n) end[pf->seq[k - 1] + 1] += pf->seq_wait[k];
-    if (pf->seq[pf->nseq - 1] + 1 <= n) end[pf->seq[pf->nseq - 1] + 1] += pf->seq_tail;
+    free(s->ent), free(s->inst), free(s->wpp), free(s->woth);
+    memset(s, 0, sizeof *s);
 }
 
-/* Micro-batches per step: the executions of one micro-batch entry in the profile's sequence (1
- * without a sequence). */
-static int profile_reps(const FtDmrProfile *pf)
+/* Whether the profile's sequence can be the plan's time order: every micro-batch op entry
+ * executed once in each of the same micro-batches 0..M-1, every optimizer op entry once (0),
+ * no marker. *ninst gets M. */
+static bool seq_usable(const FtDmrProfile *pf, const FtTape *micro, const FtTape *opt, int *ninst)
 {
-    int first = -1, count = 0;
-    for (int k = 0; k < pf->nseq && pf->seq_done; k++)
-        if (pf->seq[k] >= 0 && pf->seq[k] < pf->nmicro) {
-            if (first < 0) first = pf->seq[k];
-            count += pf->seq[k] == first;
+    int nm = micro->ne, n = nm + opt->ne, M = 0;
+    if (!pf->seq_done || pf->seq_bad || pf->nseq <= 0 || !pf->seq_inst) return false;
+    for (int k = 0; k < pf->nseq; k++) {
+        int e = pf->seq[k], m = pf->seq_inst[k];
+        if (e < 0 || e >= n || m < 0 || m >= pf->nseq || (e >= nm && m != 0))
+            return false;
+        if (e < nm && m + 1 > M) M = m + 1;
+    }
+    if (M == 0) M = 1;
+    size_t ns = (size_t)M * (size_t)nm + (size_t)opt->ne;
+    unsigned char *seen = calloc(ns + 1, 1);
+    FT_ASSERT(seen);
+    bool ok = true;
+    for (int k = 0; k < pf->nseq && ok; k++) {
+        int e = pf->seq[k];
+        size_t s = e < nm ? (size_t)pf->seq_inst[k] * nm + (size_t)e : (size_t)M * nm + (size_t)(e - nm);
+        const FtTape *tp;
+        int j;
+        ok = !seen[s] && entry_of(micro, opt, e, &tp, &j)->kind != FT_OP_MARK;
+        seen[s] = 1;
+    }
+    for (int e = 0; e < n && ok; e++) {
+        const FtTape *tp;
+        int j;
+        if (entry_of(micro, opt, e, &tp, &j)->kind == FT_OP_MARK) continue;
+        for (int m = 0; m < (e < nm ? M : 1) && ok; m++)
+            ok = seen[e < nm ? (size_t)m * nm + (size_t)e : (size_t)M * nm + (size_t)(e - nm)];
+    }
+    free(seen);
+    *ninst = M;
+    return ok;
+}
+
+static void steps_of(const FtDmrProfile *pf, const FtTape *micro, const FtTape *opt, Steps *st)
+{
+    memset(st, 0, sizeof *st);
+    int nm = micro->ne, n = nm + opt->ne;
+    st->real = seq_usable(pf, micro, opt, &st->ninst);
+    int cap = st->real ? pf->nseq : n;
+    st->ent = malloc(((size_t)cap + 1) * sizeof *st->ent);
+    st->inst = malloc(((size_t)cap + 1) * sizeof *st->inst);
+    st->wpp = calloc((size_t)cap + 2, sizeof *st->wpp);
+    st->woth = calloc((size_t)cap + 2, sizeof *st->woth);
+    FT_ASSERT(st->ent && st->inst && st->wpp && st->woth);
+    st->last_micro = -1;
+    if (st->real) {
+        st->n = pf->nseq;
+        for (int k = 0; k < pf->nseq; k++) {
+            st->ent[k] = pf->seq[k], st->inst[k] = pf->seq_inst[k];
+            st->wpp[k] = pf->seq_wait_pp[k];
+            st->woth[k] = fmax(0.0, pf->seq_wait[k] - pf->seq_wait_pp[k]);
+            if (pf->seq[k] < nm) st->last_micro = k;
         }
-    return count > 1 ? count : 1;
+        st->wpp[st->n] = pf->seq_tail_pp, st->woth[st->n] = fmax(0.0, pf->seq_tail - pf->seq_tail_pp);
+        return;
+    }
+    /* one execution per op entry; the waits booked after entry i - 1 go before the next op */
+    st->ninst = 1;
+    double wp = 0, wo = 0;
+    for (int i = 0; i <= n; i++) {
+        wp += pf->wait_pp[i], wo += pf->wait_other[i];
+        if (i == n) break;
+        const FtTape *tp;
+        int j;
+        if (entry_of(micro, opt, i, &tp, &j)->kind == FT_OP_MARK) continue;
+        st->ent[st->n] = i, st->inst[st->n] = 0, st->wpp[st->n] = wp, st->woth[st->n++] = wo;
+        wp = wo = 0;
+    }
+    st->wpp[st->n] = wp, st->woth[st->n] = wo;
 }
 
 /* The waits' scale of dmr_plan_build: measured under naive checks, to the step without them. */
@@ -226,180 +305,134 @@ static double wait_scale(const FtDmrProfile *pf)
                                                                         : 1.0;
 }
 
-/* A difference array's largest prefix sum over positions [0, n). */
-static long long peak_of(const long long *d, int n)
+size_t dmr_plan_held_peak(const FtDmrEntryPlan *p, const unsigned char *skip)
 {
+    int npos = 0;
+    for (int s = 0; s < p->n; s++)
+        if (dmr_plan_pos(p, s) + 1 > npos) npos = dmr_plan_pos(p, s) + 1;
+    long long *d = calloc((size_t)npos + 2, sizeof *d); /* over the time order */
+    FT_ASSERT(d);
+    for (int g = 0; g < p->nseg; g++) {
+        int first = -1, last = -1, w = -1; /* members by place */
+        for (int s = 0; s < p->n; s++) {
+            if (p->seg[s] != g || dmr_plan_pos(p, s) < 0) continue;
+            if (first < 0 || dmr_plan_pos(p, s) < dmr_plan_pos(p, first)) first = s;
+            if (last < 0 || dmr_plan_pos(p, s) > dmr_plan_pos(p, last)) last = s;
+            if (p->window[s] >= 0) w = p->window[s]; /* covered members: its window */
+        }
+        if (first < 0 || w < 0) continue;
+        int lo = dmr_plan_pos(p, first), hi = dmr_plan_pos(p, p->win_after[w]);
+        if (hi < lo) continue;
+        long long m = (long long)(p->kept[first] + (last != first ? p->kept[last] : 0));
+        d[lo] += m, d[hi + 1] -= m;
+    }
+    for (int s = 0; s < p->n; s++) {
+        int w = p->window[s];
+        if (p->strat[s] != PLAN_DEFERRED || w < 0 || (skip && skip[s])) continue;
+        int lo = dmr_plan_pos(p, s), hi = dmr_plan_pos(p, p->win_after[w]);
+        if (lo < 0 || hi < lo) continue;
+        d[lo] += (long long)p->kept[s], d[hi + 1] -= (long long)p->kept[s];
+    }
     long long run = 0, peak = 0;
-    for (int i = 0; i < n; i++) {
+    for (int i = 0; i < npos; i++) {
         run += d[i];
         if (run > peak) peak = run;
     }
-    return peak;
-}
-
-size_t dmr_plan_held_peak(const FtDmrEntryPlan *p, const unsigned char *skip)
-{
-    long long *d = calloc((size_t)p->n + 2, sizeof *d), more = 0; /* over entries */
-    FT_ASSERT(d);
-    int reps = p->reps > 1 ? p->reps : 1;
-    for (int s = 0; s < p->nseg; s++) {
-        int first = -1, last = -1, w = -1;
-        for (int i = 0; i < p->n; i++)
-            if (p->seg[i] == s) {
-                last = i, first = first < 0 ? i : first;
-                if (p->window[i] >= 0) w = p->window[i]; /* covered members: its window */
-            }
-        if (first < 0 || w < 0 || p->win_after[w] < first) continue;
-        long long m = (long long)(p->kept[first] + (last != first ? p->kept[last] : 0));
-        d[first] += m, d[p->win_after[w] + 1] -= m;
-        if (first < p->nmicro && p->win_after[w] >= p->nmicro - 1) more += (reps - 1) * m;
-    }
-    for (int i = 0; i < p->n; i++) {
-        int w = p->window[i];
-        if (p->strat[i] != PLAN_DEFERRED || w < 0 || p->win_after[w] < i || (skip && skip[i]))
-            continue;
-        long long m = (long long)p->kept[i];
-        d[i] += m, d[p->win_after[w] + 1] -= m;
-        if (i < p->nmicro && p->win_after[w] >= p->nmicro - 1) more += (reps - 1) * m;
-    }
-    long long peak = peak_of(d, p->n) + more;
     free(d);
     return (size_t)peak;
-}
-
-size_t dmr_plan_fit_peak(const FtPlanOp *ops, const FtPlanWindow *win, const unsigned char *once,
-                         const unsigned char *rep, int reps, const FtDmrPlan *pl)
-{
-    size_t peak = planner_peak_held(pl, ops, win); /* one copy of each */
-    FT_ASSERT(peak != (size_t)-1);
-    if (!once || !rep || reps <= 1) return peak;
-    for (int s = 0; s < pl->nseg; s++) { /* the other copies, held through the last one */
-        int lo = pl->seg_first[s], hi = pl->seg_last[s], v = pl->seg_win[s];
-        if (once[v] && rep[lo])
-            peak += (size_t)(reps - 1) * (ops[lo].mem + (hi > lo ? ops[hi].mem : 0));
-    }
-    for (int i = 0; i < pl->nops; i++)
-        if (pl->strategy[i] == PLAN_DEFERRED && once[pl->window[i]] && rep[i])
-            peak += (size_t)(reps - 1) * ops[i].mem;
-    return peak;
-}
-
-int dmr_plan_fit(const FtPlanOp *ops, int nops, const FtPlanWindow *win, int nwin,
-                 const unsigned char *once, const unsigned char *rep, int reps, size_t budget,
-                 int phases, FtDmrPlan *pl, size_t *peak)
-{
-    /* an operator no window before the step's end can hold is planned with all its copies */
-    FtPlanOp *eff = malloc((size_t)nops * sizeof *eff + 1);
-    if (!eff) return -1;
-    double inner = -1; /* the longest window, not once a step, from operator i's position on */
-    for (int i = nops - 1, w = nwin - 1; i >= 0; i--) {
-        for (; w >= 0 && win[w].after >= i; w--)
-            if (!(once && once[w]) && win[w].len > inner) inner = win[w].len;
-        eff[i] = ops[i];
-        if (once && rep && rep[i] && reps > 1 && ops[i].time > inner) eff[i].mem *= (size_t)reps;
-    }
-    size_t room = budget;
-    int rc = 0;
-    for (int it = 0;; it++) {
-        if (planner_run(eff, nops, win, nwin, room, phases, pl)) {
-            rc = -1;
-            break;
-        }
-        *peak = dmr_plan_fit_peak(ops, win, once, rep, reps, pl);
-        if (*peak <= budget || room == 0) break;
-        planner_free(pl);
-        /* shrink by the overshoot (a little more), strictly; 0 after 16 tries */
-        size_t next = (size_t)((double)room * ((double)budget / (double)*peak * 0.99));
-        room = it >= 15 ? 0 : next < room ? next : room - 1;
-    }
-    free(eff);
-    return rc;
 }
 
 int dmr_plan_build(const FtDmrProfile *pf, const FtTape *micro, const FtTape *opt, size_t budget,
                    int phases, FtDmrEntryPlan *p)
 {
     FT_ASSERT(pf->nmicro == micro->ne && pf->nopt == opt->ne);
-    int n = micro->ne + opt->ne, steps = pf->steps > 0 ? pf->steps : 1, rc = -1;
-    FtPlanOp *ops = calloc((size_t)n + 1, sizeof *ops);
-    FtPlanWindow *win = calloc(2 * ((size_t)n + 1), sizeof *win);
-    int *ent = malloc(((size_t)n + 1) * sizeof *ent), *opi = malloc(((size_t)n + 1) * sizeof *opi);
-    int *went = malloc(2 * ((size_t)n + 1) * sizeof *went);
-    double *end = malloc(((size_t)n + 1) * sizeof *end);
-    unsigned char *once = calloc(2 * ((size_t)n + 1), 1), *rep = calloc((size_t)n + 1, 1);
+    int nm = micro->ne, n = nm + opt->ne, steps = pf->steps > 0 ? pf->steps : 1, rc = -1;
+    Steps st;
+    steps_of(pf, micro, opt, &st);
+    int M = st.ninst, ns = M * nm + opt->ne, nb = blocks_per_micro(micro);
+    FtPlanOp *ops = calloc((size_t)st.n + 1, sizeof *ops);
+    FtPlanWindow *win = calloc(2 * ((size_t)st.n + 1), sizeof *win);
+    int *oslot = malloc(((size_t)st.n + 1) * sizeof *oslot);
+    int *opi = malloc(((size_t)ns + 1) * sizeof *opi), *runs = calloc((size_t)n + 1, sizeof *runs);
+    int *went = malloc(2 * ((size_t)st.n + 1) * sizeof *went);
     FtDmrPlan pl = {0};
-    if (!ops || !win || !ent || !opi || !went || !end || !once || !rep) goto out;
+    if (!ops || !win || !oslot || !opi || !runs || !went) goto out;
+    plan_alloc(p, nm, opt->ne, M, true, 0);
+    for (int k = 0; k < st.n; k++) runs[st.ent[k]]++;
+    for (int s = 0; s < ns; s++) opi[s] = -1;
     int nops = 0, nwin = 0, last = -1;
     double scale = wait_scale(pf); /* waits measured under naive checks */
     double idle = 0; /* the waits as the step without checks has them */
-    end_waits(pf, n, end);
-    for (int i = 0; i <= n; i++) {
-        /* the waits just before entry i (after entry i - 1): one window per kind; the share
-         * that came after the rank's last micro-batch op is not scaled (dmr_plan.h) */
-        double all = pf->wait_pp[i] + pf->wait_other[i];
-        double f = all > 0 ? fmin(1.0, end[i] / all) : 0, sc = scale + (1 - scale) * f;
-        double w[2] = {sc * pf->wait_pp[i] / steps, sc * pf->wait_other[i] / steps};
-        idle += scale * all / steps;
-        for (int k = 0; k < 2; k++) {
-            if (!(w[k] > 0)) continue;
-            int blk = i > 0 ? block_of(micro, opt, i - 1) : 0;
-            win[nwin] = (FtPlanWindow){.after = last, .len = w[k],
-                                       .kind = k == 0 ? PLAN_WIN_PP : PLAN_WIN_INTRA, .block = blk};
-            went[nwin++] = i - 1;
+    for (int k = 0; k <= st.n; k++) {
+        /* the waits just before execution k: one window per kind; those after the rank's last
+         * micro-batch op keep their measured length (dmr_plan.h) */
+        double sc = st.real && k > st.last_micro ? 1.0 : scale;
+        double w[2] = {sc * st.wpp[k] / steps, sc * st.woth[k] / steps};
+        idle += scale * (st.wpp[k] + st.woth[k]) / steps;
+        int before = k > 0 ? dmr_plan_slot(p, st.ent[k - 1], st.inst[k - 1]) : -1;
+        int blk = k == 0 ? 0 : st.ent[k - 1] < nm ? st.inst[k - 1] * nb + micro->e[st.ent[k - 1]].layer + 1
+                                                  : M * nb;
+        for (int q = 0; q < 2; q++) {
+            if (!(w[q] > 0)) continue;
+            win[nwin] = (FtPlanWindow){.after = last, .len = w[q],
+                                       .kind = q == 0 ? PLAN_WIN_PP : PLAN_WIN_INTRA, .block = blk};
+            went[nwin++] = before;
         }
-        if (i == n) break;
+        if (k == st.n) break;
+        int i = st.ent[k], s = dmr_plan_slot(p, i, st.inst[k]), j;
         const FtTape *tp;
-        int j;
         const FtTapeEntry *e = entry_of(micro, opt, i, &tp, &j);
-        opi[i] = -1;
-        if (e->kind == FT_OP_MARK || !dmr_entry_deferrable(tp, e)) continue;
+        p->pos[s] = k;
+        if (!dmr_entry_deferrable(tp, e)) continue;
         if (pf->moe_dynamic && e->kind == FT_OP_MOE_EXPERT && e->twin < 0) continue; /* run time */
-        ops[nops] = (FtPlanOp){.name = ops_desc(e->kind)->name, .time = pf->time[i] / steps,
+        double per = 1.0 / steps / runs[i];
+        ops[nops] = (FtPlanOp){.name = ops_desc(e->kind)->name, .time = pf->time[i] * per,
                                .mem = dmr_entry_kept(tp, j), .recomputed = e->twin >= 0,
-                               .block = block_of(micro, opt, i),
-                               .copy = pf->copy[i] / steps,
-                               .fp = pf->fp[i] / steps};
-        opi[i] = nops, ent[nops++] = i, last = nops - 1;
+                               .block = i < nm ? st.inst[k] * nb + e->layer + 1 : M * nb,
+                               .copy = pf->copy[i] * per, .fp = pf->fp[i] * per};
+        opi[s] = nops, oslot[nops++] = s, last = nops - 1;
     }
-    /* memory over the step's micro-batches: a window after the last micro-batch's entries comes
-     * once a step, and a micro-batch op's check deferred to it is kept by each micro-batch */
-    int reps = profile_reps(pf);
-    for (int w = 0; w < nwin; w++) once[w] = went[w] >= micro->ne - 1;
-    for (int o = 0; o < nops; o++) rep[o] = ent[o] < micro->ne;
-    size_t peak;
-    if (dmr_plan_fit(ops, nops, win, nwin, once, rep, reps, budget, phases, &pl, &peak)) goto out;
-    plan_alloc(p, micro->ne, opt->ne, nwin);
-    p->reps = reps;
+    if (planner_run(ops, nops, win, nwin, budget, phases, &pl)) {
+        dmr_plan_free(p);
+        goto out;
+    }
+    free(p->win_after), free(p->win_kind), free(p->win_use), free(p->win_len), free(p->win_used);
+    size_t wn = (size_t)nwin + 1;
+    p->win_after = calloc(wn, sizeof *p->win_after), p->win_kind = calloc(wn, sizeof *p->win_kind);
+    p->win_use = calloc(wn, sizeof *p->win_use), p->win_len = calloc(wn, sizeof *p->win_len);
+    p->win_used = calloc(wn, sizeof *p->win_used);
+    FT_ASSERT(p->win_after && p->win_kind && p->win_use && p->win_len && p->win_used);
+    p->nwin = nwin;
     p->phases = phases, p->budget_mb = (double)budget / (1024.0 * 1024.0);
     p->step_s = pf->step_s / steps, p->overhead = pl.overhead, p->nseg = pl.nseg;
     p->pre_bwd_s = scale * pf->pre_bwd_s / steps, p->fwd_end = micro->fwd_end;
     p->has_idle = true, p->idle_s = idle;
     p->tape_hash = dmr_tape_hash(micro, opt);
-    for (int i = 0; i < n; i++) {
+    for (int s = 0; s < ns; s++) {
+        int m, i = dmr_plan_entry(p, s, &m), j;
         const FtTape *tp;
-        int j;
         const FtTapeEntry *e = entry_of(micro, opt, i, &tp, &j);
         if (e->kind == FT_OP_MARK) continue;
-        p->time[i] = pf->time[i] / steps, p->kept[i] = dmr_entry_kept(tp, j);
-        int o = opi[i];
-        if (o < 0) { /* writes integers, or decided at run time: naive */
-            p->strat[i] = PLAN_NAIVE, p->cost[i] = p->time[i];
-            p->overhead += p->time[i];
+        p->time[s] = runs[i] ? pf->time[i] / steps / runs[i] : 0, p->kept[s] = dmr_entry_kept(tp, j);
+        int o = opi[s];
+        if (o < 0) { /* writes integers, decided at run time, or never ran: naive */
+            p->strat[s] = PLAN_NAIVE, p->cost[s] = p->time[s];
+            p->overhead += p->time[s];
             continue;
         }
-        p->strat[i] = pl.strategy[o], p->window[i] = pl.window[o];
-        p->cost[i] = pl.strategy[o] == PLAN_NAIVE      ? p->time[i]
+        p->strat[s] = pl.strategy[o], p->window[s] = pl.window[o];
+        p->cost[s] = pl.strategy[o] == PLAN_NAIVE      ? p->time[s]
                      : pl.strategy[o] == PLAN_DEFERRED ? ops[o].copy + ops[o].fp
                                                        : 0;
     }
-    for (int s = 0; s < pl.nseg; s++) { /* members: block b's ops from first to last */
-        int b = ops[pl.seg_first[s]].block;
-        for (int o = pl.seg_first[s]; o <= pl.seg_last[s]; o++)
+    for (int g = 0; g < pl.nseg; g++) { /* members: block b's ops from first to last */
+        int b = ops[pl.seg_first[g]].block;
+        for (int o = pl.seg_first[g]; o <= pl.seg_last[g]; o++)
             if (ops[o].block == b) {
-                p->seg[ent[o]] = s;
-                if (pl.strategy[o] == PLAN_PIGGYBACK) p->cost[ent[o]] = ops[o].time; /* extra */
-                p->cost[ent[o]] +=
-                    ops[o].fp + (o == pl.seg_first[s] || o == pl.seg_last[s] ? ops[o].copy : 0);
+                p->seg[oslot[o]] = g;
+                if (pl.strategy[o] == PLAN_PIGGYBACK) p->cost[oslot[o]] = ops[o].time; /* extra */
+                p->cost[oslot[o]] +=
+                    ops[o].fp + (o == pl.seg_first[g] || o == pl.seg_last[g] ? ops[o].copy : 0);
             }
     }
     p->order_s = dmr_plan_order_excess(p, pf, 1.0);
@@ -412,7 +445,8 @@ int dmr_plan_build(const FtDmrProfile *pf, const FtTape *micro, const FtTape *op
     rc = 0;
 out:
     planner_free(&pl);
-    free(ops), free(win), free(ent), free(opi), free(went), free(end), free(once), free(rep);
+    steps_free(&st);
+    free(ops), free(win), free(oslot), free(opi), free(runs), free(went);
     return rc;
 }
 
@@ -424,9 +458,10 @@ void dmr_plan_totals(const FtDmrEntryPlan *p, FtDmrPlanTotals *t)
     for (int i = 0; i < p->n; i++) {
         int s = p->strat[i];
         if (s < 0) continue;
+        int m, e = dmr_plan_entry(p, i, &m);
         t->ops[s]++, t->time[s] += p->time[i], t->cost[s] += p->cost[i];
         if (s != PLAN_PIGGYBACK) t->exposed_s += p->time[i];
-        if (s != PLAN_PIGGYBACK && i < p->fwd_end) t->exposed_fwd_s += p->time[i];
+        if (s != PLAN_PIGGYBACK && e < p->fwd_end) t->exposed_fwd_s += p->time[i];
     }
     t->segments = p->nseg;
     for (int w = 0; w < p->nwin; w++) {
@@ -457,16 +492,25 @@ double dmr_order_excess(const int *strat, const double *time, int n, const int *
 
 double dmr_plan_order_excess(const FtDmrEntryPlan *p, const FtDmrProfile *pf, double f)
 {
-    if (!pf || !pf->seq_done || pf->seq_bad || pf->nseq <= 0 || pf->nmicro + pf->nopt != p->n)
+    if (!pf || !pf->seq_done || pf->seq_bad || pf->nseq <= 0 || pf->nmicro != p->nmicro ||
+        pf->nopt != p->nopt)
         return -1;
     int steps = pf->steps > 0 ? pf->steps : 1;
     double scale = wait_scale(pf), *w = malloc(((size_t)pf->nseq + (size_t)p->n) * sizeof *w);
-    FT_ASSERT(w);
+    int *slot = malloc(((size_t)pf->nseq + 1) * sizeof *slot);
+    FT_ASSERT(w && slot);
     double *t = w + pf->nseq;
-    for (int k = 0; k < pf->nseq; k++) w[k] = scale * pf->seq_wait[k] / steps;
+    for (int k = 0; k < pf->nseq; k++) {
+        w[k] = scale * pf->seq_wait[k] / steps;
+        int m = pf->seq_inst ? pf->seq_inst[k] : 0;
+        bool fits = p->ninst <= 1 || pf->seq[k] >= p->nmicro || (m >= 0 && m < p->ninst);
+        slot[k] = pf->seq[k] >= 0 && pf->seq[k] < p->nmicro + p->nopt && fits
+                      ? dmr_plan_slot(p, pf->seq[k], m)
+                      : -1;
+    }
     for (int i = 0; i < p->n; i++) t[i] = f * p->time[i];
-    double x = dmr_order_excess(p->strat, t, p->n, pf->seq, w, pf->nseq, scale * pf->seq_tail / steps);
-    free(w);
+    double x = dmr_order_excess(p->strat, t, p->n, slot, w, pf->nseq, scale * pf->seq_tail / steps);
+    free(w), free(slot);
     return x;
 }
 
@@ -492,25 +536,49 @@ static const char *phases_text(int phases)
                                                                             : "?";
 }
 
+/* The op slots in the plan's time order (those that never ran, by index, after). Returns how
+ * many; *order is malloc'd. */
+static int time_order(const FtDmrEntryPlan *p, int **order)
+{
+    int npos = 0, k = 0;
+    for (int s = 0; s < p->n; s++)
+        if (dmr_plan_pos(p, s) + 1 > npos) npos = dmr_plan_pos(p, s) + 1;
+    int *at = malloc(((size_t)npos + 1) * sizeof *at), *o = malloc(((size_t)p->n + 1) * sizeof *o);
+    FT_ASSERT(at && o);
+    for (int i = 0; i < npos; i++) at[i] = -1;
+    for (int s = 0; s < p->n; s++)
+        if (p->strat[s] >= 0 && dmr_plan_pos(p, s) >= 0) at[dmr_plan_pos(p, s)] = s;
+    for (int i = 0; i < npos; i++)
+        if (at[i] >= 0) o[k++] = at[i];
+    for (int s = 0; s < p->n; s++)
+        if (p->strat[s] >= 0 && dmr_plan_pos(p, s) < 0) o[k++] = s;
+    free(at);
+    *order = o;
+    return k;
+}
+
 void dmr_plan_print_table(FILE *out, const FtDmrEntryPlan *p, const FtTape *micro,
                           const FtTape *opt)
 {
-    fprintf(out, "%6s  %-18s %-9s %5s  %-9s %6s %4s %10s %10s\n", "entry", "op", "phase",
+    fprintf(out, "%6s %3s  %-18s %-9s %5s  %-9s %6s %4s %10s %10s\n", "entry", "mb", "op", "phase",
             "layer", "strategy", "window", "seg", "time_ms", "cost_ms");
-    for (int i = 0; i < p->n; i++) {
-        if (p->strat[i] < 0) continue;
+    int *order, no = time_order(p, &order);
+    for (int k = 0; k < no; k++) {
+        int s = order[k], m, i = dmr_plan_entry(p, s, &m);
         const FtTape *tp;
         int j;
         const FtTapeEntry *e = entry_of(micro, opt, i, &tp, &j);
-        char op[40], w[16] = "-", sg[16] = "-";
+        char op[40], w[16] = "-", sg[16] = "-", mb[16] = "*";
         snprintf(op, sizeof op, "%s.%s", ops_desc(e->kind)->name, e->dir == FT_FWD ? "fwd" : "bwd");
-        if (p->window[i] >= 0)
-            snprintf(w, sizeof w, "%s%d", g_kind_name[p->win_kind[p->window[i]]], p->window[i]);
-        if (p->seg[i] >= 0) snprintf(sg, sizeof sg, "%d", p->seg[i]);
-        fprintf(out, "%6d  %-18s %-9s %5d  %-9s %6s %4s %10.4f %10.4f\n", i, op,
+        if (p->window[s] >= 0)
+            snprintf(w, sizeof w, "%s%d", g_kind_name[p->win_kind[p->window[s]]], p->window[s]);
+        if (p->seg[s] >= 0) snprintf(sg, sizeof sg, "%d", p->seg[s]);
+        if (p->pos) snprintf(mb, sizeof mb, "%d", m); /* *: every one (a version 1 plan) */
+        fprintf(out, "%6d %3s  %-18s %-9s %5d  %-9s %6s %4s %10.4f %10.4f\n", i, mb, op,
                 tp == opt ? "optimizer" : g_phase_name[e->phase], e->layer,
-                planner_strategy_name(p->strat[i]), w, sg, 1e3 * p->time[i], 1e3 * p->cost[i]);
+                planner_strategy_name(p->strat[s]), w, sg, 1e3 * p->time[s], 1e3 * p->cost[s]);
     }
+    free(order);
 }
 
 void dmr_plan_print(FILE *out, const FtDmrEntryPlan *p, const FtTape *micro, const FtTape *opt,
@@ -525,15 +593,15 @@ void dmr_plan_print(FILE *out, const FtDmrEntryPlan *p, const FtTape *micro, con
     double keep = t.cost[PLAN_DEFERRED] + t.cost[PLAN_AGC] + t.cost[PLAN_PIGGYBACK] - needless;
     char kept[96];
     double at_once = (double)dmr_plan_held_peak(p, NULL) / (1024.0 * 1024.0);
-    if (p->reps > 1)
-        snprintf(kept, sizeof kept, "its checks keep at most %.1f MiB at once over the step's %d "
-                 "micro-batches", at_once, p->reps);
+    if (p->ninst > 1)
+        snprintf(kept, sizeof kept, "its checks keep at most %.1f MiB at once; the step's %d "
+                 "micro-batches planned apart", at_once, p->ninst);
     else
         snprintf(kept, sizeof kept, "its checks keep at most %.1f MiB at once", at_once);
-    fprintf(out, "plan: phases %s, budget %.1f MiB (%s); phase 1 piggyback %d ops (%.3f ms hidden "
-                 "in AC recomputation); phase 2 agc %d segment%s, %d ops (%.3f ms in PP windows, "
-                 "%.3f ms replayed needlessly); phase 3 deferred %d ops (%.3f ms in windows); "
-                 "naive %d ops (%.3f ms); bookkeeping of deferred and AGC checks %.3f ms\n",
+    fprintf(out, "plan: phases %s, budget %.1f MiB (%s); phase 1 piggyback %d op executions (%.3f "
+                 "ms hidden in AC recomputation); phase 2 agc %d segment%s, %d (%.3f ms in PP "
+                 "windows, %.3f ms replayed needlessly); phase 3 deferred %d (%.3f ms in windows); "
+                 "naive %d (%.3f ms); bookkeeping of deferred and AGC checks %.3f ms\n",
             phases_text(p->phases), p->budget_mb, kept, t.ops[PLAN_PIGGYBACK],
             1e3 * t.time[PLAN_PIGGYBACK],
             t.segments, t.segments == 1 ? "" : "s", t.ops[PLAN_AGC], 1e3 * t.time[PLAN_AGC],
@@ -571,13 +639,15 @@ int dmr_plan_write(const FtDmrEntryPlan *p, const FtTape *micro, const FtTape *o
         snprintf(err, errlen, "%s: cannot write the DMR plan: %s", path, strerror(errno));
         return -1;
     }
-    fprintf(f, "# ftllm DMR plan (dmr.mode = planned, dmr.plan): one 'op' line per op entry of "
-               "this rank's micro-batch tape\n# (entries 0..%d) and optimizer tape (entries "
-               "%d..%d); '#' starts a comment. Made by `ftllm plan` or the\n# first "
-               "dmr.profile_steps steps of `ftllm train`; checked against the tapes when read.\n",
-            p->nmicro - 1, p->nmicro, p->n - 1);
-    fprintf(f, "ftllm-dmr-plan 1\n%s\ntape %016llx entries %d optimizer %d\n", rank_line,
-            (unsigned long long)p->tape_hash, p->nmicro, p->nopt);
+    int M = p->ninst > 1 ? p->ninst : 1;
+    fprintf(f, "# ftllm DMR plan (dmr.mode = planned, dmr.plan): one 'op' line per op execution of a "
+               "step, in time order: ENTRY of micro-batch MB\n# (micro-batch tape: entries 0..%d, "
+               "once per micro-batch; optimizer tape: %d..%d, once a step, MB 0). Made by\n# "
+               "`ftllm plan` or the first dmr.profile_steps steps of `ftllm train`; checked "
+               "against the tapes when read.\n",
+            p->nmicro - 1, p->nmicro, p->nmicro + p->nopt - 1);
+    fprintf(f, "ftllm-dmr-plan 2\n%s\ntape %016llx entries %d optimizer %d micro_batches %d\n",
+            rank_line, (unsigned long long)p->tape_hash, p->nmicro, p->nopt, M);
     fprintf(f, "budget_mb %.6g phases %s profile_steps %d step_ms %.6f overhead_ms %.6f "
                "prebwd_ms %.6f",
             p->budget_mb, phases_text(p->phases), p->profile_steps, 1e3 * p->step_s,
@@ -585,26 +655,30 @@ int dmr_plan_write(const FtDmrEntryPlan *p, const FtTape *micro, const FtTape *o
     if (p->has_order) fprintf(f, " order_ms %.6f", 1e3 * p->order_s);
     if (p->has_idle) fprintf(f, " idle_ms %.6f", 1e3 * p->idle_s);
     fprintf(f, "\n");
-    fprintf(f, "# window W after ENTRY kind pp|intra len_ms X use -|agc|deferred used_ms X\n");
-    for (int w = 0; w < p->nwin; w++)
-        fprintf(f, "window %d after %d kind %s len_ms %.6f use %s used_ms %.6f\n", w,
-                p->win_after[w], g_kind_name[p->win_kind[w]], 1e3 * p->win_len[w],
-                g_use_name[p->win_use[w]], 1e3 * p->win_used[w]);
-    fprintf(f, "# op ENTRY KIND.DIR PHASE LAYER STRATEGY WINDOW SEGMENT TIME_MS KEPT_BYTES "
+    fprintf(f, "# window W after ENTRY mb MB kind pp|intra len_ms X use -|agc|deferred used_ms X\n");
+    for (int w = 0; w < p->nwin; w++) {
+        int m = 0, i = p->win_after[w] >= 0 ? dmr_plan_entry(p, p->win_after[w], &m) : -1;
+        fprintf(f, "window %d after %d mb %d kind %s len_ms %.6f use %s used_ms %.6f\n", w, i, m,
+                g_kind_name[p->win_kind[w]], 1e3 * p->win_len[w], g_use_name[p->win_use[w]],
+                1e3 * p->win_used[w]);
+    }
+    fprintf(f, "# op ENTRY MB KIND.DIR PHASE LAYER STRATEGY WINDOW SEGMENT TIME_MS KEPT_BYTES "
                "COST_MS\n");
-    for (int i = 0; i < p->n; i++) {
-        if (p->strat[i] < 0) continue;
+    int *order, no = time_order(p, &order);
+    for (int k = 0; k < no; k++) {
+        int s = order[k], m, i = dmr_plan_entry(p, s, &m);
         const FtTape *tp;
         int j;
         const FtTapeEntry *e = entry_of(micro, opt, i, &tp, &j);
         char w[16] = "-", sg[16] = "-";
-        if (p->window[i] >= 0) snprintf(w, sizeof w, "%d", p->window[i]);
-        if (p->seg[i] >= 0) snprintf(sg, sizeof sg, "%d", p->seg[i]);
-        fprintf(f, "op %d %s.%s %s %d %s %s %s %.6f %zu %.6f\n", i, ops_desc(e->kind)->name,
+        if (p->window[s] >= 0) snprintf(w, sizeof w, "%d", p->window[s]);
+        if (p->seg[s] >= 0) snprintf(sg, sizeof sg, "%d", p->seg[s]);
+        fprintf(f, "op %d %d %s.%s %s %d %s %s %s %.6f %zu %.6f\n", i, m, ops_desc(e->kind)->name,
                 e->dir == FT_FWD ? "fwd" : "bwd", tp == opt ? "optimizer" : g_phase_name[e->phase],
-                e->layer, planner_strategy_name(p->strat[i]), w, sg, 1e3 * p->time[i], p->kept[i],
-                1e3 * p->cost[i]);
+                e->layer, planner_strategy_name(p->strat[s]), w, sg, 1e3 * p->time[s], p->kept[s],
+                1e3 * p->cost[s]);
     }
+    free(order);
     if (fclose(f)) {
         snprintf(err, errlen, "%s: cannot write the DMR plan: %s", path, strerror(errno));
         return -1;
@@ -640,6 +714,9 @@ static bool int_of(const char *s, long lo, long hi, int *v)
     return true;
 }
 
+/* The largest entry of the plan's entry space. */
+static int i_max(const FtDmrEntryPlan *p) { return p->nmicro + p->nopt - 1; }
+
 /* "-" or an integer in [0, hi]. */
 static bool opt_int(const char *s, int hi, int *v)
 {
@@ -656,98 +733,140 @@ static int strategy_of(const char *s)
 
 #define BAD(...) do { snprintf(msg, sizeof msg, __VA_ARGS__); goto bad; } while (0)
 
-/* One 'op' line (tok[0] == "op"); *next: the entry expected next (op entries in order). */
-static int read_op(FtDmrEntryPlan *p, const FtTape *micro, const FtTape *opt, char **tok, int nt,
-                   int *next, char *msg, size_t len)
+/* The slot of execution "ENTRY MB" (tokens te, tm) of an op entry; *mb_ok false when MB is not
+ * one of the plan's (micro-batch entries: [0, ninst); optimizer: 0). Returns -1 when ENTRY is
+ * not an op entry (message in msg). */
+static int slot_of(const FtDmrEntryPlan *p, const FtTape *micro, const FtTape *opt, const char *te,
+                   const char *tm, char *msg, size_t len)
 {
-    int i, layer, win, seg;
+    int i, m, M = p->ninst > 1 ? p->ninst : 1, hi = i_max(p);
+    if (!int_of(te, 0, hi, &i))
+        return snprintf(msg, len, "entry '%s': expected an integer in [0..%d]", te, hi), -1;
+    const FtTape *tp;
+    int j;
+    if (entry_of(micro, opt, i, &tp, &j)->kind == FT_OP_MARK)
+        return snprintf(msg, len, "entry %d is a communication marker, not an op", i), -1;
+    int mhi = i < p->nmicro ? M - 1 : 0;
+    if (!int_of(tm, 0, mhi, &m))
+        return snprintf(msg, len, "micro-batch '%s' of entry %d: expected an integer in [0..%d]%s",
+                        tm, i, mhi, i < p->nmicro ? "" : " (the optimizer runs once a step)"), -1;
+    return dmr_plan_slot(p, i, m);
+}
+
+/* One 'op' line (tok[0] == "op") of a version v file; *nops: op lines so far (version 1: the
+ * entry expected next, op entries in order; version 2: the line's place in the time order). */
+static int read_op(FtDmrEntryPlan *p, const FtTape *micro, const FtTape *opt, int v, char **tok,
+                   int nt, int *nops, int *slot, char *msg, size_t len)
+{
+    int i, s, layer, win, seg, o = v == 2 ? 1 : 0;
     double t, c;
-    if (nt != 11) return snprintf(msg, len, "an op line has 11 fields (op ENTRY KIND.DIR PHASE "
-                                  "LAYER STRATEGY WINDOW SEGMENT TIME_MS KEPT_BYTES COST_MS), "
-                                  "not %d", nt), -1;
-    if (!int_of(tok[1], 0, p->n - 1, &i))
-        return snprintf(msg, len, "entry '%s': expected an integer in [0..%d]", tok[1], p->n - 1), -1;
-    while (*next < p->n) { /* the op entry expected next */
-        int k;
-        const FtTape *tp;
-        if (entry_of(micro, opt, *next, &tp, &k)->kind != FT_OP_MARK) break;
-        (*next)++;
+    if (nt != 11 + o)
+        return snprintf(msg, len, "an op line has %d fields (op ENTRY %sKIND.DIR PHASE LAYER "
+                        "STRATEGY WINDOW SEGMENT TIME_MS KEPT_BYTES COST_MS), not %d", 11 + o,
+                        o ? "MB " : "", nt), -1;
+    if (v == 2) {
+        if ((s = slot_of(p, micro, opt, tok[1], tok[2], msg, len)) < 0) return -1;
+        int m;
+        i = dmr_plan_entry(p, s, &m);
+        if (p->strat[s] >= 0)
+            return snprintf(msg, len, "entry %d mb %d: a second line for the same execution", i,
+                            m), -1;
+        p->pos[s] = (*nops)++;
+    } else {
+        if (!int_of(tok[1], 0, p->n - 1, &i))
+            return snprintf(msg, len, "entry '%s': expected an integer in [0..%d]", tok[1],
+                            p->n - 1), -1;
+        while (*nops < p->n) { /* the op entry expected next */
+            int k;
+            const FtTape *tp;
+            if (entry_of(micro, opt, *nops, &tp, &k)->kind != FT_OP_MARK) break;
+            (*nops)++;
+        }
+        if (i != *nops)
+            return snprintf(msg, len, "entry %d: expected the op entry %d next (one line per op "
+                            "entry, in order)", i, *nops), -1;
+        (*nops)++;
+        s = i;
     }
-    if (i != *next)
-        return snprintf(msg, len, "entry %d: expected the op entry %d next (one line per op "
-                        "entry, in order)", i, *next), -1;
-    (*next)++;
     const FtTape *tp;
     int j;
     const FtTapeEntry *e = entry_of(micro, opt, i, &tp, &j);
     char op[48];
     snprintf(op, sizeof op, "%s.%s", ops_desc(e->kind)->name, e->dir == FT_FWD ? "fwd" : "bwd");
     const char *ph = tp == opt ? "optimizer" : g_phase_name[e->phase];
-    if (strcmp(tok[2], op) || strcmp(tok[3], ph) || !int_of(tok[4], -1, 1 << 20, &layer) ||
+    if (strcmp(tok[2 + o], op) || strcmp(tok[3 + o], ph) || !int_of(tok[4 + o], -1, 1 << 20, &layer) ||
         layer != e->layer)
         return snprintf(msg, len, "entry %d is %s %s layer %d on this rank's tape, not '%s %s "
                         "%s' (the plan is for another model, layout or train.ac)", i, op, ph,
-                        e->layer, tok[2], tok[3], tok[4]), -1;
-    int s = strategy_of(tok[5]);
-    if (s < 0)
+                        e->layer, tok[2 + o], tok[3 + o], tok[4 + o]), -1;
+    int st = strategy_of(tok[5 + o]);
+    if (st < 0)
         return snprintf(msg, len, "strategy '%s': expected piggyback, naive, deferred or agc",
-                        tok[5]), -1;
-    if (s == PLAN_PIGGYBACK && !dmr_entry_piggyback(tp, e))
+                        tok[5 + o]), -1;
+    if (st == PLAN_PIGGYBACK && !dmr_entry_piggyback(tp, e))
         return snprintf(msg, len, "entry %d (%s): piggyback needs an AC recomputation twin "
                         "writing floats; this entry has none", i, op), -1;
-    if ((s == PLAN_DEFERRED || s == PLAN_AGC) && !dmr_entry_deferrable(tp, e))
+    if ((st == PLAN_DEFERRED || st == PLAN_AGC) && !dmr_entry_deferrable(tp, e))
         return snprintf(msg, len, "entry %d (%s) writes integers (addresses for later ops): it "
                         "cannot be deferred, only naive or piggyback", i, op), -1;
-    if (!opt_int(tok[6], p->nwin - 1, &win))
-        return snprintf(msg, len, "window '%s': expected - or an integer in [0..%d]", tok[6],
+    if (!opt_int(tok[6 + o], p->nwin - 1, &win))
+        return snprintf(msg, len, "window '%s': expected - or an integer in [0..%d]", tok[6 + o],
                         p->nwin - 1), -1;
-    if (!opt_int(tok[7], 1 << 20, &seg))
-        return snprintf(msg, len, "segment '%s': expected - or an integer >= 0", tok[7]), -1;
-    if (tp == micro && e->phase == FT_PH_RECOMPUTE && e->twin >= 0 && e->twin < i &&
-        (s == PLAN_PIGGYBACK) != (p->strat[e->twin] == PLAN_PIGGYBACK))
-        return snprintf(msg, len, "entry %d recomputes entry %d: piggyback is for both or "
-                        "neither (the recomputation is the forward's checker)", i, e->twin), -1;
-    if (s == PLAN_AGC && seg < 0)
+    if (!opt_int(tok[7 + o], 1 << 20, &seg))
+        return snprintf(msg, len, "segment '%s': expected - or an integer >= 0", tok[7 + o]), -1;
+    if (st == PLAN_AGC && seg < 0)
         return snprintf(msg, len, "entry %d: strategy agc needs a segment", i), -1;
-    if (seg >= 0 && s != PLAN_AGC && s != PLAN_PIGGYBACK)
+    if (seg >= 0 && st != PLAN_AGC && st != PLAN_PIGGYBACK)
         return snprintf(msg, len, "entry %d: only agc ops and piggyback ops replayed inside a "
-                        "segment have one, not %s", i, tok[5]), -1;
-    if (!num(tok[8], &t) || !num(tok[10], &c))
-        return snprintf(msg, len, "time_ms '%s' / cost_ms '%s': expected numbers >= 0", tok[8],
-                        tok[10]), -1;
+                        "segment have one, not %s", i, tok[5 + o]), -1;
+    if (!num(tok[8 + o], &t) || !num(tok[10 + o], &c))
+        return snprintf(msg, len, "time_ms '%s' / cost_ms '%s': expected numbers >= 0", tok[8 + o],
+                        tok[10 + o]), -1;
     char *end;
     errno = 0;
-    unsigned long long kept = strtoull(tok[9], &end, 10);
-    if (end == tok[9] || *end || errno || tok[9][0] == '-')
-        return snprintf(msg, len, "kept_bytes '%s': expected an integer >= 0", tok[9]), -1;
-    p->strat[i] = s, p->window[i] = win, p->seg[i] = seg;
-    p->time[i] = t / 1e3, p->cost[i] = c / 1e3, p->kept[i] = (size_t)kept;
+    unsigned long long kept = strtoull(tok[9 + o], &end, 10);
+    if (end == tok[9 + o] || *end || errno || tok[9 + o][0] == '-')
+        return snprintf(msg, len, "kept_bytes '%s': expected an integer >= 0", tok[9 + o]), -1;
+    *slot = s;
+    p->strat[s] = st, p->window[s] = win, p->seg[s] = seg;
+    p->time[s] = t / 1e3, p->cost[s] = c / 1e3, p->kept[s] = (size_t)kept;
     if (seg + 1 > p->nseg) p->nseg = seg + 1;
     return 0;
 }
 
-/* One 'window' line (tok[0] == "window"), appended to p's windows. */
-static int read_window(FtDmrEntryPlan *p, char **tok, int nt, char *msg, size_t len)
+/* One 'window' line (tok[0] == "window") of a version v file, appended to p's windows. */
+static int read_window(FtDmrEntryPlan *p, const FtTape *micro, const FtTape *opt, int v,
+                       char **tok, int nt, char *msg, size_t len)
 {
-    int w, after, kind = -1, use = -1;
+    int w, after, kind = -1, use = -1, o = v == 2 ? 2 : 0;
     double wl, used;
-    if (nt != 12 || !int_of(tok[1], 0, 1 << 30, &w) || strcmp(tok[2], "after") ||
-        !int_of(tok[3], -1, p->n - 1, &after) || strcmp(tok[4], "kind") ||
-        strcmp(tok[6], "len_ms") || !num(tok[7], &wl) || strcmp(tok[8], "use") ||
-        strcmp(tok[10], "used_ms") || !num(tok[11], &used))
-        return snprintf(msg, len, "expected 'window %d after ENTRY kind pp|intra len_ms X use "
+    if (nt != 12 + o || !int_of(tok[1], 0, 1 << 30, &w) || strcmp(tok[2], "after") ||
+        !int_of(tok[3], -1, i_max(p), &after) || (o && strcmp(tok[4], "mb")) ||
+        strcmp(tok[4 + o], "kind") || strcmp(tok[6 + o], "len_ms") || !num(tok[7 + o], &wl) ||
+        strcmp(tok[8 + o], "use") || strcmp(tok[10 + o], "used_ms") || !num(tok[11 + o], &used))
+        return snprintf(msg, len, "expected 'window %d after ENTRY%s kind pp|intra len_ms X use "
                         "-|agc|deferred used_ms X' (ENTRY in [-1..%d], times >= 0)", p->nwin,
-                        p->n - 1), -1;
+                        o ? " mb MB" : "", i_max(p)), -1;
     if (w != p->nwin) return snprintf(msg, len, "window %d: expected window %d next", w, p->nwin), -1;
-    if (p->nwin && after < p->win_after[p->nwin - 1])
+    if (o && after < 0 && strcmp(tok[5], "0"))
+        return snprintf(msg, len, "window %d opens before any op: expected 'after -1 mb 0'", w), -1;
+    if (o && after >= 0 && (after = slot_of(p, micro, opt, tok[3], tok[5], msg, len)) < 0) return -1;
+    if (!o && p->nwin && after < p->win_after[p->nwin - 1])
         return snprintf(msg, len, "window %d opens after entry %d, before window %d (entry %d): "
                         "windows come in order", w, after, w - 1, p->win_after[w - 1]), -1;
+    for (const FtTape *tp; !o && after >= 0;) { /* version 1: after a marker is after the op
+                                                   before it (a window opens after an op) */
+        int j;
+        if (entry_of(micro, opt, after, &tp, &j)->kind != FT_OP_MARK) break;
+        after--;
+    }
     for (int k = 0; k < 2; k++)
-        if (!strcmp(tok[5], g_kind_name[k])) kind = k;
+        if (!strcmp(tok[5 + o], g_kind_name[k])) kind = k;
     for (int k = 1; k < 4; k++)
-        if (!strcmp(tok[9], g_use_name[k])) use = k == 1 ? 0 : k;
-    if (kind < 0) return snprintf(msg, len, "window kind '%s': expected pp or intra", tok[5]), -1;
-    if (use < 0) return snprintf(msg, len, "window use '%s': expected -, agc or deferred", tok[9]), -1;
+        if (!strcmp(tok[9 + o], g_use_name[k])) use = k == 1 ? 0 : k;
+    if (kind < 0) return snprintf(msg, len, "window kind '%s': expected pp or intra", tok[5 + o]), -1;
+    if (use < 0)
+        return snprintf(msg, len, "window use '%s': expected -, agc or deferred", tok[9 + o]), -1;
     size_t c = (size_t)p->nwin + 2;
     int *a = realloc(p->win_after, c * sizeof *a), *k = realloc(p->win_kind, c * sizeof *k);
     p->win_after = a ? a : p->win_after, p->win_kind = k ? k : p->win_kind;
@@ -762,8 +881,48 @@ static int read_window(FtDmrEntryPlan *p, char **tok, int nt, char *msg, size_t 
     return 0;
 }
 
+/* After the last line: every op slot has its line, a recomputation's piggyback matches its
+ * twin's (the same micro-batch's forward), a version 2 file's windows come in time order.
+ * Returns 0, or -1 with the message and *ln the line to name (unchanged: the file's last). */
+static int read_done(FtDmrEntryPlan *p, const FtTape *micro, const FtTape *opt, const int *line,
+                     const int *winline, int *ln, char *msg, size_t len)
+{
+    for (int s = 0; s < p->n; s++) {
+        int m, i = dmr_plan_entry(p, s, &m), j;
+        const FtTape *tp;
+        const FtTapeEntry *e = entry_of(micro, opt, i, &tp, &j);
+        if (e->kind == FT_OP_MARK) continue;
+        if (p->strat[s] < 0) {
+            char mb[32] = "";
+            if (p->pos) snprintf(mb, sizeof mb, " mb %d", m);
+            return snprintf(msg, len, "the file ends before the op line of entry %d%s (every "
+                            "execution of an op entry has one)", i, mb), -1;
+        }
+    }
+    for (int s = 0; s < p->n; s++) {
+        int m, i = dmr_plan_entry(p, s, &m), j;
+        const FtTape *tp;
+        const FtTapeEntry *e = entry_of(micro, opt, i, &tp, &j);
+        if (tp != micro || e->kind == FT_OP_MARK || e->phase != FT_PH_RECOMPUTE || e->twin < 0)
+            continue;
+        int t = dmr_plan_slot(p, e->twin, m);
+        if ((p->strat[s] == PLAN_PIGGYBACK) != (p->strat[t] == PLAN_PIGGYBACK)) {
+            *ln = line[s];
+            return snprintf(msg, len, "entry %d recomputes entry %d: piggyback is for both or "
+                            "neither (the recomputation is the forward's checker)", i, e->twin), -1;
+        }
+    }
+    for (int w = 1; w < p->nwin && p->pos; w++)
+        if (dmr_plan_pos(p, p->win_after[w]) < dmr_plan_pos(p, p->win_after[w - 1])) {
+            *ln = winline[w];
+            return snprintf(msg, len, "window %d opens before window %d in the op lines' time "
+                            "order: windows come in order", w, w - 1), -1;
+        }
+    return 0;
+}
+
 int dmr_plan_read(FtDmrEntryPlan *p, const FtTape *micro, const FtTape *opt, const char *path,
-                  const char *rank_line, char *err, size_t errlen)
+                  const char *rank_line, int micro_batches, char *err, size_t errlen)
 {
     memset(p, 0, sizeof *p);
     FILE *f = fopen(path, "r");
@@ -772,7 +931,7 @@ int dmr_plan_read(FtDmrEntryPlan *p, const FtTape *micro, const FtTape *opt, con
         return -1;
     }
     char line[1024], copy[1024], msg[512] = "", *tok[24];
-    int ln = 0, state = 0, next = 0;
+    int ln = 0, state = 0, nops = 0, v = 0, *lineof = NULL, *winline = NULL, capwin = 0;
     while (fgets(line, sizeof line, f)) {
         ln++;
         if (!strchr(line, '\n') && !feof(f)) BAD("line longer than %zu characters", sizeof line - 2);
@@ -780,27 +939,37 @@ int dmr_plan_read(FtDmrEntryPlan *p, const FtTape *micro, const FtTape *opt, con
         int nt = split(copy, tok);
         if (nt == 0 || tok[0][0] == '#') continue;
         if (state == 0) {
-            if (nt != 2 || strcmp(tok[0], "ftllm-dmr-plan") || strcmp(tok[1], "1"))
-                BAD("expected 'ftllm-dmr-plan 1' (not a DMR plan file, or another version)");
+            if (nt != 2 || strcmp(tok[0], "ftllm-dmr-plan") || (strcmp(tok[1], "1") && strcmp(tok[1], "2")))
+                BAD("expected 'ftllm-dmr-plan 2' (or 1: not a DMR plan file, or another version)");
+            v = tok[1][0] - '0';
         } else if (state == 1) {
             line[strcspn(line, "\r\n")] = 0;
             if (strcmp(line, rank_line))
                 BAD("'%.120s': this plan is for another rank or layout (expected '%.120s')", line,
                     rank_line);
         } else if (state == 2) {
-            int nm, no;
+            int nm, no, M = 1;
             unsigned long long h = 0;
-            if (nt != 6 || strcmp(tok[0], "tape") || sscanf(tok[1], "%llx", &h) != 1 ||
+            if (nt != (v == 2 ? 8 : 6) || strcmp(tok[0], "tape") || sscanf(tok[1], "%llx", &h) != 1 ||
                 strcmp(tok[2], "entries") || !int_of(tok[3], 0, 1 << 30, &nm) ||
-                strcmp(tok[4], "optimizer") || !int_of(tok[5], 0, 1 << 30, &no))
-                BAD("expected 'tape HASH entries N optimizer N'");
+                strcmp(tok[4], "optimizer") || !int_of(tok[5], 0, 1 << 30, &no) ||
+                (v == 2 && (strcmp(tok[6], "micro_batches") || !int_of(tok[7], 1, 1 << 16, &M))))
+                BAD("expected 'tape HASH entries N optimizer N%s'",
+                    v == 2 ? " micro_batches M (M >= 1)" : "");
             if (h != dmr_tape_hash(micro, opt) || nm != micro->ne || no != opt->ne)
                 BAD("the plan was made for other tapes (hash %016llx, %d + %d entries; this "
                     "rank's: %016llx, %d + %d): model, layout or train.ac differ (HINT: make it "
                     "again with ftllm plan)", h, nm, no,
                     (unsigned long long)dmr_tape_hash(micro, opt), micro->ne, opt->ne);
-            plan_alloc(p, nm, no, 0);
+            if (M > 1 && micro_batches > 0 && M != micro_batches)
+                BAD("the plan was made for %d micro-batches per step; this run has %d "
+                    "(parallel.microbatches; HINT: make it again with ftllm plan)", M,
+                    micro_batches);
+            if ((long long)M * nm + no > (1 << 30)) BAD("micro_batches %d: too many slots", M);
+            plan_alloc(p, nm, no, M, v == 2, 0);
             p->tape_hash = h, p->fwd_end = micro->fwd_end;
+            lineof = calloc((size_t)p->n + 1, sizeof *lineof);
+            FT_ASSERT(lineof);
         } else if (state == 3) {
             double mb, st, ov, pb = 0, ob = -1, ib = -1;
             int ps;
@@ -828,10 +997,19 @@ int dmr_plan_read(FtDmrEntryPlan *p, const FtTape *micro, const FtTape *opt, con
             if (!p->phases) BAD("phases '%s': expected 1, 1,2, 1,2,3 or paper", tok[3]);
             p->budget_mb = mb, p->profile_steps = ps, p->step_s = st / 1e3, p->overhead = ov / 1e3;
         } else if (!strcmp(tok[0], "window")) {
-            if (next > 0) BAD("window lines come before the op lines");
-            if (read_window(p, tok, nt, msg, sizeof msg)) goto bad;
+            if (nops > 0) BAD("window lines come before the op lines");
+            if (read_window(p, micro, opt, v, tok, nt, msg, sizeof msg)) goto bad;
+            if (p->nwin > capwin) {
+                capwin = 2 * p->nwin;
+                int *wl = realloc(winline, (size_t)capwin * sizeof *wl);
+                FT_ASSERT(wl);
+                winline = wl;
+            }
+            winline[p->nwin - 1] = ln;
         } else if (!strcmp(tok[0], "op")) {
-            if (read_op(p, micro, opt, tok, nt, &next, msg, sizeof msg)) goto bad;
+            int s;
+            if (read_op(p, micro, opt, v, tok, nt, &nops, &s, msg, sizeof msg)) goto bad;
+            lineof[s] = ln;
         } else {
             BAD("'%s': expected a window or op line", tok[0]);
         }
@@ -839,17 +1017,13 @@ int dmr_plan_read(FtDmrEntryPlan *p, const FtTape *micro, const FtTape *opt, con
     }
     if (ferror(f)) BAD("read error: %s", strerror(errno));
     if (state < 4) BAD("the file ends before its header is complete");
-    while (next < p->n) {
-        const FtTape *tp;
-        int k;
-        if (entry_of(micro, opt, next, &tp, &k)->kind != FT_OP_MARK)
-            BAD("the file ends before the op line of entry %d (every op entry has one)", next);
-        next++;
-    }
+    if (read_done(p, micro, opt, lineof, winline, &ln, msg, sizeof msg)) goto bad;
+    free(lineof), free(winline);
     fclose(f);
     return 0;
 bad:
     fclose(f);
+    free(lineof), free(winline);
     snprintf(err, errlen, "%s:%d: %s", path, ln, msg);
     dmr_plan_free(p);
     return -1;

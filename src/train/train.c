@@ -283,6 +283,7 @@ static double run_microbatches(FtTrainer *tr, uint64_t first0)
     double loss = 0;
     for (int i = 0; i < 2 * M; i++) {
         FtTape *tp = slot(tr, ops[i].mb % tr->nslots);
+        tr->ex.instance = ops[i].mb; /* DMR's plan per micro-batch */
         if (ops[i].fwd) {
             uint64_t first = first0 + (uint64_t)ops[i].mb * tr->B;
             model_tape_bind(m, tp, m->grads, NULL);
@@ -306,6 +307,7 @@ static double run_microbatches(FtTrainer *tr, uint64_t first0)
             tr->ex.grads_ready = NULL;
         }
     }
+    tr->ex.instance = 0;
     free(ops);
     return loss;
 }

@@ -235,8 +235,8 @@ static void plan_made(void *arg, FtDmr *d)
     FtDmrPlanTotals t;
     dmr_plan_totals(p, &t);
     ft_log_rank(FT_LOG_INFO, "dmr: planned from %d profiled step%s: piggyback %d, agc %d (%d "
-                "segment%s), deferred %d, naive %d ops; predicted overhead %.3f ms of a %.3f ms "
-                "step", p->profile_steps, p->profile_steps == 1 ? "" : "s", t.ops[PLAN_PIGGYBACK],
+                "segment%s), deferred %d, naive %d op executions a step; predicted overhead "
+                "%.3f ms of a %.3f ms step", p->profile_steps, p->profile_steps == 1 ? "" : "s", t.ops[PLAN_PIGGYBACK],
                 t.ops[PLAN_AGC], t.segments, t.segments == 1 ? "" : "s", t.ops[PLAN_DEFERRED],
                 t.ops[PLAN_NAIVE], 1e3 * p->overhead, 1e3 * p->step_s);
     if (!td->plan_path[0]) return;
@@ -301,7 +301,8 @@ static int plan_load(FtTrainDmr *td, const FtConfig *cfg, int nranks, char *err,
                      "files (HINT: remove them all, or make them again with ftllm plan)",
                      td->plan_path);
     } else {
-        dmr_plan_read(&p, &tr->tape, &tr->opt_tape, td->plan_path, td->rank_line, msg, sizeof msg);
+        dmr_plan_read(&p, &tr->tape, &tr->opt_tape, td->plan_path, td->rank_line, tr->micro, msg,
+                      sizeof msg);
     }
     if (agree_message(tr, nranks, msg, sizeof msg, err, errlen)) {
         dmr_plan_free(&p);

@@ -37,8 +37,9 @@ int verb_plan_report(FtTrainer *tr, FtTrainDmr *td, const FtConfig *cfg, const c
         rc = FT_EXIT_FAILED;
     }
     if (rank == 0) {
-        printf("DMR plan of rank 0 (%s; entries: the micro-batch tape, then the optimizer's; "
-               "time: checker ms per step, cost: predicted overhead ms per step):\n",
+        printf("DMR plan of rank 0 (%s; one row per op execution in the step's time order: entry "
+               "(the micro-batch tape's, then the optimizer's) and mb (its micro-batch); time: "
+               "checker ms per step, cost: predicted overhead ms per step):\n",
                cfg->path);
         dmr_plan_print_table(stdout, p, &tr->tape, &tr->opt_tape);
         fflush(stdout);

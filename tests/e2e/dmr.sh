@@ -37,7 +37,7 @@ done
 plan="$E2E_TMP/p.plan"
 # shellcheck disable=SC2086
 run "ftllm plan" 0 "" 1 "$FTLLM" plan inputs/default.ini train.ac=full dmr.plan="$plan" dmr.profile_steps=2
-has "plan table" '^ +[0-9]+ +matmul\.fwd +forward +0 +piggyback '
+has "plan table" '^ +[0-9]+ +[0-9]+ +matmul\.fwd +forward +0 +piggyback '
 has "plan totals" '^\[r0\] plan: windows [0-9]+ .*predicted overhead [0-9.]+ ms per step'
 has "plan written" "^plan: written to $plan"
 # memory in time: what the plan's checks keep at once over the step, within the budget (default
@@ -45,7 +45,7 @@ has "plan written" "^plan: written to $plan"
 # only a few small checks)
 kept=$(sed -n 's/^\[r0\] plan: phases 1,2,3, budget 1024.0 MiB (its checks keep at most \([0-9.]*\) MiB at once.*/\1/p' "$E2E_TMP/out" | head -1)
 awk -v k="${kept:-x}" 'BEGIN { exit !(k ~ /^[0-9.]+$/ && k <= 1024) }' && ok "plan: kept at once within the budget ($kept MiB)" || bad "plan: kept at once within the budget" "$(grep -a 'plan: phases' "$E2E_TMP/out" | head -1)"
-grep -q '^ftllm-dmr-plan 1$' "$plan" && ok "plan file header" || bad "plan file header" "$(head -c 300 "$plan")"
+grep -q '^ftllm-dmr-plan 2$' "$plan" && ok "plan file header" || bad "plan file header" "$(head -c 300 "$plan")"
 ! grep -q 'ends before a plan exists' "$E2E_TMP/err" && ok "ftllm plan: no short-run warning" || bad "ftllm plan: no short-run warning" "$(grep -a 'plan exists' "$E2E_TMP/err")"
 # a plan that cannot be written: one line naming the file, a failed exit, no "written" claim
 run "plan not writable" 1 "$E2E_TMP/none/p.plan: cannot write the DMR plan" 1 "$FTLLM" plan inputs/default.ini train.ac=full dmr.plan="$E2E_TMP/none/p.plan" dmr.profile_steps=2
@@ -60,7 +60,8 @@ has "the plan's bound" '^dmr: planned: lower bound [0-9.]+ ms per step \(issue 1
 has "planned time by kind" '^dmr: check time by kind, summed over ranks \(host wall time\): at once \(re-execution and compare\) [0-9.]+ s, piggyback fingerprints ([1-9][0-9]*\.[0-9]+|0\.[0-9]*[1-9][0-9]*) s, keeping deferred checks. inputs [0-9.]+ s, deferred replays [0-9.]+ s \([0-9.]+ s in windows\), the rest \(agreement, injections\) [0-9.]+ s$'
 n_entry=$(grep -m1 '^op .* piggyback ' "$plan" | awk '{print $2}')
 n_line=$(grep -n -m1 '^op .* piggyback ' "$plan" | cut -d: -f1)
-n_kind=$(grep -m1 '^op .* piggyback ' "$plan" | awk '{print $3}')
+n_kind=$(grep -m1 '^op .* piggyback ' "$plan" | awk '{print $4}')
+n_mb=$(grep -m1 '^op .* piggyback ' "$plan" | awk '{print $3}')
 badplan() { # NAME LINE MESSAGE SED-SCRIPT [overrides]
   sed "$4" "$plan" > "$E2E_TMP/bad.plan"
   # shellcheck disable=SC2086
@@ -68,14 +69,14 @@ badplan() { # NAME LINE MESSAGE SED-SCRIPT [overrides]
   [ -n "$2" ] || want=$3
   run "bad plan: $1" 2 "$want" 1 "$FTLLM" train inputs/default.ini $short train.ac=full dmr.mode=planned dmr.plan="$E2E_TMP/bad.plan" ${5:-}
 }
-badplan "not a plan" 4 "expected 'ftllm-dmr-plan 1'" 's/^ftllm-dmr-plan 1$/ftllm-dmr-plan 2/'
+badplan "not a plan" 4 "expected 'ftllm-dmr-plan 2'" 's/^ftllm-dmr-plan 2$/ftllm-dmr-plan 3/'
 badplan "other rank" 5 "'rank 1 of 1 layout tp=1 pp=1 dp=1 ep=1': this plan is for another rank or layout" 's/^rank 0 of 1 /rank 1 of 1 /'
-badplan "other tape" 6 "the plan was made for other tapes" 's/^tape .*/tape 0123456789abcdef entries 149 optimizer 32/'
+badplan "other tape" 6 "the plan was made for other tapes" 's/^tape .*/tape 0123456789abcdef entries 149 optimizer 32 micro_batches 1/'
 badplan "other ac" "" "model, layout or train.ac differ" 's/^x//' train.ac=every
 badplan "bad strategy" "$n_line" "strategy 'twice': expected piggyback, naive, deferred or agc" "${n_line}s/ piggyback / twice /"
-badplan "short op line" "$n_line" "an op line has 11 fields" "${n_line}s/ - - / - /"
+badplan "short op line" "$n_line" "an op line has 12 fields" "${n_line}s/ - - / - /"
 badplan "wrong op" "$n_line" "entry $n_entry is $n_kind forward" "${n_line}s/ $n_kind / crossent.fwd /"
-badplan "missing op" "" ": expected the op entry $n_entry next" "${n_line}d"
+badplan "missing op" "" ": the file ends before the op line of entry $n_entry mb $n_mb " "${n_line}d"
 badplan "unknown line" 8 "'hello': expected a window or op line" '8s/^/hello /'
 badplan "twin split" "" "piggyback is for both or neither" "${n_line}s/ piggyback / naive /"
 badplan "truncated" "" "the file ends before the op line of entry" '$d'
@@ -84,10 +85,10 @@ cp "$plan" "$E2E_TMP/half.r0"
 run "plan file missing on one rank" 2 "$E2E_TMP/half.r1: missing, while other ranks have their plan files" 2 "$FTLLM" train inputs/default.ini $short parallel.dp=2 dmr.mode=planned dmr.plan="$E2E_TMP/half"
 # bad plan files on two ranks: the first bad rank's message (rank 0's bad header, not rank 1's
 # plan of another layout)
-sed 's/^ftllm-dmr-plan 1$/ftllm-dmr-plan 2/' "$plan" > "$E2E_TMP/both.r0"
+sed 's/^ftllm-dmr-plan 2$/ftllm-dmr-plan 3/' "$plan" > "$E2E_TMP/both.r0"
 cp "$plan" "$E2E_TMP/both.r1"
 # shellcheck disable=SC2086
-run "bad plan files on two ranks" 2 "$E2E_TMP/both.r0:4: expected 'ftllm-dmr-plan 1'" 2 "$FTLLM" train inputs/default.ini $short parallel.dp=2 dmr.mode=planned dmr.plan="$E2E_TMP/both"
+run "bad plan files on two ranks" 2 "$E2E_TMP/both.r0:4: expected 'ftllm-dmr-plan 2'" 2 "$FTLLM" train inputs/default.ini $short parallel.dp=2 dmr.mode=planned dmr.plan="$E2E_TMP/both"
 
 # the default deck: one flip at step 3, caught, rolled back, and the weights end where a clean run ends
 # shellcheck disable=SC2086

@@ -77,13 +77,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     fclose(f);
     FtDmrEntryPlan p, q;
     char err[1024] = "";
-    int rc = dmr_plan_read(&p, &g_micro, &g_opt, g_in, g_rank, err, sizeof err);
+    int rc = dmr_plan_read(&p, &g_micro, &g_opt, g_in, g_rank, 0, err, sizeof err);
     if (rc) {
         if (strncmp(err, g_in, strlen(g_in)) || strchr(err, '\n')) abort();
         return 0;
     }
     if (dmr_plan_write(&p, &g_micro, &g_opt, g_out, g_rank, err, sizeof err)) abort();
-    if (dmr_plan_read(&q, &g_micro, &g_opt, g_out, g_rank, err, sizeof err)) {
+    if (dmr_plan_read(&q, &g_micro, &g_opt, g_out, g_rank, 0, err, sizeof err)) {
         fprintf(stderr, "fuzz_plan: a plan read, written and read again was refused: %s\n", err);
         abort();
     }
