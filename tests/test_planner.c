@@ -325,11 +325,22 @@ static void test_bookkeeping(void **state)
                               {"z", 3, 1, 0, 0, 3, 0.25},
                               {"u", 4, 1, 0, 0, 0.5, 0.25}};
     const FtPlanWindow win2[1] = {{3, 7, PLAN_WIN_PP, 0}};
-    assert_int_equal(planner_run(ops2, 4, win2, 1, 10, phase_sets[2], &p), 0);
+    assert_int_equal(planner_run(ops2, 4, win2, 1, 10, phase_sets[1], &p), 0); /* phases 1,2 */
     assert_int_equal(p.strategy[3], PLAN_AGC), assert_int_equal(p.strategy[2], PLAN_NAIVE);
     assert_int_equal(p.strategy[0], PLAN_NAIVE);
     assert_true(p.nseg == 1 && p.seg_first[0] == 3 && p.seg_last[0] == 3);
     assert_true(p.overhead == 5.75 && p.keep_cost == 0.75 && p.agc_mem == 1);
+    planner_free(&p);
+    /* with Phase 3 (this project's rules) the 3 s u's replay leaves of the window take x
+     * (bookkeeping 0.25); z's bookkeeping (3.25) exceeds its check: naive. Overhead 3 + 0.75 +
+     * 0.25 = 4. The paper's rules leave a segment's window to it: x naive */
+    assert_int_equal(planner_run(ops2, 4, win2, 1, 10, phase_sets[2], &p), 0);
+    assert_int_equal(p.strategy[3], PLAN_AGC), assert_int_equal(p.strategy[2], PLAN_NAIVE);
+    assert_true(p.strategy[0] == PLAN_DEFERRED && p.window[0] == 0 && p.win_phase[0] == 2);
+    assert_true(p.overhead == 4 && p.keep_cost == 1 && p.win_time[0] == 6);
+    planner_free(&p);
+    assert_int_equal(planner_run(ops2, 4, win2, 1, 10, phase_sets[2] | PLAN_PAPER, &p), 0);
+    assert_true(p.strategy[3] == PLAN_AGC && p.strategy[0] == PLAN_NAIVE); /* {z,u}: 7 of 7 */
     planner_free(&p);
     /* bookkeeping equal to the check (1 = 0.75 + 0.25) does not exceed it: deferred, as the
      * header's rule (a) says; it then costs its bookkeeping, as much as checking it now */
@@ -476,9 +487,11 @@ static double check_plan(const Instance *in, int phases, const FtDmrPlan *p)
         if (!(phases & PLAN_PHASE3)) assert_true(s != PLAN_DEFERRED);
         assert_int_equal(w >= 0, s == PLAN_DEFERRED || s == PLAN_AGC);
         assert_int_equal(p->segment[i] >= 0, s == PLAN_AGC);
-        if (w >= 0) {
+        if (w >= 0) { /* deferred: a Phase-3 window, or (this project's rules) what a
+                         segment's replay leaves of its window */
             assert_true(w < nw && i <= win[w].after);
-            assert_int_equal(p->win_phase[w], s == PLAN_AGC ? 2 : 3);
+            if (s == PLAN_AGC || paper) assert_int_equal(p->win_phase[w], s == PLAN_AGC ? 2 : 3);
+            else assert_true(p->win_phase[w] == 3 || p->win_phase[w] == 2);
         }
         if (s == PLAN_DEFERRED) wt[w] += ops[i].time;
         if (s == PLAN_NAIVE) naive += ops[i].time;
@@ -490,6 +503,7 @@ static double check_plan(const Instance *in, int phases, const FtDmrPlan *p)
     /* AGC segments: one per used PP window, of one block, a contiguous run of its operators
      * from seg_first to seg_last (boundaries AGC or piggyback), covering every AGC op */
     int covered = 0;
+    double rp[12] = {0}; /* each window's segment replay */
     for (int sg = 0; sg < p->nseg; sg++) {
         int lo = p->seg_first[sg], hi = p->seg_last[sg], w = -1, b = ops[lo].block;
         assert_true(lo >= 0 && lo <= hi && hi < n && ops[hi].block == b);
@@ -507,7 +521,8 @@ static double check_plan(const Instance *in, int phases, const FtDmrPlan *p)
         agc_mem += ops[lo].mem + (hi > lo ? ops[hi].mem : 0);
         assert_int_equal(p->seg_win[sg], w);
         keep += paper ? 0 : ops[lo].copy + (hi > lo ? ops[hi].copy : 0);
-        assert_true(replay <= win[w].len && replay == p->win_time[w]);
+        assert_true(replay + wt[w] <= win[w].len && replay + wt[w] == p->win_time[w]);
+        rp[w] = replay;
     }
     for (int i = 0; i < n; i++) covered -= p->strategy[i] == PLAN_AGC;
     assert_int_equal(covered, 0);
@@ -515,9 +530,10 @@ static double check_plan(const Instance *in, int phases, const FtDmrPlan *p)
     /* memory in time: what the strategies hold at every operator position fits the budget */
     assert_true(plan_peak_held(ops, n, win, p) <= in->budget);
     assert_true(planner_peak_held(p, ops, win) == plan_peak_held(ops, n, win, p));
-    for (int w = 0; w < nw; w++) {
-        if (p->win_phase[w] != 3) continue;
-        assert_true(wt[w] <= win[w].len && wt[w] == p->win_time[w]);
+    for (int w = 0; w < nw; w++) { /* the windows Phase 3 gave checks to: what they had left */
+        double room = p->win_phase[w] == 3 ? win[w].len : win[w].len - rp[w];
+        if (p->win_phase[w] != 3 && (paper || p->win_phase[w] != 2)) continue;
+        assert_true(wt[w] <= room && wt[w] + rp[w] == p->win_time[w]);
         /* the queue after demotion: memory within the Phase-3 budget, and this window's subset
          * is a best fit of it */
         double qt[40], qbest;
@@ -529,8 +545,11 @@ static double check_plan(const Instance *in, int phases, const FtDmrPlan *p)
             assert_true(i <= win[w].after);
             /* this project's rule: queued only if a window from here on can hold it */
             double longest = 0;
-            for (int v = w; v < nw; v++)
-                if (p->win_phase[v] == 3 && win[v].len > longest) longest = win[v].len;
+            for (int v = w; v < nw; v++) {
+                double r = p->win_phase[v] == 3 ? win[v].len
+                           : p->win_phase[v] == 2 && !paper ? win[v].len - rp[v] : -1;
+                if (r > longest) longest = r;
+            }
             if (!paper) assert_true(ops[i].time <= longest);
             assert_true(p->strategy[i] == PLAN_NAIVE ||
                         (p->strategy[i] == PLAN_DEFERRED && p->window[i] >= w));
@@ -552,7 +571,7 @@ static double check_plan(const Instance *in, int phases, const FtDmrPlan *p)
         assert_true(agc_held == planner_agc_held(p, ops, win, w));
         assert_true(qm == p->win_qmem[w] && qm + agc_held <= in->budget);
         assert_true(nq <= 14);
-        qbest = fit_brute(qt, nq, win[w].len);
+        qbest = fit_brute(qt, nq, room);
         assert_true(wt[w] == qbest);
         /* kept tensors at this window: every op deferred to here or later, already run */
         for (int i = 0; i <= win[w].after; i++)

@@ -18,8 +18,14 @@
  *           - extra = time of the piggyback-protected operators inside (replayed needlessly).
  *      Candidates over the memory slack (budget - boundary memory of the segments already chosen
  *      that are held at the same time: below) or over the window are dropped; the largest gain > 0 wins; ties: fewer operators, then
- *      the earliest start. A window holding a segment is used (Phase 3 skips it).
- *   3  scan windows in order; at each window not used by Phase 2: enqueue the unassigned
+ *      the earliest start. Under the paper's rules a window holding a segment is used (Phase 3
+ *      skips it); under this project's, Phase 3 may give it deferred checks up to what the
+ *      segment's replay leaves of it (a pipeline's warm-up wait is far longer than the one
+ *      segment of the block before it: planned per micro-batch on pp2, the first stage's
+ *      warm-up wait held a 2.8 ms segment in 25 ms, and its first micro-batch's forward checks
+ *      went naive; with the fill pp2's phases 1,2,3 ran 4-5 points faster, 2026-12-02).
+ *   3  scan windows in order; at each window not used by Phase 2 (or with room beside its
+ *      segment, above): enqueue the unassigned
  *      operators with index <= after not yet enqueued, except two kinds that go PLAN_NAIVE at
  *      once instead: (a) an operator whose bookkeeping (copy + fp) exceeds its checker time
  *      (deferring it would cost more than checking it now); (b) an operator whose checker time
@@ -39,8 +45,8 @@
  *      first; where long operators queue for one late window (a DP reduce-scatter) while short
  *      ones could fill the many intra-node windows before it, the paper's rule demotes the short
  *      ones and the long ones mostly end naive anyway. Then
- *      give the window the subset of the queue with the largest total time <= len
- *      (planner_best_fit) as PLAN_DEFERRED; the rest stays queued. Leftovers at the end and
+ *      give the window the subset of the queue with the largest total time <= len (less a
+ *      segment's replay) (planner_best_fit) as PLAN_DEFERRED; the rest stays queued. Leftovers at the end and
  *      everything no phase took -> PLAN_NAIVE.
  * Memory in time: an AGC segment holds its boundary from its first operator to its window
  * (operators seg_first .. win[seg_win].after); a queued operator from its execution to its
@@ -116,7 +122,8 @@ typedef struct ft_dmr_plan {
                            smaller; it is replayed, not covered) */
     int *seg_win;       /* [nseg] the PP window each segment is replayed in */
     int *win_phase;     /* [nwin] 0 unused, 2 (holds an AGC segment) or 3 (deferred checks) */
-    double *win_time;   /* [nwin] checker time assigned to it (replay time for AGC) */
+    double *win_time;   /* [nwin] checker time assigned to it (an AGC segment's replay, plus
+                           the deferred checks beside it) */
     size_t agc_mem;     /* boundary memory of all AGC segments together (not all held at once) */
     size_t *win_qmem;   /* [nwin] Phase 3: queue memory after demotion at that window */
     int *qoff;          /* [nwin + 1] Phase 3 trace: window w's queue after demotion is */

@@ -343,6 +343,14 @@ out:
     return rc;
 }
 
+/* What Phase 3 may give window w: all of it, or under this project's rules what its AGC
+ * segment's replay leaves (the paper's: nothing, a segment's window is used); -1: nothing. */
+static double room_of(const FtDmrPlan *p, const FtPlanWindow *win, int w, int paper)
+{
+    if (p->win_phase[w] == 2) return paper ? -1 : fmax(0.0, win[w].len - p->win_time[w]);
+    return p->win_phase[w] ? -1 : win[w].len;
+}
+
 static int phase3(const FtPlanOp *ops, int nops, const FtPlanWindow *win, int nwin, size_t budget,
                   int paper, FtDmrPlan *p)
 {
@@ -354,12 +362,12 @@ static int phase3(const FtPlanOp *ops, int nops, const FtPlanWindow *win, int nw
     unsigned char *pick = malloc((size_t)nops + 1);
     if (!queue || !t || !pick || !longest) goto out;
     for (int w = nwin - 1; w >= 0; w--) {
-        double l = p->win_phase[w] ? -1 : win[w].len, after = w + 1 < nwin ? longest[w + 1] : -1;
+        double l = room_of(p, win, w, paper), after = w + 1 < nwin ? longest[w + 1] : -1;
         longest[w] = l > after ? l : after;
     }
     for (int w = 0; w < nwin; w++) {
         p->qoff[w + 1] = p->qoff[w];
-        if (p->win_phase[w]) continue;
+        if (room_of(p, win, w, paper) < 0) continue;
         for (; next <= win[w].after; next++) {
             const FtPlanOp *o = &ops[next];
             if (p->strategy[next] != UNASSIGNED) continue;
@@ -394,9 +402,10 @@ static int phase3(const FtPlanOp *ops, int nops, const FtPlanWindow *win, int nw
         p->win_qmem[w] = qmem;
         if (trace_queue(p, w, queue, nq, &cap)) goto out;
         for (int k = 0; k < nq; k++) t[k] = ops[queue[k]].time;
-        double used = planner_best_fit(t, nq, win[w].len, pick);
+        double used = planner_best_fit(t, nq, room_of(p, win, w, paper), pick);
         if (used < 0) goto out;
-        p->win_phase[w] = 3, p->win_time[w] = used;
+        if (p->win_phase[w] != 2) p->win_phase[w] = 3, p->win_time[w] = 0;
+        p->win_time[w] += used;
         int keep = 0;
         for (int k = 0; k < nq; k++) {
             if (pick[k]) {
