@@ -153,8 +153,9 @@
     K(dmr, mode, ENUM, "off", 0, 0, "off|naive|piggyback|planned", 0,                            \
       "how every op of a training step is executed twice and compared: naive = run again at "   \
       "once; piggyback = compare forward ops with their AC recomputation, the rest naive; "      \
-      "planned = a per-op plan (SpareTrain's three phases: piggyback, AGC segments and "         \
-      "deferred checkers in communication windows, the rest naive) from dmr.plan or profiled")  \
+      "planned = a plan for each op execution of a step, each micro-batch's apart "             \
+      "(SpareTrain's three phases: piggyback, AGC segments and deferred checkers in "            \
+      "communication windows, the rest naive) from dmr.plan or profiled")                       \
     K(dmr, phases, ENUM, "1,2,3", 0, 0, "1|1,2|1,2,3|paper", 0,                                  \
       "planner phases used by mode = planned (ablations): 1 piggyback, 2 AGC segments in PP "   \
       "windows, 3 deferred checkers in any window; paper = 1,2,3 with the paper's rules as "    \
@@ -167,7 +168,9 @@
       "the first is left out of the measurements when there are several")                      \
     K(dmr, plan, STR, "", 0, 0, "", 0,                                                           \
       "plan file (mode = planned): loaded when it exists, else written after profiling; with "  \
-      "several ranks one file per rank, FILE.rN; empty = profile, keep the plan in memory")     \
+      "several ranks one file per rank, FILE.rN; empty = profile, keep the plan in memory. A "   \
+      "plan is for the parallel.microbatches it was made with (version 1 files, one strategy "   \
+      "per op for every micro-batch, still load)")                                              \
     K(dmr, moe_dynamic, BOOL, "false", 0, 0, "", 0,                                              \
       "mode = planned: decide at run time, from the rows actually routed, whether each MoE "     \
       "expert op's check is deferred (its kept bytes fit what dmr.deferred_mb leaves after "     \

@@ -80,6 +80,12 @@ badplan "missing op" "" ": the file ends before the op line of entry $n_entry mb
 badplan "unknown line" 8 "'hello': expected a window or op line" '8s/^/hello /'
 badplan "twin split" "" "piggyback is for both or neither" "${n_line}s/ piggyback / naive /"
 badplan "truncated" "" "the file ends before the op line of entry" '$d'
+# a plan has a strategy per micro-batch: a run with another parallel.microbatches refuses it
+# shellcheck disable=SC2086
+run "ftllm plan, 2 micro-batches" 0 "" 1 "$FTLLM" plan inputs/default.ini train.ac=full dmr.plan="$E2E_TMP/m2.plan" dmr.profile_steps=2 parallel.microbatches=2
+grep -q ' micro_batches 2$' "$E2E_TMP/m2.plan" && grep -q '^op [0-9]* 1 ' "$E2E_TMP/m2.plan" && ok "plan per micro-batch" || bad "plan per micro-batch" "$(grep -m3 '^tape\|^op' "$E2E_TMP/m2.plan")"
+# shellcheck disable=SC2086
+run "plan of other micro-batches" 2 "$E2E_TMP/m2.plan:6: the plan was made for 2 micro-batches per step; this run has 4 (parallel.microbatches" 1 "$FTLLM" train inputs/default.ini $short train.ac=full dmr.mode=planned dmr.plan="$E2E_TMP/m2.plan" parallel.microbatches=4
 cp "$plan" "$E2E_TMP/half.r0"
 # shellcheck disable=SC2086
 run "plan file missing on one rank" 2 "$E2E_TMP/half.r1: missing, while other ranks have their plan files" 2 "$FTLLM" train inputs/default.ini $short parallel.dp=2 dmr.mode=planned dmr.plan="$E2E_TMP/half"
