@@ -1,7 +1,8 @@
 /* fuzz_plan.c: libFuzzer target for DMR plan files (dmr.plan; make fuzz). The tapes are a small
  * GPT-2's (L 2, C 32, AC full) and its optimizer's; LLVMFuzzerInitialize writes a plan of them
  * (the planner on a synthetic profile with pipeline and other waits, so the seed has piggyback,
- * deferred, AGC and naive ops and windows of both kinds) into build/fuzz/corpus_plan/, where
+ * deferred, AGC and naive ops and windows of both kinds; and one per micro-batch, from a
+ * sequence of two) into build/fuzz/corpus_plan/, where
  * `make fuzz` starts. Any bytes must be read as a plan or refused with one line that starts
  * with the file's name; never a crash, a leak or undefined behaviour. A plan that is read must
  * write and read back to the same plan. */
@@ -49,6 +50,22 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
         abort();
     mkdir("build/fuzz/corpus_plan", 0755);
     if (dmr_plan_write(&p, &g_micro, &g_opt, "build/fuzz/corpus_plan/seed", g_rank, err,
+                       sizeof err))
+        fprintf(stderr, "fuzz_plan: no seed written: %s\n", err);
+    dmr_plan_free(&p);
+    /* and a plan per micro-batch (version 2 with micro_batches 2): the same profile with its
+     * sequence of two micro-batches, waits before some executions */
+    int pos = 0;
+    for (int mb = 0; mb < 2; mb++)
+        for (int i = 0; i < g_micro.ne; i++)
+            if (g_micro.e[i].kind != FT_OP_MARK)
+                dmr_profile_seq(&pf, pos++, i, mb, i == 3 ? 0.01 * (mb + 1) : 0, i == 3 ? 0.01 : 0);
+    for (int i = 0; i < g_opt.ne; i++)
+        if (g_opt.e[i].kind != FT_OP_MARK) dmr_profile_seq(&pf, pos++, g_micro.ne + i, 0, 0, 0);
+    dmr_profile_seq(&pf, pos, -1, 0, 0.02, 0);
+    if (dmr_plan_build(&pf, &g_micro, &g_opt, 1 << 20, PLAN_PHASE1 | PLAN_PHASE2 | PLAN_PHASE3, &p))
+        abort();
+    if (dmr_plan_write(&p, &g_micro, &g_opt, "build/fuzz/corpus_plan/seed_mb2", g_rank, err,
                        sizeof err))
         fprintf(stderr, "fuzz_plan: no seed written: %s\n", err);
     dmr_plan_free(&p);
