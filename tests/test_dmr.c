@@ -1672,6 +1672,68 @@ static void test_plan_end_waits(void **state)
     grid_destroy(&g);
 }
 
+/* A plan per micro-batch keeps its budget over the whole step, counted execution by execution
+ * along the time order (an oracle here: every deferred slot held from its place to its
+ * window's): two micro-batches whose only long wait comes once, before the optimizer, where
+ * every micro-batch's checks want to go. Under budgets from a few executions' kept bytes up,
+ * the plan's peak is at most the budget and equals the oracle's, and more budget defers no
+ * fewer checks. (A plan per entry kept one execution's bytes per op: it said half of this.) */
+static void test_plan_budget_per_execution(void **state)
+{
+    (void)state;
+    if (ft_test_size() != 1) skip();
+    log_init(0, FT_LOG_WARN);
+    FtConfig c = cfg_of(&g_layouts[0], FT_DMR_PLANNED, 1);
+    c.train.ac = FT_AC_CHOICE_NONE; /* nothing piggybacked: every op competes for the window */
+    FtGrid g;
+    FtModel m;
+    FtTrainer tr;
+    plan_trainer(&c, &g, &m, &tr);
+    const FtTape *mt = &tr.tape, *ot = &tr.opt_tape;
+    int n = mt->ne + ot->ne, pos = 0;
+    FtDmrProfile pf;
+    dmr_profile_init(&pf, mt->ne, ot->ne);
+    pf.steps = 1, pf.step_s = 1.0, pf.wall_s = 1.0;
+    for (int i = 0; i < n; i++) pf.time[i] = 1e-3, pf.fp[i] = 1e-6;
+    for (int mb = 0; mb < 2; mb++)
+        for (int i = 0; i < mt->ne; i++)
+            if (mt->e[i].kind != FT_OP_MARK) dmr_profile_seq(&pf, pos++, i, mb, 0, 0);
+    for (int i = 0, f = 1; i < ot->ne; i++) /* 10 s before the optimizer: holds everything */
+        if (ot->e[i].kind != FT_OP_MARK) dmr_profile_seq(&pf, pos++, mt->ne + i, 0, f ? 10 : 0, 0), f = 0;
+    dmr_profile_seq(&pf, pos, -1, 0, 0, 0);
+    size_t one = 0; /* the largest one execution keeps */
+    for (int i = 0; i < mt->ne; i++)
+        if (mt->e[i].kind != FT_OP_MARK && dmr_entry_kept(mt, i) > one) one = dmr_entry_kept(mt, i);
+    int last_deferred = -1;
+    for (int k = 1; k <= 64; k *= 4) {
+        FtDmrEntryPlan p;
+        size_t budget = (size_t)k * one;
+        assert_int_equal(dmr_plan_build(&pf, mt, ot, budget, PLAN_PHASE1 | PLAN_PHASE3, &p), 0);
+        assert_int_equal(p.ninst, 2);
+        /* the oracle: bytes held at each place of the time order */
+        int npos = 0, deferred = 0;
+        for (int s = 0; s < p.n; s++) npos = p.pos[s] + 1 > npos ? p.pos[s] + 1 : npos;
+        size_t peak = 0;
+        for (int x = 0; x < npos; x++) {
+            size_t held = 0;
+            for (int s = 0; s < p.n; s++)
+                if (p.strat[s] == PLAN_DEFERRED && p.pos[s] <= x &&
+                    x <= p.pos[p.win_after[p.window[s]]])
+                    held += p.kept[s];
+            peak = held > peak ? held : peak;
+        }
+        for (int s = 0; s < p.n; s++) deferred += p.strat[s] == PLAN_DEFERRED;
+        assert_true(peak <= budget && peak == dmr_plan_held_peak(&p, NULL));
+        assert_true(deferred >= last_deferred && deferred > 0);
+        last_deferred = deferred;
+        dmr_plan_free(&p);
+    }
+    dmr_profile_free(&pf);
+    train_free(&tr);
+    model_free(&m);
+    grid_destroy(&g);
+}
+
 /* Last op entry of the micro-batch tape's backward (from fwd_end on) with this layer. */
 static int last_bwd_of(const FtTape *mt, int layer)
 {
@@ -2358,6 +2420,7 @@ FT_TEST_MAIN(cmocka_unit_test(test_flip_campaign), cmocka_unit_test(test_clean_r
              cmocka_unit_test(test_agc_piggyback_members),
              cmocka_unit_test(test_moe_dynamic), cmocka_unit_test(test_plan_file_roundtrip),
              cmocka_unit_test(test_plan_windows), cmocka_unit_test(test_plan_end_waits),
+             cmocka_unit_test(test_plan_budget_per_execution),
              cmocka_unit_test(test_plan_held_peak),
              cmocka_unit_test(test_plan_held_in_time_order),
              cmocka_unit_test(test_plan_agc_file), cmocka_unit_test(test_plan_file_refusals),
