@@ -134,7 +134,7 @@ static void train_layout(const FtConfig *c, Check *ck, int redo_at, FtModel *m)
     FtBatchSource src = {ft_synth_fetch, g_dims};
     FtTrainer tr;
     train_init_grid(&tr, c, m, one ? NULL : &g, &src, NULL);
-    if (ck) tr.ex.hooks = (FtExecHooks){after_op, ck}, ck->ex = &tr.ex;
+    if (ck) tr.ex.hooks = (FtExecHooks){.after_op = after_op, .arg = ck}, ck->ex = &tr.ex;
     g_redo_at = redo_at, g_redos = 0;
     if (redo_at) tr.before_commit = redo_once;
     for (int s = 0; s < (int)c->train.steps; s++) {
