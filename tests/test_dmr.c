@@ -1734,6 +1734,65 @@ static void test_plan_budget_per_execution(void **state)
     grid_destroy(&g);
 }
 
+/* A sequence the plan cannot follow per execution falls back to one slot per entry, each with
+ * the time of all its executions: a replica that computed two shards in a step (SPARe after a
+ * failure) runs micro-batch 0 twice; a micro-batch missing an entry; a step that ran another
+ * sequence. The same profile with its sequence as recorded plans per micro-batch. */
+static void test_plan_sequence_fallback(void **state)
+{
+    (void)state;
+    if (ft_test_size() != 1) skip();
+    log_init(0, FT_LOG_WARN);
+    FtConfig c = cfg_of(&g_layouts[0], FT_DMR_PLANNED, 1);
+    FtGrid g;
+    FtModel m;
+    FtTrainer tr;
+    plan_trainer(&c, &g, &m, &tr);
+    const FtTape *mt = &tr.tape, *ot = &tr.opt_tape;
+    int n = mt->ne + ot->ne, first = -1;
+    for (int i = 0; i < mt->ne && first < 0; i++)
+        if (mt->e[i].kind != FT_OP_MARK) first = i;
+    for (int variant = 0; variant < 4; variant++) {
+        /* 0: as recorded; 1: micro-batch 0 twice; 2: micro-batch 1 without its first op;
+         * 3: a second step with another order */
+        FtDmrProfile pf;
+        dmr_profile_init(&pf, mt->ne, ot->ne);
+        pf.steps = 1, pf.step_s = 1.0, pf.wall_s = 1.0;
+        for (int i = 0; i < n; i++) pf.time[i] = 1e-3;
+        for (int step = 0; step < (variant == 3 ? 2 : 1); step++) {
+            int pos = 0, mbs[2] = {0, variant == 1 ? 0 : 1};
+            for (int k = 0; k < 2; k++)
+                for (int i = 0; i < mt->ne; i++) {
+                    if (mt->e[i].kind == FT_OP_MARK || (variant == 2 && k == 1 && i == first))
+                        continue;
+                    int mb = step == 1 ? 1 - mbs[k] : mbs[k];
+                    dmr_profile_seq(&pf, pos++, i, mb, 0, 0);
+                }
+            for (int i = 0; i < ot->ne; i++)
+                if (ot->e[i].kind != FT_OP_MARK) dmr_profile_seq(&pf, pos++, mt->ne + i, 0, 0, 0);
+            dmr_profile_seq(&pf, pos, -1, 0, 0, 0);
+        }
+        assert_true(pf.seq_done && pf.seq_bad == (variant == 3));
+        FtDmrEntryPlan p;
+        assert_int_equal(dmr_plan_build(&pf, mt, ot, 1 << 20, PLAN_PHASE1, &p), 0);
+        if (variant == 0) {
+            assert_true(p.ninst == 2 && p.n == 2 * mt->ne + ot->ne);
+            assert_true(fabs(p.time[first] - 0.5e-3) < 1e-15); /* one of its two executions */
+        } else {
+            assert_true(p.ninst == 1 && p.n == n);
+            assert_true(fabs(p.time[first] - 1e-3) < 1e-15); /* all of them */
+            for (int i = 1; i < n; i++) /* entry order */
+                if (p.strat[i] >= 0 && p.strat[i - 1] >= 0) assert_true(p.pos[i] > p.pos[i - 1]);
+        }
+        assert_true(plan_covers(&tr, &p));
+        dmr_plan_free(&p);
+        dmr_profile_free(&pf);
+    }
+    train_free(&tr);
+    model_free(&m);
+    grid_destroy(&g);
+}
+
 /* Last op entry of the micro-batch tape's backward (from fwd_end on) with this layer. */
 static int last_bwd_of(const FtTape *mt, int layer)
 {
@@ -2421,6 +2480,7 @@ FT_TEST_MAIN(cmocka_unit_test(test_flip_campaign), cmocka_unit_test(test_clean_r
              cmocka_unit_test(test_moe_dynamic), cmocka_unit_test(test_plan_file_roundtrip),
              cmocka_unit_test(test_plan_windows), cmocka_unit_test(test_plan_end_waits),
              cmocka_unit_test(test_plan_budget_per_execution),
+             cmocka_unit_test(test_plan_sequence_fallback),
              cmocka_unit_test(test_plan_held_peak),
              cmocka_unit_test(test_plan_held_in_time_order),
              cmocka_unit_test(test_plan_agc_file), cmocka_unit_test(test_plan_file_refusals),
