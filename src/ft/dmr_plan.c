@@ -165,6 +165,13 @@ static int blocks_per_micro(const FtTape *micro)
     return top + 2;
 }
 
+/* The planner's block of micro-batch m's execution of entry i, nb blocks per micro-batch and M
+ * micro-batches: (m, layer + 1), the optimizer's after all of them. */
+static int exec_block(const FtTape *micro, int nb, int M, int i, int m)
+{
+    return i < micro->ne ? m * nb + micro->e[i].layer + 1 : M * nb;
+}
+
 const FtTapeEntry *dmr_plan_entry_of(const FtTape *micro, const FtTape *opt, int i,
                                      const FtTape **tp, int *k)
 {
@@ -236,13 +243,12 @@ static bool seq_usable(const FtDmrProfile *pf, const FtTape *micro, const FtTape
         if (e < nm && m + 1 > M) M = m + 1;
     }
     if (M == 0) M = 1;
-    size_t ns = (size_t)M * (size_t)nm + (size_t)opt->ne;
-    unsigned char *seen = calloc(ns + 1, 1);
+    const FtDmrEntryPlan shape = {.nmicro = nm, .nopt = opt->ne, .ninst = M}; /* its slots */
+    unsigned char *seen = calloc((size_t)M * (size_t)nm + (size_t)opt->ne + 1, 1);
     FT_ASSERT(seen);
     bool ok = true;
     for (int k = 0; k < pf->nseq && ok; k++) {
-        int e = pf->seq[k];
-        size_t s = e < nm ? (size_t)pf->seq_inst[k] * nm + (size_t)e : (size_t)M * nm + (size_t)(e - nm);
+        int e = pf->seq[k], s = dmr_plan_slot(&shape, e, pf->seq_inst[k]);
         const FtTape *tp;
         int j;
         ok = !seen[s] && dmr_plan_entry_of(micro, opt, e, &tp, &j)->kind != FT_OP_MARK;
@@ -252,8 +258,7 @@ static bool seq_usable(const FtDmrProfile *pf, const FtTape *micro, const FtTape
         const FtTape *tp;
         int j;
         if (dmr_plan_entry_of(micro, opt, e, &tp, &j)->kind == FT_OP_MARK) continue;
-        for (int m = 0; m < (e < nm ? M : 1) && ok; m++)
-            ok = seen[e < nm ? (size_t)m * nm + (size_t)e : (size_t)M * nm + (size_t)(e - nm)];
+        for (int m = 0; m < (e < nm ? M : 1) && ok; m++) ok = seen[dmr_plan_slot(&shape, e, m)];
     }
     free(seen);
     *ninst = M;
@@ -350,6 +355,7 @@ int dmr_plan_build(const FtDmrProfile *pf, const FtTape *micro, const FtTape *op
     Steps st;
     steps_of(pf, micro, opt, &st);
     int M = st.ninst, ns = M * nm + opt->ne, nb = blocks_per_micro(micro);
+    const FtDmrEntryPlan shape = {.nmicro = nm, .nopt = opt->ne, .ninst = M}; /* its slots */
     FtPlanOp *ops = calloc((size_t)st.n + 1, sizeof *ops);
     FtPlanWindow *win = calloc(2 * ((size_t)st.n + 1), sizeof *win);
     int *oslot = malloc(((size_t)st.n + 1) * sizeof *oslot);
@@ -357,7 +363,6 @@ int dmr_plan_build(const FtDmrProfile *pf, const FtTape *micro, const FtTape *op
     int *went = malloc(2 * ((size_t)st.n + 1) * sizeof *went);
     FtDmrPlan pl = {0};
     if (!ops || !win || !oslot || !opi || !runs || !went) goto out;
-    dmr_plan_alloc(p, nm, opt->ne, M, true, 0);
     for (int k = 0; k < st.n; k++) runs[st.ent[k]]++;
     for (int s = 0; s < ns; s++) opi[s] = -1;
     int nops = 0, nwin = 0, last = -1;
@@ -369,9 +374,8 @@ int dmr_plan_build(const FtDmrProfile *pf, const FtTape *micro, const FtTape *op
         double sc = st.real && k > st.last_micro ? 1.0 : scale;
         double w[2] = {sc * st.wpp[k] / steps, sc * st.woth[k] / steps};
         idle += scale * (st.wpp[k] + st.woth[k]) / steps;
-        int before = k > 0 ? dmr_plan_slot(p, st.ent[k - 1], st.inst[k - 1]) : -1;
-        int blk = k == 0 ? 0 : st.ent[k - 1] < nm ? st.inst[k - 1] * nb + micro->e[st.ent[k - 1]].layer + 1
-                                                  : M * nb;
+        int before = k > 0 ? dmr_plan_slot(&shape, st.ent[k - 1], st.inst[k - 1]) : -1;
+        int blk = k > 0 ? exec_block(micro, nb, M, st.ent[k - 1], st.inst[k - 1]) : 0;
         for (int q = 0; q < 2; q++) {
             if (!(w[q] > 0)) continue;
             win[nwin] = (FtPlanWindow){.after = last, .len = w[q],
@@ -379,30 +383,21 @@ int dmr_plan_build(const FtDmrProfile *pf, const FtTape *micro, const FtTape *op
             went[nwin++] = before;
         }
         if (k == st.n) break;
-        int i = st.ent[k], s = dmr_plan_slot(p, i, st.inst[k]), j;
+        int i = st.ent[k], s = dmr_plan_slot(&shape, i, st.inst[k]), j;
         const FtTape *tp;
         const FtTapeEntry *e = dmr_plan_entry_of(micro, opt, i, &tp, &j);
-        p->pos[s] = k;
         if (!dmr_entry_deferrable(tp, e)) continue;
         if (pf->moe_dynamic && e->kind == FT_OP_MOE_EXPERT && e->twin < 0) continue; /* run time */
         double per = 1.0 / steps / runs[i];
         ops[nops] = (FtPlanOp){.name = ops_desc(e->kind)->name, .time = pf->time[i] * per,
                                .mem = dmr_entry_kept(tp, j), .recomputed = e->twin >= 0,
-                               .block = i < nm ? st.inst[k] * nb + e->layer + 1 : M * nb,
+                               .block = exec_block(micro, nb, M, i, st.inst[k]),
                                .copy = pf->copy[i] * per, .fp = pf->fp[i] * per};
         opi[s] = nops, oslot[nops++] = s, last = nops - 1;
     }
-    if (planner_run(ops, nops, win, nwin, budget, phases, &pl)) {
-        dmr_plan_free(p);
-        goto out;
-    }
-    free(p->win_after), free(p->win_kind), free(p->win_use), free(p->win_len), free(p->win_used);
-    size_t wn = (size_t)nwin + 1;
-    p->win_after = calloc(wn, sizeof *p->win_after), p->win_kind = calloc(wn, sizeof *p->win_kind);
-    p->win_use = calloc(wn, sizeof *p->win_use), p->win_len = calloc(wn, sizeof *p->win_len);
-    p->win_used = calloc(wn, sizeof *p->win_used);
-    FT_ASSERT(p->win_after && p->win_kind && p->win_use && p->win_len && p->win_used);
-    p->nwin = nwin;
+    if (planner_run(ops, nops, win, nwin, budget, phases, &pl)) goto out;
+    dmr_plan_alloc(p, nm, opt->ne, M, true, nwin);
+    for (int k = 0; k < st.n; k++) p->pos[dmr_plan_slot(p, st.ent[k], st.inst[k])] = k;
     p->phases = phases, p->budget_mb = (double)budget / (1024.0 * 1024.0);
     p->step_s = pf->step_s / steps, p->overhead = pl.overhead, p->nseg = pl.nseg;
     p->pre_bwd_s = scale * pf->pre_bwd_s / steps, p->fwd_end = micro->fwd_end;
