@@ -39,6 +39,7 @@
 #include <string.h>
 
 #include "ftllm/deck.h"
+#include "ftllm/dmr_pipesim.h"
 #include "ftllm/dmr_plan.h"
 #include "ftllm/grid.h"
 #include "ftllm/log.h"
@@ -49,17 +50,18 @@
 
 #include "bench_util.h"
 
-enum { NV = 6, WARMUP = 4, PROFILE_STEPS = 3 };
+enum { NV = 7, WARMUP = 4, PROFILE_STEPS = 3 };
 static const struct {
     const char *name;
-    int mode, phases;
+    int mode, phases, refine;
 } g_var[NV] = {
-    {"off", FT_DMR_OFF, 0},
-    {"naive", FT_DMR_NAIVE, 0},
-    {"planned, phase 1", FT_DMR_PLANNED, FT_DMR_PHASES_1},
-    {"planned, phases 1,2", FT_DMR_PLANNED, FT_DMR_PHASES_12},
-    {"planned, phases 1,2,3", FT_DMR_PLANNED, FT_DMR_PHASES_123},
-    {"planned, paper's rules", FT_DMR_PLANNED, FT_DMR_PHASES_PAPER},
+    {"off", FT_DMR_OFF, 0, FT_DMR_REFINE_OFF},
+    {"naive", FT_DMR_NAIVE, 0, FT_DMR_REFINE_OFF},
+    {"planned, phase 1", FT_DMR_PLANNED, FT_DMR_PHASES_1, FT_DMR_REFINE_PIPELINE},
+    {"planned, phases 1,2", FT_DMR_PLANNED, FT_DMR_PHASES_12, FT_DMR_REFINE_PIPELINE},
+    {"planned, phases 1,2,3", FT_DMR_PLANNED, FT_DMR_PHASES_123, FT_DMR_REFINE_PIPELINE},
+    {"planned, paper's rules", FT_DMR_PLANNED, FT_DMR_PHASES_PAPER, FT_DMR_REFINE_PIPELINE},
+    {"1,2,3 per stage", FT_DMR_PLANNED, FT_DMR_PHASES_123, FT_DMR_REFINE_OFF},
 };
 
 typedef struct variant {
@@ -85,7 +87,7 @@ static void setup(Variant *v, int k, bool tp, bool smoke, int *dims)
     c->parallel.pp = tp ? 1 : 2, c->parallel.tp = tp ? 2 : 1;
     c->parallel.microbatches = tp ? 1 : g_micro;
     c->parallel.warmup_extra = tp ? 0 : g_extra;
-    c->dmr.mode = g_var[k].mode, c->dmr.phases = g_var[k].phases;
+    c->dmr.mode = g_var[k].mode, c->dmr.phases = g_var[k].phases, c->dmr.refine = g_var[k].refine;
     c->dmr.profile_steps = PROFILE_STEPS;
     if (deck_check(c, 2, err, sizeof err)) FT_DIE("%s", err);
     dims[0] = (int)c->model.seq_len, dims[1] = (int)c->model.vocab;
@@ -263,10 +265,17 @@ int main(int argc, char **argv)
                    "%.1f%%\n", q, 1e3 * a[8 + NV], 1e3 * a[9 + NV],
                    a[8 + NV] > 0 ? a[9 + NV] / a[8 + NV] : 1.0, x);
         }
+        const FtPipeRefine *rf = train_dmr_refined(v[4].td);
+        if (rf)
+            printf("pipeline refinement (phases 1,2,3): simulated against measured, ms: off %.1f "
+                   "/ %.1f, naive %.1f / %.1f, the stages' own plans %.1f / %.1f (row '%s'), "
+                   "refined %.1f / %.1f; %d op executions moved, %lld simulations\n",
+                   1e3 * rf->off.step, ms[0], 1e3 * rf->naive.step, ms[1], 1e3 * rf->start.step,
+                   ms[6], g_var[6].name, 1e3 * rf->best.step, ms[4], rf->flips, rf->evals);
         printf("RESULT %s: naive %+.1f%%, phase 1 %+.1f%%, phases 1,2 %+.1f%%, phases 1,2,3 "
-               "%+.1f%% (paper's rules %+.1f%%); lower bound %.1f%%, in time order %.1f%% "
-               "(%.1f%% with the timed rounds' checker times)\n",
-               lay, over[1], over[2], over[3], over[4], over[5], lb, ob, db);
+               "%+.1f%% (paper's rules %+.1f%%, 1,2,3 per stage %+.1f%%); lower bound %.1f%%, in "
+               "time order %.1f%% (%.1f%% with the timed rounds' checker times)\n",
+               lay, over[1], over[2], over[3], over[4], over[5], over[6], lb, ob, db);
         fflush(stdout);
     }
     if (getenv("FT_BENCH_TRACE") && atoi(getenv("FT_BENCH_TRACE"))) trace(v, rank);

@@ -180,6 +180,12 @@
       "deferred, their inputs kept within dmr.deferred_mb and replayed in any later wait or "    \
       "before the agreement: off the pipeline's critical path, at the price of the copies "     \
       "(decided at run time: plan files and ftllm plan still list them as naive)")              \
+    K(dmr, refine, ENUM, "pipeline", 0, 0, "off|pipeline", 0,                                   \
+      "mode = planned with phase 3, pp > 1, tp = ep = 1: pipeline = once planned, the stages "   \
+      "simulate their step together (each stage's profile: sends, receives, checks, replays "    \
+      "in waits) and move single op executions between naive and deferred while the "           \
+      "simulated step gets shorter (a check at once delays the neighbour waiting for the next " \
+      "message); off = each stage's own plan")                                                  \
     K(dmr, suspect_after, INT, "3", 0, 1000000000, "", 0,                                        \
       "a rank whose checks mismatch in this many steps is suspect: with SPARe (spare.r >= 1) "   \
       "its replica is retired before the next step, as a fail-stop; 0 = never")
@@ -310,6 +316,7 @@ enum ft_dmr_mode { FT_DMR_OFF, FT_DMR_NAIVE, FT_DMR_PIGGYBACK, FT_DMR_PLANNED };
 enum ft_spare_wipeout { FT_WIPEOUT_RESTART, FT_WIPEOUT_REQUEUE };
 enum ft_dmr_phases { FT_DMR_PHASES_1, FT_DMR_PHASES_12, FT_DMR_PHASES_123, FT_DMR_PHASES_PAPER };
 enum ft_dmr_leftovers { FT_DMR_LEFT_NAIVE, FT_DMR_LEFT_END };
+enum ft_dmr_refine { FT_DMR_REFINE_OFF, FT_DMR_REFINE_PIPELINE };
 enum ft_backend_choice { FT_BACKEND_CPU, FT_BACKEND_CUDA };
 enum ft_device_comm_choice { FT_DEVCOMM_KEY_AUTO, FT_DEVCOMM_KEY_NCCL, FT_DEVCOMM_KEY_MPI };
 enum ft_precision_choice { FT_PRECISION_FP32, FT_PRECISION_BF16 };

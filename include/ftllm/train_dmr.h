@@ -43,6 +43,12 @@ void train_dmr_stats(FtTrainDmr *td, FtDmrStats *s);
 /* The DMR context and the schedule (fail-stop events for SPARe). */
 FtDmr *train_dmr_get(FtTrainDmr *td);
 
+/* dmr.refine = pipeline, once planned: what the stages' refinement simulated (dmr_pipesim.h;
+ * the same on every stage), NULL when it did not run (not planned yet, refine off, no
+ * pipeline, or skipped). */
+struct ft_pipe_refine;
+const struct ft_pipe_refine *train_dmr_refined(const FtTrainDmr *td);
+
 /* Mode planned, once planned: writes this rank's plan to path (with several ranks to
  * path.rN; the name written into *file). Collective: returns 0, or -1 on every rank with the
  * first failing rank's "FILE: why" in err. */

@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "ftllm/deck_keys.h"
+#include "ftllm/dmr_pipesim.h"
 #include "ftllm/log.h"
 
 struct ft_train_dmr {
@@ -42,6 +43,10 @@ struct ft_train_dmr {
     int replica_width; /* ranks per data-parallel replica in the first grid (tp x pp x ep) */
     long long regrids; /* the trainer's regrids at the last agreement (dmr_regridded) */
     int fail_early;    /* fail-stop events at steps a resumed checkpoint holds (not acted on) */
+    bool refine;       /* dmr.refine = pipeline, and the plan may defer (phase 3, this
+                          project's rules) */
+    bool refined;      /* the refinement ran: rf */
+    FtPipeRefine rf;
 };
 
 /* A replica's place among the live ones (SPARe's controller index: the place-th live
@@ -226,11 +231,43 @@ static int ops_on(const FtTape *tp)
     return n;
 }
 
+/* dmr.refine = pipeline: the stages refine their plans together (dmr_pipesim.h), collective
+ * over the pipeline: every stage makes its plan at the same attempt's end (the profile's
+ * attempts are agreed job-wide). Only where the pipeline is what couples the stages: tp and ep
+ * of 1 (a tensor- or expert-parallel peer refining apart would leave its collectives waiting
+ * on the other's choices). */
+static void pipe_refine(FtTrainDmr *td, FtDmr *d)
+{
+    FtTrainer *tr = td->tr;
+    const FtGrid *g = tr->grid;
+    if (!td->refine || !g || g->pp < 2 || g->tp != 1 || g->ep != 1 || !tr->c_pp) return;
+    FtPipeRefine rf;
+    double t0 = MPI_Wtime();
+    if (dmr_refine_pipeline(d, tr->c_pp, 200000, &rf)) {
+        ft_log_rank(FT_LOG_INFO, "dmr: pipeline refinement skipped: a stage's plan has no "
+                    "time order per execution, or the stages' sequences do not make one pipeline");
+        return;
+    }
+    td->rf = rf, td->refined = true;
+    ft_log_rank(FT_LOG_INFO, "dmr: pipeline refinement: simulated step %.3f ms without checks, "
+                "%.3f ms all naive, %.3f ms under the stages' own plans, %.3f ms refined (%d "
+                "op executions moved between naive and deferred over the pipeline, %lld "
+                "simulations, %.0f ms)", 1e3 * rf.off.step, 1e3 * rf.naive.step,
+                1e3 * rf.start.step, 1e3 * rf.best.step, rf.flips, rf.evals,
+                1e3 * (MPI_Wtime() - t0));
+}
+
+const FtPipeRefine *train_dmr_refined(const FtTrainDmr *td)
+{
+    return td && td->refined ? &td->rf : NULL;
+}
+
 /* The profile was planned (dmr.h on_plan): this rank writes its plan file when dmr.plan names
  * one (a failure is a warning: the run goes on with the plan in memory). */
 static void plan_made(void *arg, FtDmr *d)
 {
     FtTrainDmr *td = arg;
+    pipe_refine(td, d);
     const FtDmrEntryPlan *p = dmr_plan(d);
     FtDmrPlanTotals t;
     dmr_plan_totals(p, &t);
@@ -356,6 +393,8 @@ int train_dmr_setup(FtTrainDmr **out, FtTrainer *tr, const FtConfig *cfg, char *
                    .leftovers_end = cfg->dmr.leftovers == FT_DMR_LEFT_END,
                    .on_plan = plan_made, .on_plan_arg = td};
     td->dmr = dmr_create(&dc);
+    td->refine = cfg->dmr.refine == FT_DMR_REFINE_PIPELINE &&
+                 (dc.phases & PLAN_PHASE3) && !(dc.phases & PLAN_PAPER);
     long long done = tr->model->step; /* steps a resumed checkpoint already holds */
     int nearly = 0, fearly = 0;
     for (int i = 0; i < nflips; i++) nearly += flips[i].step <= done;

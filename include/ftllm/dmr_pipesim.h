@@ -1,0 +1,122 @@
+/* dmr_pipesim.h: a pipeline's step under a DMR plan, simulated, and the plans of its stages
+ * refined together (dmr.refine = pipeline).
+ *
+ * Why. Each stage plans from its own profile (dmr_plan.h), and its windows are the waits it
+ * measured. In a pipeline those waits are the other stages' work: a check a stage runs at once
+ * before a send delays its neighbour, which then waits longer (the last stage's checks of
+ * micro-batch 0 are the first stage's warm-up wait), and a deferred check replayed in a wait can
+ * overrun the message and delay the stage's next send. A plan made from one rank's profile cannot
+ * see this; a simulation of every stage's step can (perf/README.md, 2026-12-02).
+ *
+ * The model (dmr_pipe_sim), deterministic, per stage in its profile's time order:
+ *  - execution k takes dur[k] seconds (the op's checker time: a re-execution), plus, by its
+ *    slot's strategy: naive its checker time chk; deferred its bookkeeping keep (copying the
+ *    kept inputs, fingerprinting), and a unit of chk seconds joins the stage's queue; an AGC
+ *    member its planned inline cost (inl), and it joins its segment's unit, complete at the
+ *    segment's last member; piggyback inl (its fingerprint).
+ *  - a pipeline receive before execution k waits for the matching send (act(m) from the stage
+ *    before, grad(m) from the stage after: the tape's markers), a send after execution k is at
+ *    its end; other waits (wait[k]: tensor-parallel, data-parallel, ...) are fixed lengths.
+ *  - in a wait the stage replays queued units one member at a time while the message has not
+ *    arrived (the executor's poll hook: a member started runs to its end, past the arrival),
+ *    in queue order, finishing a unit begun first;
+ *  - after its last micro-batch execution every stage meets the others (the tied embedding's
+ *    exchange, the loss and norm sums, gradient sync): a barrier at the latest of them, which
+ *    holds replays too; then its remaining executions (the optimizer), then it replays what is
+ *    queued (the drain before the agreement). The step is the latest stage's end.
+ *  - memory as the runtime keeps it: a deferred member's kept bytes from its execution until
+ *    its unit is replayed (an AGC unit's first member's and the segment's last member's); a
+ *    member that would pass the budget is checked at once (its open unit replayed first) and
+ *    counted as demoted.
+ * Its error against measured steps: perf/README.md.
+ *
+ * The refinement (dmr_pipe_refine) starts from the stages' own plans and flips single op
+ * executions between naive and deferred (those both allow: no AGC members, no piggyback, no
+ * integer writers, no dynamic MoE experts), one stage after the other in time order, keeping a
+ * flip when the simulated step gets shorter without more demotions; passes until none helps or
+ * the evaluation cap. Every stage runs it on the same gathered input, so every stage gets the
+ * same answer and takes its own slots (dmr_pipe.c). */
+#ifndef FTLLM_DMR_PIPESIM_H
+#define FTLLM_DMR_PIPESIM_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "ftllm/dmr_plan.h"
+
+typedef struct ft_pipe_rank {
+    int stage, nstage;
+    int n;            /* executions in time order */
+    int nslot;        /* the plan's slots */
+    int last_micro;   /* the barrier comes after execution last_micro (-1: before any) */
+    double budget;    /* bytes deferred checks may keep at once */
+    int *slot;        /* [n] the plan's slot of each execution */
+    int *recv, *send; /* [n] message received just before / sent just after it, -1: none */
+    double *dur;      /* [n] seconds */
+    double *wait;     /* [n + 1] fixed waits just before each ([n]: after the last) */
+    int *strat;       /* [nslot] enum ft_plan_strategy (-1: a marker, never run) */
+    int *seg;         /* [nslot] AGC segment, -1 */
+    unsigned char *flip; /* [nslot] may move between naive and deferred */
+    double *chk;      /* [nslot] checker seconds of one execution */
+    double *keep;     /* [nslot] bookkeeping seconds when deferred */
+    double *inl;      /* [nslot] seconds at the primary as an AGC member or piggyback */
+    double *kept;     /* [nslot] bytes a deferred check keeps */
+    /* filled by dmr_pipe_sim */
+    int *replayed_before; /* [nslot] the execution whose waits replayed it (n: the barrier or
+                             the drain; -1: not deferred) */
+} FtPipeRank;
+
+typedef struct ft_pipe_result {
+    double step;       /* seconds: the latest stage's end */
+    double end[64];    /* per stage (the first 64) */
+    long long demoted; /* deferred members checked at once: the budget */
+    double peak;       /* most bytes kept at once, the largest stage's */
+    bool ok;           /* false: a receive no stage sends (the input is not one pipeline) */
+} FtPipeResult;
+
+/* Stage `stage` of nstage as the plan p built from profile pf has it (p->pos: a plan per
+ * execution), budget in bytes. Returns 0, or -1 when the plan has no time order or the
+ * markers do not fit the sequence (then r is empty). */
+int dmr_pipe_rank_build(const FtDmrProfile *pf, const FtDmrEntryPlan *p, const FtTape *micro,
+                        const FtTape *opt, int stage, int nstage, size_t budget, FtPipeRank *r);
+void dmr_pipe_rank_free(FtPipeRank *r);
+
+/* r as doubles (every integer exactly), and back: *buf is malloc'd, returns its length. */
+size_t dmr_pipe_rank_pack(const FtPipeRank *r, double **buf);
+/* Returns 0, or -1 when buf is not one (then r is empty). */
+int dmr_pipe_rank_unpack(const double *buf, size_t len, FtPipeRank *r);
+
+/* The step of the nstage stages r[0..nstage) (r[s].stage == s) under their strategies. */
+FtPipeResult dmr_pipe_sim(FtPipeRank *r, int nstage);
+
+/* Every flippable slot of every stage set to strategy st (PLAN_NAIVE or PLAN_DEFERRED). */
+void dmr_pipe_set_all(FtPipeRank *r, int nstage, int st);
+
+typedef struct ft_pipe_refine {
+    FtPipeResult start, best; /* the stages' own plans, and the refined ones */
+    FtPipeResult off, naive;  /* no checks; every check at once */
+    int flips;                /* slots whose strategy changed */
+    long long evals;          /* simulations run */
+    int passes;
+} FtPipeRefine;
+
+/* Refines r's strategies (above); at most max_evals simulations. Deterministic. */
+void dmr_pipe_refine(FtPipeRank *r, int nstage, long long max_evals, FtPipeRefine *out);
+
+/* Plan p (the one r was built from) takes r's strategies: a slot flipped to deferred gets the
+ * window its simulated replay fell in (or the first after it), one flipped to naive loses its
+ * window; costs and the windows' used time follow. Returns how many slots changed. */
+int dmr_pipe_apply(const FtPipeRank *r, FtDmrEntryPlan *p);
+
+/* Mode planned, once d has made its plan from its profile (FtDmrCfg.on_plan), on every stage
+ * of pipeline pp at once: collective over pp (comm_rank = stage). Each stage's part is
+ * gathered, every stage refines the same input and d's plan takes this stage's strategies.
+ * Returns 0 with *out filled; -1 on every stage (and d's plan as it was) when a stage has no
+ * plan per execution (a sequence it could not follow) or the stages do not make one pipeline.
+ * max_evals bounds the simulations. */
+struct ft_dmr;
+struct ft_comm;
+int dmr_refine_pipeline(struct ft_dmr *d, struct ft_comm *pp, long long max_evals,
+                        FtPipeRefine *out);
+
+#endif
