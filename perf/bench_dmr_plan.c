@@ -269,9 +269,13 @@ int main(int argc, char **argv)
         if (rf)
             printf("pipeline refinement (phases 1,2,3): simulated against measured, ms: off %.1f "
                    "/ %.1f, naive %.1f / %.1f, the stages' own plans %.1f / %.1f (row '%s'), "
-                   "refined %.1f / %.1f; %d op executions moved, %lld simulations\n",
+                   "refined %.1f / %.1f; %d op executions moved, %lld simulations; the "
+                   "pipeline's lower bound (simulated) %.1f ms, +%.1f%% over the simulated off "
+                   "step, the refined plan +%.1f%%\n",
                    1e3 * rf->off.step, ms[0], 1e3 * rf->naive.step, ms[1], 1e3 * rf->start.step,
-                   ms[6], g_var[6].name, 1e3 * rf->best.step, ms[4], rf->flips, rf->evals);
+                   ms[6], g_var[6].name, 1e3 * rf->best.step, ms[4], rf->flips, rf->evals,
+                   1e3 * rf->bound, 100 * (rf->bound / rf->off.step - 1),
+                   100 * (rf->best.step / rf->off.step - 1));
         printf("RESULT %s: naive %+.1f%%, phase 1 %+.1f%%, phases 1,2 %+.1f%%, phases 1,2,3 "
                "%+.1f%% (paper's rules %+.1f%%, 1,2,3 per stage %+.1f%%); lower bound %.1f%%, in "
                "time order %.1f%% (%.1f%% with the timed rounds' checker times)\n",

@@ -37,6 +37,7 @@
 
 #include "ft_test.h"
 #include "ftllm/deck.h"
+#include "ftllm/dmr_pipesim.h"
 #include "ftllm/dmr_plan.h"
 #include "ftllm/grid.h"
 #include "ftllm/log.h"
@@ -277,6 +278,9 @@ static bool g_ordered; /* mode planned: every rank's plan has its time-order bou
 
 /* Trains c's steps (DMR and faults from c; schedule: the fault file's text or NULL), leaves
  * the model in *m (caller frees) and the job's DMR counters in *st (zero without DMR). */
+static bool g_refined;    /* mode planned: the stages refined their plans together (g_rf) */
+static FtPipeRefine g_rf;
+
 static void train_layout(FtConfig *c, const char *schedule, FtModel *m, FtDmrStats *st)
 {
     Run r;
@@ -296,6 +300,9 @@ static void train_layout(FtConfig *c, const char *schedule, FtModel *m, FtDmrSta
         g_ordered = ft_all(p && p->has_order && ob >= lb && ob <= 1e3 ? 1 : 0) == 1;
         int left = dyn_left(&r.tr, dmr_plan(train_dmr_get(r.td)));
         g_dyn_left = ft_all(left > 0 ? 1 : 0) == 1 ? left : -1;
+        const FtPipeRefine *rf = train_dmr_refined(r.td);
+        g_refined = rf != NULL;
+        if (rf) memcpy(&g_rf, rf, sizeof g_rf); /* its bytes, padding too (compared below) */
     }
     run_close(&r, st);
 }
@@ -643,6 +650,17 @@ static void test_planned_clean(void **state)
             train_layout(&c, NULL, &m, &s);
             assert_all(g_covered && g_ordered);
             assert_all(s.mismatches == 0 && s.redone == 0 && s.unchecked == 0 && s.attempts == 6);
+            /* dmr.refine = pipeline (the default) on a pipeline of tp = ep = 1: the stages
+             * simulated their step together, the refined plan no longer than their own, within
+             * the pipeline's bound and the step with every check at once; elsewhere not run */
+            bool pipe = l.pp > 1 && l.tp == 1 && l.ep == 1;
+            assert_all(g_refined == pipe);
+            if (pipe)
+                assert_all(g_rf.start.ok && g_rf.best.ok && g_rf.off.step > 0 &&
+                           g_rf.bound >= g_rf.off.step && g_rf.best.step >= g_rf.bound * (1 - 1e-12) &&
+                           g_rf.best.step <= g_rf.start.step && g_rf.naive.step > g_rf.off.step &&
+                           g_rf.best.demoted <= g_rf.start.demoted);
+            if (pipe) assert_all(ft_same_bytes(&g_rf, sizeof g_rf)); /* stage 0's, on all */
             assert_all(s.kept_peak <= (long long)(PLANNED_BUDGET_MB * 1048576.0));
             if (l.ac == FT_AC_CHOICE_NONE) assert_all(s.checks[FT_DMR_S_PIGGYBACK] == 0);
             else assert_all(s.checks[FT_DMR_S_PIGGYBACK] > 0);

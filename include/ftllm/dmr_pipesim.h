@@ -64,6 +64,7 @@ typedef struct ft_pipe_rank {
     /* filled by dmr_pipe_sim */
     int *replayed_before; /* [nslot] the execution whose waits replayed it (n: the barrier or
                              the drain; -1: not deferred) */
+    double *start;        /* [n] when each execution began */
 } FtPipeRank;
 
 typedef struct ft_pipe_result {
@@ -92,9 +93,23 @@ FtPipeResult dmr_pipe_sim(FtPipeRank *r, int nstage);
 /* Every flippable slot of every stage set to strategy st (PLAN_NAIVE or PLAN_DEFERRED). */
 void dmr_pipe_set_all(FtPipeRank *r, int nstage, int st);
 
+/* A lower bound of the step under any strategies that keep r's piggyback choices, in the
+ * model: without checks every execution starts at its earliest (start_k); adding checks only
+ * delays (every stage's time is a max of sums of non-negative terms), and from execution k's
+ * start its stage still runs its ops from k on and the checks of them that do not ride on
+ * recomputation (naive, deferred or AGC, each on its own stage, after its op):
+ *   step >= max over stages and k of (start_k without checks + sum over j >= k of (dur_j +
+ *           exposed chk_j)), and >= the step without checks.
+ * Issue 10's bounds subtract every rank's idle time as if it could hold any of its checks; in
+ * a pipeline much of it cannot (the first stage's warm-up wait comes before its backward ops;
+ * the last stage's waits are the first stage's checks), so this one is higher and closer to
+ * what a plan can reach (perf/README.md). -1 when r is not one pipeline. */
+double dmr_pipe_bound(FtPipeRank *r, int nstage);
+
 typedef struct ft_pipe_refine {
     FtPipeResult start, best; /* the stages' own plans, and the refined ones */
     FtPipeResult off, naive;  /* no checks; every check at once */
+    double bound;             /* dmr_pipe_bound of the stages' own plans */
     int flips;                /* slots whose strategy changed */
     long long evals;          /* simulations run */
     int passes;
@@ -113,10 +128,11 @@ int dmr_pipe_apply(const FtPipeRank *r, FtDmrEntryPlan *p);
  * gathered, every stage refines the same input and d's plan takes this stage's strategies.
  * Returns 0 with *out filled; -1 on every stage (and d's plan as it was) when a stage has no
  * plan per execution (a sequence it could not follow) or the stages do not make one pipeline.
- * max_evals bounds the simulations. */
+ * max_work bounds the search: simulations times the executions each simulates (at least
+ * 1000 simulations; 2e8 is a few seconds on one core). */
 struct ft_dmr;
 struct ft_comm;
-int dmr_refine_pipeline(struct ft_dmr *d, struct ft_comm *pp, long long max_evals,
+int dmr_refine_pipeline(struct ft_dmr *d, struct ft_comm *pp, long long max_work,
                         FtPipeRefine *out);
 
 #endif

@@ -34,7 +34,8 @@ static void rank_alloc(FtPipeRank *r, int n, int nslot)
     r->flip = calloc(b, 1), r->chk = calloc(b, sizeof *r->chk), r->keep = calloc(b, sizeof *r->keep);
     r->inl = calloc(b, sizeof *r->inl), r->kept = calloc(b, sizeof *r->kept);
     r->replayed_before = malloc(b * sizeof *r->replayed_before);
-    FT_ASSERT(r->slot && r->recv && r->send && r->dur && r->wait && r->strat && r->seg &&
+    r->start = calloc(a, sizeof *r->start);
+    FT_ASSERT(r->start && r->slot && r->recv && r->send && r->dur && r->wait && r->strat && r->seg &&
               r->flip && r->chk && r->keep && r->inl && r->kept && r->replayed_before);
     for (int k = 0; k < n; k++) r->recv[k] = r->send[k] = -1;
     for (int s = 0; s < nslot; s++) r->strat[s] = -1, r->seg[s] = -1, r->replayed_before[s] = -1;
@@ -45,7 +46,7 @@ void dmr_pipe_rank_free(FtPipeRank *r)
     if (!r) return;
     free(r->slot), free(r->recv), free(r->send), free(r->dur), free(r->wait), free(r->strat);
     free(r->seg), free(r->flip), free(r->chk), free(r->keep), free(r->inl), free(r->kept);
-    free(r->replayed_before);
+    free(r->replayed_before), free(r->start);
     memset(r, 0, sizeof *r);
 }
 
@@ -328,13 +329,13 @@ static void check(SimRank *q, int k)
     if (ui >= 0 && q->u[ui].complete) ui = -1;
     double bytes = st == PLAN_DEFERRED || ui < 0 || (agc && q->seg_last[g] == s) ? r->kept[s] : 0;
     if (st == PLAN_PIGGYBACK) bytes = ui < 0 ? r->kept[s] : 0;
-    q->t += st == PLAN_DEFERRED ? r->keep[s] : r->inl[s];
-    if (q->held + bytes > r->budget) { /* over the budget: at once */
+    if (q->held + bytes > r->budget) { /* over the budget: at once, nothing kept */
         if (ui >= 0) run_unit(q, ui);
         q->demoted++;
         q->t += r->chk[s];
         return;
     }
+    q->t += (st == PLAN_DEFERRED ? r->keep[s] : r->inl[s]);
     int m = q->nm++;
     q->mslot[m] = s, q->mnext[m] = -1;
     if (ui < 0) {
@@ -374,6 +375,7 @@ static bool advance(SimRank *q, double *sent, int nmsg)
         }
         q->at = k;
         if (r->wait[k] > 0) replay_until(q, q->t + r->wait[k]);
+        r->start[k] = q->t;
         q->t += r->dur[k];
         check(q, k);
         if (r->send[k] >= 0 && r->send[k] < nmsg) sent[r->send[k]] = q->t;
@@ -456,45 +458,100 @@ static FtPipeResult sim_with(FtPipeRank *r, int P, int **saved, int st)
     return x;
 }
 
-void dmr_pipe_refine(FtPipeRank *r, int P, long long max_evals, FtPipeRefine *out)
+double dmr_pipe_bound(FtPipeRank *r, int P)
 {
-    memset(out, 0, sizeof *out);
     int **saved = malloc((size_t)P * sizeof *saved);
     FT_ASSERT(saved);
     for (int s = 0; s < P; s++) {
         saved[s] = malloc(((size_t)r[s].nslot + 1) * sizeof **saved);
         FT_ASSERT(saved[s]);
+        memcpy(saved[s], r[s].strat, (size_t)r[s].nslot * sizeof *r[s].strat);
+        for (int i = 0; i < r[s].nslot; i++)
+            if (r[s].strat[i] >= 0) r[s].strat[i] = -1; /* no checks: the earliest starts */
     }
-    out->off = sim_with(r, P, saved, -1);
-    out->naive = sim_with(r, P, saved, PLAN_NAIVE);
-    out->start = out->best = dmr_pipe_sim(r, P);
-    out->evals = 3;
-    if (!out->start.ok) goto done;
-    for (int s = 0; s < P; s++) memcpy(saved[s], r[s].strat, (size_t)r[s].nslot * sizeof *r[s].strat);
+    FtPipeResult off = dmr_pipe_sim(r, P);
+    double bound = off.ok ? off.step : -1;
+    for (int s = 0; s < P; s++) {
+        memcpy(r[s].strat, saved[s], (size_t)r[s].nslot * sizeof *r[s].strat);
+        double after = 0; /* the stage's work from execution k on, exposed checks included */
+        for (int k = r[s].n - 1; k >= 0 && off.ok; k--) {
+            int i = r[s].slot[k], st = r[s].strat[i];
+            after += r[s].dur[k] + (st >= 0 && st != PLAN_PIGGYBACK ? r[s].chk[i] : 0);
+            if (r[s].start[k] + after > bound) bound = r[s].start[k] + after;
+        }
+        free(saved[s]);
+    }
+    free(saved);
+    return bound;
+}
+
+/* First-improvement hill climbing from r's strategies (their step: cur): single flips, stage
+ * after stage in time order, passes until none helps or evals reaches max. */
+static FtPipeResult climb(FtPipeRank *r, int P, FtPipeResult cur, long long *evals, long long max,
+                          int *passes)
+{
     bool improved = true;
-    while (improved && out->evals < max_evals) {
-        improved = false, out->passes++;
-        for (int s = 0; s < P && out->evals < max_evals; s++)
-            for (int k = 0; k < r[s].n && out->evals < max_evals; k++) {
+    while (improved && *evals < max) {
+        improved = false, ++*passes;
+        for (int s = 0; s < P && *evals < max; s++)
+            for (int k = 0; k < r[s].n && *evals < max; k++) {
                 int i = r[s].slot[k];
                 if (!r[s].flip[i]) continue;
                 int was = r[s].strat[i];
                 r[s].strat[i] = was == PLAN_NAIVE ? PLAN_DEFERRED : PLAN_NAIVE;
                 FtPipeResult x = dmr_pipe_sim(r, P);
-                out->evals++;
-                if (x.ok && x.step < out->best.step * (1 - 1e-9) && x.demoted <= out->best.demoted) {
-                    out->best = x, improved = true;
-                } else {
-                    r[s].strat[i] = was;
-                }
+                ++*evals;
+                if (x.ok && x.step < cur.step * (1 - 1e-9) && x.demoted <= cur.demoted) cur = x, improved = true;
+                else r[s].strat[i] = was;
             }
     }
+    return cur;
+}
+
+static void strat_copy(int **dst, FtPipeRank *r, int P, bool to_r)
+{
     for (int s = 0; s < P; s++)
-        for (int i = 0; i < r[s].nslot; i++) out->flips += r[s].strat[i] != saved[s][i];
+        if (to_r) memcpy(r[s].strat, dst[s], (size_t)r[s].nslot * sizeof *r[s].strat);
+        else memcpy(dst[s], r[s].strat, (size_t)r[s].nslot * sizeof *r[s].strat);
+}
+
+void dmr_pipe_refine(FtPipeRank *r, int P, long long max_evals, FtPipeRefine *out)
+{
+    memset(out, 0, sizeof *out);
+    int **saved = malloc((size_t)P * sizeof *saved), **own = malloc((size_t)P * sizeof *own);
+    int **best = malloc((size_t)P * sizeof *best);
+    FT_ASSERT(saved && own && best);
+    for (int s = 0; s < P; s++) {
+        size_t b = ((size_t)r[s].nslot + 1) * sizeof **saved;
+        saved[s] = malloc(b), own[s] = malloc(b), best[s] = malloc(b);
+        FT_ASSERT(saved[s] && own[s] && best[s]);
+    }
+    out->off = sim_with(r, P, saved, -1);
+    out->naive = sim_with(r, P, saved, PLAN_NAIVE);
+    out->bound = dmr_pipe_bound(r, P);
+    out->start = out->best = dmr_pipe_sim(r, P);
+    out->evals = 4;
+    if (!out->start.ok) goto done;
+    strat_copy(own, r, P, false), strat_copy(best, r, P, false);
+    /* three starts: the stages' own plans, every flippable check at once, every one deferred;
+     * the best end wins (the first of equals), never with more demotions than the own plans */
+    for (int start = 0; start < 3 && out->evals < max_evals; start++) {
+        strat_copy(own, r, P, true);
+        if (start) dmr_pipe_set_all(r, P, start == 1 ? PLAN_NAIVE : PLAN_DEFERRED);
+        FtPipeResult x = start ? dmr_pipe_sim(r, P) : out->start;
+        out->evals += start > 0;
+        if (!x.ok) continue;
+        x = climb(r, P, x, &out->evals, max_evals, &out->passes);
+        if (x.step < out->best.step * (1 - 1e-9) && x.demoted <= out->start.demoted)
+            out->best = x, strat_copy(best, r, P, false);
+    }
+    strat_copy(best, r, P, true);
+    for (int s = 0; s < P; s++)
+        for (int i = 0; i < r[s].nslot; i++) out->flips += r[s].strat[i] != own[s][i];
     dmr_pipe_sim(r, P); /* replayed_before of the strategies kept */
 done:
-    for (int s = 0; s < P; s++) free(saved[s]);
-    free(saved);
+    for (int s = 0; s < P; s++) free(saved[s]), free(own[s]), free(best[s]);
+    free(saved), free(own), free(best);
 }
 
 /* ---- back into the plan -------------------------------------------------------------------- */

@@ -243,7 +243,7 @@ static void pipe_refine(FtTrainDmr *td, FtDmr *d)
     if (!td->refine || !g || g->pp < 2 || g->tp != 1 || g->ep != 1 || !tr->c_pp) return;
     FtPipeRefine rf;
     double t0 = MPI_Wtime();
-    if (dmr_refine_pipeline(d, tr->c_pp, 200000, &rf)) {
+    if (dmr_refine_pipeline(d, tr->c_pp, 200000000LL, &rf)) {
         ft_log_rank(FT_LOG_INFO, "dmr: pipeline refinement skipped: a stage's plan has no "
                     "time order per execution, or the stages' sequences do not make one pipeline");
         return;
@@ -252,9 +252,10 @@ static void pipe_refine(FtTrainDmr *td, FtDmr *d)
     ft_log_rank(FT_LOG_INFO, "dmr: pipeline refinement: simulated step %.3f ms without checks, "
                 "%.3f ms all naive, %.3f ms under the stages' own plans, %.3f ms refined (%d "
                 "op executions moved between naive and deferred over the pipeline, %lld "
-                "simulations, %.0f ms)", 1e3 * rf.off.step, 1e3 * rf.naive.step,
-                1e3 * rf.start.step, 1e3 * rf.best.step, rf.flips, rf.evals,
-                1e3 * (MPI_Wtime() - t0));
+                "simulations, %.0f ms); the pipeline's lower bound %.3f ms (+%.1f%%)",
+                1e3 * rf.off.step, 1e3 * rf.naive.step, 1e3 * rf.start.step, 1e3 * rf.best.step,
+                rf.flips, rf.evals, 1e3 * (MPI_Wtime() - t0), 1e3 * rf.bound,
+                rf.off.step > 0 ? 100 * (rf.bound / rf.off.step - 1) : 0.0);
 }
 
 const FtPipeRefine *train_dmr_refined(const FtTrainDmr *td)
