@@ -127,6 +127,22 @@ has "campaign all caught" '^faults: sdc injected 12, detected 12, rolled back 12
 has "piggyback checks" '^dmr: mode piggyback, checks naive [0-9]+ piggyback [1-9][0-9]*, '
 has "campaign verdict" '^verdict: OK'
 
+# planned on a pipeline: the stages refine their plans together (dmr.refine = pipeline, the
+# default), `ftllm plan` says so and what the simulation predicts; refine off: not a word of it;
+# a campaign on the refined plans (steps 3-6: after the 2 profiled steps), every flip caught
+# shellcheck disable=SC2086
+run "plan pp2 refined" 0 "" 2 "$FTLLM" plan inputs/default.ini parallel.pp=2 parallel.microbatches=2 train.ac=full dmr.profile_steps=2
+has "plan pp2: refinement line" "^plan: the pipeline's stages refined their plans together \(dmr.refine = pipeline\): simulated step [0-9.]+ ms without checks, [0-9.]+ ms with every check at once, [0-9.]+ ms under the stages' own plans, [0-9.]+ ms refined \([0-9]+ op executions moved between naive and deferred\); the pipeline's lower bound [0-9.]+ ms"
+# shellcheck disable=SC2086
+run "plan pp2, refine off" 0 "" 2 "$FTLLM" plan inputs/default.ini parallel.pp=2 parallel.microbatches=2 train.ac=full dmr.profile_steps=2 dmr.refine=off
+! grep -q 'refined their plans' "$E2E_TMP/out" && ok "refine off: no refinement" || bad "refine off: no refinement" "$(grep 'refined' "$E2E_TMP/out")"
+cat > "$E2E_TMP/late.faults" <<EOF
+sdc-random count=12 seed=9 steps=3-6 target=both
+EOF
+run "planned pp2 campaign, refined plans" 0 "" 2 "$FTLLM" train inputs/default.ini train.steps=6 train.sample_tokens=0 train.val_batches=0 parallel.pp=2 parallel.microbatches=2 train.ac=full dmr.mode=planned dmr.profile_steps=2 faults.schedule="$E2E_TMP/late.faults"
+has "refined campaign all caught" '^faults: sdc injected 12, detected 12, rolled back 12, missed 0 '
+has "refined campaign verdict" '^verdict: OK'
+
 # the element a flip without elem= hits is drawn from run.seed (and the line): two seeds, two
 # elements of the same matmul output
 for seed in 1 2; do
