@@ -38,6 +38,7 @@
 #include "ft_test.h"
 #include "ftllm/deck.h"
 #include "ftllm/dmr_pipesim.h"
+#include "ftllm/pipeline.h"
 #include "ftllm/dmr_plan.h"
 #include "ftllm/grid.h"
 #include "ftllm/log.h"
@@ -2485,7 +2486,143 @@ static void test_regrid(void **state)
     model_free(&a), model_free(&b);
 }
 
-FT_TEST_MAIN(cmocka_unit_test(test_flip_campaign), cmocka_unit_test(test_clean_runs_match_off),
+/* dmr_pipe_rank_build on a real pp 2 tape (2 ranks), for 1F1B and GPipe over 3 micro-batches: a
+ * profile in the schedule's time order (entry i of stage s takes (1 + i % 3)(s + 1) ms, no
+ * waits but one before each schedule op's part: the windows; a profile's time is summed over
+ * the micro-batches, so an execution takes a third) planned, each stage's part built, gathered and simulated: each stage sends and
+ * receives one activation or gradient per micro-batch (the first stage sends activations and
+ * receives gradients, the last the other way), a receive falls on the first execution of its
+ * part, a send on the last; without checks, and with every check at once (each execution twice),
+ * the simulated step equals a recursion over the two schedules' parts (each starts at the later
+ * of its stage's end and its message's arrival; after both stages' last micro-batch op they
+ * meet, then each runs its optimizer). Then the gathered stages refine from their plans. */
+static void test_pipe_build(void **state)
+{
+    (void)state;
+    if (ft_test_size() != 2) skip();
+    log_init(ft_test_rank(), FT_LOG_WARN);
+    enum { M = 3 };
+    for (int kind = 0; kind < 2; kind++) {
+        FtConfig c = cfg_of(&g_layouts[3], FT_DMR_PLANNED, 1); /* pp2, AC full */
+        c.parallel.microbatches = M;
+        c.parallel.schedule = kind; /* 1f1b, gpipe */
+        FtModel m;
+        Run r;
+        run_open(&r, &c, NULL, &m);
+        const FtTape *mt = &r.tr.tape, *ot = &r.tr.opt_tape;
+        int st = r.g.pp_rank;
+        FtPipeOp ops[2 * M];
+        pipeline_schedule(kind ? FT_PIPE_GPIPE : FT_PIPE_1F1B, 2, st, M, 0, ops);
+        FtDmrProfile pf;
+        dmr_profile_init(&pf, mt->ne, ot->ne);
+        pf.steps = 1, pf.step_s = pf.wall_s = 1.0;
+        for (int i = 0; i < mt->ne + ot->ne; i++) pf.time[i] = 1e-3 * (1 + i % 3) * (st + 1);
+        double part[2 * M + 1] = {0}; /* this stage's parts' seconds, then its optimizer's */
+        int pos = 0;
+        for (int o = 0; o < 2 * M; o++) { /* a pipeline wait before each part: the windows */
+            int lo = ops[o].fwd ? 0 : mt->fwd_end, hi = ops[o].fwd ? mt->fwd_end : mt->ne;
+            double w = 5e-4;
+            for (int i = lo; i < hi; i++)
+                if (mt->e[i].kind != FT_OP_MARK)
+                    dmr_profile_seq(&pf, pos++, i, ops[o].mb, w, w), part[o] += pf.time[i] / M, w = 0;
+        }
+        for (int i = 0; i < ot->ne; i++)
+            if (ot->e[i].kind != FT_OP_MARK)
+                dmr_profile_seq(&pf, pos++, mt->ne + i, 0, 0, 0), part[2 * M] += pf.time[mt->ne + i];
+        dmr_profile_seq(&pf, pos, -1, 0, 0, 0);
+        FtDmrEntryPlan p;
+        assert_int_equal(dmr_plan_build(&pf, mt, ot, 1 << 24, PLAN_PHASE1 | PLAN_PHASE2 | PLAN_PHASE3, &p), 0);
+        FtPipeRank mine;
+        assert_all(dmr_pipe_rank_build(&pf, &p, mt, ot, st, 2, 1 << 24, &mine) == 0);
+        int nrecv = 0, nsend = 0, good = 1;
+        for (int k = 0; k < mine.n; k++) {
+            nrecv += mine.recv[k] >= 0, nsend += mine.send[k] >= 0;
+            int mb, e = dmr_plan_entry(&p, mine.slot[k], &mb);
+            /* a receive opens its part: the execution before it is of another part */
+            if (mine.recv[k] >= 0 && k > 0) {
+                int mb2, e2 = dmr_plan_entry(&p, mine.slot[k - 1], &mb2);
+                good &= mb2 != mb || (e2 < mt->fwd_end) != (e < mt->fwd_end);
+            }
+            if (mine.send[k] >= 0 && k + 1 < mine.n) { /* a send closes its part */
+                int mb2, e2 = dmr_plan_entry(&p, mine.slot[k + 1], &mb2);
+                good &= mb2 != mb || (e2 < mt->fwd_end) != (e < mt->fwd_end) || e2 >= mt->ne;
+            }
+        }
+        assert_all(good && nrecv == M && nsend == M);
+        /* gather both stages' parts (padded to the longer) and their schedules' seconds */
+        double *buf;
+        long long len = (long long)dmr_pipe_rank_pack(&mine, &buf), most;
+        MPI_Allreduce(&len, &most, 1, MPI_LONG_LONG, MPI_MAX, ft_test_comm());
+        double *pad = calloc((size_t)most, sizeof *pad), *all = malloc(2 * (size_t)most * sizeof *all);
+        memcpy(pad, buf, (size_t)len * sizeof *buf);
+        MPI_Allgather(pad, (int)most, MPI_DOUBLE, all, (int)most, MPI_DOUBLE, ft_test_comm());
+        double parts[2][2 * M + 1];
+        MPI_Allgather(part, 2 * M + 1, MPI_DOUBLE, parts, 2 * M + 1, MPI_DOUBLE, ft_test_comm());
+        FtPipeOp sched[2][2 * M];
+        for (int s = 0; s < 2; s++) pipeline_schedule(kind ? FT_PIPE_GPIPE : FT_PIPE_1F1B, 2, s, M, 0, sched[s]);
+        FtPipeRank rr[2];
+        for (int s = 0; s < 2; s++)
+            assert_int_equal(dmr_pipe_rank_unpack(all + (size_t)s * (size_t)most, (size_t)most, &rr[s]), 0);
+        for (int twice = 0; twice < 2; twice++) {
+            double t[2] = {0, 0}, act[M], grad[M];
+            int at[2] = {0, 0}, left = 4 * M;
+            for (int q = 0; q < M; q++) act[q] = grad[q] = -1;
+            while (left) { /* the recursion over the two schedules */
+                int moved = 0;
+                for (int s = 0; s < 2; s++) {
+                    if (at[s] == 2 * M) continue;
+                    FtPipeOp op = sched[s][at[s]];
+                    double *in = op.fwd ? (s == 1 ? act : NULL) : (s == 0 ? grad : NULL);
+                    if (in && in[op.mb] < 0) continue;
+                    if (in && in[op.mb] > t[s]) t[s] = in[op.mb];
+                    t[s] += (twice ? 2 : 1) * parts[s][at[s]];
+                    if (op.fwd && s == 0) act[op.mb] = t[s];
+                    if (!op.fwd && s == 1) grad[op.mb] = t[s];
+                    at[s]++, left--, moved = 1;
+                }
+                assert_true(moved);
+            }
+            double T = fmax(t[0], t[1]), want = 0;
+            for (int s = 0; s < 2; s++) want = fmax(want, T + (twice ? 2 : 1) * parts[s][2 * M]);
+            for (int s = 0; s < 2; s++) /* every execution's slot: no check, or at once */
+                for (int k = 0; k < rr[s].n; k++) rr[s].strat[rr[s].slot[k]] = twice ? PLAN_NAIVE : -1;
+            FtPipeResult x = dmr_pipe_sim(rr, 2);
+            assert_all(x.ok && fabs(x.step - want) < 1e-9 * want);
+        }
+        for (int s = 0; s < 2; s++) dmr_pipe_rank_free(&rr[s]);
+        /* the stages' own plans refined: no longer, locally no single flip better */
+        for (int s = 0; s < 2; s++)
+            assert_int_equal(dmr_pipe_rank_unpack(all + (size_t)s * (size_t)most, (size_t)most, &rr[s]), 0);
+        FtPipeRefine rf;
+        dmr_pipe_refine(rr, 2, 1000000, &rf);
+        assert_all(rf.start.ok && rf.best.step <= rf.start.step && rf.bound <= rf.best.step * (1 + 1e-12));
+        /* this stage's part into its plan: the slots that differ change, once; a deferred one
+         * has a window opening at or after it */
+        int differ = 0;
+        for (int i = 0; i < p.n; i++) differ += rr[st].strat[i] != p.strat[i];
+        int applied = dmr_pipe_apply(&rr[st], &p), again = dmr_pipe_apply(&rr[st], &p);
+        good = applied == differ && again == 0;
+        for (int i = 0; i < p.n; i++) {
+            good &= p.strat[i] == rr[st].strat[i];
+            if (p.strat[i] == PLAN_DEFERRED)
+                good &= p.window[i] >= 0 && dmr_plan_pos(&p, p.win_after[p.window[i]]) >= p.pos[i];
+        }
+        assert_all(good);
+        long long moved_all = rf.flips, def = 0;
+        for (int i = 0; i < p.n; i++) def += p.strat[i] == PLAN_DEFERRED;
+        assert_all(def > 0 && moved_all >= 0);
+        for (int s = 0; s < 2; s++) dmr_pipe_rank_free(&rr[s]);
+        free(buf), free(pad), free(all);
+        dmr_pipe_rank_free(&mine);
+        dmr_plan_free(&p);
+        dmr_profile_free(&pf);
+        FtDmrStats sst;
+        run_close(&r, &sst);
+        model_free(&m);
+    }
+}
+
+FT_TEST_MAIN(cmocka_unit_test(test_flip_campaign), cmocka_unit_test(test_pipe_build), cmocka_unit_test(test_clean_runs_match_off),
              cmocka_unit_test(test_validation_unchecked),
              cmocka_unit_test(test_planned_campaign), cmocka_unit_test(test_planned_clean),
              cmocka_unit_test(test_profile_steps), cmocka_unit_test(test_profile_window_kinds),

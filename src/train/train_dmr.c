@@ -249,7 +249,8 @@ static void pipe_refine(FtTrainDmr *td, FtDmr *d)
         return;
     }
     td->rf = rf, td->refined = true;
-    ft_log_rank(FT_LOG_INFO, "dmr: pipeline refinement: simulated step %.3f ms without checks, "
+    if (comm_rank(tr->c_pp) == 0) /* the same on every stage: one line per pipeline */
+        ft_log_rank(FT_LOG_INFO, "dmr: pipeline refinement: simulated step %.3f ms without checks, "
                 "%.3f ms all naive, %.3f ms under the stages' own plans, %.3f ms refined (%d "
                 "op executions moved between naive and deferred over the pipeline, %lld "
                 "simulations, %.0f ms); the pipeline's lower bound %.3f ms (+%.1f%%)",
