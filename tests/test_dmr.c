@@ -281,6 +281,8 @@ static bool g_ordered; /* mode planned: every rank's plan has its time-order bou
  * the model in *m (caller frees) and the job's DMR counters in *st (zero without DMR). */
 static bool g_refined;    /* mode planned: the stages refined their plans together (g_rf) */
 static FtPipeRefine g_rf;
+static int g_my_deferred, g_stage; /* this rank's deferred slots as it ran, its stage */
+static unsigned long long g_my_sig;  /* ... and its plan's strategies (dmr_pipe_sig) */
 
 static void train_layout(FtConfig *c, const char *schedule, FtModel *m, FtDmrStats *st)
 {
@@ -304,6 +306,10 @@ static void train_layout(FtConfig *c, const char *schedule, FtModel *m, FtDmrSta
         const FtPipeRefine *rf = train_dmr_refined(r.td);
         g_refined = rf != NULL;
         if (rf) memcpy(&g_rf, rf, sizeof g_rf); /* its bytes, padding too (compared below) */
+        g_my_deferred = 0; /* this rank's plan as it runs: its stage's part of the answer */
+        for (int i = 0; p && i < p->n; i++) g_my_deferred += p->strat[i] == PLAN_DEFERRED;
+        g_my_sig = p ? dmr_pipe_sig(p->strat, p->n) : 0;
+        g_stage = r.g.pp_rank;
     }
     run_close(&r, st);
 }
@@ -661,7 +667,9 @@ static void test_planned_clean(void **state)
                            g_rf.bound >= g_rf.off.step && g_rf.best.step >= g_rf.bound * (1 - 1e-12) &&
                            g_rf.best.step <= g_rf.start.step && g_rf.naive.step > g_rf.off.step &&
                            g_rf.best.demoted <= g_rf.start.demoted);
-            if (pipe) assert_all(ft_same_bytes(&g_rf, sizeof g_rf)); /* stage 0's, on all */
+            if (pipe) /* stage 0's answer on every stage, and each stage's plan is its part */
+                assert_all(ft_same_bytes(&g_rf, sizeof g_rf) &&
+                           g_rf.deferred[g_stage] == g_my_deferred && g_rf.sig[g_stage] == g_my_sig);
             assert_all(s.kept_peak <= (long long)(PLANNED_BUDGET_MB * 1048576.0));
             if (l.ac == FT_AC_CHOICE_NONE) assert_all(s.checks[FT_DMR_S_PIGGYBACK] == 0);
             else assert_all(s.checks[FT_DMR_S_PIGGYBACK] > 0);
@@ -673,7 +681,19 @@ static void test_planned_clean(void **state)
             assert_all(!deferred || (s.keep_s > 0 && s.replay_s > 0));
             assert_all(deferred || (s.keep_s == 0 && s.replay_s == 0));
             assert_all(same_state(&m, &ref));
-            model_free(&ref), model_free(&m);
+            model_free(&m);
+            /* the pipeline not refined where the plan may not defer (phases 1,2) or where
+             * dmr.refine = off: nothing deferred in the first, the stages' own plans in both */
+            for (int v = 0; pipe && !pass && v < 2; v++) {
+                FtConfig cv = c;
+                if (v == 0) cv.dmr.phases = FT_DMR_PHASES_12;
+                else cv.dmr.refine = FT_DMR_REFINE_OFF;
+                train_layout(&cv, NULL, &m, &s);
+                assert_all(!g_refined && s.mismatches == 0 && same_state(&m, &ref));
+                if (v == 0) assert_all(s.checks[FT_DMR_S_DEFERRED] == 0);
+                model_free(&m);
+            }
+            model_free(&ref);
             runs++;
         }
     }

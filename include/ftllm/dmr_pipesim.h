@@ -110,10 +110,15 @@ typedef struct ft_pipe_refine {
     FtPipeResult start, best; /* the stages' own plans, and the refined ones */
     FtPipeResult off, naive;  /* no checks; every check at once */
     double bound;             /* dmr_pipe_bound of the stages' own plans */
+    int deferred[64];         /* per stage (the first 64): its slots deferred once refined */
+    unsigned long long sig[64]; /* ... and dmr_pipe_sig of its strategies */
     int flips;                /* slots whose strategy changed */
     long long evals;          /* simulations run */
     int passes;
 } FtPipeRefine;
+
+/* A hash of n strategies (FNV-1a over their values): which plan a stage runs. */
+unsigned long long dmr_pipe_sig(const int *strat, int n);
 
 /* Refines r's strategies (above); at most max_evals simulations. Deterministic. */
 void dmr_pipe_refine(FtPipeRank *r, int nstage, long long max_evals, FtPipeRefine *out);

@@ -485,6 +485,13 @@ double dmr_pipe_bound(FtPipeRank *r, int P)
     return bound;
 }
 
+unsigned long long dmr_pipe_sig(const int *strat, int n)
+{
+    unsigned long long h = 1469598103934665603ULL;
+    for (int i = 0; i < n; i++) h = (h ^ (unsigned long long)(strat[i] + 2)) * 1099511628211ULL;
+    return h;
+}
+
 /* First-improvement hill climbing from r's strategies (their step: cur): single flips, stage
  * after stage in time order, passes until none helps or evals reaches max. */
 static FtPipeResult climb(FtPipeRank *r, int P, FtPipeResult cur, long long *evals, long long max,
@@ -547,7 +554,11 @@ void dmr_pipe_refine(FtPipeRank *r, int P, long long max_evals, FtPipeRefine *ou
     }
     strat_copy(best, r, P, true);
     for (int s = 0; s < P; s++)
-        for (int i = 0; i < r[s].nslot; i++) out->flips += r[s].strat[i] != own[s][i];
+        for (int i = 0; i < r[s].nslot; i++) {
+            out->flips += r[s].strat[i] != own[s][i];
+            if (s < 64) out->deferred[s] += r[s].strat[i] == PLAN_DEFERRED;
+        }
+    for (int s = 0; s < P && s < 64; s++) out->sig[s] = dmr_pipe_sig(r[s].strat, r[s].nslot);
     dmr_pipe_sim(r, P); /* replayed_before of the strategies kept */
 done:
     for (int s = 0; s < P; s++) free(saved[s]), free(own[s]), free(best[s]);
