@@ -30,11 +30,14 @@
  *    counted as demoted.
  * Its error against measured steps: perf/README.md.
  *
- * The refinement (dmr_pipe_refine) starts from the stages' own plans and flips single op
- * executions between naive and deferred (those both allow: no AGC members, no piggyback, no
- * integer writers, no dynamic MoE experts), one stage after the other in time order, keeping a
- * flip when the simulated step gets shorter without more demotions; passes until none helps or
- * the evaluation cap. Every stage runs it on the same gathered input, so every stage gets the
+ * The refinement (dmr_pipe_refine) starts from the stages' own plans and flips op executions
+ * between naive and deferred (those both allow: no AGC members, no piggyback, no integer
+ * writers, no dynamic MoE experts), one stage after the other in time order, keeping a flip
+ * when the simulated step gets shorter without more demotions; each pass first moves every
+ * micro-batch's execution of an op together (a group: as many candidates as op entries, which
+ * keeps a pass affordable where a stage runs tens of thousands of executions), then single
+ * executions; passes until none helps or the evaluation cap; from three starts (the stages' own
+ * plans, every flippable check at once, every one deferred), the best end. Every stage runs it on the same gathered input, so every stage gets the
  * same answer and takes its own slots (dmr_pipe.c). */
 #ifndef FTLLM_DMR_PIPESIM_H
 #define FTLLM_DMR_PIPESIM_H
@@ -61,6 +64,8 @@ typedef struct ft_pipe_rank {
     double *keep;     /* [nslot] bookkeeping seconds when deferred */
     double *inl;      /* [nslot] seconds at the primary as an AGC member or piggyback */
     double *kept;     /* [nslot] bytes a deferred check keeps */
+    int *group;       /* [nslot] the search's group (the slot's entry: every micro-batch's
+                         execution of an op moves together first), -1: none */
     /* filled by dmr_pipe_sim */
     int *replayed_before; /* [nslot] the execution whose waits replayed it (n: the barrier or
                              the drain; -1: not deferred) */

@@ -33,12 +33,14 @@ static void rank_alloc(FtPipeRank *r, int n, int nslot)
     r->strat = malloc(b * sizeof *r->strat), r->seg = malloc(b * sizeof *r->seg);
     r->flip = calloc(b, 1), r->chk = calloc(b, sizeof *r->chk), r->keep = calloc(b, sizeof *r->keep);
     r->inl = calloc(b, sizeof *r->inl), r->kept = calloc(b, sizeof *r->kept);
+    r->group = malloc(b * sizeof *r->group);
     r->replayed_before = malloc(b * sizeof *r->replayed_before);
     r->start = calloc(a, sizeof *r->start);
-    FT_ASSERT(r->start && r->slot && r->recv && r->send && r->dur && r->wait && r->strat && r->seg &&
+    FT_ASSERT(r->start && r->group && r->slot && r->recv && r->send && r->dur && r->wait && r->strat && r->seg &&
               r->flip && r->chk && r->keep && r->inl && r->kept && r->replayed_before);
     for (int k = 0; k < n; k++) r->recv[k] = r->send[k] = -1;
-    for (int s = 0; s < nslot; s++) r->strat[s] = -1, r->seg[s] = -1, r->replayed_before[s] = -1;
+    for (int s = 0; s < nslot; s++)
+        r->strat[s] = -1, r->seg[s] = -1, r->replayed_before[s] = -1, r->group[s] = -1;
 }
 
 void dmr_pipe_rank_free(FtPipeRank *r)
@@ -46,7 +48,7 @@ void dmr_pipe_rank_free(FtPipeRank *r)
     if (!r) return;
     free(r->slot), free(r->recv), free(r->send), free(r->dur), free(r->wait), free(r->strat);
     free(r->seg), free(r->flip), free(r->chk), free(r->keep), free(r->inl), free(r->kept);
-    free(r->replayed_before), free(r->start);
+    free(r->replayed_before), free(r->start), free(r->group);
     memset(r, 0, sizeof *r);
 }
 
@@ -131,6 +133,7 @@ int dmr_pipe_rank_build(const FtDmrProfile *pf, const FtDmrEntryPlan *p, const F
         if (k <= r->last_micro) r->wait[k] = scale * fmax(0.0, pf->seq_wait[k] - pf->seq_wait_pp[k]) / steps;
         r->strat[s] = p->strat[s], r->seg[s] = p->seg[s], r->chk[s] = p->time[s];
         r->keep[s] = (pf->copy[i] + pf->fp[i]) * per, r->kept[s] = (double)p->kept[s];
+        r->group[s] = i;
         r->inl[s] = p->strat[s] == PLAN_AGC ? p->cost[s]
                     : p->strat[s] == PLAN_PIGGYBACK ? pf->fp[i] * per + (p->seg[s] >= 0 ? p->cost[s] - p->time[s] : 0)
                                                     : 0;
@@ -167,7 +170,7 @@ size_t dmr_pipe_rank_pack(const FtPipeRank *r, double **buf)
     *q++ = r->wait[n];
     for (size_t s = 0; s < ns; s++)
         *q++ = r->strat[s], *q++ = r->seg[s], *q++ = r->flip[s], *q++ = r->chk[s],
-        *q++ = r->keep[s], *q++ = r->inl[s], *q++ = r->kept[s], *q++ = 0;
+        *q++ = r->keep[s], *q++ = r->inl[s], *q++ = r->kept[s], *q++ = r->group[s];
     *buf = b;
     return len;
 }
@@ -198,10 +201,12 @@ int dmr_pipe_rank_unpack(const double *b, size_t len, FtPipeRank *r)
     }
     if (ok) r->wait[n] = *q++;
     for (size_t s = 0; s < ns && ok; s++, q += 8) {
-        ok = int_in(q[0], -1, 3) && int_in(q[1], -1, 1 << 28) && int_in(q[2], 0, 1);
+        ok = int_in(q[0], -1, 3) && int_in(q[1], -1, 1 << 28) && int_in(q[2], 0, 1) &&
+             int_in(q[7], -1, 1 << 28);
         if (!ok) break;
         r->strat[s] = (int)q[0], r->seg[s] = (int)q[1], r->flip[s] = (unsigned char)q[2];
         r->chk[s] = q[3], r->keep[s] = q[4], r->inl[s] = q[5], r->kept[s] = q[6];
+        r->group[s] = (int)q[7];
     }
     if (!ok) dmr_pipe_rank_free(r);
     return ok ? 0 : -1;
@@ -492,26 +497,98 @@ unsigned long long dmr_pipe_sig(const int *strat, int n)
     return h;
 }
 
-/* First-improvement hill climbing from r's strategies (their step: cur): single flips, stage
- * after stage in time order, passes until none helps or evals reaches max. */
-static FtPipeResult climb(FtPipeRank *r, int P, FtPipeResult cur, long long *evals, long long max,
-                          int *passes)
+/* The slots of each group of stage r, as lists: head[g] (groups in [0, ng)), next[slot];
+ * first[g]: its first execution in time order. Returns ng. */
+static int group_lists(const FtPipeRank *r, int **head, int **next, int **first)
 {
-    bool improved = true;
-    while (improved && *evals < max) {
-        improved = false, ++*passes;
-        for (int s = 0; s < P && *evals < max; s++)
-            for (int k = 0; k < r[s].n && *evals < max; k++) {
-                int i = r[s].slot[k];
-                if (!r[s].flip[i]) continue;
-                int was = r[s].strat[i];
-                r[s].strat[i] = was == PLAN_NAIVE ? PLAN_DEFERRED : PLAN_NAIVE;
-                FtPipeResult x = dmr_pipe_sim(r, P);
-                ++*evals;
-                if (x.ok && x.step < cur.step * (1 - 1e-9) && x.demoted <= cur.demoted) cur = x, improved = true;
-                else r[s].strat[i] = was;
-            }
+    int ng = 0;
+    for (int i = 0; i < r->nslot; i++)
+        if (r->group[i] + 1 > ng) ng = r->group[i] + 1;
+    *head = malloc(((size_t)ng + 1) * sizeof **head), *first = malloc(((size_t)ng + 1) * sizeof **first);
+    *next = malloc(((size_t)r->nslot + 1) * sizeof **next);
+    FT_ASSERT(*head && *next && *first);
+    for (int g = 0; g < ng; g++) (*head)[g] = -1, (*first)[g] = -1;
+    for (int i = r->nslot - 1; i >= 0; i--) {
+        (*next)[i] = -1;
+        if (r->group[i] < 0 || !r->flip[i]) continue;
+        (*next)[i] = (*head)[r->group[i]], (*head)[r->group[i]] = i;
     }
+    for (int k = r->n - 1; k >= 0; k--)
+        if (r->group[r->slot[k]] >= 0) (*first)[r->group[r->slot[k]]] = k;
+    return ng;
+}
+
+/* One pass of group moves (every flippable slot of a group to deferred when one of them is
+ * naive, else to naive), stage after stage, groups by their first execution. */
+static bool pass_groups(FtPipeRank *r, int P, FtPipeResult *cur, long long *evals, long long max,
+                        int **head, int **next, int **first, int *was)
+{
+    bool improved = false;
+    for (int s = 0; s < P && *evals < max; s++)
+        for (int k = 0; k < r[s].n && *evals < max; k++) {
+            int g = r[s].group[r[s].slot[k]];
+            if (g < 0 || first[s][g] != k || head[s][g] < 0 || next[s][head[s][g]] < 0)
+                continue; /* not a group's first, or fewer than two to move */
+            int to = PLAN_NAIVE, changed = 0;
+            for (int i = head[s][g]; i >= 0; i = next[s][i])
+                if (r[s].strat[i] == PLAN_NAIVE) to = PLAN_DEFERRED;
+            for (int i = head[s][g]; i >= 0; i = next[s][i]) changed += r[s].strat[i] != to;
+            if (!changed) continue;
+            for (int i = head[s][g]; i >= 0; i = next[s][i]) was[i] = r[s].strat[i], r[s].strat[i] = to;
+            FtPipeResult x = dmr_pipe_sim(r, P);
+            ++*evals;
+            if (x.ok && x.step < cur->step * (1 - 1e-9) && x.demoted <= cur->demoted) *cur = x, improved = true;
+            else
+                for (int i = head[s][g]; i >= 0; i = next[s][i]) r[s].strat[i] = was[i];
+        }
+    return improved;
+}
+
+/* One pass of single flips, stage after stage in time order. */
+static bool pass_single(FtPipeRank *r, int P, FtPipeResult *cur, long long *evals, long long max)
+{
+    bool improved = false;
+    for (int s = 0; s < P && *evals < max; s++)
+        for (int k = 0; k < r[s].n && *evals < max; k++) {
+            int i = r[s].slot[k];
+            if (!r[s].flip[i]) continue;
+            int before = r[s].strat[i];
+            r[s].strat[i] = before == PLAN_NAIVE ? PLAN_DEFERRED : PLAN_NAIVE;
+            FtPipeResult x = dmr_pipe_sim(r, P);
+            ++*evals;
+            if (x.ok && x.step < cur->step * (1 - 1e-9) && x.demoted <= cur->demoted) *cur = x, improved = true;
+            else r[s].strat[i] = before;
+        }
+    return improved;
+}
+
+/* First-improvement hill climbing from r's strategies (their step: cur) until no move helps or
+ * evals reaches max. Single flips pass after pass, and group moves once they converge (to leave
+ * a local optimum that needs a whole op moved); coarse first (group moves, then single flips,
+ * each pass) when `coarse`: where a pass of single flips alone would not fit the budget. */
+static FtPipeResult climb(FtPipeRank *r, int P, FtPipeResult cur, long long *evals, long long max,
+                          int *passes, bool coarse)
+{
+    int **head = malloc((size_t)P * sizeof *head), **next = malloc((size_t)P * sizeof *next);
+    int **first = malloc((size_t)P * sizeof *first);
+    FT_ASSERT(head && next && first);
+    int most = 0;
+    for (int s = 0; s < P; s++) {
+        group_lists(&r[s], &head[s], &next[s], &first[s]);
+        most = r[s].nslot > most ? r[s].nslot : most;
+    }
+    int *was = malloc(((size_t)most + 1) * sizeof *was); /* a group's strategies before a move */
+    FT_ASSERT(was);
+    for (;;) {
+        ++*passes;
+        bool g = coarse && pass_groups(r, P, &cur, evals, max, head, next, first, was);
+        bool one = pass_single(r, P, &cur, evals, max);
+        if (*evals >= max) break;
+        if (g || one) continue;
+        if (coarse || !pass_groups(r, P, &cur, evals, max, head, next, first, was)) break;
+    }
+    for (int s = 0; s < P; s++) free(head[s]), free(next[s]), free(first[s]);
+    free(head), free(next), free(first), free(was);
     return cur;
 }
 
@@ -540,6 +617,10 @@ void dmr_pipe_refine(FtPipeRank *r, int P, long long max_evals, FtPipeRefine *ou
     out->evals = 4;
     if (!out->start.ok) goto done;
     strat_copy(own, r, P, false), strat_copy(best, r, P, false);
+    long long flippable = 0; /* a pass of single flips */
+    for (int s = 0; s < P; s++)
+        for (int i = 0; i < r[s].nslot; i++) flippable += r[s].flip[i];
+    bool coarse = 3 * 4 * flippable > max_evals; /* three starts of about four passes */
     /* three starts: the stages' own plans, every flippable check at once, every one deferred;
      * the best end wins (the first of equals), never with more demotions than the own plans */
     for (int start = 0; start < 3 && out->evals < max_evals; start++) {
@@ -548,7 +629,7 @@ void dmr_pipe_refine(FtPipeRank *r, int P, long long max_evals, FtPipeRefine *ou
         FtPipeResult x = start ? dmr_pipe_sim(r, P) : out->start;
         out->evals += start > 0;
         if (!x.ok) continue;
-        x = climb(r, P, x, &out->evals, max_evals, &out->passes);
+        x = climb(r, P, x, &out->evals, max_evals, &out->passes, coarse);
         if (x.step < out->best.step * (1 - 1e-9) && x.demoted <= out->start.demoted)
             out->best = x, strat_copy(best, r, P, false);
     }
