@@ -134,9 +134,13 @@ int dmr_pipe_rank_build(const FtDmrProfile *pf, const FtDmrEntryPlan *p, const F
         r->strat[s] = p->strat[s], r->seg[s] = p->seg[s], r->chk[s] = p->time[s];
         r->keep[s] = (pf->copy[i] + pf->fp[i]) * per, r->kept[s] = (double)p->kept[s];
         r->group[s] = i;
-        r->inl[s] = p->strat[s] == PLAN_AGC ? p->cost[s]
-                    : p->strat[s] == PLAN_PIGGYBACK ? pf->fp[i] * per + (p->seg[s] >= 0 ? p->cost[s] - p->time[s] : 0)
-                                                    : 0;
+        /* at the primary: an AGC member its share of the segment's bookkeeping (the plan's
+         * cost); a piggyback op its fingerprint, inside a segment its share too (the plan's cost
+         * less the replay, which the unit does) */
+        r->inl[s] = p->strat[s] == PLAN_AGC         ? p->cost[s]
+                    : p->strat[s] != PLAN_PIGGYBACK ? 0
+                    : p->seg[s] >= 0                ? p->cost[s] - p->time[s]
+                                                    : pf->fp[i] * per;
         if (r->inl[s] < 0) r->inl[s] = 0;
         bool dyn = pf->moe_dynamic && e->kind == FT_OP_MOE_EXPERT && e->twin < 0;
         r->flip[s] = (p->strat[s] == PLAN_NAIVE || p->strat[s] == PLAN_DEFERRED) && p->seg[s] < 0 &&
