@@ -15,6 +15,8 @@
  *    pipeline (b's earliest start, 4, then b and its check).
  *  - Groups first where single flips do not fit the budget: an op's two executions deferred
  *    together in one move (8.2 s, where one flip gets 9.1).
+ *  - A group move once single flips converge: two tied ends, each shortened by one execution
+ *    of the same op alone (no gain), both by the two together (6.5 s for 7).
  *  - The refinement: on the hand pipeline from all naive it finds the best of the 16
  *    assignments (8.3, by hand); on random pipelines (each part's k-th execution a group, as an
  *    op entry's executions over the micro-batches are) it never ends worse than it started,
@@ -333,6 +335,39 @@ static void test_refine_groups_first(void **state)
     dmr_pipe_rank_free(&r);
 }
 
+/* Where no single flip helps but an op's executions together do: three stages, stage 1 runs
+ * w, then x0 (its output to stage 2, whose y ends the step) and, after a late activation, x1 (its
+ * output to stage 0, whose d ends the step too). Deferring x0 alone or x1 alone shortens one of
+ * the two tied ends: no gain; both (x0 and x1 one op, a group) 6.5 s instead of 7. Deferring w
+ * (100 bytes, budget 50) would demote it, so the all-deferred start is refused (a demotion the
+ * stages' own plans do not have): only the group move, once single flips converge, finds 6.5. */
+static void test_refine_group_escape(void **state)
+{
+    (void)state;
+    Spec s[3];
+    spec_init(&s[0], 0, 3, 3), spec_init(&s[1], 1, 3, 3), spec_init(&s[2], 2, 3, 1);
+    for (int k = 0; k < 3; k++) s[0].strat[k] = -1; /* stage 0: a, b, d, no checks */
+    s[0].dur[0] = 1, s[0].send[0] = 0, s[0].dur[1] = 3, s[0].send[1] = 1;
+    s[0].dur[2] = 1, s[0].recv[2] = 3;
+    s[2].strat[0] = -1, s[2].dur[0] = 3.8, s[2].recv[0] = 2; /* stage 2: y */
+    Spec *t = &s[1]; /* stage 1: w, x0, x1 */
+    t->budget = 50;
+    t->dur[0] = t->chk[0] = 0.1, t->keep[0] = 0.05, t->kept[0] = 100, t->recv[0] = 0;
+    t->dur[1] = t->chk[1] = 1, t->keep[1] = 0.5, t->kept[1] = 10, t->send[1] = 2;
+    t->dur[2] = t->chk[2] = 1, t->keep[2] = 0.5, t->kept[2] = 10, t->recv[2] = 1, t->send[2] = 3;
+    for (int k = 0; k < 3; k++) t->flip[k] = 1;
+    t->group[1] = t->group[2] = 7;
+    NEAR(sim_of(s, 3, NULL), 7);
+    FtPipeRank r[3];
+    for (int q = 0; q < 3; q++) mk(&s[q], &r[q]);
+    FtPipeRefine rf;
+    dmr_pipe_refine(r, 3, 1000000, &rf);
+    NEAR(rf.start.step, 7), NEAR(rf.best.step, 6.5);
+    assert_true(rf.best.demoted == 0 && rf.flips == 2 && r[1].strat[0] == PLAN_NAIVE &&
+                r[1].strat[1] == PLAN_DEFERRED && r[1].strat[2] == PLAN_DEFERRED);
+    for (int q = 0; q < 3; q++) dmr_pipe_rank_free(&r[q]);
+}
+
 static void test_refine_random(void **state)
 {
     (void)state;
@@ -440,5 +475,6 @@ static void test_pack(void **state)
 
 FT_TEST_MAIN(cmocka_unit_test(test_hand_pipeline), cmocka_unit_test(test_units_and_budget),
              cmocka_unit_test(test_random_pipelines), cmocka_unit_test(test_refine_hand),
-             cmocka_unit_test(test_refine_groups_first), cmocka_unit_test(test_refine_random),
+             cmocka_unit_test(test_refine_groups_first), cmocka_unit_test(test_refine_group_escape),
+             cmocka_unit_test(test_refine_random),
              cmocka_unit_test(test_pack))
