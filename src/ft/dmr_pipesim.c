@@ -455,42 +455,58 @@ void dmr_pipe_set_all(FtPipeRank *r, int P, int st)
             if (r[s].flip[i]) r[s].strat[i] = st;
 }
 
+/* Per stage, room for its strategies (nslot each), and copies between it and r. */
+static int **strat_new(const FtPipeRank *r, int P)
+{
+    int **a = malloc((size_t)P * sizeof *a);
+    FT_ASSERT(a);
+    for (int s = 0; s < P; s++) {
+        a[s] = malloc(((size_t)r[s].nslot + 1) * sizeof **a);
+        FT_ASSERT(a[s]);
+    }
+    return a;
+}
+
+static void strat_del(int **a, int P)
+{
+    for (int s = 0; s < P; s++) free(a[s]);
+    free(a);
+}
+
+static void strat_copy(int **dst, FtPipeRank *r, int P, bool to_r)
+{
+    for (int s = 0; s < P; s++)
+        if (to_r) memcpy(r[s].strat, dst[s], (size_t)r[s].nslot * sizeof *r[s].strat);
+        else memcpy(dst[s], r[s].strat, (size_t)r[s].nslot * sizeof *r[s].strat);
+}
+
+/* The step with every check of r set to strategy st (-1: no check), r's strategies kept
+ * (saved: strat_new's room). */
 static FtPipeResult sim_with(FtPipeRank *r, int P, int **saved, int st)
 {
-    for (int s = 0; s < P; s++) {
-        memcpy(saved[s], r[s].strat, (size_t)r[s].nslot * sizeof *r[s].strat);
+    strat_copy(saved, r, P, false);
+    for (int s = 0; s < P; s++)
         for (int i = 0; i < r[s].nslot; i++)
-            if (r[s].strat[i] >= 0) r[s].strat[i] = st; /* -1: no check */
-    }
+            if (r[s].strat[i] >= 0) r[s].strat[i] = st;
     FtPipeResult x = dmr_pipe_sim(r, P);
-    for (int s = 0; s < P; s++) memcpy(r[s].strat, saved[s], (size_t)r[s].nslot * sizeof *r[s].strat);
+    strat_copy(saved, r, P, true);
     return x;
 }
 
 double dmr_pipe_bound(FtPipeRank *r, int P)
 {
-    int **saved = malloc((size_t)P * sizeof *saved);
-    FT_ASSERT(saved);
-    for (int s = 0; s < P; s++) {
-        saved[s] = malloc(((size_t)r[s].nslot + 1) * sizeof **saved);
-        FT_ASSERT(saved[s]);
-        memcpy(saved[s], r[s].strat, (size_t)r[s].nslot * sizeof *r[s].strat);
-        for (int i = 0; i < r[s].nslot; i++)
-            if (r[s].strat[i] >= 0) r[s].strat[i] = -1; /* no checks: the earliest starts */
-    }
-    FtPipeResult off = dmr_pipe_sim(r, P);
+    int **saved = strat_new(r, P);
+    FtPipeResult off = sim_with(r, P, saved, -1); /* no checks: the earliest starts */
+    strat_del(saved, P);
     double bound = off.ok ? off.step : -1;
     for (int s = 0; s < P; s++) {
-        memcpy(r[s].strat, saved[s], (size_t)r[s].nslot * sizeof *r[s].strat);
         double after = 0; /* the stage's work from execution k on, exposed checks included */
         for (int k = r[s].n - 1; k >= 0 && off.ok; k--) {
             int i = r[s].slot[k], st = r[s].strat[i];
             after += r[s].dur[k] + (st >= 0 && st != PLAN_PIGGYBACK ? r[s].chk[i] : 0);
             if (r[s].start[k] + after > bound) bound = r[s].start[k] + after;
         }
-        free(saved[s]);
     }
-    free(saved);
     return bound;
 }
 
@@ -596,24 +612,10 @@ static FtPipeResult climb(FtPipeRank *r, int P, FtPipeResult cur, long long *eva
     return cur;
 }
 
-static void strat_copy(int **dst, FtPipeRank *r, int P, bool to_r)
-{
-    for (int s = 0; s < P; s++)
-        if (to_r) memcpy(r[s].strat, dst[s], (size_t)r[s].nslot * sizeof *r[s].strat);
-        else memcpy(dst[s], r[s].strat, (size_t)r[s].nslot * sizeof *r[s].strat);
-}
-
 void dmr_pipe_refine(FtPipeRank *r, int P, long long max_evals, FtPipeRefine *out)
 {
     memset(out, 0, sizeof *out);
-    int **saved = malloc((size_t)P * sizeof *saved), **own = malloc((size_t)P * sizeof *own);
-    int **best = malloc((size_t)P * sizeof *best);
-    FT_ASSERT(saved && own && best);
-    for (int s = 0; s < P; s++) {
-        size_t b = ((size_t)r[s].nslot + 1) * sizeof **saved;
-        saved[s] = malloc(b), own[s] = malloc(b), best[s] = malloc(b);
-        FT_ASSERT(saved[s] && own[s] && best[s]);
-    }
+    int **saved = strat_new(r, P), **own = strat_new(r, P), **best = strat_new(r, P);
     out->off = sim_with(r, P, saved, -1);
     out->naive = sim_with(r, P, saved, PLAN_NAIVE);
     out->bound = dmr_pipe_bound(r, P);
@@ -646,8 +648,7 @@ void dmr_pipe_refine(FtPipeRank *r, int P, long long max_evals, FtPipeRefine *ou
     for (int s = 0; s < P && s < 64; s++) out->sig[s] = dmr_pipe_sig(r[s].strat, r[s].nslot);
     dmr_pipe_sim(r, P); /* replayed_before of the strategies kept */
 done:
-    for (int s = 0; s < P; s++) free(saved[s]), free(own[s]), free(best[s]);
-    free(saved), free(own), free(best);
+    strat_del(saved, P), strat_del(own, P), strat_del(best, P);
 }
 
 /* ---- back into the plan -------------------------------------------------------------------- */
