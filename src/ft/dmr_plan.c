@@ -522,6 +522,17 @@ double dmr_plan_bounds(const FtDmrEntryPlan *p, double step_s, double *ordered)
     return step_s > 0 && lb > 0 ? lb / step_s : 0.0;
 }
 
+const char *dmr_op_label(const FtTapeEntry *e, char *buf, size_t len)
+{
+    snprintf(buf, len, "%s.%s", ops_desc(e->kind)->name, e->dir == FT_FWD ? "fwd" : "bwd");
+    return buf;
+}
+
+const char *dmr_phase_label(const FtTape *tp, const FtTape *opt, const FtTapeEntry *e)
+{
+    return tp == opt ? "optimizer" : dmr_phase_names[e->phase];
+}
+
 const char *dmr_phases_text(int phases)
 {
     return phases == (PLAN_PHASE1 | PLAN_PHASE2 | PLAN_PHASE3 | PLAN_PAPER) ? "paper"
@@ -562,13 +573,13 @@ void dmr_plan_print_table(FILE *out, const FtDmrEntryPlan *p, const FtTape *micr
         int j;
         const FtTapeEntry *e = dmr_plan_entry_of(micro, opt, i, &tp, &j);
         char op[40], w[16] = "-", sg[16] = "-", mb[16] = "*";
-        snprintf(op, sizeof op, "%s.%s", ops_desc(e->kind)->name, e->dir == FT_FWD ? "fwd" : "bwd");
+        dmr_op_label(e, op, sizeof op);
         if (p->window[s] >= 0)
             snprintf(w, sizeof w, "%s%d", dmr_kind_names[p->win_kind[p->window[s]]], p->window[s]);
         if (p->seg[s] >= 0) snprintf(sg, sizeof sg, "%d", p->seg[s]);
         if (p->pos) snprintf(mb, sizeof mb, "%d", m); /* *: every one (a version 1 plan) */
         fprintf(out, "%6d %3s  %-18s %-9s %5d  %-9s %6s %4s %10.4f %10.4f\n", i, mb, op,
-                tp == opt ? "optimizer" : dmr_phase_names[e->phase], e->layer,
+                dmr_phase_label(tp, opt, e), e->layer,
                 planner_strategy_name(p->strat[s]), w, sg, 1e3 * p->time[s], 1e3 * p->cost[s]);
     }
     free(order);

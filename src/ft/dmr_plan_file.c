@@ -57,13 +57,12 @@ int dmr_plan_write(const FtDmrEntryPlan *p, const FtTape *micro, const FtTape *o
         const FtTape *tp;
         int j;
         const FtTapeEntry *e = dmr_plan_entry_of(micro, opt, i, &tp, &j);
-        char w[16] = "-", sg[16] = "-";
+        char op[48], w[16] = "-", sg[16] = "-";
         if (p->window[s] >= 0) snprintf(w, sizeof w, "%d", p->window[s]);
         if (p->seg[s] >= 0) snprintf(sg, sizeof sg, "%d", p->seg[s]);
-        fprintf(f, "op %d %d %s.%s %s %d %s %s %s %.6f %zu %.6f\n", i, m, ops_desc(e->kind)->name,
-                e->dir == FT_FWD ? "fwd" : "bwd", tp == opt ? "optimizer" : dmr_phase_names[e->phase],
-                e->layer, planner_strategy_name(p->strat[s]), w, sg, 1e3 * p->time[s], p->kept[s],
-                1e3 * p->cost[s]);
+        fprintf(f, "op %d %d %s %s %d %s %s %s %.6f %zu %.6f\n", i, m, dmr_op_label(e, op, sizeof op),
+                dmr_phase_label(tp, opt, e), e->layer, planner_strategy_name(p->strat[s]), w, sg,
+                1e3 * p->time[s], p->kept[s], 1e3 * p->cost[s]);
     }
     free(order);
     if (fclose(f)) {
@@ -179,8 +178,8 @@ static int read_op(FtDmrEntryPlan *p, const FtTape *micro, const FtTape *opt, in
     int j;
     const FtTapeEntry *e = dmr_plan_entry_of(micro, opt, i, &tp, &j);
     char op[48];
-    snprintf(op, sizeof op, "%s.%s", ops_desc(e->kind)->name, e->dir == FT_FWD ? "fwd" : "bwd");
-    const char *ph = tp == opt ? "optimizer" : dmr_phase_names[e->phase];
+    dmr_op_label(e, op, sizeof op);
+    const char *ph = dmr_phase_label(tp, opt, e);
     if (strcmp(tok[2 + o], op) || strcmp(tok[3 + o], ph) || !int_of(tok[4 + o], -1, 1 << 20, &layer) ||
         layer != e->layer)
         return snprintf(msg, len, "entry %d is %s %s layer %d on this rank's tape, not '%s %s "

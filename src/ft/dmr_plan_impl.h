@@ -4,6 +4,7 @@
 #define FTLLM_DMR_PLAN_IMPL_H
 
 #include <stdbool.h>
+#include <stddef.h>
 
 #include "ftllm/dmr_plan.h"
 
@@ -20,6 +21,10 @@ void dmr_plan_alloc(FtDmrEntryPlan *p, int nmicro, int nopt, int ninst, bool ord
 /* The op slots in the plan's time order (those that never ran, by index, after). Returns how
  * many; *order is malloc'd. */
 int dmr_plan_time_order(const FtDmrEntryPlan *p, int **order);
+/* The names the table and the plan file give an entry: its op and direction ("matmul.fwd",
+ * written into buf), and its phase ("optimizer" for an entry of the optimizer tape opt). */
+const char *dmr_op_label(const FtTapeEntry *e, char *buf, size_t len);
+const char *dmr_phase_label(const FtTape *tp, const FtTape *opt, const FtTapeEntry *e);
 /* "1", "1,2", "1,2,3" or "paper" for an enum ft_plan_phase mask ("?" otherwise). */
 const char *dmr_phases_text(int phases);
 
