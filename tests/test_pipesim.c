@@ -39,7 +39,7 @@ typedef struct spec {
     int stage, P, n, last;
     double budget;
     int recv[MAXN], send[MAXN], strat[MAXN], seg[MAXN], flip[MAXN], group[MAXN];
-    double dur[MAXN], wait[MAXN + 1], chk[MAXN], keep[MAXN], inl[MAXN], kept[MAXN];
+    double dur[MAXN], lat[MAXN], wait[MAXN + 1], chk[MAXN], keep[MAXN], inl[MAXN], kept[MAXN];
 } Spec;
 
 static void spec_init(Spec *s, int stage, int P, int n)
@@ -53,11 +53,12 @@ static void spec_init(Spec *s, int stage, int P, int n)
 /* The stage through its packed form (dmr_pipe_rank_unpack). */
 static void mk(const Spec *s, FtPipeRank *r)
 {
-    size_t len = 6 + 5 * (size_t)s->n + 1 + 8 * (size_t)s->n;
+    size_t len = 6 + 6 * (size_t)s->n + 1 + 8 * (size_t)s->n;
     double *b = calloc(len, sizeof *b), *q = b;
     *q++ = s->stage, *q++ = s->P, *q++ = s->n, *q++ = s->n, *q++ = s->last, *q++ = s->budget;
     for (int k = 0; k < s->n; k++)
-        *q++ = k, *q++ = s->recv[k], *q++ = s->send[k], *q++ = s->dur[k], *q++ = s->wait[k];
+        *q++ = k, *q++ = s->recv[k], *q++ = s->send[k], *q++ = s->dur[k], *q++ = s->wait[k],
+        *q++ = s->lat[k];
     *q++ = s->wait[s->n];
     for (int k = 0; k < s->n; k++)
         *q++ = s->strat[k], *q++ = s->seg[k], *q++ = s->flip[k], *q++ = s->chk[k], *q++ = s->keep[k],
@@ -122,6 +123,15 @@ static void test_hand_pipeline(void **state)
     NEAR(sim_of(s, 2, NULL), 15);
     s[0].chk[0] = 5; /* fits: 1-6, the grad at 7, b 7-11 */
     NEAR(sim_of(s, 2, NULL), 11);
+    /* transfer times: the activation arrives 0.5 s after a's end, the gradient 0.25 s after
+     * d's: a 0-1, c 1.5-2.5, d 2.5-4.5, b 4.75-6.75; all naive: a 0-2, c 2.5-4.5, d 4.5-8.5,
+     * b 8.75-12.75 */
+    hand(s);
+    s[0].lat[0] = 0.5, s[1].lat[1] = 0.25;
+    NEAR(sim_of(s, 2, NULL), 12.75);
+    NEAR(bound_of(s, 2), 8.75); /* b from its start without checks (4.75), with its check */
+    for (int q = 0; q < 2; q++) s[q].strat[0] = s[q].strat[1] = -1;
+    NEAR(sim_of(s, 2, NULL), 6.75);
 }
 
 static void test_units_and_budget(void **state)
@@ -191,17 +201,17 @@ static void random_pipe(Pipe *p, int P, int M)
             for (int k = a; k <= z; k++) s->group[k] = (op.fwd ? 0 : 3) + k - a; /* an "entry" */
             if (op.fwd) {
                 if (q > 0) s->recv[a] = (2 * m) * P + q - 1;
-                if (q < P - 1) s->send[z] = (2 * m) * P + q;
+                if (q < P - 1) s->send[z] = (2 * m) * P + q, s->lat[z] = 0.3 * urand();
             } else {
                 if (q < P - 1) s->recv[a] = (2 * m + 1) * P + q + 1;
-                if (q > 0) s->send[z] = (2 * m + 1) * P + q;
+                if (q > 0) s->send[z] = (2 * m + 1) * P + q, s->lat[z] = 0.3 * urand();
             }
         }
     }
 }
 
 /* The oracle: each schedule op starts at the later of its stage's end and its message's
- * arrival and takes its executions' time (naive: twice, as chk is set); then every stage
+ * arrival (its send's end and transfer time) and takes its executions' time (naive: twice, as chk is set); then every stage
  * meets the latest, runs its optimizer. */
 static double oracle(const Pipe *p, bool naive)
 {
@@ -217,7 +227,7 @@ static double oracle(const Pipe *p, bool naive)
             if (s->recv[a] >= 0 && sent[s->recv[a]] < 0) continue;
             if (s->recv[a] >= 0 && sent[s->recv[a]] > t[q]) t[q] = sent[s->recv[a]];
             for (int k = a; k <= z; k++) t[q] += s->dur[k] + (naive ? s->chk[k] : 0);
-            if (s->send[z] >= 0) sent[s->send[z]] = t[q];
+            if (s->send[z] >= 0) sent[s->send[z]] = t[q] + s->lat[z];
             pos[q]++, left--, moved = 1;
         }
         assert_true(moved);
@@ -465,7 +475,10 @@ static void test_pack(void **state)
     buf[6] = 0.5; /* execution 0's slot */
     assert_int_equal(dmr_pipe_rank_unpack(buf, len, &back), -1);
     buf[6] = 0;
-    buf[6 + 5 * r.n + 1] = 7; /* slot 0's strategy */
+    buf[6 + 6 * r.n + 1] = 7; /* slot 0's strategy */
+    assert_int_equal(dmr_pipe_rank_unpack(buf, len, &back), -1);
+    buf[6 + 6 * r.n + 1] = PLAN_NAIVE;
+    buf[6 + 5] = -1; /* execution 0's latency */
     assert_int_equal(dmr_pipe_rank_unpack(buf, len, &back), -1);
     assert_true(back.n == 0 && back.slot == NULL);
     free(buf), free(buf2);

@@ -56,6 +56,8 @@ typedef struct ft_pipe_rank {
     int *slot;        /* [n] the plan's slot of each execution */
     int *recv, *send; /* [n] message received just before / sent just after it, -1: none */
     double *dur;      /* [n] seconds */
+    double *lat;      /* [n] seconds from the send after it to the message's arrival (0 in a
+                         profiled run: its transfers are in its measured waits) */
     double *wait;     /* [n + 1] fixed waits just before each ([n]: after the last) */
     int *strat;       /* [nslot] enum ft_plan_strategy (-1: a marker, never run) */
     int *seg;         /* [nslot] AGC segment, -1 */
@@ -86,6 +88,10 @@ typedef struct ft_pipe_result {
 int dmr_pipe_rank_build(const FtDmrProfile *pf, const FtDmrEntryPlan *p, const FtTape *micro,
                         const FtTape *opt, int stage, int nstage, size_t budget, FtPipeRank *r);
 void dmr_pipe_rank_free(FtPipeRank *r);
+
+/* The id of micro-batch m's activation (grad false) or gradient (grad true) message that stage
+ * `stage` of nstage sends: recv[] and send[] hold these. */
+int dmr_pipe_msg(int m, int stage, int nstage, bool grad);
 
 /* r as doubles (every integer exactly), and back: *buf is malloc'd, returns its length. */
 size_t dmr_pipe_rank_pack(const FtPipeRank *r, double **buf);

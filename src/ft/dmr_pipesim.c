@@ -29,6 +29,7 @@ static void rank_alloc(FtPipeRank *r, int n, int nslot)
     size_t a = (size_t)n + 1, b = (size_t)nslot + 1;
     r->slot = calloc(a, sizeof *r->slot), r->recv = malloc(a * sizeof *r->recv);
     r->send = malloc(a * sizeof *r->send), r->dur = calloc(a, sizeof *r->dur);
+    r->lat = calloc(a, sizeof *r->lat);
     r->wait = calloc(a + 1, sizeof *r->wait);
     r->strat = malloc(b * sizeof *r->strat), r->seg = malloc(b * sizeof *r->seg);
     r->flip = calloc(b, 1), r->chk = calloc(b, sizeof *r->chk), r->keep = calloc(b, sizeof *r->keep);
@@ -36,7 +37,7 @@ static void rank_alloc(FtPipeRank *r, int n, int nslot)
     r->group = malloc(b * sizeof *r->group);
     r->replayed_before = malloc(b * sizeof *r->replayed_before);
     r->start = calloc(a, sizeof *r->start);
-    FT_ASSERT(r->start && r->group && r->slot && r->recv && r->send && r->dur && r->wait && r->strat && r->seg &&
+    FT_ASSERT(r->start && r->lat && r->group && r->slot && r->recv && r->send && r->dur && r->wait && r->strat && r->seg &&
               r->flip && r->chk && r->keep && r->inl && r->kept && r->replayed_before);
     for (int k = 0; k < n; k++) r->recv[k] = r->send[k] = -1;
     for (int s = 0; s < nslot; s++)
@@ -48,13 +49,16 @@ void dmr_pipe_rank_free(FtPipeRank *r)
     if (!r) return;
     free(r->slot), free(r->recv), free(r->send), free(r->dur), free(r->wait), free(r->strat);
     free(r->seg), free(r->flip), free(r->chk), free(r->keep), free(r->inl), free(r->kept);
-    free(r->replayed_before), free(r->start), free(r->group);
+    free(r->replayed_before), free(r->start), free(r->group), free(r->lat);
     memset(r, 0, sizeof *r);
 }
 
-/* Message ids: act(m) sent by stage s, grad(m) sent by stage s. */
-static int msg_act(int m, int s, int P) { return (2 * m) * P + s; }
-static int msg_grad(int m, int s, int P) { return (2 * m + 1) * P + s; }
+int dmr_pipe_msg(int m, int stage, int nstage, bool grad)
+{
+    return (2 * m + (grad ? 1 : 0)) * nstage + stage;
+}
+static int msg_act(int m, int s, int P) { return dmr_pipe_msg(m, s, P, false); }
+static int msg_grad(int m, int s, int P) { return dmr_pipe_msg(m, s, P, true); }
 
 /* The pipeline markers of the micro-batch tape on the executions: a receive goes before the
  * first execution of its micro-batch's part (forward [0, fwd_end) or backward) after the
@@ -164,13 +168,14 @@ enum { HEAD = 6 };
 
 size_t dmr_pipe_rank_pack(const FtPipeRank *r, double **buf)
 {
-    size_t n = (size_t)r->n, ns = (size_t)r->nslot, len = HEAD + 5 * n + 1 + 8 * ns;
+    size_t n = (size_t)r->n, ns = (size_t)r->nslot, len = HEAD + 6 * n + 1 + 8 * ns;
     double *b = malloc(len * sizeof *b), *q = b;
     FT_ASSERT(b);
     *q++ = r->stage, *q++ = r->nstage, *q++ = r->n, *q++ = r->nslot, *q++ = r->last_micro;
     *q++ = r->budget;
     for (size_t k = 0; k < n; k++)
-        *q++ = r->slot[k], *q++ = r->recv[k], *q++ = r->send[k], *q++ = r->dur[k], *q++ = r->wait[k];
+        *q++ = r->slot[k], *q++ = r->recv[k], *q++ = r->send[k], *q++ = r->dur[k], *q++ = r->wait[k],
+        *q++ = r->lat[k];
     *q++ = r->wait[n];
     for (size_t s = 0; s < ns; s++)
         *q++ = r->strat[s], *q++ = r->seg[s], *q++ = r->flip[s], *q++ = r->chk[s],
@@ -192,16 +197,17 @@ int dmr_pipe_rank_unpack(const double *b, size_t len, FtPipeRank *r)
         !(b[5] >= 0))
         return -1;
     size_t n = (size_t)b[2], ns = (size_t)b[3];
-    if (len < HEAD + 5 * n + 1 + 8 * ns) return -1;
+    if (len < HEAD + 6 * n + 1 + 8 * ns) return -1;
     rank_alloc(r, (int)n, (int)ns);
     r->stage = (int)b[0], r->nstage = (int)b[1], r->last_micro = (int)b[4], r->budget = b[5];
     const double *q = b + HEAD;
     bool ok = true;
-    for (size_t k = 0; k < n; k++, q += 5) {
-        ok = ok && int_in(q[0], 0, (int)ns - 1) && int_in(q[1], -1, 1 << 30) && int_in(q[2], -1, 1 << 30);
+    for (size_t k = 0; k < n; k++, q += 6) {
+        ok = ok && int_in(q[0], 0, (int)ns - 1) && int_in(q[1], -1, 1 << 30) && int_in(q[2], -1, 1 << 30) &&
+             q[5] >= 0;
         if (!ok) break;
         r->slot[k] = (int)q[0], r->recv[k] = (int)q[1], r->send[k] = (int)q[2];
-        r->dur[k] = q[3], r->wait[k] = q[4];
+        r->dur[k] = q[3], r->wait[k] = q[4], r->lat[k] = q[5];
     }
     if (ok) r->wait[n] = *q++;
     for (size_t s = 0; s < ns && ok; s++, q += 8) {
@@ -387,7 +393,7 @@ static bool advance(SimRank *q, double *sent, int nmsg)
         r->start[k] = q->t;
         q->t += r->dur[k];
         check(q, k);
-        if (r->send[k] >= 0 && r->send[k] < nmsg) sent[r->send[k]] = q->t;
+        if (r->send[k] >= 0 && r->send[k] < nmsg) sent[r->send[k]] = q->t + r->lat[k];
         q->k++, q->received = false, moved = true;
         if (k == r->last_micro && q->state == 0) {
             q->state = 1;
