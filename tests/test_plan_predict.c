@@ -20,6 +20,7 @@
 #include "ft_test.h"
 #include "plan_memory.h"
 #include "ftllm/deck.h"
+#include "ftllm/pipeline.h"
 #include "ftllm/plan_predict.h"
 
 static char g_err[FT_DECK_ERR_MAX];
@@ -502,8 +503,298 @@ static void test_refusals(void **state)
     assert_int_equal(deck_check_trainable(&cfg, g_err, sizeof g_err), 0);
 }
 
+/* ---- every stage (plan_predict_pipe.c) ---- */
+
+static bool is_bwd_group(int g) { return g >= PRED_G_loss_b && g <= PRED_G_embed_b; }
+
+/* The tiny model, 6 blocks on pp 3 (tp 2, 2 GPUs a node: every hop leaves the node), 4
+ * micro-batches, AC full, under both schedules. Each stage: its parts in pipeline_schedule's
+ * order (the train loop's), read from its operators (a part starts at entry 0 or at the
+ * backward's first entry; its micro-batch is block / Ls); the embedding on the first only, the
+ * head on the last only, an AdamW per block plus the table (first) or the head (last); in its
+ * timeline the operators' times, the recomputation (busy time) m x t_recompute, the fixed waits
+ * = its TP and DP windows, one receive and one send per micro-batch and direction with a
+ * neighbour, each id sent by exactly the neighbour that the receiver waits for, after a hop. */
+static void test_stages_schedule(void **state)
+{
+    (void)state;
+    const char *const sched[2] = {"parallel.schedule=1f1b", "parallel.schedule=gpipe"};
+    for (int kind = 0; kind < 2; kind++) {
+        const char *const ov[] = {"model.layers=6", "parallel.tp=2", "parallel.pp=3",
+                                  "parallel.microbatches=4", "train.ac=full",
+                                  "cluster.gpus_per_node=2", sched[kind], NULL};
+        FtConfig cfg;
+        cfg_from(&cfg, g_tiny, ov);
+        FtPredictPipe pp;
+        if (predict_pipe_build(&cfg, &pp, g_err, sizeof g_err)) fail_msg("%s", g_err);
+        assert_int_equal(pp.P, 3);
+        int M = 4, P = 3, sends[64] = {0}, sender[64], recvs[64] = {0};
+        for (int i = 0; i < 64; i++) sender[i] = -1;
+        for (int st = 0; st < P; st++) {
+            const FtPredict *p = &pp.st[st];
+            assert_int_equal(p->stage, st);
+            assert_int_equal(p->nstage, P);
+            FtPipeOp want[8];
+            pipeline_schedule(kind ? FT_PIPE_GPIPE : FT_PIPE_1F1B, P, st, M, 0, want);
+            int nfwd = -1, parts = 0, embed = 0, head = 0, adamw = 0;
+            for (int i = 0; i < p->nops && nfwd < 0; i++)
+                if (is_bwd_group(p->group[i])) nfwd = p->entry[i];
+            assert_true(nfwd > 0);
+            double tops = 0;
+            for (int i = 0; i < p->nops; i++) {
+                int g = p->group[i];
+                tops += p->ops[i].time;
+                embed += g == PRED_G_embed || g == PRED_G_embed_b;
+                head += g == PRED_G_head || g == PRED_G_head_b;
+                adamw += g == PRED_G_adamw;
+                assert_true((g == PRED_G_adamw) == (p->entry[i] < 0));
+                if (p->entry[i] != 0 && p->entry[i] != nfwd) continue;
+                assert_true(parts < 2 * M);
+                assert_int_equal(p->entry[i] == 0, want[parts].fwd);
+                assert_int_equal(p->ops[i].block / p->Ls, want[parts].mb);
+                assert_int_equal(is_bwd_group(g), !want[parts].fwd);
+                parts++;
+            }
+            assert_int_equal(parts, 2 * M);
+            assert_int_equal(embed, st == 0 ? 2 * M : 0);
+            assert_int_equal(head, st == P - 1 ? 2 * M : 0);
+            assert_int_equal(adamw, p->Ls + (st == 0 || st == P - 1));
+            double tev = 0, busy = 0, wait = 0, twin = 0;
+            int nrecv = 0, meet = 0;
+            for (int w = 0; w < p->nwin; w++)
+                if (p->win_class[w] != PRED_W_PP) twin += p->win[w].len;
+            for (int e = 0; e < p->nev; e++) {
+                const FtPredictEv *v = &p->ev[e];
+                if (v->kind == PRED_EV_OP) tev += p->ops[v->arg].time;
+                if (v->kind == PRED_EV_BUSY) busy += v->t;
+                if (v->kind == PRED_EV_WAIT) wait += v->t;
+                if (v->kind == PRED_EV_MEET) meet++;
+                if (v->kind == PRED_EV_RECV) {
+                    assert_true(v->arg >= 0 && v->arg < 64);
+                    recvs[v->arg]++, nrecv++;
+                    /* from the neighbour before (an activation) or after (a gradient) */
+                    int from = v->arg % P, grad = (v->arg / P) % 2;
+                    assert_int_equal(from, grad ? st + 1 : st - 1);
+                }
+                if (v->kind == PRED_EV_SEND) {
+                    assert_true(v->arg >= 0 && v->arg < 64);
+                    sends[v->arg]++, sender[v->arg] = st;
+                    assert_true(v->t > 0 && fabs(v->t - p->t_pp_hop) <= 1e-12 * v->t);
+                }
+            }
+            assert_int_equal(meet, 1);
+            assert_int_equal(nrecv, (st > 0) * M + (st < P - 1) * M);
+            assert_true(fabs(tev - tops) <= 1e-12 * tops);
+            assert_true(fabs(busy - M * p->t_recompute) <= 1e-12 * busy);
+            assert_true(fabs(wait - twin) <= 1e-12 * twin);
+        }
+        for (int i = 0; i < 64; i++) {
+            assert_int_equal(sends[i], recvs[i]);
+            assert_true(sends[i] <= 1);
+            if (sends[i]) assert_int_equal(sender[i], i % P);
+        }
+        predict_pipe_free(&pp);
+    }
+}
+
+/* A stage as the simulation's input (predict_pipe_rank), pp 2 with hops long enough for Phase 2's
+ * segments (a slow inter-node link): one execution per operator in timeline order with its
+ * time, strategy and memory, busy executions of the recomputation's length, one meeting that
+ * ends the micro-batch part (the optimizer after it); each AGC segment's unit holds every
+ * operator of its block in its span, piggyback ones too (their needless replay is the segment's
+ * extra cost), and no other; only checks at once or deferred outside segments may move. */
+static void test_pipe_rank(void **state)
+{
+    (void)state;
+    const char *const ov[] = {"model.layers=4", "parallel.pp=2", "parallel.microbatches=3",
+                              "train.ac=full", "cluster.gpus_per_node=1", "cluster.inter_gbs=1e-6",
+                              NULL};
+    FtConfig cfg;
+    cfg_from(&cfg, g_tiny, ov);
+    FtPredictPipe pp;
+    if (predict_pipe_build(&cfg, &pp, g_err, sizeof g_err)) fail_msg("%s", g_err);
+    int segs = 0;
+    for (int st = 0; st < 2; st++) {
+        const FtPredict *p = &pp.st[st];
+        FtDmrPlan plan;
+        assert_int_equal(predict_plan(p, PLAN_PHASE1 | PLAN_PHASE2 | PLAN_PHASE3, &plan), 0);
+        FtPipeRank r;
+        predict_pipe_rank(p, &plan, &r);
+        int k = 0, nbusy = 0;
+        double busy = 0;
+        for (int e = 0; e < p->nev; e++) {
+            const FtPredictEv *v = &p->ev[e];
+            if (v->kind == PRED_EV_BUSY) {
+                assert_int_equal(r.strat[r.slot[k]], -1);
+                assert_true(r.dur[k] == v->t);
+                busy += v->t, nbusy++, k++;
+            } else if (v->kind == PRED_EV_MEET) {
+                assert_int_equal(r.last_micro, k);
+                assert_true(r.dur[k] == 0 && r.strat[r.slot[k]] == -1);
+                k++;
+            } else if (v->kind == PRED_EV_OP) {
+                int i = v->arg, sl = r.slot[k];
+                assert_int_equal(sl, k);
+                assert_true(r.dur[k] == p->ops[i].time && r.chk[sl] == p->ops[i].time);
+                assert_int_equal(r.strat[sl], plan.strategy[i]);
+                assert_true(r.kept[sl] == (double)p->ops[i].mem);
+                assert_int_equal(r.group[sl], p->entry[i]);
+                int want = -1;
+                for (int g = 0; g < plan.nseg; g++)
+                    if (i >= plan.seg_first[g] && i <= plan.seg_last[g] &&
+                        p->ops[i].block == p->ops[plan.seg_first[g]].block)
+                        want = g;
+                assert_int_equal(r.seg[sl], want);
+                assert_int_equal(r.flip[sl], want < 0 && (plan.strategy[i] == PLAN_NAIVE ||
+                                                          plan.strategy[i] == PLAN_DEFERRED));
+                k++;
+            }
+        }
+        assert_int_equal(k, r.n);
+        assert_true(fabs(busy - p->m * p->t_recompute) <= 1e-12 * busy);
+        assert_int_equal(r.n, p->nops + nbusy + 1);
+        segs += plan.nseg;
+        dmr_pipe_rank_free(&r);
+        planner_free(&plan);
+    }
+    assert_true(segs > 0);
+    predict_pipe_free(&pp);
+}
+
+/* An oracle of the step without checks from the stages' timelines alone: each stage's parts (a
+ * micro-batch's forward or backward: from its receive or its first operator to the next part)
+ * in order, each starting at the later of the stage's time and its message's arrival (its send's
+ * end plus the transfer time) and taking its operators, busy time and waits; then every stage
+ * meets the latest and runs its optimizer. */
+static double oracle_off(const FtPredictPipe *pp)
+{
+    enum { MAXP = 64 };
+    typedef struct part { double dur, lat; int recv, send; } Part;
+    Part *part[8];
+    int np[8] = {0}, pos[8] = {0};
+    double opt[8] = {0}, t[8] = {0}, sent[256];
+    assert_true(pp->P <= 8);
+    for (int i = 0; i < 256; i++) sent[i] = -1;
+    for (int st = 0; st < pp->P; st++) {
+        const FtPredict *p = &pp->st[st];
+        int nfwd = -1;
+        for (int i = 0; i < p->nops && nfwd < 0; i++)
+            if (is_bwd_group(p->group[i])) nfwd = p->entry[i];
+        part[st] = calloc(MAXP, sizeof **part);
+        bool after_meet = false, opened = false;
+        for (int e = 0; e < p->nev; e++) {
+            const FtPredictEv *v = &p->ev[e];
+            if (v->kind == PRED_EV_MEET) after_meet = true;
+            if (after_meet) {
+                opt[st] += v->kind == PRED_EV_OP ? p->ops[v->arg].time : v->t;
+                continue;
+            }
+            bool starts = v->kind == PRED_EV_RECV ||
+                          (v->kind == PRED_EV_OP && !opened &&
+                           (p->entry[v->arg] == 0 || p->entry[v->arg] == nfwd));
+            if (starts) {
+                assert_true(np[st] < MAXP);
+                part[st][np[st]++] = (Part){.recv = -1, .send = -1};
+            }
+            opened = v->kind == PRED_EV_RECV;
+            Part *q = &part[st][np[st] - 1];
+            if (v->kind == PRED_EV_RECV) q->recv = v->arg;
+            if (v->kind == PRED_EV_SEND) q->send = v->arg, q->lat = v->t;
+            if (v->kind == PRED_EV_OP) q->dur += p->ops[v->arg].time;
+            if (v->kind == PRED_EV_BUSY || v->kind == PRED_EV_WAIT) q->dur += v->t;
+        }
+    }
+    for (bool moved = true; moved;) {
+        moved = false;
+        for (int st = 0; st < pp->P; st++) {
+            if (pos[st] == np[st]) continue;
+            Part *q = &part[st][pos[st]];
+            if (q->recv >= 0 && sent[q->recv] < 0) continue;
+            if (q->recv >= 0 && sent[q->recv] > t[st]) t[st] = sent[q->recv];
+            t[st] += q->dur;
+            if (q->send >= 0) sent[q->send] = t[st] + q->lat;
+            pos[st]++, moved = true;
+        }
+    }
+    double T = 0, step = 0;
+    for (int st = 0; st < pp->P; st++) {
+        assert_int_equal(pos[st], np[st]);
+        T = fmax(T, t[st]);
+    }
+    for (int st = 0; st < pp->P; st++) step = fmax(step, T + opt[st]), free(part[st]);
+    return step;
+}
+
+/* The pipeline simulated (predict_pipe_run). pp 1: the simulation is the stage's own sum, so it
+ * equals the analytic step without checks (m cycles + DP + optimizer) and that plus every
+ * operator's checker time with every check at once. pp 3 (both schedules): without checks
+ * the step of an oracle over the stages' timelines (oracle_off); no stage ends before
+ * its own work (operators, recomputation, waits) and the step is not longer than every stage's
+ * work and hop one after the other; every check at once at least each stage's work plus its
+ * operators' checks; the bound between no checks and the refined step; the refinement never
+ * worse than the stages' own plans; deterministic; without a search budget, nothing moved. */
+static void test_pipe_sim(void **state)
+{
+    (void)state;
+    FtConfig cfg;
+    const char *const one[] = {"parallel.tp=2", "parallel.dp=2", "parallel.microbatches=3",
+                               "train.ac=full", NULL};
+    cfg_from(&cfg, g_tiny, one);
+    FtPredictPipe pp;
+    if (predict_pipe_build(&cfg, &pp, g_err, sizeof g_err)) fail_msg("%s", g_err);
+    FtPipeRefine rf;
+    assert_int_equal(predict_pipe_run(&pp, PLAN_PHASE1, 0, &rf), 0);
+    const FtPredict *p = &pp.st[0];
+    assert_true(fabs(rf.off.step - p->t_step) <= 1e-12 * p->t_step);
+    assert_true(fabs(rf.naive.step - (p->t_step + p->t_naive)) <= 1e-12 * p->t_step);
+    predict_pipe_free(&pp);
+    const char *const sched[2] = {"parallel.schedule=1f1b", "parallel.schedule=gpipe"};
+    for (int kind = 0; kind < 2; kind++) {
+        const char *const ov[] = {"model.layers=6", "parallel.tp=2", "parallel.pp=3",
+                                  "parallel.microbatches=4", "train.ac=full",
+                                  "cluster.gpus_per_node=2", sched[kind], NULL};
+        cfg_from(&cfg, g_tiny, ov);
+        if (predict_pipe_build(&cfg, &pp, g_err, sizeof g_err)) fail_msg("%s", g_err);
+        int all = PLAN_PHASE1 | PLAN_PHASE2 | PLAN_PHASE3;
+        assert_int_equal(predict_pipe_run(&pp, all, 1000000, &rf), 0);
+        double most = 0, serial = 0, most_naive = 0;
+        for (int st = 0; st < pp.P; st++) {
+            const FtPredict *q = &pp.st[st];
+            double work = 0, ops = 0, lat = 0;
+            for (int e = 0; e < q->nev; e++) {
+                const FtPredictEv *v = &q->ev[e];
+                if (v->kind == PRED_EV_OP) work += q->ops[v->arg].time, ops += q->ops[v->arg].time;
+                if (v->kind == PRED_EV_BUSY || v->kind == PRED_EV_WAIT) work += v->t;
+                if (v->kind == PRED_EV_SEND) lat += v->t;
+            }
+            most = fmax(most, work), serial += work + lat;
+            most_naive = fmax(most_naive, work + ops);
+        }
+        assert_true(rf.off.ok && rf.start.ok && rf.best.ok);
+        double want = oracle_off(&pp);
+        assert_true(fabs(rf.off.step - want) <= 1e-12 * want);
+        assert_true(rf.off.step >= most * (1 - 1e-12) && rf.off.step <= serial * (1 + 1e-12));
+        assert_true(rf.naive.step >= most_naive * (1 - 1e-12));
+        assert_true(rf.bound >= rf.off.step * (1 - 1e-12));
+        assert_true(rf.bound <= rf.best.step * (1 + 1e-12));
+        assert_true(rf.best.step <= rf.start.step * (1 + 1e-12));
+        assert_true(rf.evals > 4);
+        FtPipeRefine again;
+        assert_int_equal(predict_pipe_run(&pp, all, 1000000, &again), 0);
+        assert_true(again.best.step == rf.best.step && again.flips == rf.flips);
+        for (int st = 0; st < pp.P; st++) assert_true(again.sig[st] == rf.sig[st]);
+        assert_int_equal(predict_pipe_run(&pp, all, 0, &again), 0);
+        assert_int_equal(again.flips, 0);
+        assert_true(again.best.step == again.start.step && again.start.step == rf.start.step);
+        assert_true(predict_pipe_pct(&rf, rf.off.step) == 0);
+        assert_true(predict_pipe_pct(&rf, rf.naive.step) > 0);
+        predict_pipe_free(&pp);
+    }
+}
+
 FT_TEST_MAIN(cmocka_unit_test(test_tiny_counts), cmocka_unit_test(test_tiny_shapes),
              cmocka_unit_test(test_ac_pipeline), cmocka_unit_test(test_tiny_comm),
              cmocka_unit_test(test_tiny_memory), cmocka_unit_test(test_decks_phases),
              cmocka_unit_test(test_faster_links), cmocka_unit_test(test_more_memory),
-             cmocka_unit_test(test_refusals))
+             cmocka_unit_test(test_refusals), cmocka_unit_test(test_stages_schedule),
+             cmocka_unit_test(test_pipe_rank), cmocka_unit_test(test_pipe_sim))

@@ -88,6 +88,9 @@ typedef struct ft_pipe_result {
 int dmr_pipe_rank_build(const FtDmrProfile *pf, const FtDmrEntryPlan *p, const FtTape *micro,
                         const FtTape *opt, int stage, int nstage, size_t budget, FtPipeRank *r);
 void dmr_pipe_rank_free(FtPipeRank *r);
+/* An empty stage of n executions and nslot slots to fill by hand (plan_predict_pipe.c): no
+ * messages, no waits, every slot a marker (strat -1, no segment, no group, not flippable). */
+void dmr_pipe_rank_init(FtPipeRank *r, int stage, int nstage, int n, int nslot, double budget);
 
 /* The id of micro-batch m's activation (grad false) or gradient (grad true) message that stage
  * `stage` of nstage sends: recv[] and send[] hold these. */

@@ -70,6 +70,7 @@
 #include <stddef.h>
 
 #include "ftllm/deck.h"
+#include "ftllm/dmr_pipesim.h"
 #include "ftllm/planner.h"
 
 /* Operator groups: one per operator kind and pass, for the report. */
@@ -85,6 +86,18 @@ enum ft_predict_group { FT_PREDICT_GROUPS(FT_PREDICT_GROUP_ID_) PRED_NGROUPS };
 /* Window classes, for the report. */
 enum ft_predict_win { PRED_W_TP = 0, PRED_W_PP = 1, PRED_W_DP = 2, PRED_NWIN = 3 };
 
+/* The stage's timeline, for the pipeline's simulation (dmr_pipesim.h): in execution order,
+ * an operator (arg: its index), busy time without operators (AC's recomputation: t), a fixed
+ * wait (a TP all-reduce, the DP reduce-scatter: t), a pipeline message received (arg: its
+ * dmr_pipe_msg id) or sent (arg, t: its transfer time), and the stages' meeting before the
+ * optimizer (the gradient norm's all-reduce over every rank). */
+enum ft_predict_ev_kind { PRED_EV_OP, PRED_EV_BUSY, PRED_EV_WAIT, PRED_EV_RECV, PRED_EV_SEND,
+                     PRED_EV_MEET };
+typedef struct ft_predict_ev {
+    int kind, arg;
+    double t;
+} FtPredictEv;
+
 typedef struct ft_predict {
     /* the planner's inputs */
     int nops, nwin;
@@ -92,7 +105,12 @@ typedef struct ft_predict {
     FtPlanWindow *win;  /* [nwin] in execution order */
     int *group;         /* [nops] enum ft_predict_group */
     int *win_class;     /* [nwin] enum ft_predict_win */
+    int *entry;         /* [nops] its position in its micro-batch's forward and backward (the
+                           same for every micro-batch; -1: the optimizer's) */
+    int nev;
+    FtPredictEv *ev;    /* [nev] the timeline */
     size_t budget;      /* deferred-checker memory, bytes */
+    int stage, nstage;  /* which of the pipeline's stages */
     /* the stage, per micro-batch (seconds) */
     int Ls, m;          /* blocks on the stage, micro-batches per step */
     double t_fwd, t_recompute, t_bwd, t_tp, t_pp; /* t_tp: all its TP all-reduces */
@@ -115,6 +133,10 @@ typedef struct ft_predict {
  * beyond a node, more than PREDICT_MAX_OPS operators, a footprint over the GPU's memory, out of
  * memory); p is then empty (predict_free is safe). */
 int predict_build(const FtConfig *cfg, FtPredict *p, char *err, size_t errlen);
+/* The same for pipeline stage `stage` (predict_build: the last): its blocks, the embedding on
+ * the first, the head on the last, in its schedule's order (parallel.schedule: 1F1B's warm-up
+ * forwards, or GPipe's), its messages in the timeline, its own footprint and budget. */
+int predict_build_stage(const FtConfig *cfg, int stage, FtPredict *p, char *err, size_t errlen);
 void predict_free(FtPredict *p);
 
 /* planner_run on p's operators and windows under p's budget with `phases` (enum
@@ -123,6 +145,36 @@ int predict_plan(const FtPredict *p, int phases, FtDmrPlan *plan);
 
 /* Overhead of a plan (or, plan NULL, of naive DMR everywhere) as a percentage of the step. */
 double predict_overhead_pct(const FtPredict *p, const FtDmrPlan *plan);
+
+/* ---- The pipeline (plan_predict_pipe.c) ----------------------------------------------------
+ * Every stage built (predict_build_stage), each planned on its own, and the step of all of them
+ * simulated in dmr_pipesim's model (the one `dmr.refine = pipeline` runs on a real pipeline's
+ * profiles): operators with their checker times, AC's recomputation as busy time, TP and DP as
+ * fixed waits, PP hops as the messages' transfer times, so that the warm-up and cool-down
+ * bubbles, a stage waiting on a slower neighbour (the last carries the head) and what deferred
+ * checks replayed there give come out of the simulation; then the plans refined together. */
+typedef struct ft_predict_pipe {
+    int P;
+    FtPredict *st; /* [P] */
+} FtPredictPipe;
+
+int predict_pipe_build(const FtConfig *cfg, FtPredictPipe *pp, char *err, size_t errlen);
+void predict_pipe_free(FtPredictPipe *pp);
+
+/* Every stage planned with `phases`, then simulated: out->off (no checks), naive (every check
+ * at once), start (the stages' own plans), bound (dmr_pipe_bound); best: refined together when
+ * max_work > 0 (simulations times executions, as dmr_refine_pipeline's; at least 1000
+ * simulations), else the stages' own plans. Returns 0, or -1 (a planner failure). */
+int predict_pipe_run(const FtPredictPipe *pp, int phases, long long max_work, FtPipeRefine *out);
+
+/* Stage p under its plan as the simulation's input (r: dmr_pipe_rank_free it): an execution per
+ * operator (its strategy; a piggyback operator inside an AGC segment's span joins the segment:
+ * its replay re-executes it), per stretch of recomputation (never checked) and one for the
+ * meeting (the micro-batches' part ends there); the waits before each, the messages. */
+void predict_pipe_rank(const FtPredict *p, const FtDmrPlan *plan, FtPipeRank *r);
+
+/* A simulated step as a percentage over out's step without checks. */
+double predict_pipe_pct(const FtPipeRefine *rf, double step);
 
 const char *predict_group_name(int g); /* "qkv", "attn_b", ... */
 const char *predict_win_name(int w);   /* "TP", "PP", "DP" */

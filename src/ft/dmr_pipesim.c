@@ -44,6 +44,14 @@ static void rank_alloc(FtPipeRank *r, int n, int nslot)
         r->strat[s] = -1, r->seg[s] = -1, r->replayed_before[s] = -1, r->group[s] = -1;
 }
 
+void dmr_pipe_rank_init(FtPipeRank *r, int stage, int nstage, int n, int nslot, double budget)
+{
+    FT_ASSERT(nstage >= 1 && stage >= 0 && stage < nstage && n >= 0 && nslot >= 0);
+    memset(r, 0, sizeof *r);
+    rank_alloc(r, n, nslot);
+    r->stage = stage, r->nstage = nstage, r->budget = budget, r->last_micro = -1;
+}
+
 void dmr_pipe_rank_free(FtPipeRank *r)
 {
     if (!r) return;

@@ -8,7 +8,11 @@
  * opens after the operator appended last. */
 #include "ftllm/plan_predict.h"
 
+#include "ftllm/dmr_pipesim.h"
+#include "ftllm/log.h"
+
 #include <math.h>
+#include <stdbool.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -43,8 +47,27 @@ typedef struct shape {
 typedef struct builder {
     FtPredict *p;
     const Shape *s;
-    int cap_ops, cap_win, oom;
+    int cap_ops, cap_win, cap_ev, oom;
+    int entry;      /* the next operator's position in its micro-batch part (-1: the optimizer) */
+    int nfwd;       /* operators in a micro-batch's forward part (the backward's entries follow) */
 } Builder;
+
+/* Appends one event of the stage's timeline (plan_predict.h). */
+static void add_ev(Builder *b, int kind, int arg, double t)
+{
+    FtPredict *p = b->p;
+    if (b->oom) return;
+    if (p->nev == b->cap_ev) {
+        int cap = b->cap_ev ? 2 * b->cap_ev : 1024;
+        FtPredictEv *e = realloc(p->ev, (size_t)cap * sizeof *e);
+        if (!e) {
+            b->oom = 1;
+            return;
+        }
+        p->ev = e, b->cap_ev = cap;
+    }
+    p->ev[p->nev++] = (FtPredictEv){.kind = kind, .arg = arg, .t = t};
+}
 
 static double op_time(const Shape *s, double flops, double bytes)
 {
@@ -63,7 +86,9 @@ static double add_op(Builder *b, int group, double flops, double bytes, double k
         if (o) p->ops = o;
         int *gr = realloc(p->group, (size_t)cap * sizeof *gr);
         if (gr) p->group = gr;
-        if (!o || !gr) {
+        int *en = realloc(p->entry, (size_t)cap * sizeof *en);
+        if (en) p->entry = en;
+        if (!o || !gr || !en) {
             b->oom = 1;
             return 0;
         }
@@ -72,7 +97,9 @@ static double add_op(Builder *b, int group, double flops, double bytes, double k
     double t = op_time(b->s, flops, bytes);
     p->ops[p->nops] = (FtPlanOp){.name = predict_group_name(group), .time = t,
                                  .mem = (size_t)kept, .recomputed = recomputed, .block = block};
-    p->group[p->nops++] = group;
+    p->group[p->nops] = group;
+    p->entry[p->nops] = b->entry >= 0 ? b->entry++ : -1;
+    add_ev(b, PRED_EV_OP, p->nops++, t);
     return t;
 }
 
@@ -96,6 +123,8 @@ static void add_win(Builder *b, int cls, double len, int block)
                                      .kind = cls == PRED_W_PP ? PLAN_WIN_PP : PLAN_WIN_INTRA,
                                      .block = block};
     p->win_class[p->nwin++] = cls;
+    /* a PP window stands for the hops, which the simulation makes from the messages */
+    if (cls != PRED_W_PP) add_ev(b, PRED_EV_WAIT, -1, len);
 }
 
 /* ---- one block ------------------------------------------------------------------------------ */
@@ -135,13 +164,27 @@ static double block_fwd(Builder *b, int block, int recomputed, int last_kept)
 static double block_recompute(Builder *b, int block, int last_kept)
 {
     FtPredict *p = b->p;
-    int first = p->nops, win0 = p->nwin;
+    int first = p->nops, win0 = p->nwin, ev0 = p->nev, entry = b->entry;
     double t = block_fwd(b, block, 1, last_kept); /* appended only to time them */
     if (b->oom) return 0;
     if (last_kept) t -= p->ops[p->nops - 1].time; /* res2 of the segment's end: kept */
-    /* take the operators back out; the windows stay, opening after the last real operator */
+    /* take the operators back out; the windows stay, opening after the last real operator;
+     * in the timeline the operators become busy time (merged between waits) */
     for (int w = win0; w < p->nwin; w++) p->win[w].after = first - 1;
-    p->nops = first;
+    int n = ev0;
+    for (int e = ev0; e < p->nev; e++) {
+        FtPredictEv v = p->ev[e];
+        if (v.kind == PRED_EV_OP) {
+            if (last_kept && v.arg == p->nops - 1) continue;
+            v = (FtPredictEv){.kind = PRED_EV_BUSY, .arg = -1, .t = p->ops[v.arg].time};
+            if (n > ev0 && p->ev[n - 1].kind == PRED_EV_BUSY) {
+                p->ev[n - 1].t += v.t;
+                continue;
+            }
+        }
+        p->ev[n++] = v;
+    }
+    p->nev = n, p->nops = first, b->entry = entry;
     return t;
 }
 
@@ -184,31 +227,68 @@ static void ac_segment(const FtConfig *cfg, int Ls, int b, int *in_seg, int *seg
     *seg_end = *in_seg && (b % k == k - 1 || b == Ls - 1);
 }
 
-/* One micro-batch i of the last stage: forward, head, backward (with recomputation), PP hop. */
-static void micro_batch(Builder *b, const FtConfig *cfg, int i)
+/* Seconds from a send of stage `from` to its arrival at stage `to` (a PP hop: inter-node when
+ * their first GPUs are on different nodes, Megatron order). */
+static double hop_time(const FtConfig *cfg, const Shape *s, int from, int to)
+{
+    const struct ft_cfg_cluster *c = &cfg->cluster;
+    long long tp = cfg->parallel.tp, per = c->gpus_per_node;
+    double act = BF16 * s->N * s->C;
+    bool inter = (tp * from) / per != (tp * to) / per;
+    return inter ? c->inter_lat_us * 1e-6 + act / (c->inter_gbs * GB)
+                 : c->intra_lat_us * 1e-6 + act / (c->intra_gbs * GB);
+}
+
+/* Micro-batch i's forward on the stage: the activation received, the embedding (stage 0), its
+ * blocks, the head and the loss (the last stage), the activation sent. */
+static void fwd_part(Builder *b, const FtConfig *cfg, int i)
 {
     FtPredict *p = b->p;
     const Shape *s = b->s;
     double N = s->N, C = s->C, V = s->V;
-    int Ls = p->Ls, pp = (int)cfg->parallel.pp, base = i * Ls, last = base + Ls - 1;
-    double fwd = 0, bwd = 0, rec = 0;
-    if (pp == 1)
+    int Ls = p->Ls, st = p->stage, P = p->nstage, base = i * Ls, last = base + Ls - 1;
+    double fwd = 0;
+    b->entry = 0;
+    if (st > 0) add_ev(b, PRED_EV_RECV, dmr_pipe_msg(i, st - 1, P, false), 0);
+    if (st == 0)
         fwd += add_op(b, PRED_G_embed, 0, BF16 * 2 * N * C, 4 * N, 0, base);
     for (int k = 0; k < Ls; k++) {
         int in_seg, seg_end;
         ac_segment(cfg, Ls, k, &in_seg, &seg_end);
         fwd += block_fwd(b, base + k, in_seg, seg_end);
     }
-    fwd += add_op(b, PRED_G_normf, 5 * N * C, BF16 * 2 * N * C, BF16 * N * C, 0, last);
-    fwd += add_op(b, PRED_G_head, 2 * N * C * V, BF16 * (N * C + C * V + N * V), BF16 * N * C, 0,
-                  last);
-    fwd += add_op(b, PRED_G_loss, 5 * N * V, 10 * N * V, BF16 * N * V, 0, last);
-    bwd += add_op(b, PRED_G_loss_b, 5 * N * V, 10 * N * V, BF16 * N * V, 0, last);
-    bwd += add_op(b, PRED_G_head_b, 4 * N * C * V, 2 * BF16 * (N * C + C * V + N * V),
-                  BF16 * (N * C + N * V), 0, last);
-    if (p->t_tp_one > 0) add_win(b, PRED_W_TP, p->t_tp_one, last);
-    bwd += add_op(b, PRED_G_normf_b, 10 * N * C, 1.5 * BF16 * 2 * N * C, BF16 * 2 * N * C, 0,
-                  last);
+    if (st == P - 1) {
+        fwd += add_op(b, PRED_G_normf, 5 * N * C, BF16 * 2 * N * C, BF16 * N * C, 0, last);
+        fwd += add_op(b, PRED_G_head, 2 * N * C * V, BF16 * (N * C + C * V + N * V),
+                      BF16 * N * C, 0, last);
+        fwd += add_op(b, PRED_G_loss, 5 * N * V, 10 * N * V, BF16 * N * V, 0, last);
+    } else {
+        add_ev(b, PRED_EV_SEND, dmr_pipe_msg(i, st, P, false), hop_time(cfg, s, st, st + 1));
+    }
+    if (i == 0) p->t_fwd = fwd, b->nfwd = b->entry;
+    b->entry = -1;
+}
+
+/* Micro-batch i's backward: the gradient received, the loss and head (the last stage), its
+ * blocks in reverse with each AC segment's recomputation first, the embedding (stage 0), the
+ * gradient sent; then the planner's PP window (the two hops of the stage's cycle). */
+static void bwd_part(Builder *b, const FtConfig *cfg, int i)
+{
+    FtPredict *p = b->p;
+    const Shape *s = b->s;
+    double N = s->N, C = s->C, V = s->V;
+    int Ls = p->Ls, st = p->stage, P = p->nstage, base = i * Ls, last = base + Ls - 1;
+    double bwd = 0, rec = 0;
+    b->entry = b->nfwd;
+    if (st < P - 1) add_ev(b, PRED_EV_RECV, dmr_pipe_msg(i, st + 1, P, true), 0);
+    if (st == P - 1) {
+        bwd += add_op(b, PRED_G_loss_b, 5 * N * V, 10 * N * V, BF16 * N * V, 0, last);
+        bwd += add_op(b, PRED_G_head_b, 4 * N * C * V, 2 * BF16 * (N * C + C * V + N * V),
+                      BF16 * (N * C + N * V), 0, last);
+        if (p->t_tp_one > 0) add_win(b, PRED_W_TP, p->t_tp_one, last);
+        bwd += add_op(b, PRED_G_normf_b, 10 * N * C, 1.5 * BF16 * 2 * N * C, BF16 * 2 * N * C,
+                      0, last);
+    }
     int k_ac = cfg->train.ac == FT_AC_CHOICE_EVERY ? (int)cfg->train.ac_every : 1;
     for (int k = Ls - 1; k >= 0; k--) {
         int in_seg, seg_end;
@@ -220,10 +300,26 @@ static void micro_batch(Builder *b, const FtConfig *cfg, int i)
         }
         bwd += block_bwd(b, base + k);
     }
-    if (pp == 1)
+    if (st == 0)
         bwd += add_op(b, PRED_G_embed_b, 0, BF16 * 3 * N * C, BF16 * N * C, 0, base);
-    if (pp > 1) add_win(b, PRED_W_PP, 2 * p->t_pp_hop, base);
-    if (i == 0) p->t_fwd = fwd, p->t_bwd = bwd, p->t_recompute = rec;
+    if (st > 0)
+        add_ev(b, PRED_EV_SEND, dmr_pipe_msg(i, st, P, true), hop_time(cfg, s, st, st - 1));
+    if (P > 1) add_win(b, PRED_W_PP, 2 * p->t_pp_hop, base);
+    if (i == 0) p->t_bwd = bwd, p->t_recompute = rec;
+    b->entry = -1;
+}
+
+/* The stage's micro-batches in its schedule's order (pipeline.h's: GPipe every forward, then
+ * every backward; 1F1B pp - 1 - stage warm-up forwards, then one forward and one backward). */
+static void micro_batches(Builder *b, const FtConfig *cfg)
+{
+    FtPredict *p = b->p;
+    int m = p->m, f = 0, k = 0;
+    int warm = cfg->parallel.schedule == 1 /* deck order: 1f1b|gpipe */ ? m : p->nstage - 1 - p->stage;
+    if (warm > m) warm = m;
+    for (; f < warm && !b->oom; f++) fwd_part(b, cfg, f);
+    for (; f < m && !b->oom; f++, k++) fwd_part(b, cfg, f), bwd_part(b, cfg, k);
+    for (; k < m && !b->oom; k++) bwd_part(b, cfg, k);
 }
 
 /* Parameters of one block, and of the head / embedding table, on one GPU. */
@@ -340,10 +436,11 @@ static void comm_times(const FtConfig *cfg, const Shape *s, FtPredict *p)
     double ilat = c->intra_lat_us * 1e-6, xlat = c->inter_lat_us * 1e-6;
     double ibw = c->intra_gbs * GB, xbw = c->inter_gbs * GB;
     p->t_tp_one = tp > 1 ? 2.0 * (tp - 1) * ilat + 2.0 * (tp - 1) / tp * act / ibw : 0;
-    p->pp_inter = pp > 1 && (tp * (pp - 1)) / per != (tp * (pp - 2)) / per;
+    long long st = p->stage, nb = st > 0 ? st - 1 : st + 1; /* the neighbour of its PP window */
+    p->pp_inter = pp > 1 && (tp * st) / per != (tp * nb) / per;
     p->t_pp_hop = pp > 1 ? (p->pp_inter ? xlat + act / xbw : ilat + act / ibw) : 0;
     int dp_inter = (tp * pp * (dp - 1)) / per != 0;
-    double grads = 4.0 * (p->Ls * block_params(cfg) + s->V * s->C);
+    double grads = 4.0 * (p->Ls * block_params(cfg) + s->V * s->C); /* the last stage's */
     p->t_dp = dp > 1 ? (double)(dp - 1) * (dp_inter ? xlat : ilat) +
                            (double)(dp - 1) / dp * grads / (dp_inter ? xbw : ibw)
                      : 0;
@@ -352,33 +449,45 @@ static void comm_times(const FtConfig *cfg, const Shape *s, FtPredict *p)
 void predict_free(FtPredict *p)
 {
     if (!p) return;
-    free(p->ops), free(p->win), free(p->group), free(p->win_class);
+    free(p->ops), free(p->win), free(p->group), free(p->win_class), free(p->entry), free(p->ev);
     memset(p, 0, sizeof *p);
 }
 
 int predict_build(const FtConfig *cfg, FtPredict *p, char *err, size_t errlen)
 {
+    return predict_build_stage(cfg, (int)cfg->parallel.pp - 1, p, err, errlen);
+}
+
+int predict_build_stage(const FtConfig *cfg, int stage, FtPredict *p, char *err, size_t errlen)
+{
     memset(p, 0, sizeof *p);
+    FT_ASSERT(stage >= 0 && stage < cfg->parallel.pp);
     if (check_cfg(cfg, err, errlen)) return -1;
     Shape s;
     shape_from(cfg, &s);
+    p->stage = stage, p->nstage = (int)cfg->parallel.pp;
     p->Ls = (int)(cfg->model.layers / cfg->parallel.pp);
     p->m = (int)cfg->parallel.microbatches;
     comm_times(cfg, &s, p);
-    Builder b = {.p = p, .s = &s};
-    for (int i = 0; i < p->m && !b.oom; i++) micro_batch(&b, cfg, i);
+    Builder b = {.p = p, .s = &s, .entry = -1};
+    micro_batches(&b, cfg);
     int ntp = 0;
     for (int w = 0; w < p->nwin; w++) ntp += p->win_class[w] == PRED_W_TP;
     p->t_tp = p->t_tp_one * ntp / p->m;
     p->t_pp = 2 * p->t_pp_hop;
     if (p->t_dp > 0) add_win(&b, PRED_W_DP, p->t_dp, p->nops ? p->ops[p->nops - 1].block : 0);
-    /* the optimizer: one AdamW per block of the last micro-batch (and the head) */
-    double per_block = block_params(cfg), head = s.V * s.C + s.C;
+    add_ev(&b, PRED_EV_MEET, -1, 0);
+    /* the optimizer: one AdamW per block of the last micro-batch (and the head on the last
+     * stage, the embedding table on the first of several) */
+    bool last = stage == p->nstage - 1, table = stage == 0 && p->nstage > 1;
+    double per_block = block_params(cfg), head = s.V * s.C + s.C, emb = s.V * s.C;
     int base = (p->m - 1) * p->Ls;
     p->t_opt = 0;
     for (int k = 0; k < p->Ls && !b.oom; k++)
         p->t_opt += add_op(&b, PRED_G_adamw, 0, 30 * per_block, 16 * per_block, 0, base + k);
-    p->t_opt += add_op(&b, PRED_G_adamw, 0, 30 * head, 16 * head, 0, base + p->Ls - 1);
+    if (last)
+        p->t_opt += add_op(&b, PRED_G_adamw, 0, 30 * head, 16 * head, 0, base + p->Ls - 1);
+    if (table) p->t_opt += add_op(&b, PRED_G_adamw, 0, 30 * emb, 16 * emb, 0, base);
     if (b.oom) {
         predict_free(p);
         return fail(err, errlen, "plan --predict: out of memory for %d micro-batches",
@@ -389,14 +498,14 @@ int predict_build(const FtConfig *cfg, FtPredict *p, char *err, size_t errlen)
     p->t_step = p->m * p->t_cycle + p->t_bubble + p->t_dp + p->t_opt;
     for (int i = 0; i < p->nops; i++) p->t_naive += p->ops[i].time;
     /* memory */
-    p->params = p->Ls * per_block + head;
+    p->params = p->Ls * per_block + (last ? head : 0) + (table ? emb : 0);
     p->gpu_mem = cfg->cluster.gpu_mem_gb * GB;
     p->mem_reserve = cfg->cluster.mem_reserve_gb * GB;
-    p->footprint = stage_footprint(cfg, &s, p, (int)cfg->parallel.pp - 1, &p->mem_state,
-                                   &p->mem_act);
-    double st0, act0;
+    p->footprint = stage_footprint(cfg, &s, p, stage, &p->mem_state, &p->mem_act);
+    double stl, actl, st0, act0;
+    double fl = stage_footprint(cfg, &s, p, p->nstage - 1, &stl, &actl);
     p->footprint0 = stage_footprint(cfg, &s, p, 0, &st0, &act0);
-    double worst = p->footprint > p->footprint0 ? p->footprint : p->footprint0;
+    double worst = fl > p->footprint0 ? fl : p->footprint0;
     if (worst >= p->gpu_mem) {
         char pre[FT_DECK_STR_MAX + 64];
         deck_error_prefix(cfg, FT_KEY_cluster_gpu_mem_gb, pre, sizeof pre);
@@ -405,7 +514,7 @@ int predict_build(const FtConfig *cfg, FtPredict *p, char *err, size_t errlen)
         return fail(err, errlen, "%sthe training footprint (%.1f GB on the %s stage) does not "
                     "fit cluster.gpu_mem_gb = %.1f GB (HINT: more parallel.pp, train.ac = full, "
                     "or a smaller train.batch)", pre, worst / GB,
-                    worst == p->footprint ? "last" : "first", gb);
+                    worst == fl ? "last" : "first", gb);
     }
     p->budget = (size_t)(p->gpu_mem - p->footprint);
     return 0;

@@ -5,6 +5,7 @@
  * ablation), and each gets a table: operator groups by strategy, windows used, predicted
  * overhead and throughput against naive DMR. The last line, `overhead: naive ...`, sums it up.
  * Nothing runs on the modelled cluster: every rank computes the same numbers, rank 0 prints. */
+#include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -114,6 +115,23 @@ static void print_plan(int rank, const FtPredict *p, const FtDmrPlan *plan, cons
        ovh, plan->overhead, gain);
 }
 
+/* The search's budget in the pipeline's refinement (a quarter of dmr.refine's in a run: on the
+ * paper's decks 1000-2000 simulations, 2-3 s; 4x that found the same plans, 2026-12-02) */
+#define PREDICT_REFINE_WORK 50000000LL
+
+/* One phase set on every stage, simulated: the stages' own plans, and refined (refined). */
+static void print_pipe(int rank, const FtPredictPipe *pipe, const FtPipeRefine *rf, bool refined)
+{
+    P0("  every stage (%d), simulated: no DMR %.3f s a step, naive %+.1f%%, the stages' own plans "
+       "%+.1f%%", pipe->P, rf->off.step, predict_pipe_pct(rf, rf->naive.step),
+       predict_pipe_pct(rf, rf->start.step));
+    if (refined)
+        P0(", refined together %+.1f%% (%d checks moved, %lld simulations); the pipeline's bound "
+           "%+.1f%%", predict_pipe_pct(rf, rf->best.step), rf->flips, rf->evals,
+           predict_pipe_pct(rf, rf->bound));
+    P0("\n");
+}
+
 int verb_plan_predict(int argc, char **argv, MPI_Comm comm)
 {
     int rank = 0;
@@ -140,7 +158,11 @@ int verb_plan_predict(int argc, char **argv, MPI_Comm comm)
        cfg.path);
     print_setup(rank, &cfg, &p);
     print_stage(rank, &cfg, &p);
+    FtPredictPipe pipe = {0};
+    if (cfg.parallel.pp > 1 && predict_pipe_build(&cfg, &pipe, err, sizeof err))
+        FT_DIE("%s", err); /* every stage fits where the first and the last do */
     double pct[3];
+    FtPipeRefine rf[3];
     for (int k = 0; k < 3; k++) {
         FtDmrPlan plan;
         if (predict_plan(&p, g_phase_sets[k], &plan))
@@ -148,10 +170,25 @@ int verb_plan_predict(int argc, char **argv, MPI_Comm comm)
         print_plan(rank, &p, &plan, g_phase_names[k]);
         pct[k] = predict_overhead_pct(&p, &plan);
         planner_free(&plan);
+        if (pipe.P > 1) {
+            bool refine = k == 2 && cfg.dmr.refine == FT_DMR_REFINE_PIPELINE;
+            if (predict_pipe_run(&pipe, g_phase_sets[k], refine ? PREDICT_REFINE_WORK : 0,
+                                 &rf[k]))
+                FT_DIE("plan --predict: the planner refused a predicted stage (out of memory?)");
+            print_pipe(rank, &pipe, &rf[k], refine);
+        }
     }
     P0("\noverhead: naive %.1f%%, phases 1 %.1f%%, 1,2 %.1f%%, 1,2,3 %.1f%% of a %.3f s step "
        "(predicted, %s)\n",
        predict_overhead_pct(&p, NULL), pct[0], pct[1], pct[2], p.t_step, cfg.path);
+    if (pipe.P > 1)
+        P0("pipeline: naive %.1f%%, phases 1 %.1f%%, 1,2 %.1f%%, 1,2,3 %.1f%%, refined %.1f%%, "
+           "bound %.1f%% of a %.3f s step (simulated, every stage, %s)\n",
+           predict_pipe_pct(&rf[0], rf[0].naive.step), predict_pipe_pct(&rf[0], rf[0].start.step),
+           predict_pipe_pct(&rf[1], rf[1].start.step), predict_pipe_pct(&rf[2], rf[2].start.step),
+           predict_pipe_pct(&rf[2], rf[2].best.step), predict_pipe_pct(&rf[2], rf[2].bound),
+           rf[0].off.step, cfg.path);
+    predict_pipe_free(&pipe);
     if (rank == 0) fflush(stdout);
     predict_free(&p);
     deck_free(&cfg);
