@@ -3,8 +3,12 @@
  * the predicted operators, windows, step time and memory of the slowest pipeline stage
  * (plan_predict.h); the three-phase planner runs for phases 1, 1+2 and 1+2+3 (the paper's
  * ablation), and each gets a table: operator groups by strategy, windows used, predicted
- * overhead and throughput against naive DMR. The last line, `overhead: naive ...`, sums it up.
- * Nothing runs on the modelled cluster: every rank computes the same numbers, rank 0 prints. */
+ * overhead and throughput against naive DMR. With pipeline stages, every stage is then built,
+ * planned and simulated together (plan_predict.h, "The pipeline"): a line under each table, and
+ * the stages' plans refined together under phases 1,2,3 (unless dmr.refine = off). The line
+ * `overhead: naive ...` sums up the slowest stage's tables, `pipeline: naive ...` the
+ * simulation. Nothing runs on the modelled cluster: every rank computes the same stage tables,
+ * rank 0 alone the simulation; rank 0 prints. */
 #include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
@@ -158,8 +162,8 @@ int verb_plan_predict(int argc, char **argv, MPI_Comm comm)
        cfg.path);
     print_setup(rank, &cfg, &p);
     print_stage(rank, &cfg, &p);
-    FtPredictPipe pipe = {0};
-    if (cfg.parallel.pp > 1 && predict_pipe_build(&cfg, &pipe, err, sizeof err))
+    FtPredictPipe pipe = {0}; /* rank 0's alone: what it prints (a few seconds of search) */
+    if (rank == 0 && cfg.parallel.pp > 1 && predict_pipe_build(&cfg, &pipe, err, sizeof err))
         FT_DIE("%s", err); /* every stage fits where the first and the last do */
     double pct[3];
     FtPipeRefine rf[3];
@@ -182,7 +186,7 @@ int verb_plan_predict(int argc, char **argv, MPI_Comm comm)
        "(predicted, %s)\n",
        predict_overhead_pct(&p, NULL), pct[0], pct[1], pct[2], p.t_step, cfg.path);
     if (pipe.P > 1)
-        P0("pipeline: naive %.1f%%, phases 1 %.1f%%, 1,2 %.1f%%, 1,2,3 %.1f%%, refined %.1f%%, "
+        printf("pipeline: naive %.1f%%, phases 1 %.1f%%, 1,2 %.1f%%, 1,2,3 %.1f%%, refined %.1f%%, "
            "bound %.1f%% of a %.3f s step (simulated, every stage, %s)\n",
            predict_pipe_pct(&rf[0], rf[0].naive.step), predict_pipe_pct(&rf[0], rf[0].start.step),
            predict_pipe_pct(&rf[1], rf[1].start.step), predict_pipe_pct(&rf[2], rf[2].start.step),

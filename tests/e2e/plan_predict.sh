@@ -2,7 +2,9 @@
 # e2e/plan_predict.sh: `ftllm plan --predict` as a user meets it. Both paper decks (Llama-3-70B
 # and Mistral-Large on 32 H200) run on one rank and print a table per phase set and the
 # `overhead:` summary (the tables' numbers; phases 1 and 1,2 use no window and defer no check
-# of a phase they lack), and the same numbers on two ranks; overrides work (80 GB variants); bad
+# of a phase they lack), every stage simulated (a line per table, the refined plans never longer
+# than the stages' own, the pipeline's bound below them; dmr.refine = off: no search; one stage:
+# no simulation), and the same numbers on two ranks; overrides work (80 GB variants); bad
 # input gets one line on stderr and exit code 2: no deck, a missing deck, a bad override, MoE,
 # tensor parallelism beyond a node, a footprint over the GPU's memory, too many micro-batches.
 set -u
@@ -33,14 +35,32 @@ for bin in "${e2e_bins[@]}"; do
       else { split(substr($0, RSTART, RLENGTH), f, " "); if (f[4] + 0 > f[9] + 0) bad = 1 } }
       END { exit bad || n != 3 }' "$tmp/out" && ok "$tag predict $name kept within the budget" ||
       bad "$tag predict $name kept within the budget" "$(grep 'windows used' "$tmp/out")"
+    # every stage simulated: a line under each table, the stages' plans refined under 1,2,3 and
+    # never longer for it, the pipeline's bound at most the refined step, the summary the same
+    has "$tag predict $name pipeline summary" "^pipeline: naive $pct, phases 1 $pct, 1,2 $pct, 1,2,3 $pct, refined $pct, bound $pct of a [0-9.]+ s step \\(simulated, every stage"
+    [ "$(grep -c '^  every stage ([24]), simulated: no DMR' "$tmp/out")" = 3 ] && ok "$tag predict $name pipeline lines" ||
+      bad "$tag predict $name pipeline lines" "not one under each of the 3 tables"
+    awk '/^pipeline:/ { gsub(/[,%]/, ""); if (!($12 + 0 <= $10 + 0 && $14 + 0 <= $12 + 0)) e = 1; n++ }
+      /refined together/ { r = $0 }
+      END { exit e || n != 1 || r == "" }' "$tmp/out" && ok "$tag predict $name refined <= own >= bound" ||
+      bad "$tag predict $name refined <= own >= bound" "$(grep '^pipeline:' "$tmp/out")"
+    [ "$deck" = "$llama" ] || continue # (a few seconds of search a run: on one deck)
     cp "$tmp/out" "$tmp/np1"
     run "$tag predict $name np2" 0 "" 2 "$bin" plan --predict "$deck"
     cmp -s "$tmp/out" "$tmp/np1" && ok "$tag predict $name np2 same" || bad "$tag predict $name np2 same" "output differs"
   done
-  run "$tag predict mistral 80 GB" 0 "" 1 "$bin" plan --predict "$mistral" cluster.gpu_mem_gb=80
+  run "$tag predict mistral 80 GB" 0 "" 1 "$bin" plan --predict "$mistral" cluster.gpu_mem_gb=80 dmr.refine=off
   has "$tag predict mistral 80 GB memory" 'of 80 GB .* deferred-check budget [0-9.]+ GB'
-  run "$tag predict llama 80 GB pp4" 0 "" 1 "$bin" plan --predict "$llama" cluster.gpu_mem_gb=80 parallel.pp=4 parallel.dp=1 parallel.microbatches=32
+  run "$tag predict llama 80 GB pp4" 0 "" 1 "$bin" plan --predict "$llama" cluster.gpu_mem_gb=80 parallel.pp=4 parallel.dp=1 parallel.microbatches=32 dmr.refine=off
   has "$tag predict llama pp4 overhead" "^overhead: naive $pct"
+  has "$tag predict llama pp4 pipeline" "^pipeline: naive $pct, .* \\(simulated, every stage"
+  # dmr.refine = off: the stages' own plans, no search; no pipeline on one stage
+  run "$tag predict refine off" 0 "" 1 "$bin" plan --predict "$llama" dmr.refine=off
+  if grep -q "refined together" "$tmp/out"; then bad "$tag predict refine off" "refined all the same"; else ok "$tag predict refine off"; fi
+  awk '/^pipeline:/ { gsub(/[,%]/, ""); exit !($10 == $12) }' "$tmp/out" && ok "$tag predict refine off = own plans" ||
+    bad "$tag predict refine off = own plans" "$(grep '^pipeline:' "$tmp/out")"
+  run "$tag predict pp1" 0 "" 1 "$bin" plan --predict "$llama" parallel.pp=1 parallel.tp=8 parallel.dp=4 parallel.microbatches=8 cluster.gpu_mem_gb=1000
+  if grep -qE "^pipeline:|every stage" "$tmp/out"; then bad "$tag predict pp1 no pipeline" "a pipeline line on one stage"; else ok "$tag predict pp1 no pipeline"; fi
   run "$tag predict without deck" 2 "usage: ftllm plan --predict DECK" 1 "$bin" plan --predict
   run "$tag predict missing deck" 2 "nope.ini: cannot open the deck" 1 "$bin" plan --predict nope.ini
   run "$tag predict bad override" 2 "command line override 1 'cluster.inter_gbs=0': cluster.inter_gbs = 0 is out of range" 1 "$bin" plan --predict "$llama" cluster.inter_gbs=0
