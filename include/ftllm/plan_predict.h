@@ -6,7 +6,10 @@
  *
  * The stage. The last pipeline stage (its L/pp blocks, the final norm, the LM head and the loss;
  * with pp = 1 also the embedding): it carries the head, so with layers split evenly it is the
- * slowest stage, and a 1F1B pipeline runs at its slowest stage's pace.
+ * slowest stage, and a 1F1B pipeline runs at its slowest stage's pace. predict_build_stage
+ * builds any stage the same way (the first carries the embedding and its table's AdamW), in its
+ * schedule's order (1F1B: pp - 1 - s warm-up forwards; GPipe: every forward first), and "The
+ * pipeline" below simulates them together.
  *
  * Shapes (per GPU; N = B T tokens of a micro-batch, Megatron TP sharding, bf16 = 2 bytes):
  *   heads NH, kv heads KV (GQA; model.kv_heads, 0 = NH), HS = C / NH, Q = NH HS / tp,
