@@ -8,7 +8,10 @@
  *    gives the same bits on every rank.
  *  - The queue of deferred units is the runtime's (dmr_defer.c): creation order, the unit
  *    being replayed first, an AGC unit open until its segment's last member; memory charged per
- *    member and released with the unit; over the budget, demoted at once.
+ *    member and released with the unit; over the budget, demoted at once. Units done are
+ *    skipped through a path-compressed link (next_live): an open AGC unit at the head used to
+ *    make every wait rescan the whole queue (65% of plan --predict's time on Llama-3-70B: 4.5x
+ *    faster with it, the same steps).
  *  - The search is first-improvement hill climbing over single flips; a flip is kept only when
  *    the simulated step shrinks by more than a relative 1e-9 (rounding) and demotions do not
  *    grow. */
@@ -247,6 +250,8 @@ typedef struct sim_rank {
     int *mslot, *mnext, nm; /* members: their slot and the next in their unit */
     Unit *u;
     int nu, qhead, cur;     /* units in creation order; first not done; being replayed (-1) */
+    int *skip;              /* [unit] itself while not done, else towards the next one not done
+                               (path-compressed: the queue is scanned in the waits of every op) */
     int *seg_open, *seg_last, nseg;
     double held, peak;
     long long demoted;
@@ -259,14 +264,14 @@ static void sim_rank_init(SimRank *q, FtPipeRank *r)
     q->r = r, q->cur = -1;
     size_t b = (size_t)r->nslot + 1;
     q->mslot = malloc(b * sizeof *q->mslot), q->mnext = malloc(b * sizeof *q->mnext);
-    q->u = malloc(b * sizeof *q->u);
+    q->u = malloc(b * sizeof *q->u), q->skip = malloc(b * sizeof *q->skip);
     int nseg = 0;
     for (int s = 0; s < r->nslot; s++)
         if (r->seg[s] + 1 > nseg) nseg = r->seg[s] + 1;
     q->nseg = nseg;
     q->seg_open = malloc(((size_t)nseg + 1) * sizeof *q->seg_open);
     q->seg_last = malloc(((size_t)nseg + 1) * sizeof *q->seg_last);
-    FT_ASSERT(q->mslot && q->mnext && q->u && q->seg_open && q->seg_last);
+    FT_ASSERT(q->mslot && q->mnext && q->u && q->skip && q->seg_open && q->seg_last);
     for (int g = 0; g < nseg; g++) q->seg_open[g] = -1, q->seg_last[g] = -1;
     for (int s = 0; s < r->nslot; s++) /* the runtime's: the highest slot of the segment */
         if (r->seg[s] >= 0) q->seg_last[r->seg[s]] = s;
@@ -275,7 +280,26 @@ static void sim_rank_init(SimRank *q, FtPipeRank *r)
 
 static void sim_rank_free(SimRank *q)
 {
-    free(q->mslot), free(q->mnext), free(q->u), free(q->seg_open), free(q->seg_last);
+    free(q->mslot), free(q->mnext), free(q->u), free(q->skip), free(q->seg_open), free(q->seg_last);
+}
+
+/* The first unit at or after i not done (q->nu: none). */
+static int next_live(SimRank *q, int i)
+{
+    int root = i;
+    while (root < q->nu && q->skip[root] != root) root = q->skip[root];
+    while (i < root) {
+        int nx = q->skip[i];
+        q->skip[i] = root, i = nx;
+    }
+    return root;
+}
+
+static void unit_done(SimRank *q, int ui)
+{
+    q->u[ui].done = true, q->held -= q->u[ui].bytes, q->skip[ui] = ui + 1;
+    if (q->cur == ui) q->cur = -1;
+    q->qhead = next_live(q, q->qhead);
 }
 
 /* Replays unit u's next member. */
@@ -287,8 +311,7 @@ static void step_member(SimRank *q, int ui)
     q->r->replayed_before[s] = q->at;
     u->next = q->mnext[m];
     if (u->next < 0 && u->complete) {
-        u->done = true, q->held -= u->bytes, q->cur = -1;
-        while (q->qhead < q->nu && q->u[q->qhead].done) q->qhead++;
+        unit_done(q, ui);
     } else {
         q->cur = ui;
     }
@@ -298,8 +321,8 @@ static void step_member(SimRank *q, int ui)
 static int pick(SimRank *q)
 {
     if (q->cur >= 0 && q->u[q->cur].next >= 0) return q->cur;
-    for (int i = q->qhead; i < q->nu; i++)
-        if (!q->u[i].done && q->u[i].complete && q->u[i].next >= 0) return i;
+    for (int i = next_live(q, q->qhead); i < q->nu; i = next_live(q, i + 1))
+        if (q->u[i].complete && q->u[i].next >= 0) return i;
     return -1;
 }
 
@@ -320,10 +343,7 @@ static void run_unit(SimRank *q, int ui)
         while (q->cur >= 0) step_member(q, q->cur);
     q->u[ui].complete = true;
     while (!q->u[ui].done && q->u[ui].next >= 0) step_member(q, ui);
-    if (!q->u[ui].done) { /* no member left to replay (cannot happen: units start with one) */
-        q->u[ui].done = true, q->held -= q->u[ui].bytes;
-        if (q->cur == ui) q->cur = -1;
-    }
+    if (!q->u[ui].done) unit_done(q, ui); /* no member left (cannot happen: units start with one) */
 }
 
 static void drain(SimRank *q)
@@ -331,9 +351,7 @@ static void drain(SimRank *q)
     q->at = q->r->n;
     for (;;) {
         int ui = q->cur;
-        if (ui < 0)
-            for (int i = q->qhead; i < q->nu && ui < 0; i++)
-                if (!q->u[i].done) ui = i;
+        if (ui < 0 && next_live(q, q->qhead) < q->nu) ui = next_live(q, q->qhead);
         if (ui < 0) return;
         run_unit(q, ui);
     }
@@ -364,6 +382,7 @@ static void check(SimRank *q, int k)
     if (ui < 0) {
         ui = q->nu++;
         q->u[ui] = (Unit){.head = m, .tail = m, .next = m};
+        q->skip[ui] = ui;
         if (agc && g < q->nseg) q->seg_open[g] = ui;
     } else {
         Unit *u = &q->u[ui];

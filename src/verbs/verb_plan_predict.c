@@ -120,7 +120,8 @@ static void print_plan(int rank, const FtPredict *p, const FtDmrPlan *plan, cons
 }
 
 /* The search's budget in the pipeline's refinement (a quarter of dmr.refine's in a run: on the
- * paper's decks 1000-2000 simulations, 2-3 s; 4x that found the same plans, 2026-12-02) */
+ * paper's decks 1000-2000 simulations, about a second; 4x that found the same plans,
+ * 2026-12-02) */
 #define PREDICT_REFINE_WORK 50000000LL
 
 /* One phase set on every stage, simulated: the stages' own plans, and refined (refined). */
