@@ -38,6 +38,7 @@ enum { MAXN = 256 };
 typedef struct spec {
     int stage, P, n, last;
     double budget;
+    int hops_only;
     int recv[MAXN], send[MAXN], strat[MAXN], seg[MAXN], flip[MAXN], group[MAXN];
     double dur[MAXN], lat[MAXN], wait[MAXN + 1], chk[MAXN], keep[MAXN], inl[MAXN], kept[MAXN];
 } Spec;
@@ -83,7 +84,7 @@ static void hand(Spec *s)
 static double sim_of(Spec *s, int P, FtPipeResult *res)
 {
     FtPipeRank r[4];
-    for (int q = 0; q < P; q++) mk(&s[q], &r[q]);
+    for (int q = 0; q < P; q++) mk(&s[q], &r[q]), r[q].hops_only = s[q].hops_only;
     FtPipeResult x = dmr_pipe_sim(r, P);
     for (int q = 0; q < P; q++) dmr_pipe_rank_free(&r[q]);
     assert_true(x.ok);
@@ -132,6 +133,22 @@ static void test_hand_pipeline(void **state)
     NEAR(bound_of(s, 2), 8.75); /* b from its start without checks (4.75), with its check */
     for (int q = 0; q < 2; q++) s[q].strat[0] = s[q].strat[1] = -1;
     NEAR(sim_of(s, 2, NULL), 6.75);
+    /* hops_only (the paper's windows): d deferred replays neither in stage 1's barrier wait nor
+     * at the meeting: the barrier at 10.1, then the drain 10.1-12.1 */
+    hand(s);
+    s[1].strat[1] = PLAN_DEFERRED, s[1].keep[1] = 0.1, s[1].hops_only = 1;
+    NEAR(sim_of(s, 2, NULL), 12.1);
+    /* a deferred (5 s) on stage 0, the rest naive: no replay in its wait for the gradient
+     * (sent at 7, no transfer time): b 7-11 with its check, the meeting at 11, the drain to 16
+     * (11 in every wait: the existing case above); with a 1 s transfer the replay starts in it
+     * (from 1; the member runs to 6), the gradient arrives at 8, b 8-12 */
+    hand(s);
+    s[0].strat[0] = PLAN_DEFERRED, s[0].chk[0] = 5, s[0].hops_only = 1;
+    NEAR(sim_of(s, 2, NULL), 16);
+    s[1].lat[1] = 1;
+    NEAR(sim_of(s, 2, NULL), 12);
+    s[0].hops_only = 0; /* every wait: the same here (the replay fits before the arrival) */
+    NEAR(sim_of(s, 2, NULL), 12);
 }
 
 static void test_units_and_budget(void **state)

@@ -66,6 +66,12 @@ typedef struct ft_pipe_rank {
     double *keep;     /* [nslot] bookkeeping seconds when deferred */
     double *inl;      /* [nslot] seconds at the primary as an AGC member or piggyback */
     double *kept;     /* [nslot] bytes a deferred check keeps */
+    int hops_only;    /* 1: while waiting on a pipeline message the stage replays deferred checks
+                         only for the message's transfer time (its PP hop, what the paper calls
+                         the PP communication window), not in the rest of the wait (the bubbles,
+                         a slower neighbour) nor at the stages' meeting: the paper's rule, to
+                         measure what those give. Not packed (a run's stages replay in every
+                         wait: 0). */
     int *group;       /* [nslot] the search's group (the slot's entry: every micro-batch's
                          execution of an op moves together first), -1: none */
     /* filled by dmr_pipe_sim */

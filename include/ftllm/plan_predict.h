@@ -70,6 +70,7 @@
 #ifndef FTLLM_PLAN_PREDICT_H
 #define FTLLM_PLAN_PREDICT_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 #include "ftllm/deck.h"
@@ -167,8 +168,11 @@ void predict_pipe_free(FtPredictPipe *pp);
 /* Every stage planned with `phases`, then simulated: out->off (no checks), naive (every check
  * at once), start (the stages' own plans), bound (dmr_pipe_bound); best: refined together when
  * max_work > 0 (simulations times executions, as dmr_refine_pipeline's; at least 1000
- * simulations), else the stages' own plans. Returns 0, or -1 (a planner failure). */
-int predict_pipe_run(const FtPredictPipe *pp, int phases, long long max_work, FtPipeRefine *out);
+ * simulations), else the stages' own plans. hops_only: deferred checks replay in a pipeline
+ * wait only for the message's transfer time (FtPipeRank.hops_only: the paper's PP windows,
+ * without the bubbles). Returns 0, or -1 (a planner failure). */
+int predict_pipe_run(const FtPredictPipe *pp, int phases, long long max_work, bool hops_only,
+                     FtPipeRefine *out);
 
 /* Stage p under its plan as the simulation's input (r: dmr_pipe_rank_free it): an execution per
  * operator (its strategy; a piggyback operator inside an AGC segment's span joins the segment:

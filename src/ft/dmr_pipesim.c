@@ -412,7 +412,9 @@ static bool advance(SimRank *q, double *sent, int nmsg)
             double a = r->recv[k] < nmsg ? sent[r->recv[k]] : NAN;
             if (isnan(a)) return moved; /* not sent yet */
             q->at = k;
-            replay_until(q, a);
+            /* hops_only: replays in the message's transfer time alone */
+            replay_until(q, r->hops_only ? fmin(a, q->t + sent[nmsg + r->recv[k]]) : a);
+            if (q->t < a) q->t = a;
             q->received = true;
         }
         q->at = k;
@@ -420,7 +422,8 @@ static bool advance(SimRank *q, double *sent, int nmsg)
         r->start[k] = q->t;
         q->t += r->dur[k];
         check(q, k);
-        if (r->send[k] >= 0 && r->send[k] < nmsg) sent[r->send[k]] = q->t + r->lat[k];
+        if (r->send[k] >= 0 && r->send[k] < nmsg)
+            sent[r->send[k]] = q->t + r->lat[k], sent[nmsg + r->send[k]] = r->lat[k];
         q->k++, q->received = false, moved = true;
         if (k == r->last_micro && q->state == 0) {
             q->state = 1;
@@ -439,7 +442,7 @@ FtPipeResult dmr_pipe_sim(FtPipeRank *r, int P)
             if (r[s].recv[k] + 1 > nmsg) nmsg = r[s].recv[k] + 1;
             if (r[s].send[k] + 1 > nmsg) nmsg = r[s].send[k] + 1;
         }
-    double *sent = malloc(((size_t)nmsg + 1) * sizeof *sent);
+    double *sent = malloc((2 * (size_t)nmsg + 1) * sizeof *sent); /* arrivals, then lat */
     SimRank *q = malloc((size_t)P * sizeof *q);
     FT_ASSERT(sent && q);
     for (int i = 0; i < nmsg; i++) sent[i] = NAN;
@@ -461,7 +464,8 @@ FtPipeResult dmr_pipe_sim(FtPipeRank *r, int P)
             for (int s = 0; s < P; s++) T = fmax(T, q[s].t);
             for (int s = 0; s < P; s++) {
                 q[s].at = r[s].n;
-                replay_until(&q[s], T);
+                if (!r[s].hops_only) replay_until(&q[s], T);
+                if (q[s].t < T) q[s].t = T;
                 q[s].state = 2;
             }
             barrier_done = moved = true;

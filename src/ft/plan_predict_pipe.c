@@ -15,6 +15,7 @@
  *    the segment's extra cost), as the runtime replays it.
  *  - Every check at once or deferred may move (no plan file to name a window here: a deferred
  *    check left over is replayed at the step's end, as the runtime drains). */
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -102,7 +103,8 @@ void predict_pipe_rank(const FtPredict *p, const FtDmrPlan *plan, FtPipeRank *r)
     free(seg);
 }
 
-int predict_pipe_run(const FtPredictPipe *pp, int phases, long long max_work, FtPipeRefine *out)
+int predict_pipe_run(const FtPredictPipe *pp, int phases, long long max_work, bool hops_only,
+                     FtPipeRefine *out)
 {
     int P = pp->P;
     FtPipeRank *r = calloc((size_t)P, sizeof *r);
@@ -116,6 +118,7 @@ int predict_pipe_run(const FtPredictPipe *pp, int phases, long long max_work, Ft
             break;
         }
         predict_pipe_rank(&pp->st[s], &plan, &r[s]);
+        r[s].hops_only = hops_only;
         total += r[s].n;
         planner_free(&plan);
     }

@@ -37,9 +37,10 @@ for bin in "${e2e_bins[@]}"; do
       bad "$tag predict $name kept within the budget" "$(grep 'windows used' "$tmp/out")"
     # every stage simulated: a line under each table, the stages' plans refined under 1,2,3 and
     # never longer for it, the pipeline's bound at most the refined step, the summary the same
-    has "$tag predict $name pipeline summary" "^pipeline: naive $pct, phases 1 $pct, 1,2 $pct, 1,2,3 $pct, refined $pct, bound $pct of a [0-9.]+ s step \\(simulated, every stage"
+    has "$tag predict $name pipeline summary" "^pipeline: naive $pct, phases 1 $pct, 1,2 $pct, 1,2,3 $pct, refined $pct, bound $pct, refined in the hops alone $pct of a [0-9.]+ s step \\(simulated, every stage"
     [ "$(grep -c '^  every stage ([24]), simulated: no DMR' "$tmp/out")" = 3 ] && ok "$tag predict $name pipeline lines" ||
       bad "$tag predict $name pipeline lines" "not one under each of the 3 tables"
+    has "$tag predict $name hops alone" "^  deferred checks replayed in the PP hops alone .*: the stages' own plans \\+$pct, refined \\+$pct: the pipeline's waits give -?[0-9.]+ points"
     awk '/^pipeline:/ { gsub(/[,%]/, ""); if (!($12 + 0 <= $10 + 0 && $14 + 0 <= $12 + 0)) e = 1; n++ }
       /refined together/ { r = $0 }
       END { exit e || n != 1 || r == "" }' "$tmp/out" && ok "$tag predict $name refined <= own >= bound" ||
