@@ -791,6 +791,13 @@ static void test_pipe_sim(void **state)
         assert_true(predict_pipe_pct(&rf, rf.naive.step) > 0);
         predict_pipe_free(&pp);
     }
+    /* more operators over the stages than the simulation takes: refused in one line */
+    const char *const big[] = {"model.layers=40", "parallel.pp=2", "parallel.microbatches=700",
+                               NULL};
+    cfg_from(&cfg, g_tiny, big);
+    assert_int_equal(predict_pipe_build(&cfg, &pp, g_err, sizeof g_err), -1);
+    assert_non_null(strstr(g_err, "not simulated: about 560000 operators on the 2 stages"));
+    assert_true(pp.P == 0 && pp.st == NULL);
     /* hops only (the paper's PP windows): without AC the forward's checks wait through the
      * pipeline's bubbles; replayed in the hops alone the refined step is longer (12.4 points in
      * this deterministic model, 2026-12-02; 5 asked); no checks, all at once and the bound do

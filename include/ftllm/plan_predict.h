@@ -162,12 +162,19 @@ typedef struct ft_predict_pipe {
     FtPredict *st; /* [P] */
 } FtPredictPipe;
 
+/* The most operators predict_pipe_build simulates over all its stages: a search of 100
+ * simulations of them (about ten seconds on this project's 2-core VM, 2026-12-02). */
+#define PREDICT_PIPE_MAX_OPS 500000
+
+/* Every stage of cfg (a deck plan --predict accepts: predict_build's checks passed). Returns 0,
+ * or -1 with a one-line reason in err ("not simulated: ..." when the stages hold more than
+ * PREDICT_PIPE_MAX_OPS operators; out of memory); pp is then empty. */
 int predict_pipe_build(const FtConfig *cfg, FtPredictPipe *pp, char *err, size_t errlen);
 void predict_pipe_free(FtPredictPipe *pp);
 
 /* Every stage planned with `phases`, then simulated: out->off (no checks), naive (every check
  * at once), start (the stages' own plans), bound (dmr_pipe_bound); best: refined together when
- * max_work > 0 (simulations times executions, as dmr_refine_pipeline's; at least 1000
+ * max_work > 0 (simulations times executions, as dmr_refine_pipeline's; at least 100
  * simulations), else the stages' own plans. hops_only: deferred checks replay in a pipeline
  * wait only for the message's transfer time (FtPipeRank.hops_only: the paper's PP windows,
  * without the bubbles). Returns 0, or -1 (a planner failure). */

@@ -16,6 +16,7 @@
  *  - Every check at once or deferred may move (no plan file to name a window here: a deferred
  *    check left over is replayed at the step's end, as the runtime drains). */
 #include <stdbool.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -35,6 +36,14 @@ int predict_pipe_build(const FtConfig *cfg, FtPredictPipe *pp, char *err, size_t
 {
     memset(pp, 0, sizeof *pp);
     int P = (int)cfg->parallel.pp;
+    /* about 20 operators per block and micro-batch, on every stage */
+    double nops = 20.0 * (double)cfg->model.layers * (double)cfg->parallel.microbatches;
+    if (nops > PREDICT_PIPE_MAX_OPS) {
+        snprintf(err, errlen, "not simulated: about %.0f operators on the %d stages, more than "
+                 "%d (HINT: fewer micro-batches of more sequences, train.batch)", nops, P,
+                 PREDICT_PIPE_MAX_OPS);
+        return -1;
+    }
     pp->st = calloc((size_t)P, sizeof *pp->st);
     if (!pp->st) {
         snprintf(err, errlen, "plan --predict: out of memory for %d pipeline stages", P);
@@ -124,7 +133,7 @@ int predict_pipe_run(const FtPredictPipe *pp, int phases, long long max_work, bo
     }
     if (!rc) {
         long long cap = 0; /* no search: the stages' own plans simulated */
-        if (max_work > 0) cap = total > 0 && max_work / total > 1000 ? max_work / total : 1000;
+        if (max_work > 0) cap = total > 0 && max_work / total > 100 ? max_work / total : 100;
         dmr_pipe_refine(r, P, cap, out);
         if (!out->start.ok) rc = -1;
     }

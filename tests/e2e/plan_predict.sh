@@ -60,6 +60,10 @@ for bin in "${e2e_bins[@]}"; do
   if grep -q "refined together" "$tmp/out"; then bad "$tag predict refine off" "refined all the same"; else ok "$tag predict refine off"; fi
   awk '/^pipeline:/ { gsub(/[,%]/, ""); exit !($10 == $12) }' "$tmp/out" && ok "$tag predict refine off = own plans" ||
     bad "$tag predict refine off = own plans" "$(grep '^pipeline:' "$tmp/out")"
+  # more operators than the pipeline's simulation takes: the stage tables, and one line instead
+  run "$tag predict pipeline too large" 0 "" 1 "$bin" plan --predict "$mistral" parallel.microbatches=1200 dmr.refine=off
+  has "$tag predict pipeline too large" "^pipeline: not simulated: about [0-9]+ operators on the 4 stages, more than [0-9]+ \\(HINT"
+  has "$tag predict pipeline too large tables" "^overhead: naive $pct"
   run "$tag predict pp1" 0 "" 1 "$bin" plan --predict "$llama" parallel.pp=1 parallel.tp=8 parallel.dp=4 parallel.microbatches=8 cluster.gpu_mem_gb=1000
   if grep -qE "^pipeline:|every stage" "$tmp/out"; then bad "$tag predict pp1 no pipeline" "a pipeline line on one stage"; else ok "$tag predict pp1 no pipeline"; fi
   run "$tag predict without deck" 2 "usage: ftllm plan --predict DECK" 1 "$bin" plan --predict
