@@ -28,9 +28,9 @@ typedef struct hook_state {
     int ops, in_flight; /* ops run; ops that ran while their tape's send was in flight */
 } HookState;
 
-static void check_sends(void *arg, const FtTape *tp, int entry, const FtOpCall *c)
+static void check_sends(void *arg, const FtTape *tp, int entry, int instance, const FtOpCall *c)
 {
-    (void)c;
+    (void)c, (void)instance;
     HookState *h = arg;
     h->ops++;
     for (int i = 0; i < h->ex->nsends; i++) {
@@ -94,7 +94,7 @@ static int two_microbatches(FtComm *pp, int n)
     timeline_init(&tl, 64);
     FtExec ex = {.pp = pp, .tl = &tl};
     HookState h = {.ex = &ex};
-    ex.hooks = (FtExecHooks){check_sends, &h};
+    ex.hooks = (FtExecHooks){.after_op = check_sends, .arg = &h};
     float *in = malloc(sizeof(float) * (size_t)n);
     int ok = 1;
     /* stage 0: F0 F1 B0 B1 (1F1B's warm-up on pp 2); stage 1: F0 B0 F1 B1 */

@@ -60,9 +60,9 @@ typedef struct hook_counts {
     long long ops, commits;
 } HookCounts;
 
-static void count_op(void *arg, const FtTape *tp, int entry, const FtOpCall *c)
+static void count_op(void *arg, const FtTape *tp, int entry, int instance, const FtOpCall *c)
 {
-    (void)tp, (void)entry, (void)c;
+    (void)tp, (void)entry, (void)instance, (void)c;
     ((HookCounts *)arg)->ops++;
 }
 
@@ -102,7 +102,7 @@ static void check_leave(int leave)
     train_init_grid(&tr, &c, &a, &g, &src, NULL);
     HookCounts hc = {0};
     int kept = 1;
-    tr.ex.hooks = (FtExecHooks){count_op, &hc};
+    tr.ex.hooks = (FtExecHooks){.after_op = count_op, .arg = &hc};
     tr.before_commit = count_commit, tr.before_commit_ctx = &hc;
     tr.ex.poll = (FtPoll){idle_poll, &hc};
     steps(&tr, K);
