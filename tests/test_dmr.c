@@ -635,64 +635,6 @@ static void test_planned_campaign(void **state)
                deferred, agc);
 }
 
-/* dmr.grad_banks: 3 micro-batches (from the second on, a weight gradient's earlier sum is read
- * in place), phases 1,2,3 with dmr.leftovers = end (every backward check deferred, within a
- * budget that holds them), the synthetic plan, on every layout of this rank count: a campaign of
- * flips on every op kind, primaries and checkers, all detected and rolled back, the run ending
- * bitwise where DMR off ends, under in_place (the default) and copy alike. In place, deferred
- * checks read banks in place on every rank, and where no window comes (one rank) the next
- * micro-batch's write replays them first; copy reads none in place. On one rank (the replays'
- * order fixed) in place keeps less at once than copy. */
-static void test_grad_banks(void **state)
-{
-    (void)state;
-    log_init(ft_test_rank(), FT_LOG_WARN);
-    g_synthetic = true, g_plan_edit = NULL;
-    int runs = 0;
-    for (int li = 0; li < NLAYOUTS; li++) {
-        const Layout *l = &g_layouts[li];
-        if (!runs_here(l)) continue;
-        FtConfig c0 = cfg_of(l, FT_DMR_OFF, 3);
-        c0.parallel.microbatches = 3;
-        FtModel ref;
-        FtDmrStats none;
-        train_layout(&c0, NULL, &ref, &none);
-        long long kept[2] = {0, 0};
-        for (int copy = 0; copy < 2; copy++) {
-            char text[256];
-            snprintf(text, sizeof text, "; grad banks: %s, %s\nsdc-random count=10 seed=%d "
-                     "steps=1-3 target=both\n", l->name, copy ? "copy" : "in place", 3100 + li);
-            FtConfig c = cfg_of(l, FT_DMR_PLANNED, 3);
-            c.parallel.microbatches = 3;
-            c.dmr.phases = FT_DMR_PHASES_123, c.dmr.leftovers = FT_DMR_LEFT_END;
-            c.dmr.deferred_mb = 256;
-            c.dmr.grad_banks = copy ? FT_DMR_BANKS_COPY : FT_DMR_BANKS_IN_PLACE;
-            FtModel m;
-            FtDmrStats s;
-            train_layout(&c, text, &m, &s);
-            if (ft_test_rank() == 0)
-                printf("  %-5s banks %-8s: %lld flips, %lld detected; deferred %lld, %lld read "
-                       "banks in place, %lld replayed before a write; kept at most %lld bytes\n",
-                       l->name, copy ? "copied" : "in place", s.injected, s.detected,
-                       s.checks[FT_DMR_S_DEFERRED], s.by_ref, s.forced, s.kept_peak);
-            assert_all(s.injected == 10 && s.not_fired == 0);
-            assert_all(s.detected == s.injected && s.missed == 0 && s.rolled_back == s.injected);
-            assert_all(g_covered && s.demoted == 0 && s.unchecked == 0);
-            if (copy) assert_all(g_mine.by_ref == 0 && g_mine.forced == 0);
-            else assert_all(g_mine.by_ref > 0 && g_mine.forced <= g_mine.by_ref);
-            if (!copy && ft_test_size() == 1) assert_all(g_mine.forced > 0);
-            kept[copy] = g_mine.kept_peak;
-            assert_all(same_state(&m, &ref));
-            model_free(&m);
-        }
-        if (ft_test_size() == 1) assert_all(kept[0] < kept[1]);
-        model_free(&ref);
-        runs++;
-    }
-    g_synthetic = false;
-    if (!runs) skip();
-}
-
 /* Planned from a real profile (dmr.profile_steps = 2), no faults, on every layout with its AC
  * and with AC off: no mismatch, every op covered once, the budget kept, and the parameters
  * bitwise where DMR off ends. */
@@ -2702,7 +2644,7 @@ static void test_pipe_build(void **state)
 
 FT_TEST_MAIN(cmocka_unit_test(test_flip_campaign), cmocka_unit_test(test_pipe_build), cmocka_unit_test(test_clean_runs_match_off),
              cmocka_unit_test(test_validation_unchecked),
-             cmocka_unit_test(test_planned_campaign), cmocka_unit_test(test_planned_clean), cmocka_unit_test(test_grad_banks),
+             cmocka_unit_test(test_planned_campaign), cmocka_unit_test(test_planned_clean),
              cmocka_unit_test(test_profile_steps), cmocka_unit_test(test_profile_window_kinds),
              cmocka_unit_test(test_profile_broken),
              cmocka_unit_test(test_profile_order),

@@ -186,12 +186,6 @@
       "in waits) and move single op executions between naive and deferred while the "           \
       "simulated step gets shorter (a check at once delays the neighbour waiting for the next " \
       "message); off = each stage's own plan")                                                  \
-    K(dmr, grad_banks, ENUM, "in_place", 0, 0, "in_place|copy", 0,                                \
-      "mode = planned: how a deferred check of a weight gradient (a micro-batch before the "     \
-      "last) keeps the earlier micro-batches' sum it adds to and its own output: in_place = "   \
-      "where they are (the gradient banks alternate, so both stay until the same op's next "    \
-      "micro-batch, which replays the check first if still queued); copy = a copy of the sum "  \
-      "and a fingerprint of the output at the primary (until 2026-12-02)")                      \
     K(dmr, suspect_after, INT, "3", 0, 1000000000, "", 0,                                        \
       "a rank whose checks mismatch in this many steps is suspect: with SPARe (spare.r >= 1) "   \
       "its replica is retired before the next step, as a fail-stop; 0 = never")
@@ -323,7 +317,6 @@ enum ft_spare_wipeout { FT_WIPEOUT_RESTART, FT_WIPEOUT_REQUEUE };
 enum ft_dmr_phases { FT_DMR_PHASES_1, FT_DMR_PHASES_12, FT_DMR_PHASES_123, FT_DMR_PHASES_PAPER };
 enum ft_dmr_leftovers { FT_DMR_LEFT_NAIVE, FT_DMR_LEFT_END };
 enum ft_dmr_refine { FT_DMR_REFINE_OFF, FT_DMR_REFINE_PIPELINE };
-enum ft_dmr_grad_banks { FT_DMR_BANKS_IN_PLACE, FT_DMR_BANKS_COPY };
 enum ft_backend_choice { FT_BACKEND_CPU, FT_BACKEND_CUDA };
 enum ft_device_comm_choice { FT_DEVCOMM_KEY_AUTO, FT_DEVCOMM_KEY_NCCL, FT_DEVCOMM_KEY_MPI };
 enum ft_precision_choice { FT_PRECISION_FP32, FT_PRECISION_BF16 };

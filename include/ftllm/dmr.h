@@ -116,9 +116,6 @@ typedef struct ft_dmr_cfg {
                                   are deferred instead (replayed in any later wait or at the
                                   drain; over the budget, naive as before) */
     const FtTimeline *tl;      /* the executor's timeline: the profiler reads its waits */
-    int micro_batches;         /* per pass of the schedule (0: unknown): a deferred check of a
-                                  micro-batch's weight gradient before the last reads the
-                                  gradient banks in place (dmr_defer.c) */
     /* called once the profile is planned (dmr_plan has it), at the end of an attempt */
     void (*on_plan)(void *arg, FtDmr *d);
     void *on_plan_arg;
@@ -140,9 +137,6 @@ typedef struct ft_dmr_stats {
     long long dyn_bytes;     /* bytes the dynamic planner's executions would keep (routed rows) */
     long long dyn_cap_bytes; /* ... sized by capacity instead (as the static plan does) */
     long long keep_allocs; /* buffers allocated for kept inputs (the others were reused) */
-    long long by_ref;      /* deferred executions that read a gradient bank in place (no copy,
-                              the primary's fingerprint at the replay: dmr_defer.c) */
-    long long forced;      /* ... of them replayed at once because an op was about to write it */
     long long injected, detected, rolled_back, missed, not_fired;
     long long injected_at[FT_OP_NKINDS][3]; /* by op kind and phase (FtPhase; optimizer = fwd) */
     long long injected_by[FT_DMR_NSTRAT + 1][2]; /* by the strategy checking it (last: none) and

@@ -46,9 +46,6 @@ typedef struct ft_exec_hooks {
      * of the step the tape ran for) */
     void (*after_op)(void *arg, const FtTape *tp, int entry, int instance, const FtOpCall *c);
     void *arg;
-    /* right before op entry `entry` of tp runs c (its outputs not written yet): DMR replays
-     * deferred checks that read memory c is about to write (NULL: none) */
-    void (*before_op)(void *arg, const FtTape *tp, int entry, int instance, const FtOpCall *c);
 } FtExecHooks;
 
 /* What the executor needs to carry out a tape's communication points; zero-initialized it is

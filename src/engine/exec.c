@@ -167,7 +167,6 @@ void exec_run_ctx(FtExec *ex, const FtTape *tp, int begin, int end)
         if (e->kind != FT_OP_MARK) {
             FtOpCall c;
             tape_call(tp, i, &c);
-            if (ex->hooks.before_op) ex->hooks.before_op(ex->hooks.arg, tp, i, ex->instance, &c);
             exec_op_on(ex->be, e->kind, e->dir, &c, ex->stats);
             if (ex->hooks.after_op) ex->hooks.after_op(ex->hooks.arg, tp, i, ex->instance, &c);
             if (ex->nwatch) progress(ex);

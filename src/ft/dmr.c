@@ -76,7 +76,6 @@ FtDmr *dmr_create(const FtDmrCfg *cfg)
         d->on_plan = cfg->on_plan, d->on_plan_arg = cfg->on_plan_arg;
         d->moe_dyn = cfg->moe_dynamic;
         d->left_end = cfg->leftovers_end;
-        d->micro_batches = cfg->micro_batches;
         dmr_profile_init(&d->prof, d->micro->ne, d->opt->ne);
         d->prof.moe_dynamic = cfg->moe_dynamic;
     }
@@ -113,7 +112,7 @@ void dmr_free(FtDmr *d)
     free(d->flips), free(d->fired), free(d->armed), free(d->inj), free(d->def);
     ranks_free(d);
     for (int i = 0; i < d->nunits; i++) dmr_unit_free(d, d->units[i]);
-    free(d->units), free(d->link), free(d->seg_last), free(d->refs);
+    free(d->units), free(d->link), free(d->seg_last);
     if (d->dfp) d->be->release(d->be->ctx, d->dfp);
     free(d->dfree);
     dmr_mem_free(d, d->rscratch);
@@ -330,18 +329,16 @@ static void scratch_reserve(FtDmr *d, size_t bytes)
 
 /* Profile: what deferring entry i's check would add at the primary (as dmr_defer_add does it):
  * copying its inputs that are not model state into kept buffers (reused, as a deferral's),
- * fingerprinting its outputs; a lone check's gradient banks read in place cost neither. */
+ * fingerprinting its outputs. */
 static void prof_keep(FtDmr *d, const FtTape *tp, int i, const FtOpCall *c)
 {
     const FtTapeEntry *e = &tp->e[i];
-    bool ref = dmr_defer_by_ref(d, tp, -1);
     double t0 = omp_get_wtime();
     for (int k = 0; k < FT_OP_MAX_IN; k++) {
         if (e->in[k] < 0 || !c->in[k]) continue;
         FtTensorRole r = tp->t[e->in[k]].role;
         size_t nb = tape_tensor_bytes(tp, e->in[k]);
         if (r == FT_TR_PARAM || r == FT_TR_MOM1 || r == FT_TR_MOM2 || !nb) continue;
-        if (ref && r == FT_TR_GRAD_PREV) continue;
         unsigned char *cp = dmr_keep_alloc(d, nb, "DMR profile copy"); /* as a deferral's */
         d->be->copy(d->be->ctx, cp, c->in[k], nb);
         if (backend_is_host(d->be)) *(volatile unsigned char *)cp; /* not elided */
@@ -350,10 +347,7 @@ static void prof_keep(FtDmr *d, const FtTape *tp, int i, const FtOpCall *c)
     }
     double t1 = omp_get_wtime();
     uint64_t fp[FT_OP_MAX_OUT];
-    FtOpCall cf = *c;
-    for (int k = 0; k < FT_OP_MAX_OUT && ref; k++)
-        if (e->out[k] >= 0 && tp->t[e->out[k]].role == FT_TR_GRAD) cf.out[k] = NULL;
-    dmr_fingerprint(d, tp, e, &cf, fp); /* waits for its answer */
+    dmr_fingerprint(d, tp, e, c, fp); /* waits for its answer */
     int idx = dmr_entry_index(d, tp, i);
     d->prof.copy[idx] += t1 - t0, d->prof.fp[idx] += omp_get_wtime() - t1;
 }
@@ -609,20 +603,7 @@ static void after_op(void *arg, const FtTape *tp, int i, int inst, const FtOpCal
     d->s.check_s += omp_get_wtime() - t0;
 }
 
-static void before_op(void *arg, const FtTape *tp, int i, int inst, const FtOpCall *c)
-{
-    (void)inst;
-    FtDmr *d = arg;
-    if (!d->nrefs) return; /* the common case: one test */
-    double t0 = omp_get_wtime();
-    dmr_defer_barrier(d, tp, i, c);
-    d->s.check_s += omp_get_wtime() - t0;
-}
-
-FtExecHooks dmr_hooks(FtDmr *d)
-{
-    return (FtExecHooks){.after_op = after_op, .before_op = before_op, .arg = d};
-}
+FtExecHooks dmr_hooks(FtDmr *d) { return (FtExecHooks){.after_op = after_op, .arg = d}; }
 
 /* The job's world changed size (a replica left: train_regrid): the suspect flags start over,
  * since the ranks are numbered anew; each rank's own count of mismatching steps (my_bad) stays
@@ -917,11 +898,9 @@ void dmr_report(FtDmr *d, FtComm *world, FtComm *job, const char *schedule, int 
         fprintf(out, "dmr: planned: deferred units (an op or an AGC segment) checked in windows "
                      "%lld, before the agreement %lld, at once over the budget %lld; kept at most "
                      "%.3f MiB (dmr.deferred_mb = %.3f, the largest rank's), %.3f MiB with the "
-                     "buffers held for reuse; %lld buffers allocated; %lld read gradient banks in "
-                     "place (%lld replayed before an op wrote there)%s\n",
+                     "buffers held for reuse; %lld buffers allocated%s\n",
                 s.windowed, s.drained, s.demoted, (double)s.kept_peak / 1048576.0,
                 (double)d->budget / 1048576.0, (double)s.held_peak / 1048576.0, s.keep_allocs,
-                s.by_ref, s.forced,
                 d->left_end ? "; the plan's naive checks deferred too (dmr.leftovers = end)" : "");
         if (bound[2] > 0)
             fprintf(out, "dmr: planned: lower bound %.3f ms per step (issue 10's: checker time "

@@ -13,18 +13,7 @@
  *    replayed at a time (a forced replay finishes the current one first).
  *  - Memory is charged when a member is added and released when its unit is freed: the
  *    budget holds at every moment, whatever the order of polls. The dynamic planner's units
- *    (dmr_dynamic.c, dmr_defer_keep) are lone ops in the same queue, charged to its guard too.
- *  - Gradient banks in place: a weight gradient accumulates from the other bank (the earlier
- *    micro-batches' sum, FT_TR_GRAD_PREV) into this micro-batch's bank, and the banks swap
- *    each micro-batch (gradsync_backward), so a lone deferred check of a micro-batch before
- *    the pass's last reads its earlier sum and compares its output where they are: nothing
- *    copied, the primary's output fingerprinted at the replay. What it reads this way is
- *    listed (d->refs); the executor's before-op hook replays it first when an op is about to
- *    write there (the same op's next micro-batch writes the earlier sum's bank; a tied
- *    weight's second writer the output). The pass's last micro-batch copies as before: its
- *    banks go to the gradient reduction, which no op hook sees. Until 2026-12-02 every
- *    deferred weight gradient copied its earlier sum and fingerprinted its new one at the
- *    primary: on pp2 about 7 ms of a 160 ms step on the last stage (perf/README.md). */
+ *    (dmr_dynamic.c, dmr_defer_keep) are lone ops in the same queue, charged to its guard too. */
 #include <omp.h>
 #include <stdlib.h>
 #include <string.h>
@@ -138,29 +127,9 @@ static void slot_give(FtDmr *d, Member *m)
     m->slot = -1;
 }
 
-static void refs_drop(FtDmr *d, const Unit *u)
-{
-    int k = 0;
-    for (int r = 0; r < d->nrefs; r++)
-        if (d->refs[r].u != u) d->refs[k++] = d->refs[r];
-    d->nrefs = k;
-}
-
-static void ref_add(FtDmr *d, const void *p, size_t bytes, Unit *u)
-{
-    if (d->nrefs == d->caprefs) {
-        d->caprefs = d->caprefs ? 2 * d->caprefs : 16;
-        struct dmr_ref *nr = realloc(d->refs, sizeof *nr * (size_t)d->caprefs);
-        FT_ASSERT(nr);
-        d->refs = nr;
-    }
-    d->refs[d->nrefs++] = (struct dmr_ref){.p = p, .bytes = bytes, .u = u};
-}
-
 void dmr_unit_free(FtDmr *d, Unit *u)
 {
     if (!u) return;
-    if (d->nrefs) refs_drop(d, u);
     d->kept -= u->kept; /* first: the pool may keep what this frees */
     for (int j = 0; j < u->nm; j++) {
         for (int k = 0; k < FT_OP_MAX_IN; k++) dmr_keep_free(d, u->m[j].copy[k], u->m[j].nb[k]);
@@ -228,15 +197,6 @@ static void unit_step_(FtDmr *d, Unit *u)
     enum strat s = u->seg < 0 ? S_DEFER : S_AGC;
     for (int j = 0; j < m->nchk; j++) dmr_inject(d, m->chk[j], u->tp, m->entry, cc.out, m->entry, s);
     if (m->covered) d->s.checks[u->seg < 0 ? FT_DMR_S_DEFERRED : FT_DMR_S_AGC]++;
-    for (int k = 0; k < FT_OP_MAX_OUT; k++) { /* outputs read in place: the primary's now */
-        if (!m->late[k]) continue;
-        const FtTensor *t = &u->tp->t[e->out[k]];
-        if (m->slot >= 0)
-            d->be->fingerprint_into(d->be->ctx, m->c.out[k], ft_dtype_size(t->dtype), t->n,
-                                    d->dfp + (size_t)m->slot * FT_OP_MAX_OUT + k);
-        else
-            m->fp[k] = d->be->fingerprint(d->be->ctx, m->c.out[k], ft_dtype_size(t->dtype), t->n);
-    }
     if (m->slot >= 0) { /* answered at the agreement: no wait here */
         const uint64_t *saved = d->dfp + (size_t)m->slot * FT_OP_MAX_OUT;
         dmr_fingerprint_into(d, u->tp, e, &cc,
@@ -327,14 +287,11 @@ static Unit *unit_push_(FtDmr *d, Unit *u, const FtTape *tp, int seg, const Memb
         m.c.in[k] = m.copy[k];
     }
     m.slot = -1;
-    FtOpCall cf = *c; /* outputs read in place are fingerprinted at the replay */
-    for (int k = 0; k < FT_OP_MAX_OUT; k++)
-        if (m.late[k]) cf.out[k] = NULL;
     if (d->be->fingerprint_into) { /* the primary's, without waiting */
         m.slot = slot_take(d);
-        dmr_fingerprint_into(d, tp, e, &cf, d->dfp + (size_t)m.slot * FT_OP_MAX_OUT);
+        dmr_fingerprint_into(d, tp, e, c, d->dfp + (size_t)m.slot * FT_OP_MAX_OUT);
     } else {
-        dmr_fingerprint(d, tp, e, &cf, m.fp);
+        dmr_fingerprint(d, tp, e, c, m.fp);
     }
     for (int j = 0; j < nchk && m.nchk < 4; j++) m.chk[m.nchk++] = chk[j];
     if (!u) {
@@ -384,7 +341,6 @@ void dmr_defer_add(FtDmr *d, const FtTape *tp, int i, int idx, const FtOpCall *c
             }
     Member m = {.entry = i, .c = *c, .covered = covered};
     size_t bytes = 0, nb[FT_OP_MAX_IN] = {0};
-    bool ref = dmr_defer_by_ref(d, tp, seg), in_ref[FT_OP_MAX_IN] = {false};
     for (int k = 0; k < FT_OP_MAX_IN; k++) {
         m.link[k] = -1;
         if (e->in[k] < 0 || !c->in[k] || stable_role(tp->t[e->in[k]].role)) continue;
@@ -395,14 +351,9 @@ void dmr_defer_add(FtDmr *d, const FtTape *tp, int i, int idx, const FtOpCall *c
                 m.c.in[k] = NULL;
                 break;
             }
-        if (m.link[k] >= 0) continue;
-        if (ref && tp->t[e->in[k]].role == FT_TR_GRAD_PREV) in_ref[k] = true; /* in place */
-        else bytes += nb[k] = tape_tensor_bytes(tp, e->in[k]);
+        if (m.link[k] < 0) bytes += nb[k] = tape_tensor_bytes(tp, e->in[k]);
     }
-    for (int k = 0; k < FT_OP_MAX_OUT; k++) {
-        bytes += e->out[k] >= 0 ? sizeof(uint64_t) : 0;
-        m.late[k] = ref && e->out[k] >= 0 && c->out[k] && tp->t[e->out[k]].role == FT_TR_GRAD;
-    }
+    for (int k = 0; k < FT_OP_MAX_OUT; k++) bytes += e->out[k] >= 0 ? sizeof(uint64_t) : 0;
     if (d->kept + bytes > d->budget) {
         if (u) unit_run(d, u);
         d->s.demoted++;
@@ -410,34 +361,7 @@ void dmr_defer_add(FtDmr *d, const FtTape *tp, int i, int idx, const FtOpCall *c
         return;
     }
     u = unit_push(d, u, tp, seg, &m, nb, bytes, c, chk, nchk);
-    bool any = false;
-    for (int k = 0; k < FT_OP_MAX_IN; k++)
-        if (in_ref[k]) ref_add(d, c->in[k], tape_tensor_bytes(tp, e->in[k]), u), any = true;
-    for (int k = 0; k < FT_OP_MAX_OUT; k++)
-        if (m.late[k]) ref_add(d, c->out[k], tape_tensor_bytes(tp, e->out[k]), u), any = true;
-    d->s.by_ref += any;
     if (seg < 0 || d->seg_last[seg] == idx) u->complete = true;
-}
-
-bool dmr_defer_by_ref(const FtDmr *d, const FtTape *tp, int seg)
-{
-    return seg < 0 && tp != d->opt && d->micro_batches > 1 && d->inst < d->micro_batches - 1;
-}
-
-void dmr_defer_barrier(FtDmr *d, const FtTape *tp, int i, const FtOpCall *c)
-{
-    const FtTapeEntry *e = &tp->e[i];
-    for (int k = 0; k < FT_OP_MAX_OUT; k++) {
-        if (e->out[k] < 0 || !c->out[k]) continue;
-        const char *a = c->out[k];
-        size_t n = tape_tensor_bytes(tp, e->out[k]);
-        for (int r = 0; r < d->nrefs; r++)
-            if (d->refs[r].p < a + n && a < d->refs[r].p + d->refs[r].bytes) {
-                d->s.forced++;
-                unit_run(d, d->refs[r].u); /* frees it: its refs go */
-                r = -1;                    /* the list changed: again from its start */
-            }
-    }
 }
 
 void dmr_defer_keep(FtDmr *d, const FtTape *tp, int i, const FtOpCall *c, const size_t *nb,

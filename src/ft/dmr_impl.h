@@ -29,7 +29,6 @@ typedef struct member {
     int slot;                   /* ... or their slot in dfp (the backend's fingerprint_into) */
     int chk[4], nchk;           /* checker flips (applied to the replay's outputs) */
     bool covered;               /* counted as a check (AGC: not a piggyback op replayed) */
-    bool late[FT_OP_MAX_OUT];   /* outputs read in place: fingerprinted at the replay */
 } Member;
 
 typedef struct unit {
@@ -142,10 +141,6 @@ struct ft_dmr {
     bool left_end;       /* dmr.leftovers = end */
     size_t dyn_guard;    /* bytes the dynamic planner may keep: budget - the plan's reservations */
     size_t dyn_kept;     /* ... kept now */
-    int micro_batches;   /* FtDmrCfg's */
-    struct dmr_ref { const char *p; size_t bytes; Unit *u; } *refs; /* memory queued units read
-                            in place (dmr_defer.c): an op about to write it replays them first */
-    int nrefs, caprefs;
     void (*on_plan)(void *arg, FtDmr *d);
     void *on_plan_arg;
     /* the run */
@@ -193,12 +188,6 @@ void dmr_check_naive(FtDmr *d, const FtTape *tp, int i, const FtOpCall *c, const
 void dmr_defer_add(FtDmr *d, const FtTape *tp, int i, int slot, const FtOpCall *c, int seg,
                    bool covered, const int *chk, int nchk);
 void dmr_drain(FtDmr *d);              /* replays every queued unit */
-/* Entry i of tp is about to run c: the queued units that read what it writes in place are
- * replayed first. */
-void dmr_defer_barrier(FtDmr *d, const FtTape *tp, int i, const FtOpCall *c);
-/* Whether a member of tape tp (seg: its AGC segment, -1: a lone check) now (d->inst) reads
- * gradient banks in place rather than keeping copies (dmr_defer.c). */
-bool dmr_defer_by_ref(const FtDmr *d, const FtTape *tp, int seg);
 void dmr_unit_free(FtDmr *d, Unit *u); /* frees u and its kept copies */
 /* Buffers for kept inputs (the backend's memory; aligned host memory on the CPU), reused: a
  * freed one joins the pool and the next of the same size takes it; kept and pooled bytes

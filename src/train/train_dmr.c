@@ -393,7 +393,6 @@ int train_dmr_setup(FtTrainDmr **out, FtTrainer *tr, const FtConfig *cfg, char *
                    .profile_steps = (int)cfg->dmr.profile_steps, .tl = &tr->tl,
                    .moe_dynamic = cfg->dmr.moe_dynamic,
                    .leftovers_end = cfg->dmr.leftovers == FT_DMR_LEFT_END,
-                   .micro_batches = cfg->dmr.grad_banks == FT_DMR_BANKS_IN_PLACE ? tr->micro : 0,
                    .on_plan = plan_made, .on_plan_arg = td};
     td->dmr = dmr_create(&dc);
     td->refine = cfg->dmr.refine == FT_DMR_REFINE_PIPELINE &&
