@@ -120,7 +120,7 @@ static void print_plan(int rank, const FtPredict *p, const FtDmrPlan *plan, cons
 }
 
 /* The search's budget in the pipeline's refinement (a quarter of dmr.refine's in a run: on the
- * paper's decks 1000-2000 simulations, about a second; 4x that found the same plans,
+ * paper's decks 900-2000 simulations, about a second; 4x that found the same plans,
  * 2026-12-02) */
 #define PREDICT_REFINE_WORK 50000000LL
 
