@@ -162,9 +162,10 @@ typedef struct ft_predict_pipe {
     FtPredict *st; /* [P] */
 } FtPredictPipe;
 
-/* The most operators predict_pipe_build simulates over all its stages: a search of 100
- * simulations of them (about ten seconds on this project's 2-core VM, 2026-12-02). */
-#define PREDICT_PIPE_MAX_OPS 500000
+/* The most operators predict_pipe_build simulates over all its stages: the search's 1000
+ * simulations of them, twice (with and without hops_only), take about ten seconds on this
+ * project's 2-core VM (2026-12-02). */
+#define PREDICT_PIPE_MAX_OPS 250000
 
 /* Every stage of cfg (a deck plan --predict accepts: predict_build's checks passed). Returns 0,
  * or -1 with a one-line reason in err ("not simulated: ..." when the stages hold more than
@@ -174,8 +175,9 @@ void predict_pipe_free(FtPredictPipe *pp);
 
 /* Every stage planned with `phases`, then simulated: out->off (no checks), naive (every check
  * at once), start (the stages' own plans), bound (dmr_pipe_bound); best: refined together when
- * max_work > 0 (simulations times executions, as dmr_refine_pipeline's; at least 100
- * simulations), else the stages' own plans. hops_only: deferred checks replay in a pipeline
+ * max_work > 0 (simulations times executions, as dmr_refine_pipeline's; at least 1000
+ * simulations: with 100, Mistral-Large's 112000 operators at 64 micro-batches refined to 33.1%
+ * where 1000 reach 23.7%), else the stages' own plans. hops_only: deferred checks replay in a pipeline
  * wait only for the message's transfer time (FtPipeRank.hops_only: the paper's PP windows,
  * without the bubbles). Returns 0, or -1 (a planner failure). */
 int predict_pipe_run(const FtPredictPipe *pp, int phases, long long max_work, bool hops_only,

@@ -133,7 +133,7 @@ int predict_pipe_run(const FtPredictPipe *pp, int phases, long long max_work, bo
     }
     if (!rc) {
         long long cap = 0; /* no search: the stages' own plans simulated */
-        if (max_work > 0) cap = total > 0 && max_work / total > 100 ? max_work / total : 100;
+        if (max_work > 0) cap = total > 0 && max_work / total > 1000 ? max_work / total : 1000;
         dmr_pipe_refine(r, P, cap, out);
         if (!out->start.ok) rc = -1;
     }

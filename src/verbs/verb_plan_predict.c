@@ -119,9 +119,9 @@ static void print_plan(int rank, const FtPredict *p, const FtDmrPlan *plan, cons
        ovh, plan->overhead, gain);
 }
 
-/* The search's budget in the pipeline's refinement (a quarter of dmr.refine's in a run: on the
- * paper's decks 900-2000 simulations, about a second; 4x that found the same plans,
- * 2026-12-02) */
+/* The search's budget in the pipeline's refinement (a quarter of dmr.refine's in a run, at
+ * least 1000 simulations: on the paper's decks 1000-2000, about a second; 4x that found the
+ * same plans, 2026-12-02) */
 #define PREDICT_REFINE_WORK 50000000LL
 
 /* One phase set on every stage, simulated: the stages' own plans, and refined (refined). */
