@@ -227,16 +227,21 @@ static void ac_segment(const FtConfig *cfg, int Ls, int b, int *in_seg, int *seg
     *seg_end = *in_seg && (b % k == k - 1 || b == Ls - 1);
 }
 
-/* Seconds from a send of stage `from` to its arrival at stage `to` (a PP hop: inter-node when
- * their first GPUs are on different nodes, Megatron order). */
+/* Whether stages a and b sit on different nodes (their first GPUs; Megatron order). */
+static bool hop_inter(const FtConfig *cfg, long long a, long long b)
+{
+    long long tp = cfg->parallel.tp, per = cfg->cluster.gpus_per_node;
+    return (tp * a) / per != (tp * b) / per;
+}
+
+/* Seconds from a send of stage `from` to its arrival at stage `to` (a PP hop: one activation
+ * over the inter- or intra-node link). */
 static double hop_time(const FtConfig *cfg, const Shape *s, int from, int to)
 {
     const struct ft_cfg_cluster *c = &cfg->cluster;
-    long long tp = cfg->parallel.tp, per = c->gpus_per_node;
     double act = BF16 * s->N * s->C;
-    bool inter = (tp * from) / per != (tp * to) / per;
-    return inter ? c->inter_lat_us * 1e-6 + act / (c->inter_gbs * GB)
-                 : c->intra_lat_us * 1e-6 + act / (c->intra_gbs * GB);
+    return hop_inter(cfg, from, to) ? c->inter_lat_us * 1e-6 + act / (c->inter_gbs * GB)
+                                    : c->intra_lat_us * 1e-6 + act / (c->intra_gbs * GB);
 }
 
 /* Micro-batch i's forward on the stage: the activation received, the embedding (stage 0), its
@@ -436,9 +441,9 @@ static void comm_times(const FtConfig *cfg, const Shape *s, FtPredict *p)
     double ilat = c->intra_lat_us * 1e-6, xlat = c->inter_lat_us * 1e-6;
     double ibw = c->intra_gbs * GB, xbw = c->inter_gbs * GB;
     p->t_tp_one = tp > 1 ? 2.0 * (tp - 1) * ilat + 2.0 * (tp - 1) / tp * act / ibw : 0;
-    long long st = p->stage, nb = st > 0 ? st - 1 : st + 1; /* the neighbour of its PP window */
-    p->pp_inter = pp > 1 && (tp * st) / per != (tp * nb) / per;
-    p->t_pp_hop = pp > 1 ? (p->pp_inter ? xlat + act / xbw : ilat + act / ibw) : 0;
+    int st = p->stage, nb = st > 0 ? st - 1 : st + 1; /* the neighbour of its PP window */
+    p->pp_inter = pp > 1 && hop_inter(cfg, st, nb);
+    p->t_pp_hop = pp > 1 ? hop_time(cfg, s, st, nb) : 0;
     int dp_inter = (tp * pp * (dp - 1)) / per != 0;
     double grads = 4.0 * (p->Ls * block_params(cfg) + s->V * s->C); /* the last stage's */
     p->t_dp = dp > 1 ? (double)(dp - 1) * (dp_inter ? xlat : ilat) +
