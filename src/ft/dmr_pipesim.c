@@ -119,8 +119,7 @@ int dmr_pipe_rank_build(const FtDmrProfile *pf, const FtDmrEntryPlan *p, const F
     for (int s = 0; s < p->n; s++)
         if (p->strat[s] >= 0 && p->pos[s] + 1 > n) n = p->pos[s] + 1;
     if (n != pf->nseq) return -1;
-    rank_alloc(r, n, p->n);
-    r->stage = stage, r->nstage = nstage, r->budget = (double)budget, r->last_micro = -1;
+    dmr_pipe_rank_init(r, stage, nstage, n, p->n, (double)budget);
     int *ent = malloc(((size_t)n + 1) * sizeof *ent), *inst = malloc(((size_t)n + 1) * sizeof *inst);
     FT_ASSERT(ent && inst);
     for (int k = 0; k < n; k++) r->slot[k] = -1;
@@ -209,8 +208,8 @@ int dmr_pipe_rank_unpack(const double *b, size_t len, FtPipeRank *r)
         return -1;
     size_t n = (size_t)b[2], ns = (size_t)b[3];
     if (len < HEAD + 6 * n + 1 + 8 * ns) return -1;
-    rank_alloc(r, (int)n, (int)ns);
-    r->stage = (int)b[0], r->nstage = (int)b[1], r->last_micro = (int)b[4], r->budget = b[5];
+    dmr_pipe_rank_init(r, (int)b[0], (int)b[1], (int)n, (int)ns, b[5]);
+    r->last_micro = (int)b[4];
     const double *q = b + HEAD;
     bool ok = true;
     for (size_t k = 0; k < n; k++, q += 6) {
@@ -249,7 +248,8 @@ typedef struct sim_rank {
     double t;
     int *mslot, *mnext, nm; /* members: their slot and the next in their unit */
     Unit *u;
-    int nu, qhead, cur;     /* units in creation order; first not done; being replayed (-1) */
+    int nu, qhead, cur;     /* units in creation order; the first not done (unit_done keeps
+                               it so); being replayed (-1) */
     int *skip;              /* [unit] itself while not done, else towards the next one not done
                                (path-compressed: the queue is scanned in the waits of every op) */
     int *seg_open, *seg_last, nseg;
@@ -321,7 +321,7 @@ static void step_member(SimRank *q, int ui)
 static int pick(SimRank *q)
 {
     if (q->cur >= 0 && q->u[q->cur].next >= 0) return q->cur;
-    for (int i = next_live(q, q->qhead); i < q->nu; i = next_live(q, i + 1))
+    for (int i = q->qhead; i < q->nu; i = next_live(q, i + 1))
         if (q->u[i].complete && q->u[i].next >= 0) return i;
     return -1;
 }
@@ -351,7 +351,7 @@ static void drain(SimRank *q)
     q->at = q->r->n;
     for (;;) {
         int ui = q->cur;
-        if (ui < 0 && next_live(q, q->qhead) < q->nu) ui = next_live(q, q->qhead);
+        if (ui < 0 && q->qhead < q->nu) ui = q->qhead;
         if (ui < 0) return;
         run_unit(q, ui);
     }
