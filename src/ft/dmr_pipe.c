@@ -8,7 +8,17 @@
  *    where ranks' arithmetic could differ (other CPUs, other builds), and the search runs
  *    once.
  *  - Parts differ in length: the longest is agreed and every part padded to it (one
- *    all-gather of doubles; a few thousand numbers per stage). */
+ *    all-gather of doubles; a few thousand numbers per stage).
+ *  - Tensor parallelism (dmr_refine_pipeline_peers): the peers of a stage run the same ops on
+ *    shards of one size and meet at every all-reduce, so where their plans differ a check one
+ *    peer runs at once is time the other waits at the next collective. tp rank 0's pipeline
+ *    refines (its profiles stand for every peer's: the same ops, the same waits) and each
+ *    stage's tp rank 0 gives its peers its choices for the micro-batch executions; the
+ *    simulation takes a stage's all-reduces as the waits it measured, which holds when its
+ *    peers choose alike. Only the naive/deferred choices travel, applied to the peer's own
+ *    plan where it may move the slot: the optimizer tapes differ between peers (tp rank 0
+ *    alone sums the replicated parameters' norms), and a peer's AGC segments are its own
+ *    planner's (a whole plan sent over would name windows and slots the peer does not have). */
 #include "ftllm/dmr_pipesim.h"
 
 #include <stdlib.h>
@@ -18,7 +28,11 @@
 #include "ftllm/log.h"
 #include "dmr_impl.h"
 
-int dmr_refine_pipeline(FtDmr *d, FtComm *pp, long long max_work, FtPipeRefine *out)
+/* dmr_refine_pipeline; with `replayed` (nslot ints) also this stage's simulated replays under
+ * the refined strategies (FtPipeRank.replayed_before), and *last its last micro-batch
+ * execution. */
+static int refine(FtDmr *d, FtComm *pp, long long max_work, FtPipeRefine *out, int *replayed,
+                  int *last)
 {
     memset(out, 0, sizeof *out);
     int P = comm_size(pp), me = comm_rank(pp);
@@ -63,9 +77,117 @@ int dmr_refine_pipeline(FtDmr *d, FtComm *pp, long long max_work, FtPipeRefine *
         }
         dmr_pipe_apply(&r[me], &d->plan);
         dmr_dyn_prepare(d); /* what the plan reserves changed */
+        if (replayed) {
+            FT_ASSERT(r[me].nslot == d->plan.n);
+            memcpy(replayed, r[me].replayed_before, (size_t)r[me].nslot * sizeof *replayed);
+            *last = r[me].last_micro;
+        }
     }
     for (int s = 0; s < P; s++) dmr_pipe_rank_free(&r[s]);
     dmr_pipe_rank_free(&mine);
     free(pad), free(all), free(r);
     return rc;
+}
+
+int dmr_refine_pipeline(FtDmr *d, FtComm *pp, long long max_work, FtPipeRefine *out)
+{
+    return refine(d, pp, max_work, out, NULL, NULL);
+}
+
+/* 1 on every rank of c when v is the same on all of them (|v| < 2^62). */
+static bool same_over(FtComm *c, long long v)
+{
+    return comm_max_i64(c, v) == -comm_max_i64(c, -v);
+}
+
+/* The micro-batch tape's ops, not their sizes (a vocabulary split unevenly gives tp peers
+ * shards of other sizes): what a slot names. */
+static unsigned long long tape_ops_sig(const FtTape *tp)
+{
+    int *v = malloc(((size_t)tp->ne * 6 + 1) * sizeof *v);
+    FT_ASSERT(v);
+    v[0] = tp->ne;
+    for (int i = 0; i < tp->ne; i++) {
+        const FtTapeEntry *e = &tp->e[i];
+        int *w = v + 1 + 6 * i;
+        w[0] = e->kind, w[1] = e->dir, w[2] = e->phase, w[3] = e->layer, w[4] = e->twin;
+        w[5] = e->mark;
+    }
+    unsigned long long h = dmr_pipe_sig(v, 6 * tp->ne + 1);
+    free(v);
+    return h;
+}
+
+static bool same_hash(FtComm *c, uint64_t h)
+{
+    return same_over(c, (long long)(h >> 32)) && same_over(c, (long long)(h & 0xffffffffu));
+}
+
+int dmr_refine_pipeline_peers(FtDmr *d, FtComm *pp, FtComm *peers, long long max_work,
+                              FtPipeRefine *out)
+{
+    if (!peers || comm_size(peers) < 2) return dmr_refine_pipeline(d, pp, max_work, out);
+    memset(out, 0, sizeof *out);
+    int st = comm_rank(pp), P = comm_size(pp);
+    bool root = comm_rank(peers) == 0;
+    /* every peer's stage as its plan has it: the micro-batch executions must be the same ops in
+     * the same order on every peer (their optimizer tapes differ: tp rank 0 alone sums the
+     * replicated parameters' norms), so that root's slots and replays name the peer's */
+    FtPipeRank mine;
+    FtDmrEntryPlan *p = &d->plan;
+    bool have = p->strat && p->pos && d->prof.steps > 0 &&
+                !dmr_pipe_rank_build(&d->prof, p, d->micro, d->opt, st, P, d->budget, &mine);
+    long long bad = comm_max_i64(peers, have ? 0 : 1);
+    if (!bad) {
+        int M = p->ninst * p->nmicro;
+        bool same = same_over(peers, p->nmicro) && same_over(peers, p->ninst) &&
+                    same_over(peers, mine.last_micro) &&
+                    same_hash(peers, tape_ops_sig(d->micro)) &&
+                    same_hash(peers, dmr_pipe_sig(mine.slot, mine.last_micro + 1));
+        for (int k = 0; same && k <= mine.last_micro; k++) same = mine.slot[k] < M;
+        bad = comm_max_i64(peers, same ? 0 : 1);
+    }
+    int rc = -1, last = -1, *theirs = NULL;
+    if (!bad) {
+        theirs = malloc((size_t)p->n * sizeof *theirs);
+        FT_ASSERT(theirs);
+    }
+    if (root) { /* tp rank 0's pipeline: every stage's roots, or none */
+        if (!comm_max_i64(pp, bad)) rc = refine(d, pp, max_work, out, theirs, &last);
+    }
+    int ok = rc == 0;
+    comm_bcast(peers, &ok, 1, FT_I32, 0);
+    if (!ok) {
+        free(theirs);
+        if (have) dmr_pipe_rank_free(&mine);
+        return -1;
+    }
+    /* root's choices for the micro-batch executions: its strategies, then its replays */
+    int M = p->ninst * p->nmicro;
+    comm_bcast(peers, out, sizeof *out, FT_U8, 0);
+    comm_bcast(peers, &last, 1, FT_I32, 0);
+    int *strat = malloc((size_t)M * sizeof *strat);
+    FT_ASSERT(strat);
+    if (root) memcpy(strat, p->strat, (size_t)M * sizeof *strat);
+    comm_bcast(peers, strat, (size_t)M, FT_I32, 0);
+    comm_bcast(peers, theirs, (size_t)M, FT_I32, 0);
+    int unfollowed = 0;
+    if (!root) {
+        /* the peer takes root's naive/deferred choice where its own plan may move the slot
+         * (not one of its AGC members, ...): its window is the one root's replay fell in
+         * (root's micro-batch executions are the peer's; a replay at root's optimizer or
+         * drain is the peer's drain) */
+        for (int s = 0; s < M; s++) {
+            mine.replayed_before[s] = -1;
+            if (!mine.flip[s] || (strat[s] != PLAN_NAIVE && strat[s] != PLAN_DEFERRED)) continue;
+            mine.strat[s] = strat[s];
+            if (strat[s] == PLAN_DEFERRED)
+                mine.replayed_before[s] = theirs[s] >= 0 && theirs[s] <= last ? theirs[s] : mine.n;
+        }
+        if (dmr_pipe_apply(&mine, p)) dmr_dyn_prepare(d); /* what the plan reserves changed */
+    }
+    for (int s = 0; s < M; s++) unfollowed += p->strat[s] != strat[s];
+    free(strat), free(theirs);
+    dmr_pipe_rank_free(&mine);
+    return unfollowed;
 }

@@ -232,24 +232,33 @@ static int ops_on(const FtTape *tp)
 }
 
 /* dmr.refine = pipeline: the stages refine their plans together (dmr_pipesim.h), collective
- * over the pipeline: every stage makes its plan at the same attempt's end (the profile's
- * attempts are agreed job-wide). Only where the pipeline is what couples the stages: tp and ep
- * of 1 (a tensor- or expert-parallel peer refining apart would leave its collectives waiting
- * on the other's choices). */
+ * over the pipeline (and each stage's tp peers): every stage makes its plan at the same
+ * attempt's end (the profile's attempts are agreed job-wide). With tp > 1 tp rank 0's pipeline
+ * refines and every peer runs its stage's tp rank 0's plan (dmr_refine_pipeline_peers). Not
+ * with ep > 1: expert-parallel peers hold other experts and route other tokens, so one peer's
+ * profile does not stand for the others' and their all-to-alls are not fixed waits. */
 static void pipe_refine(FtTrainDmr *td, FtDmr *d)
 {
     FtTrainer *tr = td->tr;
     const FtGrid *g = tr->grid;
-    if (!td->refine || !g || g->pp < 2 || g->tp != 1 || g->ep != 1 || !tr->c_pp) return;
+    if (!td->refine || !g || g->pp < 2 || g->ep != 1 || !tr->c_pp || (g->tp > 1 && !tr->c_tp))
+        return;
     FtPipeRefine rf;
     double t0 = MPI_Wtime();
-    if (dmr_refine_pipeline(d, tr->c_pp, 200000000LL, &rf)) {
+    int apart = dmr_refine_pipeline_peers(d, tr->c_pp, g->tp > 1 ? tr->c_tp : NULL, 200000000LL, &rf);
+    if (apart < 0) {
         ft_log_rank(FT_LOG_INFO, "dmr: pipeline refinement skipped: a stage's plan has no "
-                    "time order per execution, or the stages' sequences do not make one pipeline");
+                    "time order per execution, the stages' sequences do not make one pipeline, "
+                    "or a stage's tensor-parallel peers run other micro-batch executions");
         return;
     }
     td->rf = rf, td->refined = true;
-    if (comm_rank(tr->c_pp) == 0) /* the same on every stage: one line per pipeline */
+    if (apart > 0) /* the peer's own AGC segments where tp rank 0 chose naive or deferred, ... */
+        ft_log_rank(FT_LOG_INFO, "dmr: pipeline refinement: %d micro-batch op executions keep "
+                    "this rank's own strategy where its stage's tp rank 0 chose another (its "
+                    "plan may not move them: AGC members, no window after them)", apart);
+    /* the same on every stage and peer: one line per pipeline */
+    if (comm_rank(tr->c_pp) == 0 && g->tp_rank == 0)
         ft_log_rank(FT_LOG_INFO, "dmr: pipeline refinement: simulated step %.3f ms without checks, "
                 "%.3f ms all naive, %.3f ms under the stages' own plans, %.3f ms refined (%d "
                 "op executions moved between naive and deferred over the pipeline, %lld "

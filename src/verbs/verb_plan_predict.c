@@ -124,20 +124,16 @@ static void print_plan(int rank, const FtPredict *p, const FtDmrPlan *plan, cons
  * same plans, 2026-12-02) */
 #define PREDICT_REFINE_WORK 50000000LL
 
-/* One phase set on every stage, simulated: the stages' own plans, and refined (refined; tp_ep:
- * the layout has tensor or expert parallelism, where a run does not refine yet). */
-static void print_pipe(int rank, const FtPredictPipe *pipe, const FtPipeRefine *rf, bool refined,
-                       bool tp_ep)
+/* One phase set on every stage, simulated: the stages' own plans, and refined (refined). */
+static void print_pipe(int rank, const FtPredictPipe *pipe, const FtPipeRefine *rf, bool refined)
 {
     P0("  every stage (%d), simulated: no DMR %.3f s a step, naive %+.1f%%, the stages' own plans "
        "%+.1f%%", pipe->P, rf->off.step, predict_pipe_pct(rf, rf->naive.step),
        predict_pipe_pct(rf, rf->start.step));
     if (refined)
-        P0(", refined together %+.1f%%%s (%d checks moved, %lld simulations); the pipeline's "
-           "bound %+.1f%%", predict_pipe_pct(rf, rf->best.step),
-           tp_ep ? " (a run refines only with tp = ep = 1 today: with this layout it runs the "
-                   "stages' own plans)" : "",
-           rf->flips, rf->evals, predict_pipe_pct(rf, rf->bound));
+        P0(", refined together %+.1f%% (%d checks moved, %lld simulations); the pipeline's "
+           "bound %+.1f%%", predict_pipe_pct(rf, rf->best.step), rf->flips, rf->evals,
+           predict_pipe_pct(rf, rf->bound));
     P0("\n");
 }
 
@@ -186,7 +182,7 @@ int verb_plan_predict(int argc, char **argv, MPI_Comm comm)
             if (predict_pipe_run(&pipe, g_phase_sets[k], work, false, &rf[k]) ||
                 (k == 2 && predict_pipe_run(&pipe, g_phase_sets[k], work, true, &hops)))
                 FT_DIE("plan --predict: the planner refused a predicted stage (out of memory?)");
-            print_pipe(rank, &pipe, &rf[k], refine, cfg.parallel.tp > 1 || cfg.parallel.ep > 1);
+            print_pipe(rank, &pipe, &rf[k], refine);
             if (k == 2) { /* refined, or (refine off) the stages' own plans */
                 P0("  deferred checks replayed in the PP hops alone (the paper's PP windows, no "
                    "bubble, no wait on a slower stage): the stages' own plans %+.1f%%",
