@@ -63,6 +63,7 @@ static const Layout g_layouts[] = {
     {"dp2", 1, 1, 2, 1, 0, FT_AC_CHOICE_EVERY},
     {"ep2", 1, 1, 1, 2, 4, FT_AC_CHOICE_FULL},
     {"tp2pp2", 2, 2, 1, 1, 0, FT_AC_CHOICE_FULL}, /* the paper's layout, small: 4 ranks */
+    {"ep2pp2", 1, 2, 1, 2, 4, FT_AC_CHOICE_FULL},
 };
 #define NLAYOUTS ((int)(sizeof g_layouts / sizeof g_layouts[0]))
 
@@ -284,10 +285,11 @@ static bool g_refined;    /* mode planned: the stages refined their plans togeth
 static FtPipeRefine g_rf;
 static int g_my_deferred, g_stage; /* this rank's deferred slots as it ran, its stage */
 static unsigned long long g_my_sig;  /* ... and its plan's strategies (dmr_pipe_sig) */
-static int g_tp_rank;                /* its tensor-parallel place */
-static int g_tp_same, g_tp_apart;    /* micro-batch executions whose strategy is its stage's tp
-                                        rank 0's; of the others, those both ran naive or
-                                        deferred (choices the refinement gives every peer) */
+static int g_peer;                   /* its place among its stage's tp x ep peers */
+static int g_tp_same, g_tp_apart;    /* micro-batch executions whose strategy is its stage's
+                                        first peer's (tp and ep rank 0); of the others, those
+                                        both ran naive or deferred (choices the refinement gives
+                                        every peer) */
 
 static void train_layout(FtConfig *c, const char *schedule, FtModel *m, FtDmrStats *st)
 {
@@ -314,12 +316,16 @@ static void train_layout(FtConfig *c, const char *schedule, FtModel *m, FtDmrSta
         g_my_deferred = 0; /* this rank's plan as it runs: its stage's part of the answer */
         for (int i = 0; p && i < p->n; i++) g_my_deferred += p->strat[i] == PLAN_DEFERRED;
         g_my_sig = p ? dmr_pipe_sig(p->strat, p->n) : 0;
-        g_stage = r.g.pp_rank, g_tp_rank = r.g.tp_rank, g_tp_same = g_tp_apart = 0;
+        g_stage = r.g.pp_rank, g_peer = r.g.ep_rank * r.g.tp + r.g.tp_rank;
+        g_tp_same = g_tp_apart = 0;
         int M = p ? p->ninst * p->nmicro : 0, *root = calloc((size_t)M + 1, sizeof *root);
         assert_non_null(root);
-        if (p && r.g.tp > 1) { /* its stage's tp rank 0's micro-batch strategies */
+        if (p && r.g.tp * r.g.ep > 1) { /* its stage's first peer's micro-batch strategies */
+            MPI_Comm pc;
+            MPI_Comm_split(r.g.replica_comm, r.g.pp_rank, g_peer, &pc);
             memcpy(root, p->strat, (size_t)M * sizeof *root);
-            MPI_Bcast(root, M, MPI_INT, 0, r.g.tp_comm);
+            MPI_Bcast(root, M, MPI_INT, 0, pc);
+            MPI_Comm_free(&pc);
             for (int i = 0; i < M; i++) {
                 bool nd = (p->strat[i] == PLAN_NAIVE || p->strat[i] == PLAN_DEFERRED) &&
                           (root[i] == PLAN_NAIVE || root[i] == PLAN_DEFERRED);
@@ -384,7 +390,7 @@ static void test_flip_campaign(void **state)
         FtDmrStats none;
         train_layout(&c0, NULL, &ref, &none);
         for (int mode = FT_DMR_NAIVE; mode <= FT_DMR_PIGGYBACK; mode++) {
-            /* one rank: 2 layouts x 2 modes x 260 flips; two ranks: 4 x 2 x 130; four: 1 x 2 x 520 */
+            /* one rank: 2 layouts x 2 modes x 260 flips; two ranks: 4 x 2 x 130; four: 2 x 2 x 260 */
             int here = 0;
             for (int k = 0; k < NLAYOUTS; k++) here += runs_here(&g_layouts[k]);
             int count = (1040 + 2 * here - 1) / (2 * here);
@@ -676,29 +682,30 @@ static void test_planned_clean(void **state)
             train_layout(&c, NULL, &m, &s);
             assert_all(g_covered && g_ordered);
             assert_all(s.mismatches == 0 && s.redone == 0 && s.unchecked == 0 && s.attempts == 6);
-            /* dmr.refine = pipeline (the default) on a pipeline of ep = 1: the stages
-             * simulated their step together, the refined plan no longer than their own, within
-             * the pipeline's bound and the step with every check at once; elsewhere not run */
-            bool pipe = l.pp > 1 && l.ep == 1;
+            /* dmr.refine = pipeline (the default) on a pipeline: the stages simulated their
+             * step together, the refined plan no longer than their own, within the pipeline's
+             * bound and the step with every check at once; elsewhere not run */
+            bool pipe = l.pp > 1;
             assert_all(g_refined == pipe);
             if (pipe)
                 assert_all(g_rf.start.ok && g_rf.best.ok && g_rf.off.step > 0 &&
                            g_rf.bound >= g_rf.off.step && g_rf.best.step >= g_rf.bound * (1 - 1e-12) &&
                            g_rf.best.step <= g_rf.start.step && g_rf.naive.step > g_rf.off.step &&
                            g_rf.best.demoted <= g_rf.start.demoted);
-            /* stage 0's answer on every stage and tp peer, and each stage's plan is its part
-             * (on tp rank 0: a peer takes its naive/deferred choices where it may move them) */
+            /* stage 0's answer on every stage and peer, and each stage's plan is its part
+             * (on the first peer: the others take its naive/deferred choices where they may
+             * move them) */
             if (pipe)
                 assert_all(ft_same_bytes(&g_rf, sizeof g_rf) &&
-                           (g_tp_rank > 0 ||
+                           (g_peer > 0 ||
                             (g_rf.deferred[g_stage] == g_my_deferred && g_rf.sig[g_stage] == g_my_sig)));
-            /* tp > 1: every peer runs its stage's tp rank 0's naive/deferred choices (what
-             * the refinement moved included: a peer's own plan never saw the simulation) */
-            if (pipe && l.tp > 1) {
+            /* tp or ep > 1: every peer runs its stage's first peer's naive/deferred choices
+             * (what the refinement moved included: a peer's own plan never saw the simulation) */
+            if (pipe && l.tp * l.ep > 1) {
                 assert_all(g_tp_apart == 0 && g_tp_same > 0);
                 if (ft_test_rank() == 0 && !pass)
-                    printf("  %s: the pipeline refined (%d executions moved), every tp peer runs "
-                           "its stage's tp rank 0's naive/deferred choices\n", l.name, g_rf.flips);
+                    printf("  %s: the pipeline refined (%d executions moved), every peer runs its "
+                           "stage's first peer's naive/deferred choices\n", l.name, g_rf.flips);
             }
             assert_all(s.kept_peak <= (long long)(PLANNED_BUDGET_MB * 1048576.0));
             if (l.ac == FT_AC_CHOICE_NONE) assert_all(s.checks[FT_DMR_S_PIGGYBACK] == 0);
@@ -1202,9 +1209,18 @@ static void plan_reserve_all(const FtTrainer *tr, FtDmrEntryPlan *p)
             (p->strat[i] == PLAN_NAIVE || p->strat[i] == PLAN_DEFERRED))
             j = i;
     }
-    assert_true(j >= 0 && (p->nwin == 1 || j <= p->win_after[1]));
-    p->strat[j] = PLAN_DEFERRED, p->window[j] = 0, p->win_after[0] = j;
-    p->kept[j] = (size_t)1 << 40;
+    assert_true(j >= 0);
+    p->strat[j] = PLAN_DEFERRED, p->kept[j] = (size_t)1 << 40;
+    if (p->nwin == 1 || j <= p->win_after[1]) {
+        p->window[j] = 0, p->win_after[0] = j;
+        return;
+    }
+    /* a later stage (its first deferrable op after its second window): the first window
+     * after it holds it */
+    int w = 1;
+    while (w < p->nwin && dmr_plan_pos(p, p->win_after[w]) < dmr_plan_pos(p, j)) w++;
+    assert_true(w < p->nwin);
+    p->window[j] = w;
 }
 
 /* dmr.moe_dynamic on the MoE layouts of this rank count (synthetic_plan's static plan, phases

@@ -181,11 +181,12 @@
       "before the agreement: off the pipeline's critical path, at the price of the copies "     \
       "(decided at run time: plan files and ftllm plan still list them as naive)")              \
     K(dmr, refine, ENUM, "pipeline", 0, 0, "off|pipeline", 0,                                   \
-      "mode = planned with phase 3, pp > 1, ep = 1: pipeline = once planned, the stages "        \
+      "mode = planned with phase 3, pp > 1: pipeline = once planned, the stages "                \
       "simulate their step together (each stage's profile: sends, receives, checks, replays "    \
       "in waits) and move single op executions between naive and deferred while the "           \
       "simulated step gets shorter (a check at once delays the neighbour waiting for the next " \
-      "message; with tp > 1 tp rank 0's pipeline refines and each stage's peers run its plan); " \
+      "message; with tp or ep > 1 the pipeline of tp and ep rank 0 refines and each stage's "   \
+      "peers run its choices); "                                                                \
       "off = each stage's own plan")                                                            \
     K(dmr, suspect_after, INT, "3", 0, 1000000000, "", 0,                                        \
       "a rank whose checks mismatch in this many steps is suspect: with SPARe (spare.r >= 1) "   \

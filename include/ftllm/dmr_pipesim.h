@@ -159,14 +159,15 @@ struct ft_dmr;
 struct ft_comm;
 int dmr_refine_pipeline(struct ft_dmr *d, struct ft_comm *pp, long long max_work,
                         FtPipeRefine *out);
-/* The same where each stage has tensor-parallel peers (peers: this stage's tp communicator;
- * NULL or one rank: dmr_refine_pipeline): collective over pp and peers. tp rank 0's pipeline
- * refines; each peer then takes its stage's tp rank 0's naive/deferred choice for every
- * micro-batch execution its own plan may move (not its AGC members, not where no window
- * follows), and gets tp rank 0's *out. Returns how many micro-batch executions the peer's plan
- * has another strategy for than tp rank 0's (0 on tp rank 0), or -1 on every rank of the
- * pipeline and its peers (d's plan as it was) when dmr_refine_pipeline would fail or the peers'
- * micro-batch tapes or execution orders differ. */
+/* The same where each stage has tensor- or expert-parallel peers (peers: this stage's tp x ep
+ * ranks, the first peer's pipeline first, as rank 0; NULL or one rank: dmr_refine_pipeline):
+ * collective over pp and peers. Rank 0 of peers' pipeline refines; each peer then takes its
+ * stage's first peer's naive/deferred choice for every micro-batch execution its own plan may
+ * move (not its AGC members, not where no window follows), and gets the first peer's *out.
+ * Returns how many micro-batch executions the peer's plan has another strategy for than the
+ * first peer's (0 on the first), or -1 on every rank of the pipeline and its peers (d's plan
+ * as it was) when dmr_refine_pipeline would fail or the peers' micro-batch tapes or execution
+ * orders differ. */
 int dmr_refine_pipeline_peers(struct ft_dmr *d, struct ft_comm *pp, struct ft_comm *peers,
                               long long max_work, FtPipeRefine *out);
 

@@ -9,16 +9,18 @@
  *    once.
  *  - Parts differ in length: the longest is agreed and every part padded to it (one
  *    all-gather of doubles; a few thousand numbers per stage).
- *  - Tensor parallelism (dmr_refine_pipeline_peers): the peers of a stage run the same ops on
- *    shards of one size and meet at every all-reduce, so where their plans differ a check one
- *    peer runs at once is time the other waits at the next collective. tp rank 0's pipeline
- *    refines (its profiles stand for every peer's: the same ops, the same waits) and each
- *    stage's tp rank 0 gives its peers its choices for the micro-batch executions; the
- *    simulation takes a stage's all-reduces as the waits it measured, which holds when its
- *    peers choose alike. Only the naive/deferred choices travel, applied to the peer's own
- *    plan where it may move the slot: the optimizer tapes differ between peers (tp rank 0
- *    alone sums the replicated parameters' norms), and a peer's AGC segments are its own
- *    planner's (a whole plan sent over would name windows and slots the peer does not have). */
+ *  - Tensor and expert parallelism (dmr_refine_pipeline_peers): the peers of a stage run the
+ *    same ops (shards of one size, as many experts each) and meet at every all-reduce and
+ *    all-to-all, so where their plans differ a check one peer runs at once is time the others
+ *    wait at the next collective. The first peer's pipeline refines (its profiles stand for
+ *    every peer's: the same ops, the same waits; with experts, the others route other tokens,
+ *    an approximation) and each stage's first peer gives the others its choices for the
+ *    micro-batch executions; the simulation takes a stage's collectives as the waits it
+ *    measured, which holds when its peers choose alike. Only the naive/deferred choices
+ *    travel, applied to the peer's own plan where it may move the slot: the optimizer tapes
+ *    differ between peers (tp rank 0 alone sums the replicated parameters' norms), and a
+ *    peer's AGC segments are its own planner's (a whole plan sent over would name windows and
+ *    slots the peer does not have). */
 #include "ftllm/dmr_pipesim.h"
 
 #include <stdlib.h>

@@ -232,33 +232,43 @@ static int ops_on(const FtTape *tp)
 }
 
 /* dmr.refine = pipeline: the stages refine their plans together (dmr_pipesim.h), collective
- * over the pipeline (and each stage's tp peers): every stage makes its plan at the same
- * attempt's end (the profile's attempts are agreed job-wide). With tp > 1 tp rank 0's pipeline
- * refines and every peer runs its stage's tp rank 0's plan (dmr_refine_pipeline_peers). Not
- * with ep > 1: expert-parallel peers hold other experts and route other tokens, so one peer's
- * profile does not stand for the others' and their all-to-alls are not fixed waits. */
+ * over the world: every stage makes its plan at the same attempt's end (the profile's attempts
+ * are agreed job-wide). With tp or ep > 1 the pipeline of tp rank 0, ep rank 0 refines and
+ * every tensor- and expert-parallel peer of a stage runs its choices (dmr_refine_pipeline_peers:
+ * peers meet at every all-reduce and all-to-all, so a check one runs at once is the others'
+ * wait); the peers' communicator is made here, for this once. */
 static void pipe_refine(FtTrainDmr *td, FtDmr *d)
 {
     FtTrainer *tr = td->tr;
     const FtGrid *g = tr->grid;
-    if (!td->refine || !g || g->pp < 2 || g->ep != 1 || !tr->c_pp || (g->tp > 1 && !tr->c_tp))
-        return;
+    if (!td->refine || !g || g->pp < 2 || !tr->c_pp) return;
+    MPI_Comm pc = MPI_COMM_NULL;
+    FtComm *peers = NULL;
+    if (g->tp * g->ep > 1) { /* this stage's tp x ep ranks, tp rank 0 of ep rank 0 first */
+        FT_CHECK_MPI(MPI_Comm_split(g->replica_comm, g->pp_rank, g->ep_rank * g->tp + g->tp_rank, &pc));
+        peers = comm_create_mpi(pc, "stage");
+    }
     FtPipeRefine rf;
     double t0 = MPI_Wtime();
-    int apart = dmr_refine_pipeline_peers(d, tr->c_pp, g->tp > 1 ? tr->c_tp : NULL, 200000000LL, &rf);
+    int apart = dmr_refine_pipeline_peers(d, tr->c_pp, peers, 200000000LL, &rf);
+    if (peers) {
+        comm_destroy(peers);
+        FT_CHECK_MPI(MPI_Comm_free(&pc));
+    }
     if (apart < 0) {
         ft_log_rank(FT_LOG_INFO, "dmr: pipeline refinement skipped: a stage's plan has no "
                     "time order per execution, the stages' sequences do not make one pipeline, "
-                    "or a stage's tensor-parallel peers run other micro-batch executions");
+                    "or a stage's tensor- or expert-parallel peers run other micro-batch executions");
         return;
     }
     td->rf = rf, td->refined = true;
-    if (apart > 0) /* the peer's own AGC segments where tp rank 0 chose naive or deferred, ... */
+    if (apart > 0) /* the peer's own AGC segments where its first peer chose naive or deferred */
         ft_log_rank(FT_LOG_INFO, "dmr: pipeline refinement: %d micro-batch op executions keep "
-                    "this rank's own strategy where its stage's tp rank 0 chose another (its "
-                    "plan may not move them: AGC members, no window after them)", apart);
+                    "this rank's own strategy where its stage's first peer (tp and ep rank 0) "
+                    "chose another (its plan may not move them: its AGC members, experts the "
+                    "run-time planner takes, none with a window after it)", apart);
     /* the same on every stage and peer: one line per pipeline */
-    if (comm_rank(tr->c_pp) == 0 && g->tp_rank == 0)
+    if (comm_rank(tr->c_pp) == 0 && g->tp_rank == 0 && g->ep_rank == 0)
         ft_log_rank(FT_LOG_INFO, "dmr: pipeline refinement: simulated step %.3f ms without checks, "
                 "%.3f ms all naive, %.3f ms under the stages' own plans, %.3f ms refined (%d "
                 "op executions moved between naive and deferred over the pipeline, %lld "

@@ -143,13 +143,18 @@ run "planned pp2 campaign, refined plans" 0 "" 2 "$FTLLM" train inputs/default.i
 has "refined campaign all caught" '^faults: sdc injected 12, detected 12, rolled back 12, missed 0 '
 has "refined campaign verdict" '^verdict: OK'
 # tp 2 x pp 2 (the paper's layout, small): tp rank 0's pipeline refines and every peer runs
-# its stage's choices; `ftllm plan` says so, and a campaign on those plans catches every flip
+# its stage's naive/deferred choices; `ftllm plan` says so, and a campaign on those plans catches every flip
 # shellcheck disable=SC2086
 run "plan tp2 pp2 refined" 0 "" 4 "$FTLLM" plan inputs/default.ini parallel.tp=2 parallel.pp=2 parallel.microbatches=2 train.ac=full dmr.profile_steps=2
 has "plan tp2 pp2: refinement line" "^plan: the pipeline's stages refined their plans together \(dmr.refine = pipeline\): simulated step [0-9.]+ ms without checks, .* refined \([0-9]+ op executions moved between naive and deferred\)"
 run "planned tp2 pp2 campaign, refined plans" 0 "" 4 "$FTLLM" train inputs/default.ini train.steps=6 train.sample_tokens=0 train.val_batches=0 parallel.tp=2 parallel.pp=2 parallel.microbatches=2 train.ac=full dmr.mode=planned dmr.profile_steps=2 faults.schedule="$E2E_TMP/late.faults"
 has "tp2 pp2 refined campaign all caught" '^faults: sdc injected 12, detected 12, rolled back 12, missed 0 '
 has "tp2 pp2 refined campaign verdict" '^verdict: OK'
+# ep 2 x pp 2 with experts: the same, the first peer (tp and ep rank 0) refining
+run "planned ep2 pp2 campaign, refined plans" 0 "" 4 "$FTLLM" train inputs/default.ini train.steps=6 train.sample_tokens=0 train.val_batches=0 parallel.ep=2 parallel.pp=2 model.experts=4 parallel.microbatches=2 train.ac=full dmr.mode=planned dmr.profile_steps=2 faults.schedule="$E2E_TMP/late.faults" run.log_level=debug
+has "ep2 pp2 refined" "^\[r0\] dmr: pipeline refinement: simulated step"
+has "ep2 pp2 refined campaign all caught" '^faults: sdc injected 12, detected 12, rolled back 12, missed 0 '
+has "ep2 pp2 refined campaign verdict" '^verdict: OK'
 
 # the element a flip without elem= hits is drawn from run.seed (and the line): two seeds, two
 # elements of the same matmul output
