@@ -134,7 +134,8 @@ int dmr_refine_pipeline_peers(FtDmr *d, FtComm *pp, FtComm *peers, long long max
     bool root = comm_rank(peers) == 0;
     /* every peer's stage as its plan has it: the micro-batch executions must be the same ops in
      * the same order on every peer (their optimizer tapes differ: tp rank 0 alone sums the
-     * replicated parameters' norms), so that root's slots and replays name the peer's */
+     * replicated parameters' norms), so that the first peer's (root's) slots and replays name
+     * the peer's */
     FtPipeRank mine;
     FtDmrEntryPlan *p = &d->plan;
     bool have = p->strat && p->pos && d->prof.steps > 0 &&
@@ -154,7 +155,7 @@ int dmr_refine_pipeline_peers(FtDmr *d, FtComm *pp, FtComm *peers, long long max
         theirs = malloc((size_t)p->n * sizeof *theirs);
         FT_ASSERT(theirs);
     }
-    if (root) { /* tp rank 0's pipeline: every stage's roots, or none */
+    if (root) { /* the first peers' pipeline: every stage's first peer, or none */
         if (!comm_max_i64(pp, bad)) rc = refine(d, pp, max_work, out, theirs, &last);
     }
     int ok = rc == 0;
