@@ -161,6 +161,50 @@ static void test_tiny_shapes(void **state)
     predict_free(&p);
 }
 
+/* The first operator of group g. */
+static const FtPlanOp *op_of(const FtPredict *p, int g)
+{
+    for (int i = 0; i < p->nops; i++)
+        if (p->group[i] == g) return &p->ops[i];
+    fail_msg("no operator of group %s", predict_group_name(g));
+    return NULL;
+}
+
+/* cluster.dmr_keep: copy (the default) charges a deferred check its kept bytes read and written
+ * and its outputs read once, at HBM bandwidth (hbm_gbs 1e9 GB/s: 1e18 bytes/s); free charges
+ * nothing. Outputs by hand (bf16; N 4, C 8, F 32, V 16): qkv N 3C = 96 elements, down_b dx and
+ * dW N F + F C = 384, attn N C = 32, the loss N fp32 losses = 16 bytes, AdamW of a block
+ * 14 bytes a parameter. The times of the ops and the step do not change. */
+static void test_keep_costs(void **state)
+{
+    (void)state;
+    FtConfig cfg;
+    cfg_from(&cfg, g_tiny, NULL);
+    FtPredict p, q;
+    if (predict_build(&cfg, &p, g_err, sizeof g_err)) fail_msg("%s", g_err);
+    const double hbm = 1e18;
+    for (int i = 0; i < p.nops; i++) {
+        assert_true(fabs(p.ops[i].copy - 2.0 * (double)p.ops[i].mem / hbm) <= 1e-12 * p.ops[i].copy);
+        assert_true(p.ops[i].fp > 0);
+    }
+    assert_true(fabs(op_of(&p, PRED_G_qkv)->fp - 2 * 96 / hbm) <= 1e-27);
+    assert_true(fabs(op_of(&p, PRED_G_down_b)->fp - 2 * 384 / hbm) <= 1e-27);
+    assert_true(fabs(op_of(&p, PRED_G_attn)->fp - 2 * 32 / hbm) <= 1e-27);
+    assert_true(fabs(op_of(&p, PRED_G_loss)->fp - 16 / hbm) <= 1e-27);
+    const FtPlanOp *a = op_of(&p, PRED_G_adamw);
+    assert_true(fabs(a->fp * hbm / 14 - (double)a->mem / 16) <= 1e-9 * (double)a->mem);
+    const char *const free_keep[] = {"cluster.dmr_keep=free", NULL};
+    cfg_from(&cfg, g_tiny, free_keep);
+    if (predict_build(&cfg, &q, g_err, sizeof g_err)) fail_msg("%s", g_err);
+    assert_int_equal(q.nops, p.nops);
+    for (int i = 0; i < q.nops; i++) {
+        assert_true(q.ops[i].copy == 0 && q.ops[i].fp == 0);
+        assert_true(q.ops[i].time == p.ops[i].time && q.ops[i].mem == p.ops[i].mem);
+    }
+    assert_true(q.t_step == p.t_step && q.t_naive == p.t_naive);
+    predict_free(&p), predict_free(&q);
+}
+
 /* AC and pipeline: pp 2 (one block a stage, no embedding on the last), AC full, 3 micro-batches,
  * dp 2: per micro-batch 10 forward (9 recomputed: res2 is the segment's end) + 6 head + 8
  * backward; windows per micro-batch: TP 2 forward + 2 recompute + 2 backward + 1 head = 7, PP 1;
@@ -818,6 +862,7 @@ static void test_pipe_sim(void **state)
 }
 
 FT_TEST_MAIN(cmocka_unit_test(test_tiny_counts), cmocka_unit_test(test_tiny_shapes),
+             cmocka_unit_test(test_keep_costs),
              cmocka_unit_test(test_ac_pipeline), cmocka_unit_test(test_tiny_comm),
              cmocka_unit_test(test_tiny_memory), cmocka_unit_test(test_decks_phases),
              cmocka_unit_test(test_faster_links), cmocka_unit_test(test_more_memory),

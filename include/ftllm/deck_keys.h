@@ -303,7 +303,11 @@
     K(cluster, inter_gbs, REAL, "45", 0, 1e9, "", FT_KEY_GT_MIN,                                 \
       "plan --predict: inter-node (InfiniBand) bandwidth per GPU, GB/s (400 Gb/s NDR: 50)")      \
     K(cluster, inter_lat_us, REAL, "5", 0, 1e9, "", 0,                                           \
-      "plan --predict: inter-node latency per message, microseconds")
+      "plan --predict: inter-node latency per message, microseconds")                            \
+    K(cluster, dmr_keep, ENUM, "copy", 0, 0, "copy|free", 0,                                     \
+      "plan --predict: what keeping a deferred check costs: copy = as ftllm's executor does it "  \
+      "(its kept inputs copied, read and written, and its outputs fingerprinted, read once, at " \
+      "hbm_gbs); free = the paper's model (inputs kept by reference: memory, no time)")
 
 #define FT_KEYS_perf(K)                                                                          \
     K(perf, papi_events, STR, "", 0, 0, "", 0,                                                   \
@@ -318,6 +322,7 @@ enum ft_dmr_mode { FT_DMR_OFF, FT_DMR_NAIVE, FT_DMR_PIGGYBACK, FT_DMR_PLANNED };
 enum ft_spare_wipeout { FT_WIPEOUT_RESTART, FT_WIPEOUT_REQUEUE };
 enum ft_dmr_phases { FT_DMR_PHASES_1, FT_DMR_PHASES_12, FT_DMR_PHASES_123, FT_DMR_PHASES_PAPER };
 enum ft_dmr_leftovers { FT_DMR_LEFT_NAIVE, FT_DMR_LEFT_END };
+enum ft_dmr_keep { FT_DMR_KEEP_COPY, FT_DMR_KEEP_FREE };
 enum ft_dmr_refine { FT_DMR_REFINE_OFF, FT_DMR_REFINE_PIPELINE };
 enum ft_backend_choice { FT_BACKEND_CPU, FT_BACKEND_CUDA };
 enum ft_device_comm_choice { FT_DEVCOMM_KEY_AUTO, FT_DEVCOMM_KEY_NCCL, FT_DEVCOMM_KEY_MPI };

@@ -28,7 +28,10 @@
  *   P / tp; 30 bytes per parameter moved (bf16 weight, fp32 master, gradient, two moments).
  * Time of an operator = max(FLOPs / (cluster.gpu_tflops x cluster.gpu_eff), bytes /
  *   cluster.hbm_gbs) (a roofline; bytes = inputs + outputs + weights, bf16; the loss's logits in
- *   fp32); a checker runs as long as its primary.
+ *   fp32); a checker runs as long as its primary. Keeping a deferred check
+ *   (cluster.dmr_keep = copy, as ftllm's executor does it): its kept bytes read and written and
+ *   its outputs read once (the fingerprint), at hbm_gbs: FtPlanOp copy and fp; free: 0 (the
+ *   paper's model, inputs kept by reference).
  * Activation checkpointing (train.ac): full = one segment per block, every = train.ac_every
  *   blocks per segment. The forward of a segment is recomputed before its backward (time in the
  *   step, its two TP all-reduces per block are windows too); every forward operator of a segment

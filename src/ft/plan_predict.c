@@ -42,6 +42,7 @@ const char *predict_win_name(int w)
 typedef struct shape {
     double N, B, T, C, Q, K, F, g, V; /* tokens, batch, seq, width, q/kv/ffn widths, gates, vocab */
     double rate, hbm;                 /* FLOP/s, bytes/s */
+    int keep_copy;                    /* cluster.dmr_keep = copy: deferring costs bandwidth */
 } Shape;
 
 typedef struct builder {
@@ -75,8 +76,10 @@ static double op_time(const Shape *s, double flops, double bytes)
     return a > b ? a : b;
 }
 
-/* Appends one operator; returns its time. kept: bytes its deferred check keeps. */
-static double add_op(Builder *b, int group, double flops, double bytes, double kept,
+/* Appends one operator; returns its time. kept: bytes its deferred check keeps; out: bytes of
+ * its outputs. Deferring it costs (cluster.dmr_keep = copy) a copy of what it keeps, read and
+ * written, and a fingerprint of its outputs, read once, at HBM bandwidth. */
+static double add_op(Builder *b, int group, double flops, double bytes, double kept, double out,
                      int recomputed, int block)
 {
     FtPredict *p = b->p;
@@ -95,8 +98,10 @@ static double add_op(Builder *b, int group, double flops, double bytes, double k
         b->cap_ops = cap;
     }
     double t = op_time(b->s, flops, bytes);
+    double hbm = b->s->keep_copy ? b->s->hbm : INFINITY;
     p->ops[p->nops] = (FtPlanOp){.name = predict_group_name(group), .time = t,
-                                 .mem = (size_t)kept, .recomputed = recomputed, .block = block};
+                                 .mem = (size_t)kept, .recomputed = recomputed, .block = block,
+                                 .copy = 2 * kept / hbm, .fp = out / hbm};
     p->group[p->nops] = group;
     p->entry[p->nops] = b->entry >= 0 ? b->entry++ : -1;
     add_ev(b, PRED_EV_OP, p->nops++, t);
@@ -137,25 +142,28 @@ static double block_fwd(Builder *b, int block, int recomputed, int last_kept)
     double N = s->N, C = s->C, Q = s->Q, K = s->K, F = s->F, g = s->g;
     double qkv = Q + 2 * K, t = 0;
     int rc = recomputed;
-    t += add_op(b, PRED_G_norm1, 5 * N * C, BF16 * 2 * N * C, BF16 * N * C, rc, block);
+    t += add_op(b, PRED_G_norm1, 5 * N * C, BF16 * 2 * N * C, BF16 * N * C, BF16 * N * C, rc,
+                block);
     t += add_op(b, PRED_G_qkv, 2 * N * C * qkv, BF16 * (N * C + C * qkv + N * qkv),
-                BF16 * N * C, rc, block);
+                BF16 * N * C, BF16 * N * qkv, rc, block);
     t += add_op(b, PRED_G_attn, 2 * s->B * s->T * s->T * Q, BF16 * (N * qkv + N * Q),
-                BF16 * N * qkv, rc, block);
-    t += add_op(b, PRED_G_proj, 2 * N * Q * C, BF16 * (N * Q + Q * C + N * C), BF16 * N * Q, rc,
-                block);
-    if (b->p->t_tp_one > 0) add_win(b, PRED_W_TP, b->p->t_tp_one, block);
-    t += add_op(b, PRED_G_res1, N * C, BF16 * 3 * N * C, BF16 * 2 * N * C, rc, block);
-    t += add_op(b, PRED_G_norm2, 5 * N * C, BF16 * 2 * N * C, BF16 * N * C, rc, block);
-    t += add_op(b, PRED_G_up, 2 * N * C * g * F, BF16 * (N * C + C * g * F + N * g * F),
+                BF16 * N * qkv, BF16 * N * Q, rc, block);
+    t += add_op(b, PRED_G_proj, 2 * N * Q * C, BF16 * (N * Q + Q * C + N * C), BF16 * N * Q,
                 BF16 * N * C, rc, block);
-    t += add_op(b, PRED_G_act, 8 * g * N * F, BF16 * (g * N * F + N * F), BF16 * g * N * F, rc,
-                block);
-    t += add_op(b, PRED_G_down, 2 * N * F * C, BF16 * (N * F + F * C + N * C), BF16 * N * F, rc,
-                block);
     if (b->p->t_tp_one > 0) add_win(b, PRED_W_TP, b->p->t_tp_one, block);
-    t += add_op(b, PRED_G_res2, N * C, BF16 * 3 * N * C, BF16 * 2 * N * C, rc && !last_kept,
+    t += add_op(b, PRED_G_res1, N * C, BF16 * 3 * N * C, BF16 * 2 * N * C, BF16 * N * C, rc,
                 block);
+    t += add_op(b, PRED_G_norm2, 5 * N * C, BF16 * 2 * N * C, BF16 * N * C, BF16 * N * C, rc,
+                block);
+    t += add_op(b, PRED_G_up, 2 * N * C * g * F, BF16 * (N * C + C * g * F + N * g * F),
+                BF16 * N * C, BF16 * N * g * F, rc, block);
+    t += add_op(b, PRED_G_act, 8 * g * N * F, BF16 * (g * N * F + N * F), BF16 * g * N * F,
+                BF16 * N * F, rc, block);
+    t += add_op(b, PRED_G_down, 2 * N * F * C, BF16 * (N * F + F * C + N * C), BF16 * N * F,
+                BF16 * N * C, rc, block);
+    if (b->p->t_tp_one > 0) add_win(b, PRED_W_TP, b->p->t_tp_one, block);
+    t += add_op(b, PRED_G_res2, N * C, BF16 * 3 * N * C, BF16 * 2 * N * C, BF16 * N * C,
+                rc && !last_kept, block);
     return t;
 }
 
@@ -196,23 +204,24 @@ static double block_bwd(Builder *b, int block)
     double N = s->N, C = s->C, Q = s->Q, K = s->K, F = s->F, g = s->g;
     double qkv = Q + 2 * K, t = 0;
     t += add_op(b, PRED_G_down_b, 4 * N * F * C, 2 * BF16 * (N * F + F * C + N * C),
-                BF16 * (N * F + N * C), 0, block);
+                BF16 * (N * F + N * C), BF16 * (N * F + F * C), 0, block);
     t += add_op(b, PRED_G_act_b, 16 * g * N * F, 1.5 * BF16 * (g * N * F + N * F),
-                BF16 * (g * N * F + N * F), 0, block);
+                BF16 * (g * N * F + N * F), BF16 * g * N * F, 0, block);
     t += add_op(b, PRED_G_up_b, 4 * N * C * g * F, 2 * BF16 * (N * C + C * g * F + N * g * F),
-                BF16 * (N * C + N * g * F), 0, block);
+                BF16 * (N * C + N * g * F), BF16 * (N * C + C * g * F), 0, block);
     if (b->p->t_tp_one > 0) add_win(b, PRED_W_TP, b->p->t_tp_one, block);
-    t += add_op(b, PRED_G_norm2_b, 10 * N * C, 1.5 * BF16 * 2 * N * C, BF16 * 2 * N * C, 0,
-                block);
+    t += add_op(b, PRED_G_norm2_b, 10 * N * C, 1.5 * BF16 * 2 * N * C, BF16 * 2 * N * C,
+                BF16 * N * C, 0, block);
     t += add_op(b, PRED_G_proj_b, 4 * N * Q * C, 2 * BF16 * (N * Q + Q * C + N * C),
-                BF16 * (N * Q + N * C), 0, block);
+                BF16 * (N * Q + N * C), BF16 * (N * Q + Q * C), 0, block);
     t += add_op(b, PRED_G_attn_b, 2.5 * 2 * s->B * s->T * s->T * Q,
-                2 * BF16 * (N * qkv + N * Q), BF16 * (N * qkv + 2 * N * Q), 0, block);
-    t += add_op(b, PRED_G_qkv_b, 4 * N * C * qkv, 2 * BF16 * (N * C + C * qkv + N * qkv),
-                BF16 * (N * C + N * qkv), 0, block);
-    if (b->p->t_tp_one > 0) add_win(b, PRED_W_TP, b->p->t_tp_one, block);
-    t += add_op(b, PRED_G_norm1_b, 10 * N * C, 1.5 * BF16 * 2 * N * C, BF16 * 2 * N * C, 0,
+                2 * BF16 * (N * qkv + N * Q), BF16 * (N * qkv + 2 * N * Q), BF16 * N * qkv, 0,
                 block);
+    t += add_op(b, PRED_G_qkv_b, 4 * N * C * qkv, 2 * BF16 * (N * C + C * qkv + N * qkv),
+                BF16 * (N * C + N * qkv), BF16 * (N * C + C * qkv), 0, block);
+    if (b->p->t_tp_one > 0) add_win(b, PRED_W_TP, b->p->t_tp_one, block);
+    t += add_op(b, PRED_G_norm1_b, 10 * N * C, 1.5 * BF16 * 2 * N * C, BF16 * 2 * N * C,
+                BF16 * N * C, 0, block);
     return t;
 }
 
@@ -256,17 +265,18 @@ static void fwd_part(Builder *b, const FtConfig *cfg, int i)
     b->entry = 0;
     if (st > 0) add_ev(b, PRED_EV_RECV, dmr_pipe_msg(i, st - 1, P, false), 0);
     if (st == 0)
-        fwd += add_op(b, PRED_G_embed, 0, BF16 * 2 * N * C, 4 * N, 0, base);
+        fwd += add_op(b, PRED_G_embed, 0, BF16 * 2 * N * C, 4 * N, BF16 * N * C, 0, base);
     for (int k = 0; k < Ls; k++) {
         int in_seg, seg_end;
         ac_segment(cfg, Ls, k, &in_seg, &seg_end);
         fwd += block_fwd(b, base + k, in_seg, seg_end);
     }
     if (st == P - 1) {
-        fwd += add_op(b, PRED_G_normf, 5 * N * C, BF16 * 2 * N * C, BF16 * N * C, 0, last);
+        fwd += add_op(b, PRED_G_normf, 5 * N * C, BF16 * 2 * N * C, BF16 * N * C, BF16 * N * C, 0,
+                      last);
         fwd += add_op(b, PRED_G_head, 2 * N * C * V, BF16 * (N * C + C * V + N * V),
-                      BF16 * N * C, 0, last);
-        fwd += add_op(b, PRED_G_loss, 5 * N * V, 10 * N * V, BF16 * N * V, 0, last);
+                      BF16 * N * C, BF16 * N * V, 0, last);
+        fwd += add_op(b, PRED_G_loss, 5 * N * V, 10 * N * V, BF16 * N * V, 4 * N, 0, last);
     } else {
         add_ev(b, PRED_EV_SEND, dmr_pipe_msg(i, st, P, false), hop_time(cfg, s, st, st + 1));
     }
@@ -287,12 +297,13 @@ static void bwd_part(Builder *b, const FtConfig *cfg, int i)
     b->entry = b->nfwd;
     if (st < P - 1) add_ev(b, PRED_EV_RECV, dmr_pipe_msg(i, st + 1, P, true), 0);
     if (st == P - 1) {
-        bwd += add_op(b, PRED_G_loss_b, 5 * N * V, 10 * N * V, BF16 * N * V, 0, last);
+        bwd += add_op(b, PRED_G_loss_b, 5 * N * V, 10 * N * V, BF16 * N * V, BF16 * N * V, 0,
+                      last);
         bwd += add_op(b, PRED_G_head_b, 4 * N * C * V, 2 * BF16 * (N * C + C * V + N * V),
-                      BF16 * (N * C + N * V), 0, last);
+                      BF16 * (N * C + N * V), BF16 * (N * C + C * V), 0, last);
         if (p->t_tp_one > 0) add_win(b, PRED_W_TP, p->t_tp_one, last);
         bwd += add_op(b, PRED_G_normf_b, 10 * N * C, 1.5 * BF16 * 2 * N * C, BF16 * 2 * N * C,
-                      0, last);
+                      BF16 * N * C, 0, last);
     }
     int k_ac = cfg->train.ac == FT_AC_CHOICE_EVERY ? (int)cfg->train.ac_every : 1;
     for (int k = Ls - 1; k >= 0; k--) {
@@ -306,7 +317,8 @@ static void bwd_part(Builder *b, const FtConfig *cfg, int i)
         bwd += block_bwd(b, base + k);
     }
     if (st == 0)
-        bwd += add_op(b, PRED_G_embed_b, 0, BF16 * 3 * N * C, BF16 * N * C, 0, base);
+        bwd += add_op(b, PRED_G_embed_b, 0, BF16 * 3 * N * C, BF16 * N * C, BF16 * 2 * N * C, 0,
+                      base);
     if (st > 0)
         add_ev(b, PRED_EV_SEND, dmr_pipe_msg(i, st, P, true), hop_time(cfg, s, st, st - 1));
     if (P > 1) add_win(b, PRED_W_PP, 2 * p->t_pp_hop, base);
@@ -429,6 +441,7 @@ static void shape_from(const FtConfig *cfg, Shape *s)
     s->V = ceil((double)m->vocab / tp);
     s->rate = cfg->cluster.gpu_tflops * 1e12 * cfg->cluster.gpu_eff;
     s->hbm = cfg->cluster.hbm_gbs * GB;
+    s->keep_copy = cfg->cluster.dmr_keep == FT_DMR_KEEP_COPY;
 }
 
 /* Communication times: one TP all-reduce, one PP hop, the DP reduce-scatter. */
@@ -489,10 +502,12 @@ int predict_build_stage(const FtConfig *cfg, int stage, FtPredict *p, char *err,
     int base = (p->m - 1) * p->Ls;
     p->t_opt = 0;
     for (int k = 0; k < p->Ls && !b.oom; k++)
-        p->t_opt += add_op(&b, PRED_G_adamw, 0, 30 * per_block, 16 * per_block, 0, base + k);
+        p->t_opt += add_op(&b, PRED_G_adamw, 0, 30 * per_block, 16 * per_block, 14 * per_block, 0,
+                           base + k);
     if (last)
-        p->t_opt += add_op(&b, PRED_G_adamw, 0, 30 * head, 16 * head, 0, base + p->Ls - 1);
-    if (table) p->t_opt += add_op(&b, PRED_G_adamw, 0, 30 * emb, 16 * emb, 0, base);
+        p->t_opt += add_op(&b, PRED_G_adamw, 0, 30 * head, 16 * head, 14 * head, 0,
+                           base + p->Ls - 1);
+    if (table) p->t_opt += add_op(&b, PRED_G_adamw, 0, 30 * emb, 16 * emb, 14 * emb, 0, base);
     if (b.oom) {
         predict_free(p);
         return fail(err, errlen, "plan --predict: out of memory for %d micro-batches",

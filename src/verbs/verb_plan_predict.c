@@ -48,9 +48,13 @@ static void print_setup(int rank, const FtConfig *cfg, const FtPredict *p)
        l->tp, l->pp, l->dp, gpus, (gpus + c->gpus_per_node - 1) / c->gpus_per_node,
        gpus > c->gpus_per_node ? "s" : "", c->gpus_per_node, p->pp_inter ? "inter" : "intra");
     P0("hardware: %g TFLOP/s x %g, HBM %g GB/s, %g GB per GPU; intra-node %g GB/s %g us, "
-       "inter-node %g GB/s %g us\n",
+       "inter-node %g GB/s %g us; a deferred check's keeping %s\n",
        c->gpu_tflops, c->gpu_eff, c->hbm_gbs, c->gpu_mem_gb, c->intra_gbs, c->intra_lat_us,
-       c->inter_gbs, c->inter_lat_us);
+       c->inter_gbs, c->inter_lat_us,
+       c->dmr_keep == FT_DMR_KEEP_COPY
+           ? "copies its inputs and fingerprints its outputs at HBM speed (cluster.dmr_keep = "
+             "copy, as ftllm does)"
+           : "is free (cluster.dmr_keep = free: inputs kept by reference, the paper's model)");
 }
 
 static void print_stage(int rank, const FtConfig *cfg, const FtPredict *p)

@@ -62,6 +62,17 @@ for bin in "${e2e_bins[@]}"; do
   if grep -q "refined together" "$tmp/out"; then bad "$tag predict refine off" "refined all the same"; else ok "$tag predict refine off"; fi
   awk '/^pipeline:/ { gsub(/[,%]/, ""); exit !($10 == $12) }' "$tmp/out" && ok "$tag predict refine off = own plans" ||
     bad "$tag predict refine off = own plans" "$(grep '^pipeline:' "$tmp/out")"
+  # cluster.dmr_keep: copy (the default, as ftllm keeps a deferred check) against free (the
+  # paper's model): the hardware line says which; naive and the pipeline's bound (neither keeps
+  # anything) the same in both
+  run "$tag predict keep copy" 0 "" 1 "$bin" plan --predict "$llama" dmr.refine=off
+  has "$tag predict keep copy line" "^hardware: .*; a deferred check's keeping copies its inputs and fingerprints its outputs at HBM speed \\(cluster.dmr_keep = copy"
+  grep '^pipeline:' "$tmp/out" > "$tmp/keep_copy"
+  run "$tag predict keep free" 0 "" 1 "$bin" plan --predict "$llama" dmr.refine=off cluster.dmr_keep=free
+  has "$tag predict keep free line" "^hardware: .*; a deferred check's keeping is free \\(cluster.dmr_keep = free"
+  awk 'NR == FNR { gsub(/[,%]/, ""); n = $3; b = $14; next } /^pipeline:/ { gsub(/[,%]/, ""); exit !(n == $3 && b == $14 && n != "") }' \
+    "$tmp/keep_copy" "$tmp/out" && ok "$tag predict keep: naive and bound the same" ||
+    bad "$tag predict keep: naive and bound the same" "$(cat "$tmp/keep_copy"; grep '^pipeline:' "$tmp/out")"
   # more operators than the pipeline's simulation takes: the stage tables, and one line instead
   run "$tag predict pipeline too large" 0 "" 1 "$bin" plan --predict "$mistral" parallel.microbatches=1200 dmr.refine=off
   has "$tag predict pipeline too large" "^pipeline: not simulated: about [0-9]+ operators on the 4 stages, more than [0-9]+ \\(HINT"
