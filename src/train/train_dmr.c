@@ -245,7 +245,8 @@ static void pipe_refine(FtTrainDmr *td, FtDmr *d)
     MPI_Comm pc = MPI_COMM_NULL;
     FtComm *peers = NULL;
     if (g->tp * g->ep > 1) { /* this stage's tp x ep ranks, tp rank 0 of ep rank 0 first */
-        FT_CHECK_MPI(MPI_Comm_split(g->replica_comm, g->pp_rank, g->ep_rank * g->tp + g->tp_rank, &pc));
+        int key = g->ep_rank * g->tp + g->tp_rank;
+        FT_CHECK_MPI(MPI_Comm_split(g->replica_comm, g->pp_rank, key, &pc));
         peers = comm_create_mpi(pc, "stage");
     }
     FtPipeRefine rf;
@@ -258,7 +259,8 @@ static void pipe_refine(FtTrainDmr *td, FtDmr *d)
     if (apart < 0) {
         ft_log_rank(FT_LOG_INFO, "dmr: pipeline refinement skipped: a stage's plan has no "
                     "time order per execution, the stages' sequences do not make one pipeline, "
-                    "or a stage's tensor- or expert-parallel peers run other micro-batch executions");
+                    "or a stage's tensor- or expert-parallel peers run other micro-batch "
+                    "executions");
         return;
     }
     td->rf = rf, td->refined = true;
