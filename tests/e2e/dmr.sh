@@ -145,8 +145,12 @@ has "refined campaign verdict" '^verdict: OK'
 # tp 2 x pp 2 (the paper's layout, small): tp rank 0's pipeline refines and every peer runs
 # its stage's naive/deferred choices; `ftllm plan` says so, and a campaign on those plans catches every flip
 # shellcheck disable=SC2086
-run "plan tp2 pp2 refined" 0 "" 4 "$FTLLM" plan inputs/default.ini parallel.tp=2 parallel.pp=2 parallel.microbatches=2 train.ac=full dmr.profile_steps=2
+run "plan tp2 pp2 refined" 0 "" 4 "$FTLLM" plan inputs/default.ini parallel.tp=2 parallel.pp=2 parallel.microbatches=2 train.ac=full dmr.profile_steps=2 dmr.plan="$E2E_TMP/tpp"
 has "plan tp2 pp2: refinement line" "^plan: the pipeline's stages refined their plans together \(dmr.refine = pipeline\): simulated step [0-9.]+ ms without checks, .* refined \([0-9]+ op executions moved between naive and deferred\)"
+# the refined plans, the peers' too, written and loaded again: the flip caught
+# shellcheck disable=SC2086
+run "train tp2 pp2 on the refined plan files" 0 "" 4 "$FTLLM" train inputs/default.ini $short parallel.tp=2 parallel.pp=2 parallel.microbatches=2 train.ac=full dmr.mode=planned dmr.plan="$E2E_TMP/tpp"
+has "tp2 pp2 plan files: the flip caught" '^faults: sdc injected 1, detected 1, rolled back 1, missed 0 '
 run "planned tp2 pp2 campaign, refined plans" 0 "" 4 "$FTLLM" train inputs/default.ini train.steps=6 train.sample_tokens=0 train.val_batches=0 parallel.tp=2 parallel.pp=2 parallel.microbatches=2 train.ac=full dmr.mode=planned dmr.profile_steps=2 faults.schedule="$E2E_TMP/late.faults"
 has "tp2 pp2 refined campaign all caught" '^faults: sdc injected 12, detected 12, rolled back 12, missed 0 '
 has "tp2 pp2 refined campaign verdict" '^verdict: OK'
