@@ -286,10 +286,11 @@ static FtPipeRefine g_rf;
 static int g_my_deferred, g_stage; /* this rank's deferred slots as it ran, its stage */
 static unsigned long long g_my_sig;  /* ... and its plan's strategies (dmr_pipe_sig) */
 static int g_peer;                   /* its place among its stage's tp x ep peers */
-static int g_tp_same, g_tp_apart;    /* micro-batch executions whose strategy is its stage's
-                                        first peer's (tp and ep rank 0); of the others, those
-                                        both ran naive or deferred (choices the refinement gives
-                                        every peer) */
+static int g_tp_same, g_tp_apart;    /* micro-batch executions whose strategy and AGC segment
+                                        are its stage's first peer's (tp and ep rank 0); of the
+                                        others, those both ran naive or deferred (choices the
+                                        refinement gives every peer) */
+static int g_tp_micro;               /* its micro-batch executions */
 
 static void train_layout(FtConfig *c, const char *schedule, FtModel *m, FtDmrStats *st)
 {
@@ -318,18 +319,21 @@ static void train_layout(FtConfig *c, const char *schedule, FtModel *m, FtDmrSta
         g_my_sig = p ? dmr_pipe_sig(p->strat, p->n) : 0;
         g_stage = r.g.pp_rank, g_peer = r.g.ep_rank * r.g.tp + r.g.tp_rank;
         g_tp_same = g_tp_apart = 0;
-        int M = p ? p->ninst * p->nmicro : 0, *root = calloc((size_t)M + 1, sizeof *root);
+        int M = p ? p->ninst * p->nmicro : 0, *root = calloc(2 * (size_t)M + 1, sizeof *root);
         assert_non_null(root);
+        g_tp_micro = M;
         if (p && r.g.tp * r.g.ep > 1) { /* its stage's first peer's micro-batch strategies */
             MPI_Comm pc;
             MPI_Comm_split(r.g.replica_comm, r.g.pp_rank, g_peer, &pc);
             memcpy(root, p->strat, (size_t)M * sizeof *root);
-            MPI_Bcast(root, M, MPI_INT, 0, pc);
+            memcpy(root + M, p->seg, (size_t)M * sizeof *root);
+            MPI_Bcast(root, 2 * M, MPI_INT, 0, pc);
             MPI_Comm_free(&pc);
             for (int i = 0; i < M; i++) {
                 bool nd = (p->strat[i] == PLAN_NAIVE || p->strat[i] == PLAN_DEFERRED) &&
                           (root[i] == PLAN_NAIVE || root[i] == PLAN_DEFERRED);
-                g_tp_same += p->strat[i] == root[i], g_tp_apart += p->strat[i] != root[i] && nd;
+                bool same = p->strat[i] == root[i] && p->seg[i] == root[M + i];
+                g_tp_same += same, g_tp_apart += !same && nd;
             }
         }
         free(root);
@@ -699,13 +703,15 @@ static void test_planned_clean(void **state)
                 assert_all(ft_same_bytes(&g_rf, sizeof g_rf) &&
                            (g_peer > 0 ||
                             (g_rf.deferred[g_stage] == g_my_deferred && g_rf.sig[g_stage] == g_my_sig)));
-            /* tp or ep > 1: every peer runs its stage's first peer's naive/deferred choices
-             * (what the refinement moved included: a peer's own plan never saw the simulation) */
+            /* tp or ep > 1: every peer runs its stage's first peer's plan for the micro-batch
+             * executions, AGC segments too (what the refinement moved included: a peer's own
+             * plan never saw the simulation) */
             if (pipe && l.tp * l.ep > 1) {
-                assert_all(g_tp_apart == 0 && g_tp_same > 0);
+                assert_all(g_tp_apart == 0 && g_tp_same == g_tp_micro);
                 if (ft_test_rank() == 0 && !pass)
                     printf("  %s: the pipeline refined (%d executions moved), every peer runs its "
-                           "stage's first peer's naive/deferred choices\n", l.name, g_rf.flips);
+                           "stage's first peer's plan for its micro-batch executions\n", l.name,
+                           g_rf.flips);
             }
             assert_all(s.kept_peak <= (long long)(PLANNED_BUDGET_MB * 1048576.0));
             if (l.ac == FT_AC_CHOICE_NONE) assert_all(s.checks[FT_DMR_S_PIGGYBACK] == 0);

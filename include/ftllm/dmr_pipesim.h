@@ -161,13 +161,14 @@ int dmr_refine_pipeline(struct ft_dmr *d, struct ft_comm *pp, long long max_work
                         FtPipeRefine *out);
 /* The same where each stage has tensor- or expert-parallel peers (peers: this stage's tp x ep
  * ranks, the first peer's pipeline first, as rank 0; NULL or one rank: dmr_refine_pipeline):
- * collective over pp and peers. Rank 0 of peers' pipeline refines; each peer then takes its
- * stage's first peer's naive/deferred choice for every micro-batch execution its own plan may
- * move (not its AGC members, not where no window follows), and gets the first peer's *out.
- * Returns how many micro-batch executions the peer's plan has another strategy for than the
- * first peer's (0 on the first), or -1 on every rank of the pipeline and its peers (d's plan
- * as it was) when dmr_refine_pipeline would fail or the peers' micro-batch tapes or execution
- * orders differ. */
+ * collective over pp and peers. Rank 0 of peers' pipeline refines; each peer's plan then takes
+ * its stage's first peer's for every micro-batch execution (strategy, AGC segment, window,
+ * cost; its optimizer part stays its own), or where that cannot be taken whole, its
+ * naive/deferred choices where the peer's plan may move the slot; every peer gets the first
+ * peer's *out. Returns how many micro-batch executions the peer's plan has another strategy
+ * or segment for than the first peer's (0 when taken whole), or -1 on every rank of the
+ * pipeline and its peers (d's plan as it was) when dmr_refine_pipeline would fail or the
+ * peers' micro-batch tapes or execution orders differ. */
 int dmr_refine_pipeline_peers(struct ft_dmr *d, struct ft_comm *pp, struct ft_comm *peers,
                               long long max_work, FtPipeRefine *out);
 

@@ -14,13 +14,14 @@
  *    all-to-all, so where their plans differ a check one peer runs at once is time the others
  *    wait at the next collective. The first peer's pipeline refines (its profiles stand for
  *    every peer's: the same ops, the same waits; with experts, the others route other tokens,
- *    an approximation) and each stage's first peer gives the others its choices for the
- *    micro-batch executions; the simulation takes a stage's collectives as the waits it
- *    measured, which holds when its peers choose alike. Only the naive/deferred choices
- *    travel, applied to the peer's own plan where it may move the slot: the optimizer tapes
- *    differ between peers (tp rank 0 alone sums the replicated parameters' norms), and a
- *    peer's AGC segments are its own planner's (a whole plan sent over would name windows and
- *    slots the peer does not have). */
+ *    an approximation) and each stage's first peer gives the others its plan for the
+ *    micro-batch executions: strategies, AGC segments, the windows named by the slot they open
+ *    after and their kind (the peers wait at the same places), costs. The simulation takes a
+ *    stage's collectives as the waits it measured, which holds when its peers choose alike.
+ *    Not the whole plan: the optimizer tapes differ between peers (tp rank 0 alone sums the
+ *    replicated parameters' norms), so each keeps its optimizer part. Where the first peer's
+ *    part cannot be taken whole (a window the peer lacks), the peer takes its naive/deferred
+ *    choices where its own plan may move the slot, and says how many executions differ. */
 #include "ftllm/dmr_pipesim.h"
 
 #include <stdlib.h>
@@ -125,6 +126,64 @@ static bool same_hash(FtComm *c, uint64_t h)
     return same_over(c, (long long)(h >> 32)) && same_over(c, (long long)(h & 0xffffffffu));
 }
 
+/* What the first peer (root) sends of each micro-batch execution's plan (M slots each). */
+typedef struct root_choice {
+    int *strat, *seg, *win_after, *win_kind; /* its window as the slot it opens after and its
+                                                kind (-2: no window) */
+    double *cost;
+    int nseg;
+} RootChoice;
+
+/* The window of p that root's (after, kind) names: the same opening after the same
+ * micro-batch slot (M: the micro-batch slots, the same on every peer); else, for a deferred
+ * check, the first window at or after its slot s (its replay is accounting only: any wait
+ * replays); -1 when none. */
+static int window_of(const FtDmrEntryPlan *p, int M, int s, int after, int kind, bool agc)
+{
+    for (int w = 0; after < M && w < p->nwin; w++)
+        if (p->win_after[w] == after && p->win_kind[w] == kind) return w;
+    if (agc) return -1;
+    for (int w = 0; w < p->nwin; w++)
+        if (dmr_plan_pos(p, p->win_after[w]) >= p->pos[s]) return w;
+    return -1;
+}
+
+/* The peer's plan takes root's for every micro-batch execution, AGC segments included, where
+ * it can: its own segments are all in the micro-batch part (they are: Phase 2 segments a
+ * micro-batch's blocks) and every AGC member's window opens where root's does. Then its
+ * windows' use is counted again from its slots (the planner's accounting, as a table shows
+ * it; the run replays in any wait). Returns 0, or -1 with p unchanged. */
+static int follow_whole(FtDmrEntryPlan *p, int M, const RootChoice *rc)
+{
+    for (int s = M; s < p->n; s++)
+        if (p->seg[s] >= 0) return -1;
+    int *win = malloc(((size_t)M + 1) * sizeof *win);
+    FT_ASSERT(win);
+    int rcode = 0;
+    for (int s = 0; s < M && !rcode; s++) {
+        win[s] = -1;
+        if (rc->win_after[s] == -2) continue;
+        win[s] = window_of(p, M, s, rc->win_after[s], rc->win_kind[s], rc->strat[s] == PLAN_AGC);
+        if (win[s] < 0) rcode = -1;
+    }
+    if (!rcode) {
+        for (int s = 0; s < M; s++)
+            p->strat[s] = rc->strat[s], p->seg[s] = rc->seg[s], p->window[s] = win[s],
+            p->cost[s] = rc->cost[s];
+        p->nseg = rc->nseg, p->overhead = 0;
+        for (int s = 0; s < p->n; s++) p->overhead += p->strat[s] >= 0 ? p->cost[s] : 0;
+        for (int w = 0; w < p->nwin; w++) p->win_used[w] = 0, p->win_use[w] = 0;
+        for (int s = 0; s < p->n; s++) {
+            int w = p->window[s];
+            if (w < 0 || p->strat[s] < 0) continue;
+            p->win_used[w] += p->time[s];
+            p->win_use[w] = p->strat[s] == PLAN_AGC || p->seg[s] >= 0 ? 2 : 3;
+        }
+    }
+    free(win);
+    return rcode;
+}
+
 int dmr_refine_pipeline_peers(FtDmr *d, FtComm *pp, FtComm *peers, long long max_work,
                               FtPipeRefine *out)
 {
@@ -169,13 +228,30 @@ int dmr_refine_pipeline_peers(FtDmr *d, FtComm *pp, FtComm *peers, long long max
     int M = p->ninst * p->nmicro;
     comm_bcast(peers, out, sizeof *out, FT_U8, 0);
     comm_bcast(peers, &last, 1, FT_I32, 0);
-    int *strat = malloc((size_t)M * sizeof *strat);
-    FT_ASSERT(strat);
-    if (root) memcpy(strat, p->strat, (size_t)M * sizeof *strat);
-    comm_bcast(peers, strat, (size_t)M, FT_I32, 0);
+    size_t mi = (size_t)M * sizeof(int);
+    RootChoice ch = {.strat = malloc(mi), .seg = malloc(mi), .win_after = malloc(mi),
+                     .win_kind = malloc(mi), .cost = malloc((size_t)M * sizeof(double)),
+                     .nseg = p->nseg};
+    FT_ASSERT(ch.strat && ch.seg && ch.win_after && ch.win_kind && ch.cost);
+    int *strat = ch.strat;
+    if (root)
+        for (int s = 0; s < M; s++) {
+            int w = p->window[s];
+            ch.strat[s] = p->strat[s], ch.seg[s] = p->seg[s], ch.cost[s] = p->cost[s];
+            ch.win_after[s] = w >= 0 ? p->win_after[w] : -2;
+            ch.win_kind[s] = w >= 0 ? p->win_kind[w] : -1;
+        }
+    comm_bcast(peers, ch.strat, (size_t)M, FT_I32, 0);
+    comm_bcast(peers, ch.seg, (size_t)M, FT_I32, 0);
+    comm_bcast(peers, ch.win_after, (size_t)M, FT_I32, 0);
+    comm_bcast(peers, ch.win_kind, (size_t)M, FT_I32, 0);
+    comm_bcast(peers, ch.cost, (size_t)M, FT_F64, 0);
+    comm_bcast(peers, &ch.nseg, 1, FT_I32, 0);
     comm_bcast(peers, theirs, (size_t)M, FT_I32, 0);
     int unfollowed = 0;
-    if (!root) {
+    if (!root && !follow_whole(p, M, &ch)) {
+        dmr_dyn_prepare(d); /* what the plan reserves changed */
+    } else if (!root) {
         /* the peer takes root's naive/deferred choice where its own plan may move the slot
          * (not one of its AGC members, ...): its window is the one root's replay fell in
          * (root's micro-batch executions are the peer's; a replay at root's optimizer or
@@ -189,8 +265,9 @@ int dmr_refine_pipeline_peers(FtDmr *d, FtComm *pp, FtComm *peers, long long max
         }
         if (dmr_pipe_apply(&mine, p)) dmr_dyn_prepare(d); /* what the plan reserves changed */
     }
-    for (int s = 0; s < M; s++) unfollowed += p->strat[s] != strat[s];
-    free(strat), free(theirs);
+    for (int s = 0; s < M; s++) unfollowed += p->strat[s] != strat[s] || p->seg[s] != ch.seg[s];
+    free(ch.strat), free(ch.seg), free(ch.win_after), free(ch.win_kind), free(ch.cost);
+    free(theirs);
     dmr_pipe_rank_free(&mine);
     return unfollowed;
 }

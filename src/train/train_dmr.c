@@ -234,9 +234,9 @@ static int ops_on(const FtTape *tp)
 /* dmr.refine = pipeline: the stages refine their plans together (dmr_pipesim.h), collective
  * over the world: every stage makes its plan at the same attempt's end (the profile's attempts
  * are agreed job-wide). With tp or ep > 1 the pipeline of tp rank 0, ep rank 0 refines and
- * every tensor- and expert-parallel peer of a stage runs its choices (dmr_refine_pipeline_peers:
- * peers meet at every all-reduce and all-to-all, so a check one runs at once is the others'
- * wait); the peers' communicator is made here, for this once. */
+ * every tensor- and expert-parallel peer of a stage runs its micro-batch plan
+ * (dmr_refine_pipeline_peers: peers meet at every all-reduce and all-to-all, so a check one
+ * runs at once is the others' wait); the peers' communicator is made here, for this once. */
 static void pipe_refine(FtTrainDmr *td, FtDmr *d)
 {
     FtTrainer *tr = td->tr;
@@ -264,11 +264,11 @@ static void pipe_refine(FtTrainDmr *td, FtDmr *d)
         return;
     }
     td->rf = rf, td->refined = true;
-    if (apart > 0) /* the peer's own AGC segments where its first peer chose naive or deferred */
+    if (apart > 0) /* the first peer's plan could not be taken whole */
         ft_log_rank(FT_LOG_INFO, "dmr: pipeline refinement: %d micro-batch op executions keep "
                     "this rank's own strategy where its stage's first peer (tp and ep rank 0) "
-                    "chose another (its plan may not move them: its AGC members, experts the "
-                    "run-time planner takes, none with a window after it)", apart);
+                    "chose another (a window of the first peer's it lacks, so it took only "
+                    "the naive/deferred choices its plan may move)", apart);
     /* the same on every stage and peer: one line per pipeline */
     if (comm_rank(tr->c_pp) == 0 && g->tp_rank == 0 && g->ep_rank == 0)
         ft_log_rank(FT_LOG_INFO, "dmr: pipeline refinement: simulated step %.3f ms without checks, "
