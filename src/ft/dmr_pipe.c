@@ -97,12 +97,6 @@ int dmr_refine_pipeline(FtDmr *d, FtComm *pp, long long max_work, FtPipeRefine *
     return refine(d, pp, max_work, out, NULL, NULL);
 }
 
-/* 1 on every rank of c when v is the same on all of them (|v| < 2^62). */
-static bool same_over(FtComm *c, long long v)
-{
-    return comm_max_i64(c, v) == -comm_max_i64(c, -v);
-}
-
 /* The micro-batch tape's ops, not their sizes (a vocabulary split unevenly gives tp peers
  * shards of other sizes): what a slot names. */
 static unsigned long long tape_ops_sig(const FtTape *tp)
@@ -121,9 +115,20 @@ static unsigned long long tape_ops_sig(const FtTape *tp)
     return h;
 }
 
-static bool same_hash(FtComm *c, uint64_t h)
+/* What the peers must share for root's slots and replays to name theirs: the micro-batch part
+ * (micro-batches planned apart, entries), the tape's ops and the micro-batch executions' order
+ * (every one a micro-batch slot, up to the barrier). 0: none (an execution out of the part). */
+static unsigned long long micro_sig(const FtDmrEntryPlan *p, const FtTape *micro,
+                                    const FtPipeRank *r)
 {
-    return same_over(c, (long long)(h >> 32)) && same_over(c, (long long)(h & 0xffffffffu));
+    int M = p->ninst * p->nmicro;
+    for (int k = 0; k <= r->last_micro; k++)
+        if (r->slot[k] >= M) return 0;
+    unsigned long long h[2] = {tape_ops_sig(micro), dmr_pipe_sig(r->slot, r->last_micro + 1)};
+    int v[7] = {p->nmicro, p->ninst, r->last_micro};
+    memcpy(v + 3, h, sizeof h);
+    unsigned long long sig = dmr_pipe_sig(v, 7);
+    return sig ? sig : 1;
 }
 
 /* What the first peer (root) sends of each micro-batch execution's plan (M slots each). */
@@ -199,16 +204,9 @@ int dmr_refine_pipeline_peers(FtDmr *d, FtComm *pp, FtComm *peers, long long max
     FtDmrEntryPlan *p = &d->plan;
     bool have = p->strat && p->pos && d->prof.steps > 0 &&
                 !dmr_pipe_rank_build(&d->prof, p, d->micro, d->opt, st, P, d->budget, &mine);
-    long long bad = comm_max_i64(peers, have ? 0 : 1);
-    if (!bad) {
-        int M = p->ninst * p->nmicro;
-        bool same = same_over(peers, p->nmicro) && same_over(peers, p->ninst) &&
-                    same_over(peers, mine.last_micro) &&
-                    same_hash(peers, tape_ops_sig(d->micro)) &&
-                    same_hash(peers, dmr_pipe_sig(mine.slot, mine.last_micro + 1));
-        for (int k = 0; same && k <= mine.last_micro; k++) same = mine.slot[k] < M;
-        bad = comm_max_i64(peers, same ? 0 : 1);
-    }
+    unsigned long long sig = have ? micro_sig(p, d->micro, &mine) : 0, root_sig = sig;
+    comm_bcast(peers, &root_sig, 1, FT_I64, 0);
+    long long bad = !comm_all_true(peers, sig != 0 && sig == root_sig);
     int rc = -1, last = -1, *theirs = NULL;
     if (!bad) {
         theirs = malloc((size_t)p->n * sizeof *theirs);
@@ -233,7 +231,6 @@ int dmr_refine_pipeline_peers(FtDmr *d, FtComm *pp, FtComm *peers, long long max
                      .win_kind = malloc(mi), .cost = malloc((size_t)M * sizeof(double)),
                      .nseg = p->nseg};
     FT_ASSERT(ch.strat && ch.seg && ch.win_after && ch.win_kind && ch.cost);
-    int *strat = ch.strat;
     if (root)
         for (int s = 0; s < M; s++) {
             int w = p->window[s];
@@ -258,14 +255,15 @@ int dmr_refine_pipeline_peers(FtDmr *d, FtComm *pp, FtComm *peers, long long max
          * drain is the peer's drain) */
         for (int s = 0; s < M; s++) {
             mine.replayed_before[s] = -1;
-            if (!mine.flip[s] || (strat[s] != PLAN_NAIVE && strat[s] != PLAN_DEFERRED)) continue;
-            mine.strat[s] = strat[s];
-            if (strat[s] == PLAN_DEFERRED)
+            int st_s = ch.strat[s];
+            if (!mine.flip[s] || (st_s != PLAN_NAIVE && st_s != PLAN_DEFERRED)) continue;
+            mine.strat[s] = st_s;
+            if (st_s == PLAN_DEFERRED)
                 mine.replayed_before[s] = theirs[s] >= 0 && theirs[s] <= last ? theirs[s] : mine.n;
         }
         if (dmr_pipe_apply(&mine, p)) dmr_dyn_prepare(d); /* what the plan reserves changed */
     }
-    for (int s = 0; s < M; s++) unfollowed += p->strat[s] != strat[s] || p->seg[s] != ch.seg[s];
+    for (int s = 0; s < M; s++) unfollowed += p->strat[s] != ch.strat[s] || p->seg[s] != ch.seg[s];
     free(ch.strat), free(ch.seg), free(ch.win_after), free(ch.win_kind), free(ch.cost);
     free(theirs);
     dmr_pipe_rank_free(&mine);
