@@ -8,6 +8,9 @@
 #   make DEBUG=1      -O0 with address+undefined sanitizers; SAN=address (or thread, ...) alone
 #   make CUDA=1       bin/ftllm with the CUDA backend too (cuda/*.cu; run.backend = cuda), in
 #                     build/cuda/; `make cuda-check` builds it and the GPU tests (tests/gpu/)
+#   make CUDA=emu     the same CUDA sources on ftllm's CUDA emulator (cuda/emu/: g++, host
+#                     fibers, checked launches and memory), in build/cuda-emu/, so the kernels
+#                     run and are tested without a GPU; `make cuda-emu-check` builds the GPU tests
 #   make deps         install missing Debian packages (scripts/install-deps; make test adds the
 #                     test-only ones, a one-node Slurm: make deps-test)
 #   make MPI=openmpi  bin/ftllm-openmpi: ftllm against Open MPI 5.0.11 with ULFM (survives real
@@ -35,14 +38,14 @@ CUDA_HOME ?= /usr/local/cuda
 CUDA_ARCH ?= 90
 NVCC     := $(CUDA_HOME)/bin/nvcc
 ifeq ($(origin OPT),undefined)
-  OPT := -O2 $(if $(filter 0,$(CUDA)),-march=native,-march=x86-64-v3)
+  OPT := -O2 $(if $(filter 0 emu,$(CUDA)),-march=native,-march=x86-64-v3)
 endif
 
 ifeq ($(DEBUG),1)
   OPT := -O0
   SAN := address,undefined
 endif
-ifneq ($(CUDA),0)
+ifeq ($(CUDA),1)
   ifeq ($(wildcard $(NVCC)),)
     $(error CUDA=1: no nvcc at $(NVCC): install the CUDA toolkit or set CUDA_HOME)
   endif
@@ -50,7 +53,7 @@ endif
 
 comma    := ,
 BASE_VARIANT := $(if $(filter 1,$(DEBUG)),debug,$(if $(SAN),san-$(subst $(comma),-,$(SAN)),release))
-CUDA_VARIANT := $(if $(filter release,$(BASE_VARIANT)),cuda,cuda-$(BASE_VARIANT))
+CUDA_VARIANT := $(if $(filter emu,$(CUDA)),cuda-emu,$(if $(filter release,$(BASE_VARIANT)),cuda,cuda-$(BASE_VARIANT)))
 VARIANT  := $(if $(filter 0,$(CUDA)),$(BASE_VARIANT),$(CUDA_VARIANT))
 SANFLAGS := $(if $(SAN),-fsanitize=$(SAN) -fno-omit-frame-pointer -fno-sanitize-recover=undefined)
 
@@ -104,7 +107,7 @@ BENCH_BIN := $(BENCH_SRC:perf/%.c=$(BUILD)/perf/%)
 # The CUDA backend: cuda/*.cu into the same static library, the C sources compiled with
 # FTLLM_CUDA (backend_select.c then offers run.backend = cuda). --fmad=false: no multiply-add
 # contraction, so elementwise kernels give the CPU's bits (cuda/cuda_common.cuh).
-ifneq ($(CUDA),0)
+ifeq ($(CUDA),1)
   CU_SRC   := $(wildcard cuda/*.cu)
   CU_OBJ   := $(CU_SRC:%.cu=$(BUILD)/%.o)
   LIB_OBJ  += $(CU_OBJ)
@@ -114,10 +117,26 @@ ifneq ($(CUDA),0)
                -gencode arch=compute_$(CUDA_ARCH),code=compute_$(CUDA_ARCH) \
                -Iinclude -Xcompiler -Wall,-Wextra,-Wno-unused-parameter $(NVCCFLAGS_EXTRA)
   LDLIBS   += -L$(CUDA_HOME)/lib64 -lcublas -lcudart -lstdc++ -ldl -Wl,-rpath,$(CUDA_HOME)/lib64
+else ifeq ($(CUDA),emu)
+# The CUDA emulator (cuda/emu/README.md): each .cu has its launches rewritten by one sed
+# (k<<<g, b, s, st>>>(args) -> ftemu::launch("k", g, b, s, st, k)(args)) and is compiled by g++
+# against cuda/emu's headers; no sanitizer (its fibers switch stacks), no CUDA toolkit needed.
+  ifneq ($(SAN),)
+    $(error CUDA=emu: no sanitizer builds (the emulator's fibers switch stacks): drop SAN/DEBUG)
+  endif
+  CU_SRC   := $(wildcard cuda/*.cu)
+  CU_OBJ   := $(CU_SRC:%.cu=$(BUILD)/%.o) $(BUILD)/cuda/emu/emu_runtime.o
+  LIB_OBJ  += $(CU_OBJ)
+  CFLAGS   += -DFTLLM_CUDA -DFTLLM_CUDA_EMU -Icuda/emu
+  EMU_CXXFLAGS := -std=c++17 $(OPT) -g -Wall -Wextra -Wno-unused-parameter -Wno-unused-function -Wno-unknown-pragmas \
+               -fno-strict-aliasing -Icuda/emu -Icuda -Iinclude -I$(BLAS_INC) -include emu_device.h
+  LDLIBS   += -lstdc++
+else ifneq ($(CUDA),0)
+  $(error CUDA=$(CUDA): expected 0 (CPU only), 1 (nvcc, the CUDA toolkit) or emu (the emulator))
 endif
 
 .PHONY: all run test test-run test-slurm deps-test bench bench-run studies studies-run fuzz deps clean \
-  inputs-doc FORCE data cuda-check
+  inputs-doc FORCE data cuda-check cuda-emu-check
 ifeq ($(MPI),openmpi)
 all: bin/ftllm-openmpi
 else
@@ -143,9 +162,21 @@ $(BUILD)/%.o: %.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -MMD -MP -c -o $@ $<
 
+ifeq ($(CUDA),emu)
+$(BUILD)/%.o: %.cu
+	@mkdir -p $(dir $@)
+	@{ echo '#line 1 "$<"'; sed -E 's/([A-Za-z_][A-Za-z0-9_]*(<[^;()<>]*>)?)<<<(.*)>>>\(/ftemu::launch("\1", \3, \1)(/' $<; } > $(BUILD)/$*.emu.cc
+	@! grep -n '<<<' $(BUILD)/$*.emu.cc || { echo "$<: a launch the emulator's sed cannot rewrite (keep k<<<...>>>( on one line)"; exit 1; }
+	$(CXX) $(EMU_CXXFLAGS) -MMD -MP -MT $@ -c -o $@ -x c++ $(BUILD)/$*.emu.cc
+
+$(BUILD)/cuda/emu/%.o: cuda/emu/%.cc
+	@mkdir -p $(dir $@)
+	$(CXX) $(EMU_CXXFLAGS) -MMD -MP -c -o $@ $<
+else
 $(BUILD)/%.o: %.cu
 	@mkdir -p $(dir $@)
 	$(NVCC) $(NVCCFLAGS) -MMD -MP -c -o $@ $<
+endif
 
 $(BUILD)/tests/%: $(BUILD)/tests/%.o $(TEST_HELPER) $(LIB)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS) $(shell pkg-config --libs cmocka 2>/dev/null)
@@ -177,6 +208,8 @@ test: deps-test
 SAN_BIN := $(if $(SAN),$(BUILD)/ftllm,build/san-address/ftllm)
 # Where nvcc exists the CUDA build is compiled too (a broken .cu fails the tests); its result
 # goes to build/cuda/build.rc for tests/run.sh to count, and its GPU tests skip without a GPU.
+# The CUDA emulator's build (cuda/emu/) is compiled everywhere (build/cuda-emu/build.rc), and
+# the GPU tests run on it.
 HAVE_NVCC := $(if $(wildcard $(NVCC)),1)
 test-run: bin/ftllm $(TEST_BIN) $(BENCH_BIN)
 	@$(MAKE) --no-print-directory data
@@ -186,7 +219,10 @@ test-run: bin/ftllm $(TEST_BIN) $(BENCH_BIN)
 	@$(if $(HAVE_NVCC),mkdir -p build/cuda && { $(MAKE) --no-print-directory CUDA=1 DEBUG=0 \
 	  SAN= cuda-check > build/cuda/build.log 2>&1; echo $$? > build/cuda/build.rc; }, \
 	  rm -f build/cuda/build.rc)
-	@FTLLM_CUDA_BUILD=$(if $(HAVE_NVCC),build/cuda) tests/run.sh $(BUILD) $(SAN_BIN)
+	@mkdir -p build/cuda-emu && { $(MAKE) --no-print-directory CUDA=emu DEBUG=0 SAN= cuda-check \
+	  > build/cuda-emu/build.log 2>&1; echo $$? > build/cuda-emu/build.rc; }
+	@FTLLM_CUDA_BUILD=$(if $(HAVE_NVCC),build/cuda) FTLLM_CUDA_EMU_BUILD=build/cuda-emu \
+	  tests/run.sh $(BUILD) $(SAN_BIN)
 
 # The jobscripts' test alone (part of `make test`): a one-node Slurm started and stopped for it.
 test-slurm: deps-test
@@ -202,6 +238,8 @@ else
 cuda-check:
 	@$(MAKE) --no-print-directory CUDA=1 DEBUG=0 SAN= cuda-check
 endif
+cuda-emu-check:
+	@$(MAKE) --no-print-directory CUDA=emu DEBUG=0 SAN= cuda-check
 
 # The default token shards data/train_000.bin, data/val_000.bin (git-ignored) from a text in a
 # Debian package (scripts/make-data says which and why); quick when they exist.

@@ -134,7 +134,8 @@ flash_bwd_kv_kernel(float *dqkv, const float *D, const float *dy, const float *q
         int nq = min(FL_B, T - q0);
         load_tile<HS>(qs, base, row, q0, nq);
         load_tile<HS>(gs, gb, (size_t)C, q0, nq);
-        if (threadIdx.x < nq) ls[threadIdx.x] = lb[q0 + threadIdx.x], ds_[threadIdx.x] = db[q0 + threadIdx.x];
+        if ((int)threadIdx.x < nq)
+            ls[threadIdx.x] = lb[q0 + threadIdx.x], ds_[threadIdx.x] = db[q0 + threadIdx.x];
         __syncthreads();
         if (live)
             fl_kv_tile(DK, k, v, acc, &qs[0][0], &gs[0][0], ls, ds_, fl_first_query(t2, q0), nq,

@@ -6,8 +6,11 @@
 #  - the CUDA build, where FTLLM_CUDA_BUILD names its folder (make test sets it where nvcc
 #    exists): its compilation (make's exit code in build.rc, log in build.log) counts as one
 #    check, and its GPU tests (tests/gpu/) run like the others (they skip without a GPU);
+#  - the CUDA emulator's build, where FTLLM_CUDA_EMU_BUILD names its folder (make test always
+#    does): its compilation counts as one check, and the GPU tests run on it (cuda/emu/);
 #  - tests/e2e/*.sh, end-to-end checks of bin/ftllm (and of the sanitizer build SAN_BINARY; of
-#    the CUDA build's binary as FTLLM_CUDA when there is one); they get BUILD_DIR as FTLLM_BUILD
+#    the CUDA build's binary as FTLLM_CUDA when there is one, of the emulator's as
+#    FTLLM_CUDA_EMU); they get BUILD_DIR as FTLLM_BUILD
 #    (bench_smoke.sh runs BUILD_DIR/perf/bench_* in smoke mode).
 set -u
 build=${1:?usage: tests/run.sh BUILD_DIR SAN_BINARY}
@@ -67,11 +70,48 @@ if [ -n "$cuda" ]; then
   run_tests "$cuda/tests/gpu" tests/gpu
 fi
 
+# The CUDA emulator's build (make CUDA=emu: cuda/emu/, every machine): its compilation counts as
+# one check, then the GPU tests run on it for real: the kernel comparisons under each attention
+# kernel and both thread orders (FTEMU_ORDER: a missing barrier shows in one order or the
+# other), the training, DMR and NCCL tests once each.
+emu=${FTLLM_CUDA_EMU_BUILD:-}
+if [ -n "$emu" ]; then
+  t0=$SECONDS
+  rc=$(cat "$emu/build.rc" 2>/dev/null || echo 1)
+  if [ "$rc" = 0 ]; then
+    echo "[  PASSED  ] 1 test(s)." > "$logdir/cuda-emu-build.log"
+  else
+    echo "---- make CUDA=emu cuda-check failed (exit $rc): ----" > "$logdir/cuda-emu-build.log"
+    tail -n 40 "$emu/build.log" >> "$logdir/cuda-emu-build.log" 2>/dev/null
+    echo "[  FAILED  ] 1 test(s)." >> "$logdir/cuda-emu-build.log"
+  fi
+  count "$logdir/cuda-emu-build.log" 0 "cuda emulator build (make CUDA=emu; log $emu/build.log)"
+  emu_run() { # emu_run NAME ORDER ATTENTION: one GPU test on the emulator, one rank
+    local log=$logdir/emu-$1-$2-$3.log
+    t0=$SECONDS
+    if [ -x "$emu/tests/gpu/$1" ]; then
+      FTEMU_ORDER=$2 FTLLM_CUDA_ATTENTION=$3 timeout 900 mpiexec -n 1 "$emu/tests/gpu/$1" \
+        > "$log" 2>&1
+      count "$log" $? "$1 (emulator, $2, attention $3)"
+    else
+      echo "[  FAILED  ] 1 test(s)." > "$log"
+      count "$log" 1 "$1 (emulator: not built)"
+    fi
+  }
+  for att in rows flash gemm; do
+    for order in forward reverse; do emu_run test_gpu_ops $order $att; done
+  done
+  emu_run test_gpu_train forward rows
+  emu_run test_gpu_dmr reverse rows
+  emu_run test_gpu_nccl forward rows
+fi
+
 for script in tests/e2e/*.sh; do
   name=$(basename "$script" .sh)
   log=$logdir/e2e-$name.log
   t0=$SECONDS
   FTLLM=bin/ftllm FTLLM_SAN=$san FTLLM_BUILD=$build FTLLM_CUDA=${cuda:+$cuda/ftllm} \
+    FTLLM_CUDA_EMU=${emu:+$emu/ftllm} \
     timeout 900 bash "$script" > "$log" 2>&1
   count "$log" $? "e2e/$name"
 done

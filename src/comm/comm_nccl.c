@@ -66,6 +66,16 @@ static bool load(void)
 {
     if (g_nccl.tried) return g_nccl.ok;
     g_nccl.tried = true;
+#ifdef FTLLM_CUDA_EMU /* the CUDA emulator's one-rank NCCL (cuda/emu/nccl.h), linked in */
+    g_nccl.get_unique_id = ncclGetUniqueId, g_nccl.init_rank = ncclCommInitRank;
+    g_nccl.destroy = ncclCommDestroy, g_nccl.all_reduce = ncclAllReduce;
+    g_nccl.reduce_scatter = ncclReduceScatter, g_nccl.all_gather = ncclAllGather;
+    g_nccl.broadcast = ncclBroadcast, g_nccl.send = ncclSend, g_nccl.recv = ncclRecv;
+    g_nccl.group_start = ncclGroupStart, g_nccl.group_end = ncclGroupEnd;
+    g_nccl.error_string = ncclGetErrorString;
+    g_nccl.ok = true;
+    return true;
+#endif
     void *h = dlopen("libnccl.so.2", RTLD_NOW | RTLD_LOCAL);
     if (!h) {
         snprintf(g_nccl.why, sizeof g_nccl.why, "NCCL: cannot load libnccl.so.2: %s", dlerror());

@@ -206,7 +206,8 @@ else
       checkpoint.dir="$ck" checkpoint.interval=1
     run "cuda build: resumes on the GPU" 0 "" 1 "$cuda" train $deck $short train.steps=3 \
       run.backend=cuda checkpoint.dir="$ck" checkpoint.resume=auto
-    has "cuda build: resumed at step 2" '^verdict: OK \(trained 1 step'
+    has "cuda build: resumed at step 2" '^resumed from .*: step 2, '
+    has "cuda build: resumed run's verdict" '^verdict: OK \(trained 3 steps'
     rm -rf "$ck"
   else
     run "cuda build without a GPU: one line, exit 2" 2 "run.backend = cuda: no usable GPU:" \
