@@ -233,7 +233,7 @@ test-slurm: deps-test
 ifneq ($(CUDA),0)
 cuda-check: $(BUILD)/ftllm $(GPU_TEST_BIN)
 	@echo "cuda-check: $(BUILD)/ftllm and $(words $(GPU_TEST_BIN)) GPU test(s) built" \
-	  "(sm_$(CUDA_ARCH) + PTX)"
+	  $(if $(filter emu,$(CUDA)),"(on the CUDA emulator)","(sm_$(CUDA_ARCH) + PTX)")
 else
 cuda-check:
 	@$(MAKE) --no-print-directory CUDA=1 DEBUG=0 SAN= cuda-check
