@@ -17,7 +17,7 @@
 #   small   inputs/default.ini (L 4, C 128, T 64, B 4), 20 steps, on cpu and on cuda, and on
 #           cuda with naive DMR and inputs/default.faults' flips (all caught: the dmr line);
 #           then on 2 ranks sharing the GPU (dp 2, pp 2: MPI staged through host memory; dp 2
-#           with SPARe r 2 and replica 1 failing before step 10), and
+#           with SPARe r 2 and replica 1 failing halfway), and
 #           4 steps on cuda with checkpoints, resumed to 6, against 6 straight (the last losses
 #           must be equal)
 #   gpt2s   GPT-2 small's shape with the byte vocabulary (L 12, NH 12, C 768, T 1024, B 8),
@@ -41,6 +41,10 @@
 # Rates leave out the first step (train.rate_skip = 1). Logs go to $LOGS (default
 # build/gpu-run/). Exit code 0 when every check passed; a skipped GPU test counts as failed
 # here (on a GPU machine a skip means the GPU was not usable).
+# GPU_RUN_SMOKE=1: the same steps at toy sizes (the 124M and gpt2s rows on a 2-layer model of
+# width 64 with the same flags, 4 steps for the small rows, only the ops and NCCL tests), for a
+# dry run of this script on the CUDA emulator (tests/e2e/cuda_emu.sh, every make test): no
+# number it prints means anything, but every row's flags, log lines and checks are exercised.
 set -u
 DEADLINE=${DEADLINE:-540}
 # cap SECONDS: a step's timeout, at most what is left before the deadline (0: none left)
@@ -50,9 +54,11 @@ cap() {
   echo $(("$1" < left ? "$1" : left))
 }
 bundle=${1:?usage: perf/gpu/run.sh BUNDLE (a gpu-bundle folder or .tar.xz)}
-GPU_STEPS=${GPU_STEPS:-20}
-BENCH_STEPS=${BENCH_STEPS:-8}
-CPU_STEPS=${CPU_STEPS:-3}
+SMOKE=${GPU_RUN_SMOKE:-0}
+GPU_STEPS=${GPU_STEPS:-$([ "$SMOKE" = 1 ] && echo 2 || echo 20)}
+BENCH_STEPS=${BENCH_STEPS:-$([ "$SMOKE" = 1 ] && echo 2 || echo 8)}
+CPU_STEPS=${CPU_STEPS:-$([ "$SMOKE" = 1 ] && echo 2 || echo 3)}
+SMALL_STEPS=$([ "$SMOKE" = 1 ] && echo 4 || echo 20)
 work=$(mktemp -d "${TMPDIR:-/tmp}/ftllm_gpu_XXXXXX") # the unpacked bundle, the shards
 trap 'rm -rf "$work"' EXIT
 logs=${LOGS:-build/gpu-run} # every step's log, kept
@@ -80,8 +86,10 @@ echo "== GPU tests"
 # the ops and training tests again with the other attention kernels (FTLLM_CUDA_ATTENTION=flash:
 # tiled, cuda/ops_attention_flash.cu; =gemm: cuBLAS batched GEMMs, cuda/ops_attention_gemm.cu;
 # not yet the default)
-for t in test_gpu_ops test_gpu_train test_gpu_dmr test_gpu_nccl flash:test_gpu_ops \
-  flash:test_gpu_train gemm:test_gpu_ops gemm:test_gpu_train; do
+tests="test_gpu_ops test_gpu_train test_gpu_dmr test_gpu_nccl flash:test_gpu_ops"
+tests="$tests flash:test_gpu_train gemm:test_gpu_ops gemm:test_gpu_train"
+[ "$SMOKE" = 1 ] && tests="test_gpu_ops test_gpu_nccl flash:test_gpu_ops gemm:test_gpu_ops"
+for t in $tests; do
   if [ "$t" != "${t#*:}" ]; then
     export FTLLM_CUDA_ATTENTION=${t%%:*}
     t=${t#*:}
@@ -169,15 +177,16 @@ train() {
   row "train $name" "$be, $steps steps${label:+, $label}" "$ms" "$tok" "$gf" "$mfu" "$loss"
 }
 
-label="" train small cpu 20
-label="" train small cuda 20
-label="dmr naive + flips" train small cuda 20 dmr.mode=naive faults.schedule=inputs/default.faults
+ss=$SMALL_STEPS
+label="" train small cpu $ss
+label="" train small cuda $ss
+label="dmr naive + flips" train small cuda $ss dmr.mode=naive faults.schedule=inputs/default.faults
 # two ranks on the one GPU, their messages staged through host memory (comm_staged.c)
-np=2 label="2 ranks, dp 2, MPI staged" train small cuda 20 parallel.dp=2
-np=2 label="2 ranks, pp 2, MPI staged" train small cuda 20 parallel.pp=2 parallel.microbatches=2
-# SPARe with the model on the GPU: replica 1 fails before step 10, the survivor goes on alone
-printf 'fail step=10 replica=1\n' > "$work/spare.faults"
-np=2 label="2 ranks, dp 2, SPARe r 2, replica 1 fails" train small cuda 20 parallel.dp=2 \
+np=2 label="2 ranks, dp 2, MPI staged" train small cuda $ss parallel.dp=2
+np=2 label="2 ranks, pp 2, MPI staged" train small cuda $ss parallel.pp=2 parallel.microbatches=2
+# SPARe with the model on the GPU: replica 1 fails halfway, the survivor goes on alone
+printf 'fail step=%d replica=1\n' $((ss / 2)) > "$work/spare.faults"
+np=2 label="2 ranks, dp 2, SPARe r 2, replica 1 fails" train small cuda $ss parallel.dp=2 \
   spare.r=2 faults.schedule="$work/spare.faults"
 # checkpoints of the GPU model (staged through host memory) and a resume from one: the resumed
 # run's last loss must be the straight run's
@@ -197,6 +206,7 @@ else
 fi
 g124="model.layers=12 model.heads=12 model.channels=768 model.seq_len=1024 model.vocab=50257"
 g124="$g124 model.vocab_pad=128 train.batch=16"
+[ "$SMOKE" = 1 ] && g124="$g124 model.layers=2 model.heads=2 model.channels=64 model.seq_len=64 train.batch=2"
 # rows124 PREC: the issue's rows for GPT-2 124M in one precision
 rows124() {
   local prec=$1
@@ -252,6 +262,7 @@ for att in rows gemm; do
   sed -n '/^op  *calls  *ms/,/^time per region/p' "$last_log" | grep -v '^time per region'
 done
 gpt2s="model.layers=12 model.heads=12 model.channels=768 model.seq_len=1024 train.batch=8"
+[ "$SMOKE" = 1 ] && gpt2s="$gpt2s model.layers=2 model.heads=2 model.channels=64 model.seq_len=64"
 # shellcheck disable=SC2086
 label="" train gpt2s cuda "$GPU_STEPS" $gpt2s
 rows124 fp32
