@@ -10,8 +10,8 @@
 #  - 2 ranks sharing the one emulated GPU (dp 2; pp 2): MPI staged through host memory;
 #  - SPARe on a device model: replica 1 fails and is masked;
 #  - the default deck's injected flip is caught and rolled back (naive DMR on the checker
-#    stream), and a planned DMR run with full activation checkpointing catches random flips;
-#  - perf/gpu/run.sh (what a GPU session runs) at toy sizes (GPU_RUN_SMOKE=1): every row.
+#    stream), and a planned DMR run with full activation checkpointing catches random flips.
+# (perf/gpu/run.sh's dry run on the emulator: tests/e2e/gpu_run_emu.sh.)
 source tests/e2e/lib.bash
 
 emu=${FTLLM_CUDA_EMU:-}
@@ -93,26 +93,4 @@ run "emulator: planned DMR, random flips" 0 "" 1 "$emu" train $deck train.steps=
   parallel.microbatches=2 faults.schedule="$E2E_TMP/rand.faults"
 has "emulator: planned DMR caught every flip" '^faults: sdc injected 6, detected 6, rolled back [0-9]+, missed 0 '
 
-# perf/gpu/run.sh, the script a GPU session runs in its few minutes of device time, dry-run at
-# toy sizes (GPU_RUN_SMOKE=1) on the emulator's binaries in a folder laid out as a gpu-bundle's:
-# every row's flags, log lines and checks (about 3 minutes)
-fb=$E2E_TMP/bundle
-mkdir -p "$fb/bin" && : > "$fb/env.sh"
-for b in ftllm tests/gpu/test_gpu_ops tests/gpu/test_gpu_train tests/gpu/test_gpu_dmr \
-  tests/gpu/test_gpu_nccl; do
-  ln -s "$(cd "$(dirname "$emu")" && pwd)/$b" "$fb/bin/$(basename "$b")"
-done
-GPU_RUN_SMOKE=1 LOGS=$E2E_TMP/gpu-run timeout 900 perf/gpu/run.sh "$fb" > "$E2E_TMP/gpurun" 2>&1
-rc=$?
-grep -q '^verdict: OK' "$E2E_TMP/gpurun" && [ $rc = 0 ] &&
-  ok "emulator: perf/gpu/run.sh dry run passes" ||
-  bad "emulator: perf/gpu/run.sh dry run passes" "rc $rc: $(tail -c 1500 "$E2E_TMP/gpurun")"
-for want in '^test_gpu_ops \(flash\) +\| 11 passed, 0 failed, 0 skipped' \
-  '^train small +\| cuda, 4 steps, dmr naive \+ flips .*sdc injected 1, detected 1, rolled back 1, missed 0' \
-  '^checkpoint \+ resume on cuda +\| step 6 loss [0-9.]+ = the straight run' \
-  '^dmr planned vs bound, bf16 +\| \+[0-9.]+%; bound [0-9.]+%, in time order [0-9.]+%' \
-  '^dmr planned vs bound, fp32 +\| \+[0-9.]+%' '^train gpt2s +\| cpu, 2 steps'; do
-  grep -Eq "$want" "$E2E_TMP/gpurun" && ok "emulator: run.sh row /$want/" ||
-    bad "emulator: run.sh row /$want/" "not in its table"
-done
 e2e_finish

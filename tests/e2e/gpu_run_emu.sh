@@ -1,0 +1,34 @@
+#!/bin/bash
+# e2e/gpu_run_emu.sh: perf/gpu/run.sh, the script a GPU session runs in its few minutes of device
+# time, dry-run at toy sizes (GPU_RUN_SMOKE=1) on the CUDA emulator's binaries ($FTLLM_CUDA_EMU:
+# build/cuda-emu/ftllm and its tests/gpu/, laid out as a gpu-bundle's folder), so a broken row,
+# flag or check shows here rather than on the GPU: its verdict, and the rows of each kind
+# (about 3 minutes).
+source tests/e2e/lib.bash
+
+emu=${FTLLM_CUDA_EMU:-}
+if [ -z "$emu" ] || [ ! -x "$emu" ]; then
+  echo "SKIP: no CUDA emulator build (FTLLM_CUDA_EMU is empty: run outside make test?)"
+  e2e_finish
+  exit
+fi
+fb=$E2E_TMP/bundle
+mkdir -p "$fb/bin" && : > "$fb/env.sh"
+for b in ftllm tests/gpu/test_gpu_ops tests/gpu/test_gpu_train tests/gpu/test_gpu_dmr \
+  tests/gpu/test_gpu_nccl; do
+  ln -s "$(cd "$(dirname "$emu")" && pwd)/$b" "$fb/bin/$(basename "$b")"
+done
+GPU_RUN_SMOKE=1 DEADLINE=840 LOGS=$E2E_TMP/gpu-run timeout 860 perf/gpu/run.sh "$fb" > "$E2E_TMP/gpurun" 2>&1
+rc=$?
+grep -q '^verdict: OK' "$E2E_TMP/gpurun" && [ $rc = 0 ] &&
+  ok "emulator: perf/gpu/run.sh dry run passes" ||
+  bad "emulator: perf/gpu/run.sh dry run passes" "rc $rc: $(tail -c 1500 "$E2E_TMP/gpurun")"
+for want in '^test_gpu_ops \(flash\) +\| 11 passed, 0 failed, 0 skipped' \
+  '^train small +\| cuda, 4 steps, dmr naive \+ flips .*sdc injected 1, detected 1, rolled back 1, missed 0' \
+  '^checkpoint \+ resume on cuda +\| step 6 loss [0-9.]+ = the straight run' \
+  '^dmr planned vs bound, bf16 +\| \+[0-9.]+%; bound [0-9.]+%, in time order [0-9.]+%' \
+  '^dmr planned vs bound, fp32 +\| \+[0-9.]+%' '^train gpt2s +\| cpu, 2 steps'; do
+  grep -Eq "$want" "$E2E_TMP/gpurun" && ok "emulator: run.sh row /$want/" ||
+    bad "emulator: run.sh row /$want/" "not in its table"
+done
+e2e_finish
