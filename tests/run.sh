@@ -73,7 +73,9 @@ fi
 # The CUDA emulator's build (make CUDA=emu: cuda/emu/, every machine): its compilation counts as
 # one check, then the GPU tests run on it for real: the kernel comparisons under each attention
 # kernel and both thread orders (FTEMU_ORDER: a missing barrier shows in one order or the
-# other), the training, DMR and NCCL tests once each.
+# other) with late streams (FTEMU_STREAMS=lazy: a consumer that waits for no event runs
+# before its producer), and with only the primary's stream late (mixed: the checker's and the
+# NCCL stream run early), the training, DMR and NCCL tests once each.
 emu=${FTLLM_CUDA_EMU_BUILD:-}
 if [ -n "$emu" ]; then
   t0=$SECONDS
@@ -86,13 +88,13 @@ if [ -n "$emu" ]; then
     echo "[  FAILED  ] 1 test(s)." >> "$logdir/cuda-emu-build.log"
   fi
   count "$logdir/cuda-emu-build.log" 0 "cuda emulator build (make CUDA=emu; log $emu/build.log)"
-  emu_run() { # emu_run NAME ORDER ATTENTION: one GPU test on the emulator, one rank
-    local log=$logdir/emu-$1-$2-$3.log
+  emu_run() { # emu_run NAME ORDER ATTENTION [STREAMS]: one GPU test on the emulator, one rank
+    local streams=${4:-lazy} log=$logdir/emu-$1-$2-$3-${4:-lazy}.log
     t0=$SECONDS
     if [ -x "$emu/tests/gpu/$1" ]; then
-      FTEMU_ORDER=$2 FTLLM_CUDA_ATTENTION=$3 timeout 900 mpiexec -n 1 "$emu/tests/gpu/$1" \
-        > "$log" 2>&1
-      count "$log" $? "$1 (emulator, $2, attention $3)"
+      FTEMU_ORDER=$2 FTLLM_CUDA_ATTENTION=$3 FTEMU_STREAMS=$streams timeout 900 \
+        mpiexec -n 1 "$emu/tests/gpu/$1" > "$log" 2>&1
+      count "$log" $? "$1 (emulator, $2, attention $3, streams $streams)"
     else
       echo "[  FAILED  ] 1 test(s)." > "$log"
       count "$log" 1 "$1 (emulator: not built)"
@@ -101,6 +103,8 @@ if [ -n "$emu" ]; then
   for att in rows flash gemm; do
     for order in forward reverse; do emu_run test_gpu_ops $order $att; done
   done
+  emu_run test_gpu_ops forward rows mixed # the checker's stream runs early: a missing event shows
+  emu_run test_gpu_nccl forward rows mixed
   emu_run test_gpu_train forward rows
   emu_run test_gpu_dmr reverse rows
   emu_run test_gpu_nccl forward rows

@@ -23,6 +23,8 @@
 #include <type_traits>
 #include <utility>
 
+typedef struct ftemu_stream *cudaStream_t; /* as cuda_runtime.h's (this header comes first) */
+
 #define __global__
 #define __device__
 #define __host__
@@ -55,6 +57,9 @@ extern dim3 g_bdim, g_gdim;
 extern uint64_t g_xchg[2][32][32]; /* the shuffles' exchange words: two sets, per warp, lane */
 
 void yield(int state, unsigned mask);
+/* Puts work on a stream (emu_runtime.cc: run when something waits for it; at once on the NULL
+ * stream or under FTEMU_STREAMS=eager). */
+void enqueue(cudaStream_t s, std::function<void()> work);
 void run_grid(const char *name, dim3 grid, dim3 block, const std::function<void()> &body);
 bool config_ok(const char *name, dim3 grid, dim3 block, size_t smem);
 void check_arg(const char *name, int k, const void *p);
@@ -69,6 +74,7 @@ template <typename... P> struct Launcher {
     const char *name;
     dim3 grid, block;
     bool ok;
+    cudaStream_t stream;
     void (*k)(P...);
     template <typename... A> void operator()(A &&...a)
     {
@@ -76,26 +82,30 @@ template <typename... P> struct Launcher {
         std::tuple<typename std::decay<P>::type...> args(std::forward<A>(a)...);
         int i = 0;
         std::apply([&](const auto &...v) { (check_args(name, i++, v), ...); }, args);
-        run_grid(name, grid, block, [&] { std::apply(k, args); });
+        const char *nm = name;
+        dim3 g = grid, b = block;
+        void (*kern)(P...) = k;
+        enqueue(stream, [nm, g, b, kern, args] {
+            run_grid(nm, g, b, [&] { std::apply(kern, args); });
+        });
     }
 };
 
 template <typename... P>
-Launcher<P...> launch(const char *name, dim3 grid, dim3 block, size_t smem, void *stream,
+Launcher<P...> launch(const char *name, dim3 grid, dim3 block, size_t smem, cudaStream_t stream,
                       void (*k)(P...))
 {
-    (void)stream; /* every stream runs in issue order, at once */
-    return Launcher<P...>{name, grid, block, config_ok(name, grid, block, smem), k};
+    return Launcher<P...>{name, grid, block, config_ok(name, grid, block, smem), stream, k};
 }
 template <typename... P>
 Launcher<P...> launch(const char *name, dim3 grid, dim3 block, void (*k)(P...))
 {
-    return launch(name, grid, block, 0, nullptr, k);
+    return launch(name, grid, block, 0, (cudaStream_t) nullptr, k);
 }
 template <typename... P>
 Launcher<P...> launch(const char *name, dim3 grid, dim3 block, size_t smem, void (*k)(P...))
 {
-    return launch(name, grid, block, smem, nullptr, k);
+    return launch(name, grid, block, smem, (cudaStream_t) nullptr, k);
 }
 
 /* a shuffle: every lane of the warp puts its word, waits for the others, and reads its source

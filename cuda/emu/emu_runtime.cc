@@ -3,9 +3,13 @@
  * and cuBLAS's GEMMs, so that the .cu files of cuda/ run and is tested on a machine without a GPU.
  *
  * Key decisions:
- *  - One host thread runs everything, in issue order: streams and events order nothing (a
- *    missing event between the primary's and the checker's streams is not caught here; the
- *    stand-in device's asynchrony tests the engine's side of that).
+ *  - Streams run late: a kernel, copy, set, GEMM, sort or NCCL operation is queued on its
+ *    stream and runs only when something waits for it (cudaStreamSynchronize, an event waited
+ *    for by another stream or queried by the host, a copy into pageable host memory, cudaFree),
+ *    so work on another stream that is not ordered after it by an event reads what was there
+ *    before, as it may on a GPU, and a test sees it; the host reading pinned memory a queued
+ *    copy fills, before it waited, reads stale bytes the same way. One host thread runs
+ *    everything. FTEMU_STREAMS=eager runs all at once instead (to tell such a bug apart).
  *  - Device memory is host memory from mmap, each block ending at a page whose successor is
  *    PROT_NONE (a kernel that reads past the end of a buffer faults, and the fault handler
  *    names the kernel), filled with 0xff bytes at cudaMalloc (NaN as floats, -1 as ints: what
@@ -26,7 +30,9 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <deque>
 #include <map>
+#include <memory>
 #include <vector>
 
 #include "cublas_v2.h"
@@ -146,9 +152,12 @@ static cudaError_t map_block(void **p, size_t bytes, bool device)
     return cudaSuccess;
 }
 
+static void flush_all(void);
+
 static cudaError_t unmap_block(void *p, bool device)
 {
     if (!p) return cudaSuccess;
+    flush_all(); /* cudaFree waits for the device's work */
     auto it = g_mem.find((uintptr_t)p);
     if (it == g_mem.end() || it->second.device != device)
         return fail(cudaErrorInvalidValue, "%s(%p): not a block it allocated",
@@ -186,10 +195,76 @@ static cudaError_t side_ok(const char *what, const void *p, size_t bytes, int de
     return cudaSuccess;
 }
 
+/* ---- device, streams, events ------------------------------------------------------------- */
+
+struct ftemu_stream {
+    int id;
+    std::deque<std::function<void()>> q; /* issued, not yet run */
+    long long issued, done;
+    bool busy, late; /* late: its work waits until waited for; else it runs when issued */
+};
+struct ftemu_event { ftemu_stream *s; long long pos; }; /* complete once s has run pos items */
+static std::vector<ftemu_stream *> g_streams;
+
+/* FTEMU_STREAMS: lazy (every stream late: a consumer on another stream that does not wait
+ * for its producer runs first), mixed (only the first stream made is late, the primary's of
+ * the CUDA backend; the others run at once: a consumer there that does not wait for the
+ * primary's work runs before it), eager (everything at once, in issue order). */
+enum { LAZY, MIXED, EAGER };
+static int stream_mode(void)
+{
+    static int m = -1;
+    if (m < 0) {
+        const char *v = getenv("FTEMU_STREAMS");
+        m = !v || !strcmp(v, "lazy") ? LAZY : !strcmp(v, "mixed") ? MIXED
+            : !strcmp(v, "eager") ? EAGER : -2;
+        if (m == -2) die("FTEMU_STREAMS=%s: expected lazy (the default), mixed or eager", v);
+    }
+    return m;
+}
+static bool eager(void) { return stream_mode() == EAGER; }
+
+/* Runs s's queued work until it has run `upto` items. */
+static void advance(ftemu_stream *s, long long upto)
+{
+    if (s->done >= upto) return;
+    if (s->busy)
+        die("stream %d waits for its own later work (an event cycle: a deadlock on a GPU)", s->id);
+    s->busy = true;
+    while (s->done < upto) {
+        std::function<void()> w = std::move(s->q.front());
+        s->q.pop_front();
+        w();
+        s->done++;
+    }
+    s->busy = false;
+}
+
+static void flush_all(void)
+{
+    for (size_t i = 0; i < g_streams.size(); i++) advance(g_streams[i], g_streams[i]->issued);
+}
+
+void ftemu::enqueue(cudaStream_t s, std::function<void()> work)
+{
+    if (!s || eager()) {
+        work();
+        return;
+    }
+    s->q.push_back(std::move(work));
+    s->issued++;
+    if (!s->late) advance(s, s->issued);
+}
+
+static bool pinned(const void *p)
+{
+    const Block *b = find(p, NULL);
+    return b && !b->device;
+}
+
 extern "C" cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t bytes,
                                        cudaMemcpyKind kind, cudaStream_t s)
 {
-    (void)s;
     if (!bytes) return cudaSuccess;
     int d = -1, r = -1;
     switch (kind) {
@@ -197,29 +272,35 @@ extern "C" cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t bytes,
     case cudaMemcpyDeviceToHost: d = 0, r = 1; break;
     case cudaMemcpyDeviceToDevice: d = 1, r = 1; break;
     case cudaMemcpyHostToHost: d = 0, r = 0; break;
-    default: break;
+    default:
+        d = ftemu_is_device_range(dst, bytes), r = ftemu_is_device_range(src, bytes);
+        break;
     }
     cudaError_t e = side_ok("cudaMemcpyAsync's destination", dst, bytes, d);
     if (e == cudaSuccess) e = side_ok("cudaMemcpyAsync's source", src, bytes, r);
     if (e != cudaSuccess) return e;
-    memmove(dst, src, bytes);
+    if (d == 0 && !pinned(dst)) { /* into pageable memory: the call returns when it is done */
+        if (s) advance(s, s->issued);
+        memmove(dst, src, bytes);
+        return cudaSuccess;
+    }
+    if (r == 0 && !pinned(src)) { /* from pageable memory: read now, written in stream order */
+        auto copy = std::make_shared<std::vector<char>>((const char *)src, (const char *)src + bytes);
+        ftemu::enqueue(s, [dst, copy] { memcpy(dst, copy->data(), copy->size()); });
+        return cudaSuccess;
+    }
+    ftemu::enqueue(s, [dst, src, bytes] { memmove(dst, src, bytes); });
     return cudaSuccess;
 }
 
 extern "C" cudaError_t cudaMemsetAsync(void *dst, int value, size_t bytes, cudaStream_t s)
 {
-    (void)s;
     if (!bytes) return cudaSuccess;
     cudaError_t e = side_ok("cudaMemsetAsync", dst, bytes, 1);
     if (e != cudaSuccess) return e;
-    memset(dst, value, bytes);
+    ftemu::enqueue(s, [dst, value, bytes] { memset(dst, value, bytes); });
     return cudaSuccess;
 }
-
-/* ---- device, streams, events ------------------------------------------------------------- */
-
-struct ftemu_stream { int id; };
-struct ftemu_event { int recorded; };
 
 extern "C" cudaError_t cudaGetDeviceCount(int *n)
 {
@@ -247,28 +328,40 @@ extern "C" cudaError_t cudaStreamCreateWithFlags(cudaStream_t *s, unsigned flags
 {
     (void)flags;
     static int next;
-    *s = new ftemu_stream{++next};
+    ++next;
+    *s = new ftemu_stream{next, {}, 0, 0, false, stream_mode() == LAZY || next == 1};
+    g_streams.push_back(*s);
     return cudaSuccess;
 }
 extern "C" cudaError_t cudaStreamDestroy(cudaStream_t s)
 {
+    if (!s) return fail(cudaErrorInvalidValue, "cudaStreamDestroy: no stream");
+    advance(s, s->issued);
+    for (size_t i = 0; i < g_streams.size(); i++)
+        if (g_streams[i] == s) g_streams.erase(g_streams.begin() + (long)i);
     delete s;
     return cudaSuccess;
 }
 extern "C" cudaError_t cudaStreamSynchronize(cudaStream_t s)
 {
-    (void)s;
+    if (s) advance(s, s->issued);
     return cudaSuccess;
 }
 extern "C" cudaError_t cudaStreamWaitEvent(cudaStream_t s, cudaEvent_t e, unsigned flags)
 {
-    (void)s, (void)flags;
-    return e ? cudaSuccess : fail(cudaErrorInvalidValue, "cudaStreamWaitEvent: no event");
+    (void)flags;
+    if (!e) return fail(cudaErrorInvalidValue, "cudaStreamWaitEvent: no event");
+    ftemu_stream *es = e->s;
+    long long pos = e->pos;
+    ftemu::enqueue(s, [es, pos] {
+        if (es) advance(es, pos);
+    });
+    return cudaSuccess;
 }
 extern "C" cudaError_t cudaEventCreateWithFlags(cudaEvent_t *e, unsigned flags)
 {
     (void)flags;
-    *e = new ftemu_event{0};
+    *e = new ftemu_event{nullptr, 0};
     return cudaSuccess;
 }
 extern "C" cudaError_t cudaEventDestroy(cudaEvent_t e)
@@ -278,14 +371,19 @@ extern "C" cudaError_t cudaEventDestroy(cudaEvent_t e)
 }
 extern "C" cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s)
 {
-    (void)s;
     if (!e) return fail(cudaErrorInvalidValue, "cudaEventRecord: no event");
-    e->recorded = 1;
+    e->s = eager() || (s && !s->late) ? nullptr : s; /* a stream that is not late is done */
+    e->pos = s ? s->issued : 0;
     return cudaSuccess;
 }
+/* Not ready the first time it is asked about unfinished work (which then runs): the caller's
+ * polling loop is exercised, and makes progress. */
 extern "C" cudaError_t cudaEventQuery(cudaEvent_t e)
 {
-    return e ? cudaSuccess : fail(cudaErrorInvalidValue, "cudaEventQuery: no event");
+    if (!e) return fail(cudaErrorInvalidValue, "cudaEventQuery: no event");
+    if (!e->s || e->s->done >= e->pos) return cudaSuccess;
+    advance(e->s, e->pos);
+    return cudaErrorNotReady;
 }
 
 /* ---- fibers ------------------------------------------------------------------------------ */
@@ -574,6 +672,7 @@ static cublasStatus_t gemm(const char *fn, cublasHandle_t h, cublasOperation_t t
         return blas_fail(CUBLAS_STATUS_INVALID_VALUE,
                          "%s: an operand outside its device block (A %p: %zu elements, B %p: "
                          "%zu, C %p: %zu)", fn, A, na, B, nb, (void *)C, nc);
+    ftemu::enqueue(h->stream, [=] {
     std::vector<float> a, b;
     for (int i = 0; i < batch; i++) {
         float *c = C + (long long)i * sc;
@@ -605,6 +704,7 @@ static cublasStatus_t gemm(const char *fn, cublasHandle_t h, cublasOperation_t t
                     tb == CUBLAS_OP_N ? CblasNoTrans : CblasTrans, m, n, k, alpha, pa, lda, pb,
                     ldb, beta, c, ldc);
     }
+    }); /* queued on the handle's stream, alpha and beta read at the call (host pointer mode) */
     return CUBLAS_STATUS_SUCCESS;
 }
 
@@ -670,7 +770,7 @@ extern "C" cublasStatus_t cublasGemmStridedBatchedEx(
 #include "nccl.h"
 
 struct ftemu_nccl_comm { int nranks, rank; };
-struct P2p { bool send; void *buf; size_t bytes; };
+struct P2p { bool send; void *buf; size_t bytes; cudaStream_t st; };
 static int g_group;            /* ncclGroupStart depth */
 static std::vector<P2p> g_p2p; /* a group's sends and receives, in call order */
 static char g_nccl_detail[256];
@@ -730,7 +830,7 @@ extern "C" ncclResult_t ncclCommDestroy(ncclComm_t comm)
 
 /* one rank: every collective copies its send buffer to its receive buffer */
 static ncclResult_t coll(const char *what, const void *s, void *r, size_t n, ncclDataType_t t,
-                         ncclComm_t comm)
+                         ncclComm_t comm, cudaStream_t st)
 {
     if (!comm) return nccl_fail(ncclInvalidArgument, "%s: no communicator", what);
     size_t bytes = n * nccl_size(t);
@@ -738,38 +838,36 @@ static ncclResult_t coll(const char *what, const void *s, void *r, size_t n, ncc
     if (!ftemu_is_device_range(s, bytes) || !ftemu_is_device_range(r, bytes))
         return nccl_fail(ncclInvalidArgument, "%s: a buffer of %zu bytes not inside device memory",
                          what, bytes);
-    if (r != s) memmove(r, s, bytes);
+    if (r != s) ftemu::enqueue(st, [r, s, bytes] { memmove(r, s, bytes); });
     return ncclSuccess;
 }
 
 extern "C" ncclResult_t ncclAllReduce(const void *s, void *r, size_t n, ncclDataType_t t,
                                       ncclRedOp_t op, ncclComm_t comm, cudaStream_t st)
 {
-    (void)op, (void)st;
-    return coll("ncclAllReduce", s, r, n, t, comm);
+    (void)op;
+    return coll("ncclAllReduce", s, r, n, t, comm, st);
 }
 extern "C" ncclResult_t ncclReduceScatter(const void *s, void *r, size_t n, ncclDataType_t t,
                                           ncclRedOp_t op, ncclComm_t comm, cudaStream_t st)
 {
-    (void)op, (void)st;
-    return coll("ncclReduceScatter", s, r, n, t, comm);
+    (void)op;
+    return coll("ncclReduceScatter", s, r, n, t, comm, st);
 }
 extern "C" ncclResult_t ncclAllGather(const void *s, void *r, size_t n, ncclDataType_t t,
                                       ncclComm_t comm, cudaStream_t st)
 {
-    (void)st;
-    return coll("ncclAllGather", s, r, n, t, comm);
+    return coll("ncclAllGather", s, r, n, t, comm, st);
 }
 extern "C" ncclResult_t ncclBroadcast(const void *s, void *r, size_t n, ncclDataType_t t, int root,
                                       ncclComm_t comm, cudaStream_t st)
 {
-    (void)st;
     if (root != 0) return nccl_fail(ncclInvalidArgument, "ncclBroadcast: root %d of 1 rank", root);
-    return coll("ncclBroadcast", s, r, n, t, comm);
+    return coll("ncclBroadcast", s, r, n, t, comm, st);
 }
 
 static ncclResult_t p2p(bool send, void *buf, size_t n, ncclDataType_t t, int peer,
-                        ncclComm_t comm)
+                        ncclComm_t comm, cudaStream_t st)
 {
     const char *what = send ? "ncclSend" : "ncclRecv";
     if (!comm || peer != 0)
@@ -780,21 +878,19 @@ static ncclResult_t p2p(bool send, void *buf, size_t n, ncclDataType_t t, int pe
     size_t bytes = n * nccl_size(t);
     if (bytes && !ftemu_is_device_range(buf, bytes))
         return nccl_fail(ncclInvalidArgument, "%s: %zu bytes not inside device memory", what, bytes);
-    g_p2p.push_back(P2p{send, buf, bytes});
+    g_p2p.push_back(P2p{send, buf, bytes, st});
     return ncclSuccess;
 }
 
 extern "C" ncclResult_t ncclSend(const void *s, size_t n, ncclDataType_t t, int peer,
                                  ncclComm_t comm, cudaStream_t st)
 {
-    (void)st;
-    return p2p(true, (void *)s, n, t, peer, comm);
+    return p2p(true, (void *)s, n, t, peer, comm, st);
 }
 extern "C" ncclResult_t ncclRecv(void *r, size_t n, ncclDataType_t t, int peer, ncclComm_t comm,
                                  cudaStream_t st)
 {
-    (void)st;
-    return p2p(false, r, n, t, peer, comm);
+    return p2p(false, r, n, t, peer, comm, st);
 }
 
 extern "C" ncclResult_t ncclGroupStart(void)
@@ -818,7 +914,16 @@ extern "C" ncclResult_t ncclGroupEnd(void)
         if (sends[i].bytes != recvs[i].bytes)
             return nccl_fail(ncclInvalidUsage, "send %zu of %zu bytes meets a receive of %zu", i,
                              sends[i].bytes, recvs[i].bytes);
-        if (sends[i].bytes) memmove(recvs[i].buf, sends[i].buf, sends[i].bytes);
+        if (!sends[i].bytes) continue;
+        /* on the receive's stream, after the send's stream has reached the send */
+        ftemu_stream *ss = sends[i].st;
+        long long pos = ss ? ss->issued : 0;
+        void *dst = recvs[i].buf, *src = sends[i].buf;
+        size_t bytes = sends[i].bytes;
+        ftemu::enqueue(recvs[i].st, [ss, pos, dst, src, bytes] {
+            if (ss) advance(ss, pos);
+            memmove(dst, src, bytes);
+        });
     }
     return ncclSuccess;
 }

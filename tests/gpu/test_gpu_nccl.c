@@ -30,7 +30,11 @@ static void test_ops(void **s)
     (void)s;
     const FtBackend *be = gpu();
     char err[256] = "";
-    FtComm *c = comm_create_nccl(ft_test_comm(), "world", NULL, err, sizeof err);
+    /* the backend's stream as the compute stream, as the trainer passes it: with NULL (the
+     * legacy stream, which orders nothing of the backend's non-blocking stream) the set of b
+     * below could run after the all-to-all wrote it (the CUDA emulator's late streams showed
+     * it) */
+    FtComm *c = comm_create_nccl(ft_test_comm(), "world", be->stream, err, sizeof err);
     if (!c) fail_msg("comm_create_nccl: %s", err);
     enum { N = 1000 };
     float h[N], back[2 * N];

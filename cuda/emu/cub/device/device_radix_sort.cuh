@@ -1,5 +1,5 @@
 /* cub/device/device_radix_sort.cuh (ftllm's CUDA emulator): CUB's DeviceRadixSort::SortPairs,
- * a stable sort by key on the host, with CUB's two-call protocol (a NULL temporary storage
+ * a stable sort by key on the host, queued on its stream, with CUB's two-call protocol (a NULL temporary storage
  * first asks for its size) and the emulator's checks (every array inside device memory, the
  * temporary storage at least the size it gave). */
 #ifndef FTEMU_CUB_DEVICE_RADIX_SORT_CUH
@@ -20,7 +20,6 @@ struct DeviceRadixSort {
                                  const V *values_in, V *values_out, int n, int begin_bit = 0,
                                  int end_bit = (int)(sizeof(K) * 8), cudaStream_t stream = 0)
     {
-        (void)stream;
         size_t need = 256 + sizeof(K) * (size_t)(n > 0 ? n : 0); /* what CUB would ask, roughly */
         if (!temp) {
             temp_bytes = need;
@@ -35,6 +34,16 @@ struct DeviceRadixSort {
             !ftemu_is_device_range(values_in, sizeof(V) * m) ||
             !ftemu_is_device_range(values_out, sizeof(V) * m))
             return cudaErrorInvalidValue;
+        ftemu::enqueue(stream, [=] { sort(keys_in, keys_out, values_in, values_out, m, begin_bit,
+                                          end_bit); });
+        return cudaSuccess;
+    }
+
+  private:
+    template <typename K, typename V>
+    static void sort(const K *keys_in, K *keys_out, const V *values_in, V *values_out, size_t m,
+                     int begin_bit, int end_bit)
+    {
         /* CUB orders signed keys by flipping the sign bit, then compares the chosen bits */
         auto bits = [&](K k) {
             uint64_t u = 0;
@@ -53,7 +62,6 @@ struct DeviceRadixSort {
         for (size_t i = 0; i < m; i++) k[i] = keys_in[idx[i]], v[i] = values_in[idx[i]];
         std::copy(k.begin(), k.end(), keys_out);
         std::copy(v.begin(), v.end(), values_out);
-        return cudaSuccess;
     }
 };
 
