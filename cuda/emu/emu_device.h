@@ -63,6 +63,7 @@ void enqueue(cudaStream_t s, std::function<void()> work);
 void run_grid(const char *name, dim3 grid, dim3 block, const std::function<void()> &body);
 bool config_ok(const char *name, dim3 grid, dim3 block, size_t smem);
 void check_arg(const char *name, int k, const void *p);
+[[noreturn]] void shfl_missing_lane(int src_lane, unsigned lanes);
 
 template <typename T> inline void check_args(const char *, int, const T &) {}
 template <typename T> inline void check_args(const char *name, int k, T *const &p)
@@ -123,7 +124,11 @@ template <typename T> inline T shfl(unsigned mask, T v, int src_lane, bool in_ra
     x[me->warp][me->lane] = w;
     yield(AT_WARP, mask);
     T r = v;
-    if (in_range) memcpy(&r, &x[me->warp][src_lane], sizeof r);
+    if (in_range) {
+        unsigned n = g_bdim.x * g_bdim.y * g_bdim.z, lanes = n - 32u * (unsigned)me->warp;
+        if ((unsigned)src_lane >= (lanes < 32 ? lanes : 32)) shfl_missing_lane(src_lane, lanes);
+        memcpy(&r, &x[me->warp][src_lane], sizeof r);
+    }
     return r;
 }
 

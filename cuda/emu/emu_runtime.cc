@@ -535,6 +535,13 @@ static void run_block(const char *name, size_t n)
     }
 }
 
+void shfl_missing_lane(int src_lane, unsigned lanes)
+{
+    die("kernel %s, block (%u,%u,%u), warp %d: a shuffle reads lane %d of a warp of %u lanes (a "
+        "block whose size is not a multiple of 32: that lane does not exist)", g_kernel, g_bid.x,
+        g_bid.y, g_bid.z, g_cur ? g_cur->warp : -1, src_lane, lanes);
+}
+
 void run_grid(const char *name, dim3 grid, dim3 block, const std::function<void()> &body)
 {
     size_t n = (size_t)block.x * block.y * block.z;
