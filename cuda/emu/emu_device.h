@@ -1,6 +1,6 @@
 /* emu_device.h (ftllm's CUDA emulator, cuda/emu/README.md): CUDA C++'s device side on the
- * host, for the .cu files of cuda/ compiled by g++ (make CUDA=emu): the keywords, threadIdx and friends,
- * __syncthreads, the warp shuffles, the device math ftllm uses, and kernel launches.
+ * host, for the .cu files of cuda/ compiled by g++ (make CUDA=emu): the keywords, threadIdx
+ * and friends, __syncthreads, the warp shuffles, the device math ftllm uses, and launches.
  *
  * A launch `k<<<grid, block, smem, stream>>>(args)` reaches here rewritten (Makefile, one sed)
  * as `ftemu::launch("k", grid, block, smem, stream, k)(args)`. It checks the configuration as

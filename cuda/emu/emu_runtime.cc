@@ -285,7 +285,8 @@ extern "C" cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t bytes,
         return cudaSuccess;
     }
     if (r == 0 && !pinned(src)) { /* from pageable memory: read now, written in stream order */
-        auto copy = std::make_shared<std::vector<char>>((const char *)src, (const char *)src + bytes);
+        const char *from = (const char *)src;
+        auto copy = std::make_shared<std::vector<char>>(from, from + bytes);
         ftemu::enqueue(s, [dst, copy] { memcpy(dst, copy->data(), copy->size()); });
         return cudaSuccess;
     }
@@ -821,7 +822,8 @@ extern "C" ncclResult_t ncclGetUniqueId(ncclUniqueId *id)
 extern "C" ncclResult_t ncclCommInitRank(ncclComm_t *comm, int nranks, ncclUniqueId id, int rank)
 {
     if (memcmp(id.internal, "ftemu-nccl", 10))
-        return nccl_fail(ncclInvalidArgument, "ncclCommInitRank: an id ncclGetUniqueId did not make");
+        return nccl_fail(ncclInvalidArgument,
+                         "ncclCommInitRank: an id ncclGetUniqueId did not make");
     if (nranks != 1 || rank != 0)
         return nccl_fail(ncclInvalidUsage, "ncclCommInitRank: %d ranks; the emulator's NCCL has "
                                            "one", nranks);
@@ -884,7 +886,8 @@ static ncclResult_t p2p(bool send, void *buf, size_t n, ncclDataType_t t, int pe
                                            "hang)", what);
     size_t bytes = n * nccl_size(t);
     if (bytes && !ftemu_is_device_range(buf, bytes))
-        return nccl_fail(ncclInvalidArgument, "%s: %zu bytes not inside device memory", what, bytes);
+        return nccl_fail(ncclInvalidArgument, "%s: %zu bytes not inside device memory", what,
+                         bytes);
     g_p2p.push_back(P2p{send, buf, bytes, st});
     return ncclSuccess;
 }

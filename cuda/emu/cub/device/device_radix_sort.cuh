@@ -1,7 +1,7 @@
 /* cub/device/device_radix_sort.cuh (ftllm's CUDA emulator): CUB's DeviceRadixSort::SortPairs,
- * a stable sort by key on the host, queued on its stream, with CUB's two-call protocol (a NULL temporary storage
- * first asks for its size) and the emulator's checks (every array inside device memory, the
- * temporary storage at least the size it gave). */
+ * a stable sort by key on the host, queued on its stream, with CUB's two-call protocol (a NULL
+ * temporary storage first asks for its size) and the emulator's checks (every array inside
+ * device memory, the temporary storage at least the size it gave). */
 #ifndef FTEMU_CUB_DEVICE_RADIX_SORT_CUH
 #define FTEMU_CUB_DEVICE_RADIX_SORT_CUH
 
