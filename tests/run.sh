@@ -54,19 +54,23 @@ run_tests() { # run_tests DIR SRCDIR: every DIR/test_* under the rank counts its
 
 run_tests "$build/tests" tests
 
+count_build() { # count_build DIR NAME LABEL: DIR/build.rc (a make's exit status) as one check
+  local rc
+  t0=$SECONDS
+  rc=$(cat "$1/build.rc" 2>/dev/null || echo 1)
+  if [ "$rc" = 0 ]; then
+    echo "[  PASSED  ] 1 test(s)." > "$logdir/$2.log"
+  else
+    echo "---- $3 failed (exit $rc): ----" > "$logdir/$2.log"
+    tail -n 40 "$1/build.log" >> "$logdir/$2.log" 2>/dev/null
+    echo "[  FAILED  ] 1 test(s)." >> "$logdir/$2.log"
+  fi
+  count "$logdir/$2.log" 0 "$3 (log $1/build.log)"
+}
+
 cuda=${FTLLM_CUDA_BUILD:-}
 if [ -n "$cuda" ]; then
-  t0=$SECONDS
-  log=$cuda/build.log
-  rc=$(cat "$cuda/build.rc" 2>/dev/null || echo 1)
-  if [ "$rc" = 0 ]; then
-    echo "[  PASSED  ] 1 test(s)." > "$logdir/cuda-build.log"
-  else
-    echo "---- make CUDA=1 cuda-check failed (exit $rc): ----" > "$logdir/cuda-build.log"
-    tail -n 40 "$log" >> "$logdir/cuda-build.log" 2>/dev/null
-    echo "[  FAILED  ] 1 test(s)." >> "$logdir/cuda-build.log"
-  fi
-  count "$logdir/cuda-build.log" 0 "cuda build (make CUDA=1; log $log)"
+  count_build "$cuda" cuda-build "cuda build, make CUDA=1 cuda-check"
   run_tests "$cuda/tests/gpu" tests/gpu
 fi
 
@@ -78,16 +82,7 @@ fi
 # NCCL stream run early), the training, DMR and NCCL tests once each.
 emu=${FTLLM_CUDA_EMU_BUILD:-}
 if [ -n "$emu" ]; then
-  t0=$SECONDS
-  rc=$(cat "$emu/build.rc" 2>/dev/null || echo 1)
-  if [ "$rc" = 0 ]; then
-    echo "[  PASSED  ] 1 test(s)." > "$logdir/cuda-emu-build.log"
-  else
-    echo "---- make CUDA=emu cuda-check failed (exit $rc): ----" > "$logdir/cuda-emu-build.log"
-    tail -n 40 "$emu/build.log" >> "$logdir/cuda-emu-build.log" 2>/dev/null
-    echo "[  FAILED  ] 1 test(s)." >> "$logdir/cuda-emu-build.log"
-  fi
-  count "$logdir/cuda-emu-build.log" 0 "cuda emulator build (make CUDA=emu; log $emu/build.log)"
+  count_build "$emu" cuda-emu-build "cuda emulator build, make CUDA=emu cuda-check"
   emu_run() { # emu_run NAME ORDER ATTENTION [STREAMS]: one GPU test on the emulator, one rank
     local streams=${4:-lazy} log=$logdir/emu-$1-$2-$3-${4:-lazy}.log
     t0=$SECONDS
