@@ -51,16 +51,21 @@ uint64_t g_xchg[2][32][32];
 static cudaError_t g_last = cudaSuccess;
 static char g_detail[512];
 
-static cudaError_t fail(cudaError_t e, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static cudaError_t fail(cudaError_t e, const char *fmt, ...)
+/* An API call's error: each family (runtime, cuBLAS, NCCL) has a detail buffer that its error
+   string shows; report() formats into one and returns the code. */
+template <typename R, size_t N>
+static R report(R code, char (&detail)[N], const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+template <typename R, size_t N>
+static R report(R code, char (&detail)[N], const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(g_detail, sizeof g_detail, fmt, ap);
+    vsnprintf(detail, N, fmt, ap);
     va_end(ap);
-    g_last = e;
-    return e;
+    return code;
 }
+#define fail(e, ...) (g_last = report((e), g_detail, __VA_ARGS__))
 
 [[noreturn]] static void die(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 static void die(const char *fmt, ...)
@@ -634,16 +639,7 @@ extern "C" const char *cublasGetStatusString(cublasStatus_t s)
     return msg;
 }
 
-static cublasStatus_t blas_fail(cublasStatus_t s, const char *fmt, ...)
-    __attribute__((format(printf, 2, 3)));
-static cublasStatus_t blas_fail(cublasStatus_t s, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(g_blas_detail, sizeof g_blas_detail, fmt, ap);
-    va_end(ap);
-    return s;
-}
+#define blas_fail(r, ...) report((r), g_blas_detail, __VA_ARGS__)
 
 /* Elements a column-major (rows x cols, ld) operand spans, batch b of stride s. */
 static size_t span(int rows, int cols, int ld, long long s, int batch)
@@ -783,16 +779,7 @@ static int g_group;            /* ncclGroupStart depth */
 static std::vector<P2p> g_p2p; /* a group's sends and receives, in call order */
 static char g_nccl_detail[256];
 
-static ncclResult_t nccl_fail(ncclResult_t r, const char *fmt, ...)
-    __attribute__((format(printf, 2, 3)));
-static ncclResult_t nccl_fail(ncclResult_t r, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(g_nccl_detail, sizeof g_nccl_detail, fmt, ap);
-    va_end(ap);
-    return r;
-}
+#define nccl_fail(r, ...) report((r), g_nccl_detail, __VA_ARGS__)
 
 extern "C" const char *ncclGetErrorString(ncclResult_t r)
 {
