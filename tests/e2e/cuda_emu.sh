@@ -15,12 +15,7 @@
 # (perf/gpu/run.sh's dry run on the emulator: tests/e2e/gpu_run_emu.sh.)
 source tests/e2e/lib.bash
 
-emu=${FTLLM_CUDA_EMU:-}
-if [ -z "$emu" ] || [ ! -x "$emu" ]; then
-  echo "SKIP: no CUDA emulator build (FTLLM_CUDA_EMU is empty: run outside make test?)"
-  e2e_finish
-  exit
-fi
+e2e_need_emu
 deck=inputs/default.ini
 quiet="train.val_batches=0 train.sample_tokens=0 faults.schedule= dmr.mode=off"
 step_lines() { # the step lines without their timings

@@ -6,12 +6,7 @@
 # (about 3 minutes).
 source tests/e2e/lib.bash
 
-emu=${FTLLM_CUDA_EMU:-}
-if [ -z "$emu" ] || [ ! -x "$emu" ]; then
-  echo "SKIP: no CUDA emulator build (FTLLM_CUDA_EMU is empty: run outside make test?)"
-  e2e_finish
-  exit
-fi
+e2e_need_emu
 fb=$E2E_TMP/bundle
 mkdir -p "$fb/bin" && : > "$fb/env.sh"
 for b in ftllm tests/gpu/test_gpu_ops tests/gpu/test_gpu_train tests/gpu/test_gpu_dmr \

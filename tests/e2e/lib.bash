@@ -11,6 +11,8 @@
 #                      $LAST_OUT / $LAST_ERR and in the files $E2E_TMP/out, $E2E_TMP/err.
 #   has NAME REGEX     the last run's stdout matches REGEX (grep -E)
 #   ok NAME / bad NAME WHY   record a check done by hand
+#   e2e_need_emu       the CUDA emulator's ftllm ($FTLLM_CUDA_EMU, from make test) in $emu, or
+#                      the script ends here with SKIP
 FTLLM=${FTLLM:-bin/ftllm}
 pass=0 fail=0
 E2E_TMP=$(mktemp -d "${TMPDIR:-/tmp}/ft_e2e_XXXXXX")
@@ -46,4 +48,12 @@ e2e_finish() {
   echo "[  PASSED  ] $pass test(s)."
   [ "$fail" -eq 0 ] || echo "[  FAILED  ] $fail test(s), listed above."
   [ "$fail" -eq 0 ]
+}
+
+e2e_need_emu() {
+  emu=${FTLLM_CUDA_EMU:-}
+  [ -n "$emu" ] && [ -x "$emu" ] && return
+  echo "SKIP: no CUDA emulator build (FTLLM_CUDA_EMU is empty: run outside make test?)"
+  e2e_finish
+  exit
 }
