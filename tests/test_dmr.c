@@ -2016,7 +2016,8 @@ static void plan_edited(const FtTrainer *tr, const char *src, const char *dst, c
 }
 
 /* The plan reader refuses a strategy its entry does not allow (a MoE tape with AC full: its
- * routing writes integers), an agc op without its segment, a segment on a naive op, a negative
+ * routing writes integers: neither deferred nor agc), an agc op without its segment, a window
+ * past the last, a window before any op of micro-batch 1, a segment on a naive op, a negative
  * time, a recomputation piggybacked apart from its forward twin, a micro-batch the plan does
  * not have, an execution's second line or one missing at the end, windows out of order, each
  * as "FILE:LINE: message"; and the planner
@@ -2061,6 +2062,7 @@ static void test_plan_file_refusals(void **state)
     /* fields: 2 micro-batch, 6 strategy, 8 segment, 9 time_ms, 11 cost_ms */
     plan_edited(&tr, path, bad, "op", deferred, 9, "7.5", NULL); /* an edit the reader takes */
     plan_edited(&tr, path, bad, "op", ints, 6, "deferred", "writes integers");
+    plan_edited(&tr, path, bad, "op", ints, 6, "agc", "writes integers"); /* agc keeps too */
     plan_edited(&tr, path, bad, "op", deferred, 6, "agc", "strategy agc needs a segment");
     plan_edited(&tr, path, bad, "op", naive, 8, "0", "only agc ops and piggyback ops");
     plan_edited(&tr, path, bad, "op", bwd, 6, "piggyback",
@@ -2079,6 +2081,15 @@ static void test_plan_file_refusals(void **state)
     plan_edited(&tr, path, bad, "op", last, 0, NULL, "the file ends before the op line of entry");
     assert_true(p.nwin >= 2 && p.win_after[0] >= 0);
     plan_edited(&tr, path, bad, "window", 1, 3, "-1", "windows come in order");
+    /* a window one past the last (its arrays end there), one before any op of another
+     * micro-batch than 0 (the reader sets "after" to -1 from the ENTRY field alone) */
+    char win[16], mid[80];
+    snprintf(win, sizeof win, "%d", p.nwin);
+    plan_edited(&tr, path, bad, "op", deferred, 7, win, "window '");
+    snprintf(mid, sizeof mid, "%s.mid", path);
+    plan_edit(path, mid, "window", 0, 3, "-1");
+    plan_edited(&tr, mid, bad, "window", 0, 5, "1", "expected 'after -1 mb 0'");
+    unlink(mid);
     unlink(path), unlink(bad);
     dmr_plan_free(&p);
     train_free(&tr);
