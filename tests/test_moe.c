@@ -337,6 +337,30 @@ static void test_route_rules(void **state)
     assert_true(fabsf(a2 - 0.5f * 2 * (1.0f * 0.5f)) < 1e-6f);
 }
 
+/* Expert capacity (model_moe_capacity): ceil(factor N K / E), at least 1, at most N; a product
+ * that is an integer in exact arithmetic is not rounded up by its binary error; factor 0: N. */
+static void test_capacity(void **state)
+{
+    (void)state;
+    FtGpt2Config mc = {.E = 4, .K = 2, .capacity_factor = 1.25};
+    assert_int_equal(model_moe_capacity(&mc, 10), 7);  /* 6.25 */
+    assert_int_equal(model_moe_capacity(&mc, 16), 10); /* 10 exactly */
+    mc.capacity_factor = 1.1;
+    assert_int_equal(model_moe_capacity(&mc, 100), 55); /* 1.1 * 100 * 2 / 4 = 55.00000000000001 */
+    mc.capacity_factor = 2.2, mc.E = 8;
+    assert_int_equal(model_moe_capacity(&mc, 50), 28);  /* 27.500000000000004 */
+    mc.E = 4;
+    mc.capacity_factor = 1.0;
+    assert_int_equal(model_moe_capacity(&mc, 16), 8);
+    assert_int_equal(model_moe_capacity(&mc, 1), 1);   /* 0.5: at least one row */
+    mc.capacity_factor = 0.01;
+    assert_int_equal(model_moe_capacity(&mc, 3), 1);
+    mc.capacity_factor = 8;
+    assert_int_equal(model_moe_capacity(&mc, 5), 5);   /* at most N */
+    mc.capacity_factor = 0;
+    assert_int_equal(model_moe_capacity(&mc, 33), 33); /* no limit */
+}
+
 /* The grouped expert matmul with two source groups, empty blocks and an unused tail. */
 static void test_expert_groups(void **state)
 {
@@ -581,5 +605,6 @@ static void test_deck_checks(void **state)
 }
 
 FT_TEST_MAIN(cmocka_unit_test(test_deck_checks), cmocka_unit_test(test_layer_vs_dense_reference), cmocka_unit_test(test_route_rules),
+             cmocka_unit_test(test_capacity),
              cmocka_unit_test(test_expert_groups), cmocka_unit_test(test_deterministic),
              cmocka_unit_test(test_model_trains), cmocka_unit_test(test_loss_scale))
