@@ -4,7 +4,7 @@
  * parameters, gradient accumulation matches a bigger batch, the tape's purity rules hold, the
  * loss goes down, and the learning-rate schedule has its shape. The parameter layout: Vp is V
  * rounded up to model.vocab_pad, initialization leaves wte's padded rows at zero (the last
- * stage's copy too), and model_copy_state copies parameters, both moments and the step. The
+ * stage's copy too), the weights' scales are GPT-2's, and model_copy_state copies parameters, both moments and the step. The
  * step's bookkeeping: the timeline, the data cursor, the model FLOPs per step against what the
  * executor counted, validation as the mean of its batches, and train_run's summary.
  * ft-test: ranks 1 */
@@ -395,6 +395,49 @@ static void test_init_padding(void **state)
     model_free(&last);
 }
 
+/* model_init_random's scales, as GPT-2 and llm.c: every weight matrix N(0, 0.02), the two
+ * residual projections (attprojw, fcprojw) N(0, 0.02 / sqrt(2 L)); LayerNorm weights 1, every
+ * bias 0. Sample standard deviations within 5% (each tensor has at least 3000 values: the
+ * estimate's own spread is under 1.3%, and the seed is fixed) and means within 4 standard
+ * errors; the tensors' streams differ (no two start with the same value). */
+static void test_init_scales(void **state)
+{
+    (void)state;
+    FtConfig c = tiny_cfg();
+    c.model.layers = 4, c.model.channels = 32, c.model.vocab = 200, c.model.seq_len = 128;
+    FtGpt2Config mc;
+    model_config_from_deck(&c, &mc);
+    FtModel m;
+    model_create(&m, &mc);
+    model_init_random(&m, 11);
+    double resid = 0.02 / sqrt(2.0 * mc.L);
+    for (int id = 0; id < FT_NPARAM_TENSORS; id++) {
+        const FtParamInfo *p = &m.p[id];
+        if (!p->size) continue;
+        const float *w = m.params + p->offset;
+        size_t n = id == FT_P_WTE ? (size_t)mc.V * mc.C : p->size; /* padded rows: 0 */
+        bool weight = id == FT_P_WTE || id == FT_P_WPE || id == FT_P_QKVW ||
+                      id == FT_P_ATTPROJW || id == FT_P_FCW || id == FT_P_FCPROJW;
+        if (!weight) {
+            float want = id == FT_P_LN1W || id == FT_P_LN2W || id == FT_P_LNFW ? 1.0f : 0.0f;
+            for (size_t i = 0; i < p->size; i++) assert_true(w[i] == want);
+            continue;
+        }
+        double sum = 0, sq = 0;
+        for (size_t i = 0; i < n; i++) sum += w[i], sq += (double)w[i] * w[i];
+        double mean = sum / (double)n, sd = sqrt(sq / (double)n - mean * mean);
+        double want = id == FT_P_ATTPROJW || id == FT_P_FCPROJW ? resid : 0.02;
+        if (fabs(sd / want - 1) > 0.05 || fabs(mean) > 4 * want / sqrt((double)n))
+            fprintf(stderr, "%s: %zu values, mean %.3g sd %.4g, want sd %.4g\n", p->name, n, mean,
+                    sd, want);
+        assert_true(n >= 3000);
+        assert_true(fabs(sd / want - 1) <= 0.05 && fabs(mean) <= 4 * want / sqrt((double)n));
+        for (int o = 0; o < id; o++)
+            if (m.p[o].size) assert_true(m.params[m.p[o].offset] != w[0]);
+    }
+    model_free(&m);
+}
+
 /* model_copy_state copies parameters, both AdamW moments and the step, every element (between
  * two host models here; a device model is staged the same way). */
 static void test_copy_state(void **state)
@@ -508,7 +551,7 @@ static void test_step_bookkeeping(void **state)
     }
 }
 
-FT_TEST_MAIN(cmocka_unit_test(test_tape_rules), cmocka_unit_test(test_ac_bitwise),
+FT_TEST_MAIN(cmocka_unit_test(test_tape_rules), cmocka_unit_test(test_init_scales), cmocka_unit_test(test_ac_bitwise),
              cmocka_unit_test(test_two_runs_bitwise), cmocka_unit_test(test_grad_accum),
              cmocka_unit_test(test_loss_decreases), cmocka_unit_test(test_lr_schedule),
              cmocka_unit_test(test_vocab_pad), cmocka_unit_test(test_init_padding),
