@@ -104,6 +104,12 @@ static void test_bad_files(void **state)
     other = g_mc;
     other.Vp = 32;
     expect_bad("vocab", NULL, &other, "does not match the deck");
+    other = g_mc;
+    other.maxT = 2 * g_mc.maxT; /* wpe's rows: named as a shape, not as a file size */
+    expect_bad("seq_len", NULL, &other, "does not match the deck");
+    other = g_mc;
+    other.NH = g_mc.NH > 1 ? 1 : 2; /* the same parameter count: only the header tells */
+    expect_bad("heads", NULL, &other, "does not match the deck");
 }
 
 /* The header as llm.c lays it out (train_gpt2.c: magic, version, maxT, V, L, NH, C, Vp, then
