@@ -317,6 +317,9 @@ static void test_renewal(void **state)
         double g1 = tgamma(1 + 1 / k), g2 = tgamma(1 + 2 / k), cv2 = g2 / (g1 * g1) - 1;
         double t = 30 * mean, lim = t / mean + (cv2 - 1) / 2;
         assert_true(fabs(renewal_M(&rn, t) - lim) < 2e-3);
+        /* past the coarse table (40 means): the long-run rate 1 / mean */
+        for (t = 45 * mean; t < 200 * mean; t *= 2)
+            assert_true(fabs(renewal_M(&rn, t) - (t / mean + (cv2 - 1) / 2)) < 2e-3);
         renewal_free(&rn);
     }
 }
