@@ -5,7 +5,8 @@
  * last position of the window (the prompt's last token's, then the previous token's), also
  * once the text outgrows the window and it slides. And that each token gets its own draw: on a
  * freshly initialized model (next-token distributions close to uniform) the tokens spread over
- * the vocabulary, where one draw reused would pick about the same token every time.
+ * the vocabulary, where one draw reused would pick about the same token every time; another
+ * seed gives another text. sample_pick's rule on hand-made probabilities.
  * ft-test: ranks 1 */
 #include <stdio.h>
 #include <stdlib.h>
@@ -33,10 +34,37 @@ static void test_bytes_as_text(void **state)
     char *s = shown(t, 9, 256);
     assert_string_equal(s, "a\n\xC3\xA9??b??\n");
     free(s);
+    /* tab passes, DEL is a control byte; a 4-byte sequence led by 0xF4 (U+10FFFF) passes, a lead
+     * byte followed by ASCII instead of a continuation byte is broken */
+    int u[] = {'\t', 127, 0xF4, 0x8F, 0xBF, 0xBF, 0xE2, 'x', 0x82, 0xF0, 0x9F, 0x98, 0x80};
+    s = shown(u, 13, 256);
+    assert_string_equal(s, "\t?\xF4\x8F\xBF\xBF?x?\xF0\x9F\x98\x80\n");
+    free(s);
     int ids[] = {50256, 7, 12};
     s = shown(ids, 3, 50257);
     assert_string_equal(s, "50256 7 12\n");
     free(s);
+}
+
+/* sample_pick: the first token whose cumulative probability passes the coin; zero-probability
+ * tokens never (a coin of exactly 0, or one past a sum that rounding left short); the default
+ * prompts. */
+static void test_pick(void **state)
+{
+    (void)state;
+    const float p[5] = {0.0f, 0.25f, 0.5f, 0.0f, 0.25f};
+    assert_int_equal(sample_pick(p, 5, 0.0), 1);
+    assert_int_equal(sample_pick(p, 5, 0.2499), 1);
+    assert_int_equal(sample_pick(p, 5, 0.25), 2);
+    assert_int_equal(sample_pick(p, 5, 0.7499), 2);
+    assert_int_equal(sample_pick(p, 5, 0.75), 4);
+    const float short_sum[4] = {0.5f, 0.4f, 0.0999f, 0.0f}; /* sums to 0.9999 */
+    assert_int_equal(sample_pick(short_sum, 4, 0.99995), 2);
+    const float none[3] = {0, 0, 0};
+    assert_int_equal(sample_pick(none, 3, 0.5), 0);
+    assert_int_equal(sample_default_prompt(256), '\n');
+    assert_int_equal(sample_default_prompt(50257), 50256);
+    assert_int_equal(sample_default_prompt(1000), 0);
 }
 
 enum { POS_C = 64, POS_T = 8 }; /* C = V = Vp = 64: a token and a position each own a channel */
@@ -115,6 +143,8 @@ static void test_draw_per_token(void **state)
     sample_generate(&m, 77, &prompt, 1, N, out);
     sample_generate(&m, 77, &prompt, 1, N, again);
     assert_memory_equal(out, again, sizeof out);
+    sample_generate(&m, 78, &prompt, 1, N, again); /* another seed, another text */
+    assert_memory_not_equal(out, again, sizeof out);
     for (int i = 0; i < N; i++) {
         assert_true(out[i] >= 0 && out[i] < 64);
         distinct += !seen[out[i]]++;
@@ -124,5 +154,5 @@ static void test_draw_per_token(void **state)
     model_free(&m);
 }
 
-FT_TEST_MAIN(cmocka_unit_test(test_bytes_as_text), cmocka_unit_test(test_reads_last_position),
+FT_TEST_MAIN(cmocka_unit_test(test_bytes_as_text), cmocka_unit_test(test_pick), cmocka_unit_test(test_reads_last_position),
              cmocka_unit_test(test_draw_per_token))

@@ -15,6 +15,12 @@
 void sample_generate(const FtModel *m, uint64_t seed, const int *prompt, int nprompt, int n,
                      int *out);
 
+/* The token that a coin in [0, 1) picks from probabilities p[0..V): the first v whose
+ * cumulative probability exceeds the coin. Tokens of probability 0 are never picked (nor is a
+ * NaN's); where rounding leaves the sum below the coin, the last token of nonzero probability
+ * (token 0 when none has any). */
+int sample_pick(const float *p, int V, double coin);
+
 /* Prints tokens as text: bytes for the byte tokenizer (V <= 256; control characters other than
  * newline and tab shown as '?'), else token ids separated by spaces. */
 void sample_print(FILE *f, const int *tokens, int n, int V);

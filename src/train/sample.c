@@ -10,6 +10,19 @@
 #include "ftllm/exec.h"
 #include "ftllm/log.h"
 
+int sample_pick(const float *p, int V, double coin)
+{
+    double cdf = 0;
+    int last = 0;
+    for (int v = 0; v < V; v++) {
+        if (!(p[v] > 0)) continue;
+        cdf += p[v];
+        last = v;
+        if (coin < cdf) return v;
+    }
+    return last; /* the probabilities summed to less than the coin in float */
+}
+
 void sample_generate(const FtModel *m, uint64_t seed, const int *prompt, int nprompt, int n,
                      int *out)
 {
@@ -37,15 +50,7 @@ void sample_generate(const FtModel *m, uint64_t seed, const int *prompt, int npr
         exec_run_ctx(&ex, &tp, 0, tp.fwd_end);
         be->to_host(be->ctx, p, (const float *)tp.t[tp.probs].data + (size_t)(used - 1) * Vp,
                     sizeof(float) * (size_t)Vp);
-        double coin = model_rng_uniform(&rng), cdf = 0;
-        int next = V - 1;
-        for (int v = 0; v < V; v++) {
-            cdf += p[v];
-            if (coin < cdf) {
-                next = v;
-                break;
-            }
-        }
+        int next = sample_pick(p, V, model_rng_uniform(&rng));
         ctx[len++] = next;
         out[k] = next;
     }
