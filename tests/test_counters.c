@@ -336,7 +336,8 @@ static void test_papi(void **state)
 /* The waiting report: after a reset (of a step and a wait booked before it), rank r books two
  * steps of 0.5 s, a tensor-parallel wait of 0.25 s and a pipeline one of (r + 1) / 8 s (binary
  * fractions: every sum is exact). Each rank gets its waiting share of the step time; rank 0
- * prints one line per rank: its label, 500.00 ms/step, the share and each kind's. */
+ * prints one line per rank: its label, 500.00 ms/step, the share and each kind's. A timeline
+ * booked past its event array keeps its first events and every total, the last kind's too. */
 static void test_timeline_report(void **state)
 {
     (void)state;
@@ -352,6 +353,14 @@ static void test_timeline_report(void **state)
     timeline_add(&tl, FT_TL_STEP, 11.0, 11.5);
     timeline_add(&tl, FT_TL_PP, 11.0, 11.0 + pp);
     assert_all(tl.nev == 4 && tl.count[FT_TL_STEP] == 2 && timeline_wait(&tl) == 0.25 + pp);
+    /* every waiting kind counts (the last too); past the array's 8 events only the totals
+     * grow */
+    FtTimeline full;
+    timeline_init(&full, 8);
+    for (int k = 0; k < 2 * FT_TL_NKINDS; k++) timeline_add(&full, k % FT_TL_NKINDS, 0.0, 0.5);
+    assert_all(full.nev == 8 && full.count[FT_TL_OTHER] == 2 && full.total[FT_TL_OTHER] == 1.0 &&
+               timeline_wait(&full) == (FT_TL_NKINDS - 1) * 1.0);
+    timeline_free(&full);
     char label[32], *text = NULL;
     snprintf(label, sizeof label, "rank %d", rank);
     size_t len = 0;
