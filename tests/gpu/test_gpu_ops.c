@@ -270,23 +270,34 @@ static void test_matmul(void **s)
     matmul_case("matmul 300x192x160", 300, 192, 160, 1);
 }
 
-/* One shape: y and lse, then dqkv from the CPU's lse; tolerances ty (y, lse) and tb (dqkv), and
- * floors (NULL: none) as run_case_floor's. */
-static void attention_case_tol(const char *fwd, const char *bwd, long long b_, long long t_,
-                               long long c_, long long nh, double ty, double tb,
+/* One shape: y and lse, then dqkv from the CPU's lse (bwd NULL: not); tolerances ty (y, lse)
+ * and tb (dqkv), and floors (NULL: none) as run_case_floor's. */
+static void attention_case_qkv(const char *fwd, const char *bwd, long long b_, long long t_,
+                               long long c_, long long nh, Buf qkv, double ty, double tb,
                                const double *ffloor, const double *bfloor)
 {
     size_t nq = (size_t)(b_ * t_ * 3 * c_), ny = (size_t)(b_ * t_ * c_), na = (size_t)(b_ * nh * t_);
-    Buf qkv = frand(nq, 1);
     OpCase f = {fwd, FT_OP_ATTENTION, FT_FWD, {copy_of(F32, qkv.host, nq)},
                 {out_f(ny), out_f(na)}, {b_, t_, c_, nh}, {0}, {ty, ty}};
     void *r[FT_OP_MAX_OUT];
     cpu_run(FT_OP_ATTENTION, FT_FWD, f.in, f.out, f.d, f.x, r);
     run_case_floor(&f, ffloor);
+    if (!bwd) { /* forward only */
+        free(r[0]), free(r[1]), free(qkv.host);
+        return;
+    }
     OpCase b = {bwd, FT_OP_ATTENTION, FT_BWD, {frand(ny, 1), qkv, copy_of(F32, r[1], na)},
                 {out_f(nq)}, {b_, t_, c_, nh}, {0}, {tb}};
     free(r[0]), free(r[1]);
     run_case_floor(&b, bfloor);
+}
+
+static void attention_case_tol(const char *fwd, const char *bwd, long long b_, long long t_,
+                               long long c_, long long nh, double ty, double tb,
+                               const double *ffloor, const double *bfloor)
+{
+    attention_case_qkv(fwd, bwd, b_, t_, c_, nh, frand((size_t)(b_ * t_ * 3 * c_), 1), ty, tb,
+                       ffloor, bfloor);
 }
 
 static void attention_case(const char *fwd, const char *bwd, long long b_, long long t_,
@@ -305,6 +316,20 @@ static void test_attention(void **s)
     attention_case("attention.fwd", "attention.bwd", B, T, C, NH);
     attention_case("attention.fwd hs64 T150", "attention.bwd hs64 T150", 2, 150, 128, 2);
     attention_case("attention.fwd hs32 T70", "attention.bwd hs32 T70", 1, 70, 96, 3);
+    /* a masked key far above the rest: each head's last key is 300 times its first query, so
+     * row 0's score against it (masked, t2 > t) is about 300 |q_0|^2 / sqrt(32), hundreds, while
+     * the causal scores are of order 1: a softmax whose maximum ran over the masked part too
+     * would underflow every exp of row 0 (mutant K22 of tests/mutants/cuda_kernels.md).
+     * Forward only: the backward's dq of the last row multiplies that key, and its error
+     * relative to the rest (6.6e-4 on the emulator) is the key's size, not the kernels' */
+    enum { HB = 1, HT = 70, HC = 96, HNH = 3, HHS = HC / HNH };
+    Buf hot = frand(HB * HT * 3 * HC, 1);
+    float *h = hot.host;
+    for (int hd = 0; hd < HNH; hd++)
+        for (int i = 0; i < HHS; i++)
+            h[(HT - 1) * 3 * HC + HC + hd * HHS + i] = 300.0f * h[hd * HHS + i];
+    attention_case_qkv("attention.fwd masked hot key", NULL, HB, HT, HC, HNH, hot, 1e-5, 1e-4,
+                       NULL, NULL);
 }
 
 static void test_elementwise(void **s)
@@ -328,8 +353,12 @@ static void test_elementwise(void **s)
 static void crossent_case(const char *name, long long rows, long long v, long long vp)
 {
     size_t n = (size_t)(rows * vp);
-    Buf tg = irand((size_t)rows, (int)v);
-    OpCase f = {name, FT_OP_CROSSENT, FT_FWD, {frand(n, 3), copy_of(I32, tg.host, rows)},
+    Buf tg = irand((size_t)rows, (int)v), lg = frand(n, 3);
+    /* the padding's logits far above the real ones: the softmax (its maximum too) runs over
+     * the first V columns only (mutant K04 of tests/mutants/cuda_kernels.md) */
+    for (long long r = 0; r < rows; r++)
+        for (long long j = v; j < vp; j++) ((float *)lg.host)[r * vp + j] = 100.0f;
+    OpCase f = {name, FT_OP_CROSSENT, FT_FWD, {lg, copy_of(I32, tg.host, rows)},
                 {out_f(n), out_f(rows)}, {rows, v, vp}, {0}, {1e-6, 1e-6}};
     void *r[FT_OP_MAX_OUT];
     cpu_run(FT_OP_CROSSENT, FT_FWD, f.in, f.out, f.d, f.x, r);
@@ -364,6 +393,15 @@ static void test_optimizer(void **s)
                 {out_f(M), out_f(M), out_f(M)}, {M},
                 {1e-3, 0.9, 0.95, 1e-8, 0.1, 1 - 0.729, 1 - 0.857375, 0.7}, {1e-6, 1e-6, 1e-6}};
     run_case(&a);
+    /* gradients and moments of order 1e-6 and 1e-12, where sqrt(v) is near eps: eps added
+     * outside the square root, as the CPU's (mutant K10 of tests/mutants/cuda_kernels.md) */
+    Buf v0 = fpos(M);
+    for (int i = 0; i < M; i++) ((float *)v0.host)[i] *= 1e-9f;
+    OpCase t = {"adamw tiny moments", FT_OP_ADAMW, FT_FWD,
+                {frand(M, 1e-6f), frand(M, 1), frand(M, 1e-6f), v0},
+                {out_f(M), out_f(M), out_f(M)}, {M},
+                {1e-3, 0.9, 0.95, 1e-8, 0.1, 1 - 0.729, 1 - 0.857375, 0.7}, {1e-6, 1e-6, 1e-6}};
+    run_case(&t);
 }
 
 /* routing of N tokens to E experts, top 2, capacity 17 (some choices dropped) */
@@ -404,6 +442,16 @@ static void test_moe(void **s)
                  {out_f(N * K * C), out_f(N * K)}, {N, C, K}, {0}, {1e-6, 1e-6}};
     run_case(&cb);
     for (int i = 0; i < 5; i++) free(r[i]);
+    /* logits of -1, 0 or 1: most tokens have tied experts, taken lower index first (ops.h;
+     * mutant K23 of tests/mutants/cuda_kernels.md) */
+    Buf tl = irand(N * E, 3);
+    float *tf = malloc(sizeof(float) * N * E);
+    for (int i = 0; i < N * E; i++) tf[i] = (float)(((int *)tl.host)[i] - 1);
+    free(tl.host);
+    OpCase tf_ = {"moe_route.fwd ties", FT_OP_MOE_ROUTE, FT_FWD, {(Buf){F32, N * E, tf}},
+                  {out_f(N * E), out_i(N * K), out_f(N * K), out_i(N * K), out_f(1)},
+                  {N, E, K, CAP}, {0.01}, {1e-6, 0, 1e-6, 0, 1e-6}};
+    run_case(&tf_);
 }
 
 /* the grouped matmul: G = 2 source groups x El = 3 local experts, 28 of R = 40 rows used */
