@@ -3,6 +3,7 @@
  * patterns, and a third time on DMR's checker stream (its own cuBLAS handle and workspace) into
  * a third pattern: the three results must be the same bytes (bitwise determinism, every output
  * byte written from the inputs alone, ops.h, and a checker that reproduces the primary).
+ * Also the backend's alloc: zeroed memory (backend.h), a released buffer's bytes never seen.
  * Where no GPU is usable (CI, the build machine) every
  * test skips with one line saying why.
  * ft-test: ranks 1
@@ -268,6 +269,13 @@ static void test_matmul(void **s)
     matmul_case("matmul", N, C, OC, 1);
     matmul_case("matmul no dx/prev", N, C, OC, 0);
     matmul_case("matmul 300x192x160", 300, 192, 160, 1);
+    /* dx only (ops.h: dw and db NULL, the tied LM head's call; mutant K34 of
+     * tests/mutants/cuda_kernels.md, which skipped it, was caught by test_gpu_train alone) */
+    size_t nc = (size_t)(N * C), noc = (size_t)(N * OC), occ = (size_t)(OC * C);
+    OpCase dxo = {"matmul dx only", FT_OP_MATMUL, FT_BWD,
+                  {frand(noc, 1), frand(nc, 1), frand(occ, 1)}, {out_f(nc)}, {N, C, OC}, {0},
+                  {1e-5}};
+    run_case(&dxo);
 }
 
 /* One shape: y and lse, then dqkv from the CPU's lse (bwd NULL: not); tolerances ty (y, lse)
@@ -525,6 +533,31 @@ static void test_bf16_gemms(void **s)
     matmul_case("matmul fp32 again", N, C, OC, 1);
 }
 
+/* The backend's memory (backend.h): alloc gives zeroed memory, at sizes below, at and past a
+ * page, also where a released buffer that held other bytes may be handed out again (mutant K39
+ * of tests/mutants/cuda_kernels.md: cu_alloc without its cudaMemsetAsync). */
+static void test_alloc_zeroed(void **s)
+{
+    (void)s;
+    const FtBackend *be = gpu();
+    static const size_t sizes[] = {1, 4, 4097, (1u << 20) + 3};
+    for (int round = 0; round < 2; round++)
+        for (int k = 0; k < 4; k++) {
+            size_t n = sizes[k];
+            unsigned char *d = backend_alloc(be, n, "a zeroed test buffer"), *h = malloc(n);
+            memset(h, 0x77, n);
+            be->to_host(be->ctx, h, d, n);
+            size_t nz = 0;
+            for (size_t i = 0; i < n; i++) nz += h[i] != 0;
+            if (nz) printf("  alloc of %zu bytes (round %d): %zu nonzero byte(s)\n", n, round, nz);
+            assert_int_equal(nz, 0);
+            be->set(be->ctx, d, 0xA5, n); /* other bytes for the next round's buffer */
+            be->sync(be->ctx);
+            be->release(be->ctx, d);
+            free(h);
+        }
+}
+
 /* Last: every kind the CPU table has (and its backward, where it has one) was compared. */
 static void test_all_kinds_covered(void **s)
 {
@@ -549,4 +582,4 @@ FT_TEST_MAIN(cmocka_unit_test(test_encoder), cmocka_unit_test(test_layernorm),
              cmocka_unit_test(test_elementwise), cmocka_unit_test(test_crossent),
              cmocka_unit_test(test_optimizer), cmocka_unit_test(test_moe),
              cmocka_unit_test(test_moe_expert), cmocka_unit_test(test_bf16_gemms),
-             cmocka_unit_test(test_all_kinds_covered))
+             cmocka_unit_test(test_alloc_zeroed), cmocka_unit_test(test_all_kinds_covered))
