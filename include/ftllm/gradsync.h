@@ -42,6 +42,13 @@ typedef struct ft_gradsync FtGradSync;
 FtGradSync *gradsync_create(FtModel *m, const FtGradSyncComms *c, int micro, double bucket_mb);
 void gradsync_free(FtGradSync *g);
 
+/* The data-parallel buckets (none with one data rank or in the shard-keyed variant): returns
+ * their number and puts the first max bucket's sizes in floats (dense and expert parts
+ * together) in sizes[], in the order they start: [the final LayerNorm's on the last stage,]
+ * the stage's layers from the last, whole layers closing a bucket once it holds at least
+ * bucket_mb, then the embeddings alone. Every gradient float is in exactly one bucket. */
+int gradsync_buckets(const FtGradSync *g, size_t *sizes, int max);
+
 /* Before micro-batch mb's backward (mb = 0 .. micro-1, in order) on executor ex: the gradient
  * bank it writes (*grads) and the earlier sum it adds onto (*prev, NULL for mb 0); the last
  * micro-batch writes m->grads. Also arms gradsync_layer_ready for that micro-batch (reductions

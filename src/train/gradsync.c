@@ -225,6 +225,12 @@ void gradsync_free(FtGradSync *g)
     free(g);
 }
 
+int gradsync_buckets(const FtGradSync *g, size_t *sizes, int max)
+{
+    for (int i = 0; i < g->nb && i < max; i++) sizes[i] = g->b[i].n;
+    return g->nb;
+}
+
 void gradsync_backward(FtGradSync *g, FtExec *ex, int mb, float **grads, const float **prev)
 {
     g->ex = ex;

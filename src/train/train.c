@@ -22,6 +22,7 @@
 
 #include <math.h>
 #include <omp.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -498,6 +499,24 @@ double train_report_waiting(const FtTrainer *tr, FILE *out)
     return timeline_report(&tr->tl, comm, label, out);
 }
 
+/* Rank 0's data-parallel buckets (gradsync_buckets), the first few sizes, on one line. */
+static void log_buckets(const FtTrainer *tr)
+{
+    enum { SHOW = 8 };
+    size_t sz[SHOW];
+    int nb = gradsync_buckets(tr->gs, sz, SHOW);
+    if (!nb) return;
+    char list[SHOW * 16 + 8] = "";
+    size_t at = 0;
+    for (int i = 0; i < nb && i < SHOW; i++)
+        at += (size_t)snprintf(list + at, sizeof list - at, "%s%.2f", i ? " " : "",
+                               sz[i] * sizeof(float) / 1048576.0);
+    if (nb > SHOW) snprintf(list + at, sizeof list - at, " ...");
+    log_info("data-parallel buckets: %d on this rank, MiB in start order %s (parallel.bucket_mb "
+             "%g), each all-reduced as the last micro-batch's backward completes it",
+             nb, list, tr->cfg->parallel.bucket_mb);
+}
+
 void train_run(FtTrainer *tr, FtTrainSummary *s)
 {
     const FtConfig *cfg = tr->cfg;
@@ -515,6 +534,7 @@ void train_run(FtTrainer *tr, FtTrainSummary *s)
              tr->model->cfg.C, tr->model->cfg.V, tr->model->cfg.Vp, tr->T, tr->tape.ne,
              tr->nslots, tr->nslots == 1 ? "" : "s", tr->nslots * tr->tape.arena_bytes / 1048576.0,
              tr->step_flops / 1e9);
+    log_buckets(tr);
     timeline_reset(&tr->tl);
     timers_reset(&tr->regions);
     FtProgress pr; /* the per-step line, or the live line on a terminal */
