@@ -1962,8 +1962,9 @@ static void test_plan_agc_file(void **state)
 }
 
 /* Copies the plan file src to dst with field `field` (0: "op" or "window") of the `kind` line
- * numbered num set to val, or that line left out (val NULL); returns the line the reader finds
- * wrong: the edited one, or where the dropped one was (the end of the file for the last). */
+ * numbered num (-1: the one line of that kind) set to val, or that line left out (val NULL);
+ * returns the line the reader finds wrong: the edited one, or where the dropped one was (the
+ * end of the file for the last). */
 static int plan_edit(const char *src, const char *dst, const char *kind, int num, int field,
                      const char *val)
 {
@@ -1971,7 +1972,8 @@ static int plan_edit(const char *src, const char *dst, const char *kind, int num
     assert_non_null(f);
     assert_non_null(o);
     char line[1024], want[32];
-    snprintf(want, sizeof want, "%s %d ", kind, num);
+    if (num < 0) snprintf(want, sizeof want, "%s ", kind); /* the one line of that kind */
+    else snprintf(want, sizeof want, "%s %d ", kind, num);
     int ln = 0, at = 0;
     while (fgets(line, sizeof line, f)) {
         ln++;
@@ -2061,6 +2063,17 @@ static void test_plan_file_refusals(void **state)
                                     sizeof err), 0);
     /* fields: 2 micro-batch, 6 strategy, 8 segment, 9 time_ms, 11 cost_ms */
     plan_edited(&tr, path, bad, "op", deferred, 9, "7.5", NULL); /* an edit the reader takes */
+    /* the header line ("budget_mb X phases P profile_steps N step_ms X overhead_ms X ..."):
+     * each keyword and each number on its own */
+    static const struct {
+        int field;
+        const char *val;
+    } hdr[] = {{1, "lots"}, {2, "phase"}, {4, "profile"}, {5, "two"}, {5, "-1"},
+               {6, "step_s"}, {7, "fast"}, {8, "overhead"}, {9, "none"}};
+    for (size_t k = 0; k < sizeof hdr / sizeof *hdr; k++)
+        plan_edited(&tr, path, bad, "budget_mb", -1, hdr[k].field, hdr[k].val,
+                    "expected 'budget_mb X phases P profile_steps N step_ms X overhead_ms X");
+    plan_edited(&tr, path, bad, "budget_mb", -1, 3, "1,3", "phases '1,3': expected 1");
     plan_edited(&tr, path, bad, "op", ints, 6, "deferred", "writes integers");
     plan_edited(&tr, path, bad, "op", ints, 6, "agc", "writes integers"); /* agc keeps too */
     plan_edited(&tr, path, bad, "op", deferred, 6, "agc", "strategy agc needs a segment");
