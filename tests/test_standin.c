@@ -2,7 +2,8 @@
  * GPU, which the device-path tests and tests/e2e/cuda.sh run on). What they rely on:
  *   - its memory is zeroed, recognized by is_device (and nothing else is), reused after a
  *     release (first fit; neighbours merged), and not host-addressable: a direct read faults,
- *     as on a GPU, until set_host_access opens it;
+ *     as on a GPU, until set_host_access opens it; a released block at the top gives its
+ *     pages back (a read faults even with host access open);
  *   - its ops, device copies and non-waiting compares are queued like a stream's work and run in
  *     order when something waits (a copy to the host, sync); a sync-free op is not waited for.
  * ft-test: ranks 1 */
@@ -100,4 +101,25 @@ static void test_queue(void **state)
     dev()->release(dev()->ctx, x), dev()->release(dev()->ctx, y), dev()->release(dev()->ctx, z);
 }
 
-FT_TEST_MAIN(cmocka_unit_test(test_memory), cmocka_unit_test(test_queue))
+/* A released block at the top of the arena gives its pages back: a read of them faults even
+ * while host access is open (a use after release shows, as on a GPU), and the next
+ * allocation there is zeroed again. */
+static void test_release_top(void **state)
+{
+    (void)state;
+    enum { N = 1 << 20 }; /* 4 MiB: larger than any free block, so at the top */
+    backend_standin_set_host_access(true);
+    float *t = dev()->alloc(dev()->ctx, sizeof(float) * N);
+    assert_non_null(t);
+    t[N / 2] = 5.0f;
+    assert_false(read_faults(t + N / 2));
+    dev()->release(dev()->ctx, t);
+    assert_true(read_faults(t + N / 2)); /* its pages are gone though host access is open */
+    float *u = dev()->alloc(dev()->ctx, sizeof(float) * N);
+    assert_true(u == t && u[N / 2] == 0.0f);
+    dev()->release(dev()->ctx, u);
+    backend_standin_set_host_access(false);
+}
+
+FT_TEST_MAIN(cmocka_unit_test(test_memory), cmocka_unit_test(test_queue),
+             cmocka_unit_test(test_release_top))
