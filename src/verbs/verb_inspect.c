@@ -10,6 +10,9 @@
  * writes a synthetic checkpoint of MB megabytes (one f32 tensor split by rows over the ranks),
  * slowly when --delay-ms is given, so tests can kill a write half-way and check storage. */
 #include <dirent.h>
+#include <errno.h>
+#include <limits.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -149,6 +152,17 @@ static int inspect_dir(const char *dir, const char *run_arg, MPI_Comm comm, int 
     return inspect_file(path, comm, rank);
 }
 
+/* Whether s is a whole decimal number in [lo, hi] (into *out). */
+static bool whole(const char *s, long long lo, long long hi, long long *out)
+{
+    char *end = NULL;
+    errno = 0;
+    long long v = strtoll(s, &end, 10);
+    if (end == s || *end || errno || v < lo || v > hi) return false;
+    *out = v;
+    return true;
+}
+
 /* The testing aid: one synthetic checkpoint. */
 static int write_test(int argc, char **argv, MPI_Comm comm, int rank, int size)
 {
@@ -158,22 +172,38 @@ static int write_test(int argc, char **argv, MPI_Comm comm, int rank, int size)
         return FT_EXIT_USAGE;
     }
     const char *dir = argv[2], *run = "ftllm";
-    long long step = atoll(argv[3]);
+    long long step = 0, keep = 2, delay = 0;
     double mb = 1;
-    FtCkptOpts o = {.keep = 2};
-    for (int i = 4; i < argc; i++) {
-        if (!strcmp(argv[i], "--async")) o.async = true;
-        else if (i + 1 < argc && !strcmp(argv[i], "--run")) run = argv[++i];
-        else if (i + 1 < argc && !strcmp(argv[i], "--mb")) mb = atof(argv[++i]);
-        else if (i + 1 < argc && !strcmp(argv[i], "--keep")) o.keep = atoi(argv[++i]);
-        else if (i + 1 < argc && !strcmp(argv[i], "--delay-ms")) o.debug_delay_ms = atoi(argv[++i]);
-        else {
-            char msg[256];
-            snprintf(msg, sizeof msg, "ftllm inspect --write-test: unknown argument '%.64s'", argv[i]);
-            cli_error(comm, msg);
-            return FT_EXIT_USAGE;
-        }
+    FtCkptOpts o = {0};
+    char msg[256] = "";
+    if (!whole(argv[3], 0, LLONG_MAX, &step))
+        snprintf(msg, sizeof msg, "ftllm inspect --write-test: STEP '%.64s': expected an integer "
+                 ">= 0", argv[3]);
+    for (int i = 4; i < argc && !*msg; i++) {
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        char *end = NULL;
+        bool known = !strcmp(a, "--run") || !strcmp(a, "--mb") || !strcmp(a, "--keep") ||
+                     !strcmp(a, "--delay-ms");
+        if (!strcmp(a, "--async")) o.async = true;
+        else if (!known)
+            snprintf(msg, sizeof msg, "ftllm inspect --write-test: unknown argument '%.64s'", a);
+        else if (!v)
+            snprintf(msg, sizeof msg, "ftllm inspect --write-test: %s needs a value", a);
+        else if (!strcmp(a, "--run")) run = v;
+        else if (!strcmp(a, "--mb") ? (mb = strtod(v, &end), end == v || *end || !(mb > 0))
+                 : !strcmp(a, "--keep") ? !whole(v, 1, 1000000, &keep)
+                                        : !whole(v, 0, 3600000, &delay))
+            snprintf(msg, sizeof msg, "ftllm inspect --write-test: %s '%.64s': expected %s", a, v,
+                     !strcmp(a, "--mb")     ? "a number > 0"
+                     : !strcmp(a, "--keep") ? "an integer in [1, 1000000]"
+                                            : "an integer in [0, 3600000]");
+        i += known && v;
     }
+    if (*msg) {
+        cli_error(comm, msg);
+        return FT_EXIT_USAGE;
+    }
+    o.keep = (int)keep, o.debug_delay_ms = (int)delay;
     char err[CKPT_ERR_MAX];
     FtCkpt *c = ckpt_create(dir, run, comm, &o, err, sizeof err);
     if (!c) {

@@ -7,7 +7,9 @@
 #  - flipped bytes, a truncated file and a file of another format each give a one-line error
 #    naming the file (and the dataset), exit code 2, and the folder falls back to the previous one;
 #  - a changed first or last element of a tensor (found in the file with h5dump) is refused;
-#  - a folder with checkpoints of two runs: the runs named, --run picks one, its misuses refused.
+#  - a folder with checkpoints of two runs: the runs named, --run picks one, its misuses refused;
+#  - the testing aid's command line (STEP, --mb, --keep, --delay-ms, unknown arguments) refused in
+#    one line each, nothing written.
 set -u
 source "$(dirname "$0")/lib.bash"
 D=$E2E_TMP
@@ -130,5 +132,25 @@ has "two runs: run b's newest" "run b, step 3,"
 run "two runs: --run of no run" 2 "$d: no checkpoint of run 'nope'" 1 "$FTLLM" inspect "$d" --run nope
 run "--run without a name" 2 "usage: ftllm inspect FILE | DIR [--run NAME]" 1 "$FTLLM" inspect "$d" --run
 run "--run with a file" 2 "ftllm inspect: --run applies to a folder, not to a file" 1 "$FTLLM" inspect "$(name "$d" a 2)" --run a
+
+# the testing aid's own command line: every misuse refused in one line, nothing written
+d="$D/aid"
+W="ftllm inspect --write-test"
+while IFS='|' read -r -u 3 args want; do # fd 3: mpiexec reads stdin
+  # shellcheck disable=SC2086
+  run "$W $args refused" 2 "$W: $want" 2 "$FTLLM" inspect --write-test "$d" $args
+done 3<<'CASES'
+x|STEP 'x': expected an integer >= 0
+-1|STEP '-1': expected an integer >= 0
+1 --bogus|unknown argument '--bogus'
+1 --bogus 5|unknown argument '--bogus'
+1 --mb 1 --keep|--keep needs a value
+1 --keep 0|--keep '0': expected an integer in [1, 1000000]
+1 --mb -3|--mb '-3': expected a number > 0
+1 --mb 2x|--mb '2x': expected a number > 0
+1 --delay-ms abc|--delay-ms 'abc': expected an integer in [0, 3600000]
+CASES
+[ ! -e "$d" ] || [ -z "$(ls -A "$d")" ] && ok "$W misuses: nothing written" ||
+  bad "$W misuses: nothing written" "$(ls "$d")"
 
 e2e_finish
