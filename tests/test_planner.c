@@ -250,6 +250,16 @@ static void test_phase3_demotion(void **state)
     assert_int_equal(planner_run(abc, 3, one, 1, 9, phase_sets[2], &p), 0);
     assert_true(p.strategy[0] == PLAN_NAIVE && p.overhead == 1);
     planner_free(&p);
+    /* a window exactly as long as an operator holds it: X (2 s) and Y (1 s), one tensor each,
+     * budget 1, one window of 2 s. Keeping X hides 2 s, keeping Y 1 s (the window cannot take
+     * both): Y goes, overhead 1 (a window counted only when longer than the operator would
+     * leave X no window, so X would go: 2) */
+    const FtPlanOp xy[2] = {{"X", 2, 1, 0, 0, 0, 0}, {"Y", 1, 1, 0, 0, 0, 0}};
+    const FtPlanWindow two[1] = {{1, 2, PLAN_WIN_INTRA, 0}};
+    assert_int_equal(planner_run(xy, 2, two, 1, 1, phase_sets[2], &p), 0);
+    assert_true(p.strategy[1] == PLAN_NAIVE && p.strategy[0] == PLAN_DEFERRED);
+    assert_true(p.window[0] == 0 && p.overhead == 1);
+    planner_free(&p);
 }
 
 /* ---- memory in time --------------------------------------------------------------------------
