@@ -180,24 +180,35 @@ static int write_test(int argc, char **argv, MPI_Comm comm, int rank, int size)
         snprintf(msg, sizeof msg, "ftllm inspect --write-test: STEP '%.64s': expected an integer "
                  ">= 0", argv[3]);
     for (int i = 4; i < argc && !*msg; i++) {
-        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        char *end = NULL;
-        bool known = !strcmp(a, "--run") || !strcmp(a, "--mb") || !strcmp(a, "--keep") ||
-                     !strcmp(a, "--delay-ms");
-        if (!strcmp(a, "--async")) o.async = true;
-        else if (!known)
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL, *want = NULL;
+        if (!strcmp(a, "--async")) {
+            o.async = true;
+            continue;
+        }
+        if (strcmp(a, "--run") && strcmp(a, "--mb") && strcmp(a, "--keep") &&
+            strcmp(a, "--delay-ms")) {
             snprintf(msg, sizeof msg, "ftllm inspect --write-test: unknown argument '%.64s'", a);
-        else if (!v)
+            break;
+        }
+        if (!v) {
             snprintf(msg, sizeof msg, "ftllm inspect --write-test: %s needs a value", a);
-        else if (!strcmp(a, "--run")) run = v;
-        else if (!strcmp(a, "--mb") ? (mb = strtod(v, &end), end == v || *end || !(mb > 0))
-                 : !strcmp(a, "--keep") ? !whole(v, 1, 1000000, &keep)
-                                        : !whole(v, 0, 3600000, &delay))
+            break;
+        }
+        i++;
+        if (!strcmp(a, "--run")) {
+            run = v;
+        } else if (!strcmp(a, "--mb")) {
+            char *end = NULL;
+            mb = strtod(v, &end);
+            if (end == v || *end || !(mb > 0)) want = "a number > 0";
+        } else if (!strcmp(a, "--keep")) {
+            if (!whole(v, 1, 1000000, &keep)) want = "an integer in [1, 1000000]";
+        } else if (!whole(v, 0, 3600000, &delay)) {
+            want = "an integer in [0, 3600000]";
+        }
+        if (want)
             snprintf(msg, sizeof msg, "ftllm inspect --write-test: %s '%.64s': expected %s", a, v,
-                     !strcmp(a, "--mb")     ? "a number > 0"
-                     : !strcmp(a, "--keep") ? "an integer in [1, 1000000]"
-                                            : "an integer in [0, 3600000]");
-        i += known && v;
+                     want);
     }
     if (*msg) {
         cli_error(comm, msg);
