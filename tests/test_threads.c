@@ -1,6 +1,9 @@
 /* test_threads.c: the threads-per-rank rule, and that threads_setup applies it.
  * ft-test: ranks 1 2 */
+#define _GNU_SOURCE
 #include <omp.h>
+#include <sched.h>
+#include <stdio.h>
 #include <stdlib.h>
 
 #include "ft_test.h"
@@ -33,4 +36,28 @@ static void test_setup_applies(void **state)
     assert_all(omp_get_max_threads() == n);
 }
 
-FT_TEST_MAIN(cmocka_unit_test(test_rule), cmocka_unit_test(test_setup_applies))
+/* A launcher that binds the rank to one core (srun --cpu-bind, mpiexec -bind-to core): with no
+ * thread count from the deck or the environment, threads_setup takes this process's own set (one
+ * thread), not the node's share. Run on one and on two ranks: one either way. */
+static void test_setup_bound(void **state)
+{
+    (void)state;
+    cpu_set_t all, one;
+    assert_int_equal(sched_getaffinity(0, sizeof all, &all), 0);
+    int first = 0;
+    while (!CPU_ISSET(first, &all)) first++;
+    CPU_ZERO(&one);
+    CPU_SET(first, &one);
+    char *env = getenv("OMP_NUM_THREADS");
+    char saved[64] = "";
+    if (env) snprintf(saved, sizeof saved, "%s", env);
+    unsetenv("OMP_NUM_THREADS");
+    assert_int_equal(sched_setaffinity(0, sizeof one, &one), 0);
+    int n = threads_setup(ft_test_comm(), 0);
+    assert_int_equal(sched_setaffinity(0, sizeof all, &all), 0);
+    if (env) setenv("OMP_NUM_THREADS", saved, 1);
+    assert_all(n == 1 && omp_get_max_threads() == 1);
+}
+
+FT_TEST_MAIN(cmocka_unit_test(test_rule), cmocka_unit_test(test_setup_applies),
+             cmocka_unit_test(test_setup_bound))
