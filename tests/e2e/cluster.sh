@@ -1,10 +1,11 @@
 #!/bin/bash
 # e2e/cluster.sh: `ftllm optimize` and `ftllm simulate` as a user meets them. Good cluster decks
 # run and print their tables, whose rows and summary lines agree with each other (the recommended
-# row, r_max, the comparisons, --verify's neighbours and verdict, simulate's fixed r and
-# interval); the simulation's numbers do not depend on the rank count; every bad
-# cluster deck in tests/e2e/bad_cluster_decks/ gives exactly one "FILE:LINE: message" line on
-# stderr (its "; expect:" text) and exit code 2, with the normal binary and the sanitizer build.
+# row, r_max, the comparisons, the sparing table's best row and its "x the work" ratio, --verify's
+# neighbours and verdict, simulate's fixed r and interval); the simulation's numbers do not depend
+# on the rank count; every bad cluster deck in tests/e2e/bad_cluster_decks/ gives exactly one
+# "FILE:LINE: message" line on stderr (its "; expect:" text) and exit code 2, with the normal
+# binary and the sanitizer build.
 set -u
 source "$(dirname "$0")/lib.bash"
 tmp=$E2E_TMP
@@ -63,6 +64,23 @@ sim_rows() {
 # verify_note NAME: the last --verify's verdict says "the lowest simulated mean is a
 # neighbour's" exactly when a neighbour's paired difference (simulated vs recommended) is
 # negative (undecided, and not checked, when one prints as 0.000%)
+# sparing_agrees NAME: the last sparing table's summary line names its row of the highest CETT,
+# and its "x the work" ratio is that row's CETT over the row without intra-block spares (0)
+sparing_agrees() {
+  local why
+  why=$(awk '
+    /^ +[0-9]+ +[0-9]+ +[0-9.]+ +[0-9.]+ +[0-9.]+ +[0-9.]+ +[0-9]+ +[0-9.]+ +[0-9]+$/ {
+      rows++; if ($1 == 0) c0 = $8
+      if ($8 > best) { best = $8; bi = $1; br = $2 } }
+    /^recommended spares: / { line = $0; ti = $3; tr = $0; sub(/.*per block, /, "", tr); sub(/ .*/, "", tr)
+      x = $0; if (sub(/.*: /, "", x)) { sub(/x the work.*/, "", x) } else x = "" }
+    END { if (!rows || line == "") { print rows " rows, summary: " line; exit }
+      if (ti != bi || tr != br) print "recommended " ti " trays, " tr " blocks; the best row " bi ", " br
+      want = best / c0
+      if (bi > 0 && (x == "" || x + 0 < want - 0.002 || x + 0 > want + 0.002)) print "ratio " x ", the rows give " want }
+  ' "$tmp/out")
+  if [ -z "$why" ]; then ok "$1"; else bad "$1" "$why"; fi
+}
 verify_note() {
   local why
   why=$(awk '
@@ -126,10 +144,12 @@ for bin in "${e2e_bins[@]}"; do
   verify_note "$tag verify, seed 28: the lowest mean"
   run "$tag optimize sparing" 0 "" 1 "$bin" optimize inputs/cluster-meta-sparing.ini cluster.r_max=4
   has "$tag sparing table" '^recommended spares: [0-9]+ intra-block spare'
+  sparing_agrees "$tag sparing table agrees"
   run "$tag optimize sparing weibull" 0 "" 1 "$bin" optimize inputs/cluster-meta-sparing.ini cluster.r_max=4 \
     cluster.failure_law=weibull cluster.spare_trays=1
   has "$tag sparing weibull law" '^  up times Weibull k = 0.8, every part new'
   has "$tag sparing weibull table" '^recommended spares: 1 intra-block spare tray per block, [0-9]+ spare block.*: [0-9.]+x the work'
+  sparing_agrees "$tag sparing weibull table agrees"
   # simulate's sparing line is at the spares optimize recommends: the deck's (1 tray), and
   # 72 trays of 1 GPU, where the most spare trays searched (8) are the best
   for o in "" "cluster.trays_per_block=72 cluster.gpus_per_tray=1"; do
