@@ -1,6 +1,7 @@
 /* test_plan_predict.c: the what-if planner input (plan_predict.h). A tiny model whose operator
  * counts, FLOPs, kept bytes and windows are computed by hand (a compute rate of 1e6 FLOP/s and a
- * memory bandwidth too large to matter, so each time is its FLOPs / 1e6), and on tp 2 x pp 2 x
+ * memory bandwidth too large to matter, so each time is its FLOPs / 1e6; then the reverse: each
+ * time its bytes moved, every operator group by hand), and on tp 2 x pp 2 x
  * dp 2 with round link numbers its window lengths (intra- and inter-node), step decomposition and
  * both stages' memory footprints and budget, also by hand; GQA, SwiGLU, tp 2 and an odd vocab
  * change the shapes as the header says; AC (a short last segment too) marks every forward
@@ -203,6 +204,46 @@ static void test_keep_costs(void **state)
     }
     assert_true(q.t_step == p.t_step && q.t_naive == p.t_naive);
     predict_free(&p), predict_free(&q);
+}
+
+/* Memory-bound times (compute 1e18 FLOP/s, HBM 1 byte/s: each time is its bytes moved), GQA (1 kv
+ * head: K 4, q k v 16 columns) and SwiGLU (g 2), bf16, by hand from the rules of the header: a
+ * GEMM reads its input and weight and writes its output, its backward moves twice that; an
+ * elementwise operator reads and writes its tensors, its backward 1.5x; the loss 10 bytes per
+ * logit; AdamW 30 bytes a parameter (a block: C (Q + 2K) + Q C + 3 C F + 2 C = 976). */
+static void test_tiny_bytes(void **state)
+{
+    (void)state;
+    FtConfig cfg;
+    const char *const ov[] = {"model.kv_heads=1", "model.mlp=swiglu", "cluster.gpu_tflops=1e6",
+                              "cluster.hbm_gbs=1e-9", NULL};
+    cfg_from(&cfg, g_tiny, ov);
+    FtPredict p;
+    if (predict_build(&cfg, &p, g_err, sizeof g_err)) fail_msg("%s", g_err);
+    /* N 4, C 8, Q 8, K 4, F 32, V 16 */
+    const struct { int g; double bytes; } want[] = {
+        {PRED_G_embed, 2 * 2 * 32},          {PRED_G_norm1, 2 * 2 * 32},
+        {PRED_G_qkv, 2 * (32 + 128 + 64)},   {PRED_G_attn, 2 * (64 + 32)},
+        {PRED_G_proj, 2 * (32 + 64 + 32)},   {PRED_G_res1, 2 * 3 * 32},
+        {PRED_G_norm2, 2 * 2 * 32},          {PRED_G_up, 2 * (32 + 512 + 256)},
+        {PRED_G_act, 2 * (256 + 128)},       {PRED_G_down, 2 * (128 + 256 + 32)},
+        {PRED_G_res2, 2 * 3 * 32},           {PRED_G_normf, 2 * 2 * 32},
+        {PRED_G_head, 2 * (32 + 128 + 64)},  {PRED_G_loss, 10 * 64},
+        {PRED_G_loss_b, 10 * 64},            {PRED_G_head_b, 4 * (32 + 128 + 64)},
+        {PRED_G_normf_b, 1.5 * 2 * 2 * 32},  {PRED_G_down_b, 4 * (128 + 256 + 32)},
+        {PRED_G_act_b, 1.5 * 2 * (256 + 128)}, {PRED_G_up_b, 4 * (32 + 512 + 256)},
+        {PRED_G_norm2_b, 1.5 * 2 * 2 * 32},  {PRED_G_proj_b, 4 * (32 + 64 + 32)},
+        {PRED_G_attn_b, 4 * (64 + 32)},      {PRED_G_qkv_b, 4 * (32 + 128 + 64)},
+        {PRED_G_norm1_b, 1.5 * 2 * 2 * 32},  {PRED_G_embed_b, 2 * 3 * 32},
+        {PRED_G_adamw, 30 * 976},
+    };
+    assert_int_equal(sizeof want / sizeof want[0], PRED_NGROUPS);
+    for (size_t k = 0; k < sizeof want / sizeof want[0]; k++) {
+        double t = op_of(&p, want[k].g)->time;
+        if (fabs(t - want[k].bytes) > 1e-9 * want[k].bytes)
+            fail_msg("%s: %g bytes moved, want %g", predict_group_name(want[k].g), t, want[k].bytes);
+    }
+    predict_free(&p);
 }
 
 /* AC and pipeline: pp 2 (one block a stage, no embedding on the last), AC full, 3 micro-batches,
@@ -862,7 +903,7 @@ static void test_pipe_sim(void **state)
 }
 
 FT_TEST_MAIN(cmocka_unit_test(test_tiny_counts), cmocka_unit_test(test_tiny_shapes),
-             cmocka_unit_test(test_keep_costs),
+             cmocka_unit_test(test_keep_costs), cmocka_unit_test(test_tiny_bytes),
              cmocka_unit_test(test_ac_pipeline), cmocka_unit_test(test_tiny_comm),
              cmocka_unit_test(test_tiny_memory), cmocka_unit_test(test_decks_phases),
              cmocka_unit_test(test_faster_links), cmocka_unit_test(test_more_memory),
