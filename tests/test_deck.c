@@ -398,6 +398,43 @@ static void test_cross_world(void **state)
                        "spares = 1\n", 5, "the layout (dp + spare.spares) x pp x ep x tp = (2 + 1) x 1 x 2 x 1 = 6 ranks, but the job has 5");
 }
 
+/* The longest deck file name the parser keeps (FT_DECK_STR_MAX - 1 characters: a deep path on a
+ * parallel file system) is named whole, with the line, at the start of each kind of message:
+ * a parse error, a cross-key check, the layout against the job's ranks, the PAPI list, a shape
+ * the trainer does not build. */
+static void test_long_path(void **state)
+{
+    (void)state;
+    char path[FT_DECK_STR_MAX], want[FT_DECK_STR_MAX + 16];
+    memset(path, 'd', sizeof path - 1);
+    path[0] = '/', path[sizeof path - 1] = '\0';
+    memcpy(path + sizeof path - 5, ".ini", 4);
+    const struct { const char *text; int nranks, line, trainable; } c[] = {
+        {"[train]\nsteps = 10\nnosuch = 1\n", 0, 3, 0},
+        {"[train]\nsteps = 10\nwarmup = 20\n", 1, 3, 0},
+        {"[parallel]\ntp = 2\n", 1, 2, 0},
+        {"[perf]\npapi_events = A,B,A\n", 1, 2, 0},
+        {"[model]\nffn = 100\n", 1, 2, 1},
+    };
+    for (size_t k = 0; k < sizeof c / sizeof c[0]; k++) {
+        g_err[0] = '\0';
+        int rc = deck_parse(&g_cfg, path, c[k].text, strlen(c[k].text), g_err, sizeof g_err);
+        if (c[k].nranks > 0) {
+            assert_int_equal(rc, 0);
+            rc = deck_check(&g_cfg, c[k].nranks, g_err, sizeof g_err);
+            if (c[k].trainable) {
+                assert_int_equal(rc, 0);
+                rc = deck_check_trainable(&g_cfg, g_err, sizeof g_err);
+            }
+        }
+        snprintf(want, sizeof want, "%s:%d: ", path, c[k].line);
+        if (rc == 0 || strncmp(g_err, want, strlen(want)))
+            fail_msg("case %zu: rc %d, '%s' does not start with the whole path and line %d", k, rc,
+                     g_err, c[k].line);
+        assert_null(strchr(g_err, '\n'));
+    }
+}
+
 static void test_overrides(void **state)
 {
     (void)state;
@@ -558,5 +595,6 @@ FT_TEST_MAIN(cmocka_unit_test(test_defaults_valid), cmocka_unit_test(test_parse_
              cmocka_unit_test(test_reserved_and_auto), cmocka_unit_test(test_cross_checks),
              cmocka_unit_test(test_cross_edges), cmocka_unit_test(test_cross_engine),
              cmocka_unit_test(test_papi_events), cmocka_unit_test(test_print_changed),
-             cmocka_unit_test(test_cross_world), cmocka_unit_test(test_overrides),
+             cmocka_unit_test(test_cross_world), cmocka_unit_test(test_long_path),
+             cmocka_unit_test(test_overrides),
              cmocka_unit_test(test_print_roundtrip), cmocka_unit_test(test_help_lists_every_key))
