@@ -2645,6 +2645,21 @@ static void test_pipe_build(void **state)
             }
         }
         assert_all(good && nrecv == M && nsend == M);
+        { /* waits other than the pipeline's: per step, stretched by the profile's step_s /
+           * wall_s (a profiled step under a second: 0.25 s without its checks, 0.5 s with) */
+            FtDmrProfile q = pf;
+            q.seq_wait = malloc((size_t)pf.nseq * sizeof *q.seq_wait);
+            for (int k = 0; k < pf.nseq; k++) q.seq_wait[k] = pf.seq_wait[k] + 1e-3 * (1 + k % 2);
+            q.step_s = 0.25, q.wall_s = 0.5;
+            FtPipeRank w;
+            assert_all(dmr_pipe_rank_build(&q, &p, mt, ot, st, 2, 1 << 24, &w) == 0);
+            good = w.n == mine.n && w.last_micro == mine.last_micro && w.last_micro > 0;
+            for (int k = 0; good && k <= w.last_micro; k++)
+                good &= fabs(w.wait[k] - (mine.wait[k] + 0.5e-3 * (1 + k % 2))) < 1e-15;
+            assert_all(good);
+            dmr_pipe_rank_free(&w);
+            free(q.seq_wait);
+        }
         /* gather both stages' parts (padded to the longer) and their schedules' seconds */
         double *buf;
         long long len = (long long)dmr_pipe_rank_pack(&mine, &buf), most;
