@@ -108,6 +108,10 @@ static void test_bad_lines(void **state)
                  "t.faults:1: bit=64 is out of range: expected an integer in [0..63]");
     expect_error("sdc step=1 rank=0 op=matmul bit=1 bits=2",
                  "t.faults:1: unknown field 'bits' in a sdc line (did you mean 'bit'?)");
+    /* two swapped letters are one edit: 'po' is suggested 'op' (two substitutions would not be
+     * fewer than its length) */
+    expect_error("sdc step=1 rank=0 po=matmul bit=1",
+                 "t.faults:1: unknown field 'po' in a sdc line (did you mean 'op'?)");
     expect_error("sdc step=1 rank=0 op=matmul bit=1 colour=red",
                  "t.faults:1: unknown field 'colour' in a sdc line (sdc step=S rank=R op=NAME[:N] "
                  "bit=B [elem=I] [target=primary|checker])");
