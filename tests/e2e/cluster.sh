@@ -61,9 +61,6 @@ sim_rows() {
   [ -z "$why" ] && ok "$1: rows and comparison" || bad "$1: rows and comparison" "$why"
 }
 
-# verify_note NAME: the last --verify's verdict says "the lowest simulated mean is a
-# neighbour's" exactly when a neighbour's paired difference (simulated vs recommended) is
-# negative (undecided, and not checked, when one prints as 0.000%)
 # sparing_agrees NAME: the last sparing table's summary line names its row of the highest CETT,
 # and its "x the work" ratio is that row's CETT over the row without intra-block spares (0)
 sparing_agrees() {
@@ -81,6 +78,10 @@ sparing_agrees() {
   ' "$tmp/out")
   if [ -z "$why" ]; then ok "$1"; else bad "$1" "$why"; fi
 }
+
+# verify_note NAME: the last --verify's verdict says "the lowest simulated mean is a
+# neighbour's" exactly when a neighbour's paired difference (simulated vs recommended) is
+# negative (undecided, and not checked, when one prints as 0.000%)
 verify_note() {
   local why
   why=$(awk '
