@@ -6,6 +6,9 @@
 #   make studies      the studies (perf/studies/: CSV + PNG into build/studies/; STUDIES_QUICK=1
 #                     tiny sizes, STUDIES_OUT another folder)
 #   make DEBUG=1      -O0 with address+undefined sanitizers; SAN=address (or thread, ...) alone
+#   make coverage     line and branch coverage of src/ by the unit tests (gcov, gcovr): build/
+#                     coverage/ (make COV=1), tables and HTML; COVERAGE_E2E=1 adds the
+#                     end-to-end scripts (scripts/coverage)
 #   make CUDA=1       bin/ftllm with the CUDA backend too (cuda/*.cu; run.backend = cuda), in
 #                     build/cuda/; `make cuda-check` builds it and the GPU tests (tests/gpu/)
 #   make CUDA=emu     the same CUDA sources on ftllm's CUDA emulator (cuda/emu/: g++, host
@@ -30,6 +33,7 @@ MPI      ?= mpich
 CC       := mpicc
 DEBUG    ?= 0
 SAN      ?=
+COV      ?= 0
 CUDA     ?= 0
 NP       ?= 4
 DECK     ?= inputs/system.ini
@@ -45,6 +49,17 @@ ifeq ($(DEBUG),1)
   OPT := -O0
   SAN := address,undefined
 endif
+# gcov's counters: -O0 so that lines map to code; atomic updates (OpenMP, the checkpoint writer's
+# thread); one variant of its own, build/coverage/
+ifeq ($(COV),1)
+  ifneq ($(SAN)$(filter-out 0,$(CUDA)),)
+    $(error COV=1: a coverage build has no sanitizer and no CUDA: drop DEBUG, SAN and CUDA)
+  endif
+  OPT := -O0
+  COVFLAGS := --coverage -fprofile-update=atomic
+else ifneq ($(COV),0)
+  $(error COV=$(COV): expected 0 or 1 (the coverage build))
+endif
 ifeq ($(CUDA),1)
   ifeq ($(wildcard $(NVCC)),)
     $(error CUDA=1: no nvcc at $(NVCC): install the CUDA toolkit or set CUDA_HOME)
@@ -52,7 +67,7 @@ ifeq ($(CUDA),1)
 endif
 
 comma    := ,
-BASE_VARIANT := $(if $(filter 1,$(DEBUG)),debug,$(if $(SAN),san-$(subst $(comma),-,$(SAN)),release))
+BASE_VARIANT := $(if $(filter 1,$(DEBUG)),debug,$(if $(SAN),san-$(subst $(comma),-,$(SAN)),$(if $(filter 1,$(COV)),coverage,release)))
 CUDA_VARIANT := $(if $(filter emu,$(CUDA)),cuda-emu,$(if $(filter release,$(BASE_VARIANT)),cuda,cuda-$(BASE_VARIANT)))
 VARIANT  := $(if $(filter 0,$(CUDA)),$(BASE_VARIANT),$(CUDA_VARIANT))
 SANFLAGS := $(if $(SAN),-fsanitize=$(SAN) -fno-omit-frame-pointer -fno-sanitize-recover=undefined)
@@ -90,8 +105,8 @@ BLAS_LIBS := -L$(BLAS_DIR) -l:libopenblas.so.0 -Wl,-rpath,$(BLAS_DIR)
 
 CFLAGS   := -std=c11 -D_POSIX_C_SOURCE=200809L -D_DEFAULT_SOURCE $(OPT) -g -Wall -Wextra \
             -Wshadow -Wno-unused-parameter -fopenmp -Iinclude -I$(BLAS_INC) $(PKG_CFLAGS) \
-            $(SANFLAGS) $(CFLAGS_EXTRA)
-LDFLAGS  := -fopenmp $(SANFLAGS) $(LDFLAGS_EXTRA)
+            $(SANFLAGS) $(COVFLAGS) $(CFLAGS_EXTRA)
+LDFLAGS  := -fopenmp $(SANFLAGS) $(COVFLAGS) $(LDFLAGS_EXTRA)
 LDLIBS   := $(PKG_LIBS) $(BLAS_LIBS) -lm
 
 LIB_SRC  := $(filter-out src/verbs/main.c,$(wildcard src/*.c src/*/*.c))
@@ -135,7 +150,7 @@ else ifneq ($(CUDA),0)
   $(error CUDA=$(CUDA): expected 0 (CPU only), 1 (nvcc, the CUDA toolkit) or emu (the emulator))
 endif
 
-.PHONY: all run test test-run test-slurm deps-test bench bench-run studies studies-run fuzz deps clean \
+.PHONY: coverage coverage-run all run test test-run test-slurm deps-test bench bench-run studies studies-run fuzz deps clean \
   inputs-doc FORCE data cuda-check cuda-emu-check
 ifeq ($(MPI),openmpi)
 all: bin/ftllm-openmpi
@@ -245,6 +260,19 @@ cuda-emu-check:
 # Debian package (scripts/make-data says which and why); quick when they exist.
 data: bin/ftllm
 	@scripts/make-data bin/ftllm
+
+# Coverage: the coverage build of ftllm and the unit tests (bin/ftllm is left as it is), their
+# counters zeroed, the tests run, gcovr's report on src/ (scripts/coverage; gcovr: Debian's).
+coverage: deps-test
+	@$(MAKE) --no-print-directory COV=1 coverage-run
+ifneq ($(filter coverage-run,$(MAKECMDGOALS)),)
+  ifneq ($(COV),1)
+    $(error coverage-run: use  make coverage  (or make COV=1 coverage-run))
+  endif
+endif
+coverage-run: $(BUILD)/ftllm $(TEST_BIN) $(BENCH_BIN)
+	@scripts/make-data $(BUILD)/ftllm
+	@scripts/coverage $(BUILD)
 
 # Benchmarks: every perf/bench_*.c is built and perf/bench.sh runs them (and perf/bench_*.sh).
 # `make test` builds them too and runs each once in smoke mode (tests/e2e/bench_smoke.sh).

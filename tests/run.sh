@@ -12,7 +12,14 @@
 #    the CUDA build's binary as FTLLM_CUDA when there is one, of the emulator's as
 #    FTLLM_CUDA_EMU); they get BUILD_DIR as FTLLM_BUILD
 #    (bench_smoke.sh runs BUILD_DIR/perf/bench_* in smoke mode).
+# FTLLM_TEST_PARTS picks the parts (default "units gpu e2e"; scripts/coverage runs "units" or
+# "units e2e"), FTLLM_BIN the binary the e2e scripts run (default bin/ftllm).
 set -u
+parts=" ${FTLLM_TEST_PARTS:-units gpu e2e} "
+for p in $parts; do
+  case $p in units|gpu|e2e) ;; *) echo "tests/run.sh: FTLLM_TEST_PARTS: unknown part '$p' (expected units, gpu, e2e)" >&2; exit 2 ;; esac
+done
+has() { [[ $parts == *" $1 "* ]]; }
 build=${1:?usage: tests/run.sh BUILD_DIR SAN_BINARY}
 san=${2:-}
 export OMP_NUM_THREADS=1
@@ -52,7 +59,7 @@ run_tests() { # run_tests DIR SRCDIR: every DIR/test_* under the rank counts its
   done
 }
 
-run_tests "$build/tests" tests
+has units && run_tests "$build/tests" tests
 
 count_build() { # count_build DIR NAME LABEL: DIR/build.rc (a make's exit status) as one check
   local rc
@@ -69,6 +76,7 @@ count_build() { # count_build DIR NAME LABEL: DIR/build.rc (a make's exit status
 }
 
 cuda=${FTLLM_CUDA_BUILD:-}
+has gpu || cuda=
 if [ -n "$cuda" ]; then
   count_build "$cuda" cuda-build "cuda build, make CUDA=1 cuda-check"
   run_tests "$cuda/tests/gpu" tests/gpu
@@ -81,6 +89,7 @@ fi
 # before its producer), and with only the primary's stream late (mixed: the checker's and the
 # NCCL stream run early), the training, DMR and NCCL tests once each.
 emu=${FTLLM_CUDA_EMU_BUILD:-}
+has gpu || emu=
 if [ -n "$emu" ]; then
   count_build "$emu" cuda-emu-build "cuda emulator build, make CUDA=emu cuda-check"
   emu_run() { # emu_run NAME ORDER ATTENTION [STREAMS]: one GPU test on the emulator, one rank
@@ -106,10 +115,11 @@ if [ -n "$emu" ]; then
 fi
 
 for script in tests/e2e/*.sh; do
+  has e2e || break
   name=$(basename "$script" .sh)
   log=$logdir/e2e-$name.log
   t0=$SECONDS
-  FTLLM=bin/ftllm FTLLM_SAN=$san FTLLM_BUILD=$build FTLLM_CUDA=${cuda:+$cuda/ftllm} \
+  FTLLM=${FTLLM_BIN:-bin/ftllm} FTLLM_SAN=$san FTLLM_BUILD=$build FTLLM_CUDA=${cuda:+$cuda/ftllm} \
     FTLLM_CUDA_EMU=${emu:+$emu/ftllm} \
     timeout 900 bash "$script" > "$log" 2>&1
   count "$log" $? "e2e/$name"
