@@ -87,5 +87,6 @@ has "auto with ep: one replica, r 1" '^spare\.r = auto: r = 1: parallel\.dp = 1:
 has "auto with ep: trained" '^verdict: OK \(trained 3 steps'
 # bad combinations: one line each, exit 2
 run "spares need dp >= 2" 2 "spare.spares = 1 needs SPARe (spare.r >= 1 or auto, here auto) and parallel.dp >= 2 (here 1)" 2 "$FTLLM" train inputs/default.ini spare.r=auto spare.spares=1 parallel.tp=1
+run "no feasible plan" 2 "inputs/default.ini: spare.r = auto: the optimizer has no feasible plan for N = parallel.dp = 2 replicas" 2 "$FTLLM" train inputs/default.ini spare.r=auto parallel.dp=2 cluster.gpu_mtbf_h=0.001 train.steps=2
 run "auto is not a number" 2 "spare.r" 1 "$FTLLM" train inputs/default.ini spare.r=autox
 e2e_finish

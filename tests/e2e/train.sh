@@ -46,6 +46,32 @@ cmp -s "$tmp/out" "$tmp/sample1" && ok "sampling is deterministic" || bad "sampl
 run "train from llm.c weights" 0 "" "$FTLLM" train $deck model.init=$tmp/m.bin train.steps=2 train.sample_tokens=0
 has "init from file" "^init: $tmp/m.bin"
 
+# llm.c weights read into a sharded layout (tp 2, pp 2: each rank takes its part of the file,
+# model_from_deck's !whole path): the first two steps' losses and gradient norms as on one rank
+# (within 0.002: the shards sum in other orders). The weights come from 6 steps at lr 0.03, so
+# that every tensor is far from its initial value: one tensor left out of the copy moves them by
+# more than that (leaving out the final LayerNorm's bias, the smallest, moves the first loss by 0.14).
+run "weights trained hard" 0 "" "$FTLLM" train $deck train.steps=6 train.lr=0.03 train.sample_tokens=0 \
+  train.val_every=0 faults.schedule= run.save_model=$tmp/hard.bin
+run "train from them, one rank" 0 "" "$FTLLM" train $deck model.init=$tmp/hard.bin train.steps=2 train.sample_tokens=0
+grep -oE '^step +[12]/2 \| loss [0-9.]+ \| lr [0-9.e+-]+ \| norm [0-9.]+' "$tmp/out" > "$tmp/from1"
+for lay in parallel.tp=2 parallel.pp=2; do
+  timeout 300 mpiexec -n 2 "$FTLLM" train $deck model.init=$tmp/hard.bin train.steps=2 train.sample_tokens=0 \
+    $lay > "$tmp/out" 2> "$tmp/err"
+  rc=$?
+  grep -oE '^step +[12]/2 \| loss [0-9.]+ \| lr [0-9.e+-]+ \| norm [0-9.]+' "$tmp/out" > "$tmp/from2"
+  if [ "$rc" -ne 0 ]; then bad "llm.c weights on $lay" "exit code $rc: $(head -c 400 "$tmp/err")"
+  elif ! grep -q "^init: $tmp/hard.bin" "$tmp/out"; then bad "llm.c weights on $lay" "no init line"
+  elif [ "$(wc -l < "$tmp/from1")" -ne 2 ] || ! paste -d' ' "$tmp/from1" "$tmp/from2" | awk '
+      { for (i = 1; i <= NF; i++) if ($i == "loss" || $i == "norm") v[++n] = $(i + 1) }
+      END { if (n != 8) exit 1
+            for (k = 1; k <= 2; k++) for (j = 0; j < 2; j++) {
+              a = v[(k - 1) * 4 + 1 + j]; b = v[(k - 1) * 4 + 3 + j]; d = a - b
+              if (d > 0.002 || d < -0.002) exit 1 } }'; then
+    bad "llm.c weights on $lay" "steps differ from one rank's: $(cat "$tmp/from1") vs $(cat "$tmp/from2")"
+  else ok "llm.c weights on $lay: the one-rank run's losses and norms"; fi
+done
+
 # two identical runs print identical losses
 run "run A" 0 "" "$FTLLM" train $deck train.steps=3 train.sample_tokens=0 run.log_level=info
 grep -o 'loss [0-9.]*' "$tmp/out" > "$tmp/lossA"
@@ -65,6 +91,11 @@ run "model.init shape vs deck" 2 "does not match the deck" "$FTLLM" train $deck 
 head -c 5000 "$tmp/m.bin" > "$tmp/short.bin"
 run "model.init truncated" 2 "$tmp/short.bin: truncated" "$FTLLM" train $deck model.init=$tmp/short.bin
 run "model.init missing" 2 "nope.bin: cannot open the model file" "$FTLLM" train $deck model.init=nope.bin
+run "sample, model.init missing" 2 "nope.bin: cannot open the model file" "$FTLLM" sample $deck model.init=nope.bin
+# run.save_model where no file can be made: the run trains, says why in one line, fails its verdict
+run "run.save_model unwritable" 1 "$tmp/no/such/dir/m.bin.tmp: cannot create" "$FTLLM" train $deck \
+  train.steps=2 train.sample_tokens=0 faults.schedule= run.save_model=$tmp/no/such/dir/m.bin
+has "unwritable weights fail the verdict" '^verdict: FAILED \(the weights could not be written\)'
 run "sample needs model.init" 2 "ftllm sample: model.init is empty" "$FTLLM" sample $deck
 run "train.seq_len too long" 2 "train.seq_len = 65 exceeds model.seq_len = 64" "$FTLLM" train $deck train.seq_len=65
 run "bad data glob" 2 "nothing/*.bin" "$FTLLM" train $deck 'data.train=nothing/*.bin'
