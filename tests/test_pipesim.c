@@ -4,7 +4,8 @@
  *    checks, all naive, a deferred check replayed in the barrier, one replayed in a wait that
  *    overruns the message (the poll hook finishes the member it started) and one that fits.
  *  - An AGC unit is replayed only once its segment's last member ran; over the budget a
- *    deferred check is checked at once (demoted) and the peak stays within the budget.
+ *    deferred check is checked at once (demoted) and the peak stays within the budget; an AGC
+ *    unit replayed at once over the budget frees its bytes once (a later check is demoted).
  *  - Random 1F1B pipelines (2-4 stages, 1-5 micro-batches, 1-3 executions per part, an
  *    optimizer after): without checks, and all naive, the simulated step equals an independent
  *    recursion over the stages' schedules (each part starts at the later of its stage's end and
@@ -175,6 +176,17 @@ static void test_units_and_budget(void **state)
     s.budget = 200;
     NEAR(sim_of(&s, 1, &x), 4);
     assert_true(x.demoted == 0 && x.peak == 200);
+    /* an AGC segment a, b (100 bytes kept at each end), then deferred c, d (100 each), budget
+     * 150: b would hold 200, so the unit replays at once and b is checked at once; the unit's
+     * 100 bytes are freed once (c kept, d over the budget again): two demoted, the peak 100 */
+    spec_init(&s, 0, 1, 4);
+    for (int k = 0; k < 4; k++) s.dur[k] = s.chk[k] = 1, s.kept[k] = 100;
+    s.strat[0] = s.strat[1] = PLAN_AGC, s.seg[0] = s.seg[1] = 0;
+    s.strat[2] = s.strat[3] = PLAN_DEFERRED;
+    s.budget = 150;
+    NEAR(sim_of(&s, 1, &x), 8);
+    assert_int_equal(x.demoted, 2);
+    assert_true(x.peak == 100);
 }
 
 /* ---- random pipelines ---------------------------------------------------------------------- */
