@@ -122,7 +122,15 @@ static void sparing_study(int rank, const FtConfig *cfg)
     }
     P0("recommended spares: %d intra-block spare tray%s per block, %d spare block%s per zone",
        bestI, bestI == 1 ? "" : "s", bestR, bestR == 1 ? "" : "s");
-    if (bestI > 0 && best0 > 0) P0(": %.3fx the work (CETT, per provisioned GPU) of the best strategy without intra-block spares\n", best / best0);
+    /* the ratio to the row without intra-block spares (0 trays), unless that row does next to no
+     * work (a ratio of billions says nothing) */
+    const char *base = k->spare_blocks != FT_AUTO ? "the same spare blocks" : "the best strategy";
+    if (bestI > 0 && best0 > 1e-3 * best)
+        P0(": %.3fx the work (CETT, per provisioned GPU) of %s without intra-block spares\n",
+           best / best0, base);
+    else if (bestI > 0)
+        P0(": without intra-block spares (%s) the cluster does next to no work (CETT %.2g)\n",
+           base, best0 > 0 ? best0 : 0.0);
     else P0("\n");
 }
 
