@@ -13,7 +13,7 @@
 # one with one edit) and a plan file missing on one rank are one "FILE:LINE: message" line, exit 2
 # (bad files on two ranks: the first bad rank's line);
 # a plan it cannot write is one line naming the file, exit 1, and not reported as written.
-# Runs the sanitizer build ($FTLLM_SAN) too.
+# Runs the sanitizer build ($FTLLM_SAN) too: the bad fault files, and the pipeline's refinement.
 set -u
 source "$(dirname "$0")/lib.bash"
 short="train.steps=4 train.sample_tokens=0 train.val_batches=0"
@@ -159,6 +159,14 @@ run "planned ep2 pp2 campaign, refined plans" 0 "" 4 "$FTLLM" train inputs/defau
 has "ep2 pp2 refined" "^\[r0\] dmr: pipeline refinement: simulated step"
 has "ep2 pp2 refined campaign all caught" '^faults: sdc injected 12, detected 12, rolled back 12, missed 0 '
 has "ep2 pp2 refined campaign verdict" '^verdict: OK'
+# the sanitizer build through the pipeline's refinement (the stages' parts gathered, simulated,
+# the answer broadcast) and a refined campaign with experts: no memory error, every flip caught
+if [ -n "${FTLLM_SAN:-}" ] && [ -x "$FTLLM_SAN" ]; then
+  run "address sanitizer: plan pp2 refined" 0 "" 2 "$FTLLM_SAN" plan inputs/default.ini parallel.pp=2 parallel.microbatches=2 train.ac=full dmr.profile_steps=2 dmr.plan="$E2E_TMP/san.plan"
+  has "address sanitizer: plan pp2 refinement line" "^plan: the pipeline's stages refined their plans together"
+  run "address sanitizer: ep2 pp2 refined campaign" 0 "" 4 "$FTLLM_SAN" train inputs/default.ini train.steps=6 train.sample_tokens=0 train.val_batches=0 parallel.ep=2 parallel.pp=2 model.experts=4 parallel.microbatches=2 train.ac=full dmr.mode=planned dmr.profile_steps=2 faults.schedule="$E2E_TMP/late.faults"
+  has "address sanitizer: ep2 pp2 refined campaign all caught" '^faults: sdc injected 12, detected 12, rolled back 12, missed 0 '
+fi
 
 # the element a flip without elem= hits is drawn from run.seed (and the line): two seeds, two
 # elements of the same matmul output
