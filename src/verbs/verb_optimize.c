@@ -128,9 +128,9 @@ static void sparing_study(int rank, const FtConfig *cfg)
     if (bestI > 0 && best0 > 1e-3 * best)
         P0(": %.3fx the work (CETT, per provisioned GPU) of %s without intra-block spares\n",
            best / best0, base);
-    else if (bestI > 0)
+    else if (bestI > 0 && best0 >= 0) /* best0 < 0: that row could not be computed */
         P0(": without intra-block spares (%s) the cluster does next to no work (CETT %.2g)\n",
-           base, best0 > 0 ? best0 : 0.0);
+           base, best0);
     else P0("\n");
 }
 
