@@ -713,10 +713,94 @@ static void test_table(void **state)
         if (k == FT_OP_MARK) continue;
         assert_true(d->flops(&c, FT_FWD) > 0);
         assert_true(d->bytes(&c, FT_FWD) > 0);
-        if (d->bwd) assert_true(d->flops(&c, FT_BWD) > 0);
+        if (d->bwd && k != FT_OP_RESIDUAL) assert_true(d->flops(&c, FT_BWD) > 0);
     }
+    assert_true(ops_desc(FT_OP_RESIDUAL)->flops(&(FtOpCall){.d = {1000}}, FT_FWD) == 1000);
+    assert_true(ops_desc(FT_OP_RESIDUAL)->flops(&(FtOpCall){.d = {1000}}, FT_BWD) == 0);
     FtOpCall mm = {.d = {256, 768, 2304}};
     assert_true(ops_desc(FT_OP_MATMUL)->flops(&mm, FT_FWD) == 2.0 * 256 * 768 * 2304);
+}
+
+/* Every output is written completely (ops.h), so a call moves at least its outputs' bytes:
+ * each kind's bytes figure is at least that, forward and backward, on GPT-2 124M's shapes (B 4,
+ * T 1024, C 768, NH 12, Vp 50304) and a MoE layer of 8 experts, top 2. And the FLOPs by
+ * direction: a backward that computes input and weight gradients through the forward's products
+ * costs at least the forward (a GEMM's dx and dw each cost its forward); crossentropy's and the
+ * router's forwards (max, exp, sum, log; top-k) cost more than their backwards (probabilities
+ * minus a one-hot, scaled). */
+static void test_traffic(void **state)
+{
+    (void)state;
+    static char any; /* the cost functions read only whether an optional tensor is given */
+    void *y = &any;
+    const long long B = 4, T = 1024, C = 768, NH = 12, V = 50257, Vp = 50304, N = B * T, E = 8,
+                    K = 2, n = 124000000, R = N * K;
+    struct {
+        FtOpKind k;
+        FtOpDir dir;
+        FtOpCall c;
+        double out; /* elements of 4 bytes the call writes */
+    } cases[] = {
+        {FT_OP_ENCODER, FT_FWD, {.d = {B, T, C}}, (double)N * C},
+        {FT_OP_ENCODER, FT_BWD, {.d = {B, T, C}, .x = {Vp, T}}, (double)(Vp + T) * C},
+        {FT_OP_ENCODER, FT_BWD, {.in = {[4] = y, [5] = y}, .d = {B, T, C}, .x = {Vp, T}},
+         (double)(Vp + T) * C},
+        {FT_OP_LAYERNORM, FT_FWD, {.d = {N, C}}, (double)N * C + 2 * N},
+        {FT_OP_LAYERNORM, FT_BWD, {.d = {N, C}}, (double)N * C + 2 * C},
+        {FT_OP_MATMUL, FT_FWD, {.d = {N, C, 4 * C}}, (double)N * 4 * C},
+        {FT_OP_MATMUL, FT_BWD, {.out = {y, y, y}, .d = {N, C, 4 * C}},
+         (double)N * C + 4.0 * C * C + 4 * C},
+        {FT_OP_MATMUL, FT_BWD, {.out = {NULL, y, y}, .d = {N, C, 4 * C}}, 4.0 * C * C + 4 * C},
+        {FT_OP_MATMUL, FT_BWD, {.out = {y}, .d = {N, C, 4 * C}}, (double)N * C},
+        {FT_OP_ATTENTION, FT_FWD, {.d = {B, T, C, NH}}, (double)N * C + B * NH * T},
+        {FT_OP_ATTENTION, FT_BWD, {.d = {B, T, C, NH}}, 3.0 * N * C},
+        {FT_OP_GELU, FT_FWD, {.d = {N * 4 * C}}, 4.0 * N * C},
+        {FT_OP_GELU, FT_BWD, {.d = {N * 4 * C}}, 4.0 * N * C},
+        {FT_OP_RESIDUAL, FT_FWD, {.d = {N * C}}, (double)N * C},
+        {FT_OP_RESIDUAL, FT_BWD, {.d = {N * C}}, 2.0 * N * C},
+        {FT_OP_CROSSENT, FT_FWD, {.d = {N, V, Vp}}, (double)N * Vp + N},
+        {FT_OP_CROSSENT, FT_BWD, {.d = {N, V, Vp}}, (double)N * Vp},
+        {FT_OP_LOSSMEAN, FT_FWD, {.d = {N}}, 1},
+        {FT_OP_GRADNORM, FT_FWD, {.d = {n}}, 2}, /* one double */
+        {FT_OP_ADAMW, FT_FWD, {.d = {n}}, 3.0 * n},
+        {FT_OP_MOE_ROUTE, FT_FWD, {.d = {N, E, K, R / E}}, (double)N * E + 3.0 * N * K + 1},
+        {FT_OP_MOE_ROUTE, FT_BWD, {.d = {N, E, K}}, (double)N * E},
+        {FT_OP_MOE_DISPATCH, FT_FWD, {.d = {N, C, K, E}}, (double)R * C + E},
+        {FT_OP_MOE_DISPATCH, FT_BWD, {.d = {N, C, K, E}}, (double)N * C},
+        {FT_OP_MOE_EXPERT, FT_FWD, {.d = {R, C, 4 * C, E}, .x = {1, R}}, (double)R * 4 * C},
+        {FT_OP_MOE_EXPERT, FT_BWD, {.out = {y, y, y}, .d = {R, C, 4 * C, E}, .x = {1, R}},
+         (double)R * C + E * 4.0 * C * C + E * 4 * C},
+        {FT_OP_MOE_COMBINE, FT_FWD, {.d = {N, C, K}}, (double)N * C},
+        {FT_OP_MOE_COMBINE, FT_BWD, {.d = {N, C, K}}, (double)R * C + N * K},
+    };
+    int covered[FT_OP_NKINDS][2] = {{0}};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        const FtOpDesc *d = ops_desc(cases[i].k);
+        double b = d->bytes(&cases[i].c, cases[i].dir);
+        if (!(b >= 4 * cases[i].out))
+            fail_msg("%s.%s (case %zu): %.4g bytes moved, less than the %.4g its outputs take",
+                     d->name, cases[i].dir ? "bwd" : "fwd", i, b, 4 * cases[i].out);
+        covered[cases[i].k][cases[i].dir] = 1;
+    }
+    for (int k = 0; k < FT_OP_NKINDS; k++) { /* every kind and direction has a case */
+        if (k == FT_OP_MARK) continue;
+        if (!covered[k][FT_FWD] || (ops_desc(k)->bwd && !covered[k][FT_BWD]))
+            fail_msg("%s: no traffic case", ops_desc(k)->name);
+    }
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        if (cases[i].dir != FT_BWD) continue;
+        const FtOpDesc *d = ops_desc(cases[i].k);
+        FtOpCall *c = &cases[i].c;
+        double f = d->flops(c, FT_FWD), bk = d->flops(c, FT_BWD);
+        if (cases[i].k == FT_OP_CROSSENT || cases[i].k == FT_OP_MOE_ROUTE) assert_true(bk < f);
+        else if (cases[i].k != FT_OP_RESIDUAL) assert_true(bk >= f);
+    }
+    const FtOpDesc *mm = ops_desc(FT_OP_MATMUL);
+    FtOpCall both = {.out = {y, y}, .d = {N, C, 4 * C}}, dx = {.out = {y}, .d = {N, C, 4 * C}},
+             dw = {.out = {NULL, y}, .d = {N, C, 4 * C}};
+    assert_true(mm->flops(&both, FT_BWD) == 2 * mm->flops(&both, FT_FWD));
+    assert_true(mm->flops(&dx, FT_BWD) == mm->flops(&dx, FT_FWD));
+    assert_true(mm->flops(&dw, FT_BWD) == mm->flops(&dw, FT_FWD));
 }
 
 /* ops_cpu_set_gemm_bf16: MATMUL's operands rounded to the nearest bf16, ties to even (the
@@ -747,7 +831,7 @@ static void test_gemm_bf16(void **state)
         assert_true(y[2 * i] == x[i] + 0x1p-12f && y[2 * i + 1] == x[i] * w[1]);
 }
 
-FT_TEST_MAIN(cmocka_unit_test(test_table), cmocka_unit_test(test_encoder),
+FT_TEST_MAIN(cmocka_unit_test(test_table), cmocka_unit_test(test_traffic), cmocka_unit_test(test_encoder),
              cmocka_unit_test(test_layernorm), cmocka_unit_test(test_matmul),
              cmocka_unit_test(test_matmul_twin), cmocka_unit_test(test_attention),
              cmocka_unit_test(test_attention_twin), cmocka_unit_test(test_attention_causal),

@@ -1030,7 +1030,12 @@ static double encoder_flops(const FtOpCall *c, FtOpDir dir)
 static double encoder_bytes(const FtOpCall *c, FtOpDir dir)
 {
     double n = (double)c->d[0] * c->d[1] * c->d[2];
-    return dir == FT_FWD ? 3 * n * F4 : 5 * n * F4;
+    if (dir == FT_FWD) return 3 * n * F4; /* rows of wte and wpe read, x written */
+    /* dx read, the touched rows read and written again; both tables read (prev) and written
+     * whole (every output byte is written); the tied LM head's dlogits and lnf read */
+    double tables = (c->x[0] + c->x[1]) * c->d[2], N = (double)c->d[0] * c->d[1];
+    double head = c->in[4] ? N * (c->x[0] + c->d[2]) : 0;
+    return (3 * n + 2 * tables + head) * F4;
 }
 static double layernorm_flops(const FtOpCall *c, FtOpDir dir)
 {
@@ -1074,6 +1079,10 @@ static double elementwise_flops(const FtOpCall *c, FtOpDir dir)
 static double elementwise_bytes(const FtOpCall *c, FtOpDir dir)
 {
     return 3.0 * c->d[0] * F4;
+}
+static double residual_flops(const FtOpCall *c, FtOpDir dir)
+{
+    return dir == FT_FWD ? (double)c->d[0] : 0.0; /* a + b; the backward copies dy twice */
 }
 static double crossent_flops(const FtOpCall *c, FtOpDir dir)
 {
@@ -1141,7 +1150,7 @@ static const FtOpDesc g_cpu_ops[FT_OP_NKINDS] = {
                          attention_bytes},
     [FT_OP_GELU] = {"gelu", gelu_fwd, gelu_bwd, NULL, NULL, elementwise_flops,
                     elementwise_bytes},
-    [FT_OP_RESIDUAL] = {"residual", residual_fwd, residual_bwd, NULL, NULL, elementwise_flops,
+    [FT_OP_RESIDUAL] = {"residual", residual_fwd, residual_bwd, NULL, NULL, residual_flops,
                         elementwise_bytes},
     [FT_OP_CROSSENT] = {"crossentropy", crossent_fwd, crossent_bwd, NULL, NULL, crossent_flops,
                         crossent_bytes},
