@@ -117,7 +117,9 @@ static void test_report_columns(void **state)
 }
 
 /* The counts' cells: 9999 as is, larger counts in 3 significant digits and a suffix (at most 5
- * characters), one region per count, the same on every rank. */
+ * characters), one region per count, the same on every rank. Event B's column (the row's last)
+ * takes the boundaries: a count that rounds up to the next width or suffix (99950 is 100k, not
+ * 100.0k; 999500 is 1.00M). */
 static void test_report_counts(void **state)
 {
     (void)state;
@@ -128,6 +130,13 @@ static void test_report_counts(void **state)
                             {999499, "999k / 999k / 999k"},       {999600, "1.00M / 1.00M / 1.00M"},
                             {1234567, "1.23M / 1.23M / 1.23M"},   {5000000, "5.00M / 5.00M / 5.00M"},
                             {45678901, "45.7M / 45.7M / 45.7M"},  {123456789012, "123G / 123G / 123G"}};
+    static const struct {
+        long long n;
+        const char *cell;
+    } edges[FT_NREGIONS] = {{99949, "99.9k / 99.9k / 99.9k"},   {99950, "100k / 100k / 100k"},
+                            {10000, "10.0k / 10.0k / 10.0k"},   {999500, "1.00M / 1.00M / 1.00M"},
+                            {9995000, "10.0M / 10.0M / 10.0M"}, {99950000, "100M / 100M / 100M"},
+                            {5000000000000000000LL, "5.00E / 5.00E / 5.00E"}, {0, "0 / 0 / 0"}};
     long long now[2] = {0, 0};
     FtCounters *c = counters_open_source(2, g_names, FT_NREGIONS, hand_read, now);
     FtTimers t;
@@ -136,6 +145,7 @@ static void test_report_counts(void **state)
     for (int r = 0; r < FT_NREGIONS; r++) {
         timers_begin(&t, r);
         now[0] += cases[r].n;
+        now[1] += edges[r].n;
         timers_end(&t, r);
     }
     char *text = report_text(&t);
@@ -149,6 +159,12 @@ static void test_report_counts(void **state)
         const char *at = row ? strstr(row, want) : NULL;
         if (!at || (end && at > end)) {
             fprintf(stderr, "table:\n%s\nwant '%s' in row %d\n", text, want, r);
+            good = 0;
+        }
+        snprintf(want, sizeof want, "  %19s", edges[r].cell); /* event B's, the row's end */
+        size_t wl = strlen(want);
+        if (!row || !end || end - row < (ptrdiff_t)wl || strncmp(end - wl, want, wl)) {
+            fprintf(stderr, "table:\n%s\nwant '%s' ending row %d\n", text, want, r);
             good = 0;
         }
     }
