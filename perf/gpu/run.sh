@@ -244,7 +244,7 @@ bound_row() {
     return
   fi
   row "dmr planned vs bound, $1" "$(awk -v b="$b" -v o="$o" -v f="$off" -v p="$pl" 'BEGIN {
-    printf "+%.1f%%; bound %.1f%%, in time order %.1f%%", 100 * (p - f) / f, 100 * b / f,
+    printf "%+.1f%%; bound %.1f%%, in time order %.1f%%", 100 * (p - f) / f, 100 * b / f,
       100 * o / f }')" "$pl" "" "" "" "off $off ms/step"
 }
 # bf16 first: the issue's benchmark, and what the deadline must not cut
