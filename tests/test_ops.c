@@ -795,6 +795,25 @@ static void test_traffic(void **state)
         if (cases[i].k == FT_OP_CROSSENT || cases[i].k == FT_OP_MOE_ROUTE) assert_true(bk < f);
         else if (cases[i].k != FT_OP_RESIDUAL) assert_true(bk >= f);
     }
+    /* the GEMM, the step's bulk, exactly: each operand it reads and each output it writes
+     * once (no bias: a bias's OC values are left out of the figure) */
+    const double M = (double)N, Cd = (double)C, O = 4.0 * C;
+    struct {
+        FtOpCall c;
+        FtOpDir dir;
+        double io;
+    } gemm[] = {
+        {{.d = {N, C, 4 * C}}, FT_FWD, M * Cd + O * Cd + M * O},                   /* x, w; y */
+        {{.out = {y, y}, .d = {N, C, 4 * C}}, FT_BWD, M * O + M * Cd + 2 * O * Cd + M * Cd + O * Cd},
+        {{.out = {NULL, y}, .d = {N, C, 4 * C}}, FT_BWD, M * O + M * Cd + 2 * O * Cd}, /* dy x prev; dw */
+        {{.out = {y}, .d = {N, C, 4 * C}}, FT_BWD, M * O + O * Cd + M * Cd},           /* dy w; dx */
+    };
+    for (size_t i = 0; i < sizeof gemm / sizeof gemm[0]; i++) {
+        double b = ops_desc(FT_OP_MATMUL)->bytes(&gemm[i].c, gemm[i].dir);
+        if (!(b >= 4 * gemm[i].io))
+            fail_msg("matmul case %zu: %.4g bytes, less than its operands and outputs' %.4g", i, b,
+                     4 * gemm[i].io);
+    }
     const FtOpDesc *mm = ops_desc(FT_OP_MATMUL);
     FtOpCall both = {.out = {y, y}, .d = {N, C, 4 * C}}, dx = {.out = {y}, .d = {N, C, 4 * C}},
              dw = {.out = {NULL, y}, .d = {N, C, 4 * C}};
