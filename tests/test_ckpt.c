@@ -744,6 +744,18 @@ static void test_mismatch_messages(void **state)
     FtCkptOpts opts = {.keep = 1};
     assert_all(ckpt_create(dir, "a/b", MPI_COMM_WORLD, &opts, err, sizeof err) == NULL &&
                strstr(err, "cannot name files"));
+    /* a run name of letters, digits, '.', '_' and '-' (each class's ends); anything else not */
+    static const char *const good[] = {"azAZ09._-", "0", "9", "a", "z", "A", "Z", "run-2.b_1"};
+    static const char *const bad[] = {"", "a b", "a:b", "a\\b", "a*", "/", "a@b", "\x7f"};
+    for (size_t i = 0; i < sizeof good / sizeof good[0]; i++) {
+        FtCkpt *w = ckpt_create(dir, good[i], MPI_COMM_WORLD, &opts, err, sizeof err);
+        if (!w) fail_msg("run name '%s' refused: %s", good[i], err);
+        ckpt_destroy(w);
+    }
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
+        if (ckpt_create(dir, bad[i], MPI_COMM_WORLD, &opts, err, sizeof err) ||
+            !strstr(err, "cannot name files"))
+            fail_msg("run name '%s' taken (or another message: %s)", bad[i], err);
     assert_all(ckpt_create(p, RUN, MPI_COMM_WORLD, &opts, err, sizeof err) == NULL &&
                strstr(err, p));
     rmdir_all(dir);
