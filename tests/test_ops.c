@@ -814,6 +814,23 @@ static void test_traffic(void **state)
             fail_msg("matmul case %zu: %.4g bytes, less than its operands and outputs' %.4g", i, b,
                      4 * gemm[i].io);
     }
+    /* FLOPs are linear in the rows (d[0]: N, B or n) for every kind and direction, and the MoE
+     * data movers' in each of their dimensions (rows, channels, top-k) */
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        const FtOpDesc *d = ops_desc(cases[i].k);
+        FtOpCall c2 = cases[i].c;
+        c2.x[1] = cases[i].k == FT_OP_MOE_EXPERT ? 0 : c2.x[1]; /* MoE experts: rows from d[0] */
+        int dims = cases[i].k == FT_OP_MOE_DISPATCH || cases[i].k == FT_OP_MOE_COMBINE ? 3 : 1;
+        for (int k = 0; k < dims; k++) {
+            FtOpCall c1 = c2;
+            double f1 = d->flops(&c1, cases[i].dir);
+            c1.d[k] *= 2;
+            double f2 = d->flops(&c1, cases[i].dir);
+            if (f2 != 2 * f1)
+                fail_msg("%s.%s (case %zu): FLOPs %.6g with d[%d] doubled, %.6g before", d->name,
+                         cases[i].dir ? "bwd" : "fwd", i, f2, k, f1);
+        }
+    }
     const FtOpDesc *mm = ops_desc(FT_OP_MATMUL);
     FtOpCall both = {.out = {y, y}, .d = {N, C, 4 * C}}, dx = {.out = {y}, .d = {N, C, 4 * C}},
              dw = {.out = {NULL, y}, .d = {N, C, 4 * C}};
