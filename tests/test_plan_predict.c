@@ -244,6 +244,25 @@ static void test_tiny_bytes(void **state)
             fail_msg("%s: %g bytes moved, want %g", predict_group_name(want[k].g), t, want[k].bytes);
     }
     predict_free(&p);
+    /* every AdamW keeps 16 of the 30 bytes a parameter it moves (gradient, weight and both
+     * moments in fp32): the blocks', the head's (last stage) and the embedding table's (the
+     * first of two stages) */
+    const char *const pp2[] = {"model.kv_heads=1", "model.mlp=swiglu", "cluster.gpu_tflops=1e6",
+                               "cluster.hbm_gbs=1e-9", "parallel.pp=2", "model.layers=2", NULL};
+    cfg_from(&cfg, g_tiny, pp2);
+    for (int st = 0; st < 2; st++) {
+        if (predict_build_stage(&cfg, st, &p, g_err, sizeof g_err)) fail_msg("%s", g_err);
+        int n = 0;
+        for (int i = 0; i < p.nops; i++) {
+            if (p.group[i] != PRED_G_adamw) continue;
+            n++;
+            if (fabs((double)p.ops[i].mem - 16.0 / 30 * p.ops[i].time) > 1e-9 * p.ops[i].time)
+                fail_msg("stage %d, AdamW %d: keeps %zu bytes of %g moved, want 16 of 30", st, n,
+                         (size_t)p.ops[i].mem, p.ops[i].time);
+        }
+        assert_int_equal(n, 2); /* its block, and the table (first stage) or the head (last) */
+        predict_free(&p);
+    }
 }
 
 /* AC and pipeline: pp 2 (one block a stage, no embedding on the last), AC full, 3 micro-batches,
