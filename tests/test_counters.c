@@ -123,20 +123,20 @@ static void test_report_columns(void **state)
 static void test_report_counts(void **state)
 {
     (void)state;
-    static const struct {
+    typedef struct {
         long long n;
         const char *cell;
-    } cases[FT_NREGIONS] = {{9999, "9999 / 9999 / 9999"},        {12345, "12.3k / 12.3k / 12.3k"},
-                            {999499, "999k / 999k / 999k"},       {999600, "1.00M / 1.00M / 1.00M"},
-                            {1234567, "1.23M / 1.23M / 1.23M"},   {5000000, "5.00M / 5.00M / 5.00M"},
-                            {45678901, "45.7M / 45.7M / 45.7M"},  {123456789012, "123G / 123G / 123G"}};
-    static const struct {
-        long long n;
-        const char *cell;
-    } edges[FT_NREGIONS] = {{99949, "99.9k / 99.9k / 99.9k"},   {99950, "100k / 100k / 100k"},
-                            {10000, "10.0k / 10.0k / 10.0k"},   {999500, "1.00M / 1.00M / 1.00M"},
-                            {9995000, "10.0M / 10.0M / 10.0M"}, {99950000, "100M / 100M / 100M"},
-                            {5000000000000000000LL, "5.00E / 5.00E / 5.00E"}, {0, "0 / 0 / 0"}};
+    } Cell;
+    static const Cell cases[FT_NREGIONS] = {
+        {9999, "9999 / 9999 / 9999"},        {12345, "12.3k / 12.3k / 12.3k"},
+        {999499, "999k / 999k / 999k"},      {999600, "1.00M / 1.00M / 1.00M"},
+        {1234567, "1.23M / 1.23M / 1.23M"},  {5000000, "5.00M / 5.00M / 5.00M"},
+        {45678901, "45.7M / 45.7M / 45.7M"}, {123456789012, "123G / 123G / 123G"}};
+    static const Cell edges[FT_NREGIONS] = {
+        {99949, "99.9k / 99.9k / 99.9k"},   {99950, "100k / 100k / 100k"},
+        {10000, "10.0k / 10.0k / 10.0k"},   {999500, "1.00M / 1.00M / 1.00M"},
+        {9995000, "10.0M / 10.0M / 10.0M"}, {99950000, "100M / 100M / 100M"},
+        {5000000000000000000LL, "5.00E / 5.00E / 5.00E"}, {0, "0 / 0 / 0"}};
     long long now[2] = {0, 0};
     FtCounters *c = counters_open_source(2, g_names, FT_NREGIONS, hand_read, now);
     FtTimers t;

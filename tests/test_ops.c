@@ -776,67 +776,62 @@ static void test_traffic(void **state)
     int covered[FT_OP_NKINDS][2] = {{0}};
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         const FtOpDesc *d = ops_desc(cases[i].k);
-        double b = d->bytes(&cases[i].c, cases[i].dir);
+        const FtOpCall *c = &cases[i].c;
+        FtOpDir dir = cases[i].dir;
+        double b = d->bytes(c, dir);
         if (!(b >= 4 * cases[i].out))
             fail_msg("%s.%s (case %zu): %.4g bytes moved, less than the %.4g its outputs take",
-                     d->name, cases[i].dir ? "bwd" : "fwd", i, b, 4 * cases[i].out);
-        covered[cases[i].k][cases[i].dir] = 1;
+                     d->name, dir ? "bwd" : "fwd", i, b, 4 * cases[i].out);
+        covered[cases[i].k][dir] = 1;
+        if (dir == FT_BWD) { /* the directions' order */
+            double f = d->flops(c, FT_FWD), bk = d->flops(c, FT_BWD);
+            if (cases[i].k == FT_OP_CROSSENT || cases[i].k == FT_OP_MOE_ROUTE) assert_true(bk < f);
+            else if (cases[i].k != FT_OP_RESIDUAL) assert_true(bk >= f);
+        }
+        /* FLOPs are linear in the rows (d[0]: N, B or n) for every kind and direction, and the
+         * MoE data movers' in each of their dimensions (rows, channels, top-k) */
+        FtOpCall lin = *c;
+        if (cases[i].k == FT_OP_MOE_EXPERT) lin.x[1] = 0; /* its rows from d[0] */
+        int dims = cases[i].k == FT_OP_MOE_DISPATCH || cases[i].k == FT_OP_MOE_COMBINE ? 3 : 1;
+        double f1 = d->flops(&lin, dir);
+        for (int k = 0; k < dims; k++) {
+            FtOpCall c2 = lin;
+            c2.d[k] *= 2;
+            double f2 = d->flops(&c2, dir);
+            if (f2 != 2 * f1)
+                fail_msg("%s.%s (case %zu): FLOPs %.6g with d[%d] doubled, %.6g before", d->name,
+                         dir ? "bwd" : "fwd", i, f2, k, f1);
+        }
     }
     for (int k = 0; k < FT_OP_NKINDS; k++) { /* every kind and direction has a case */
         if (k == FT_OP_MARK) continue;
         if (!covered[k][FT_FWD] || (ops_desc(k)->bwd && !covered[k][FT_BWD]))
             fail_msg("%s: no traffic case", ops_desc(k)->name);
     }
-    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-        if (cases[i].dir != FT_BWD) continue;
-        const FtOpDesc *d = ops_desc(cases[i].k);
-        FtOpCall *c = &cases[i].c;
-        double f = d->flops(c, FT_FWD), bk = d->flops(c, FT_BWD);
-        if (cases[i].k == FT_OP_CROSSENT || cases[i].k == FT_OP_MOE_ROUTE) assert_true(bk < f);
-        else if (cases[i].k != FT_OP_RESIDUAL) assert_true(bk >= f);
-    }
     /* the GEMM, the step's bulk, exactly: each operand it reads and each output it writes
-     * once (no bias: a bias's OC values are left out of the figure) */
+     * once (no bias: a bias's OC values are left out of the figure); its backward's FLOPs are
+     * its forward's once for each of dx and dw */
+    const FtOpDesc *mm = ops_desc(FT_OP_MATMUL);
     const double M = (double)N, Cd = (double)C, O = 4.0 * C;
     struct {
         FtOpCall c;
         FtOpDir dir;
-        double io;
+        double io, times_fwd;
     } gemm[] = {
-        {{.d = {N, C, 4 * C}}, FT_FWD, M * Cd + O * Cd + M * O},                   /* x, w; y */
-        {{.out = {y, y}, .d = {N, C, 4 * C}}, FT_BWD, M * O + M * Cd + 2 * O * Cd + M * Cd + O * Cd},
-        {{.out = {NULL, y}, .d = {N, C, 4 * C}}, FT_BWD, M * O + M * Cd + 2 * O * Cd}, /* dy x prev; dw */
-        {{.out = {y}, .d = {N, C, 4 * C}}, FT_BWD, M * O + O * Cd + M * Cd},           /* dy w; dx */
+        {{.d = {N, C, 4 * C}}, FT_FWD, M * Cd + O * Cd + M * O, 1},                 /* x, w; y */
+        {{.out = {y, y}, .d = {N, C, 4 * C}}, FT_BWD, M * O + M * Cd + 2 * O * Cd + M * Cd + O * Cd,
+         2},
+        {{.out = {NULL, y}, .d = {N, C, 4 * C}}, FT_BWD, M * O + M * Cd + 2 * O * Cd, 1}, /* dy x prev; dw */
+        {{.out = {y}, .d = {N, C, 4 * C}}, FT_BWD, M * O + O * Cd + M * Cd, 1},           /* dy w; dx */
     };
     for (size_t i = 0; i < sizeof gemm / sizeof gemm[0]; i++) {
-        double b = ops_desc(FT_OP_MATMUL)->bytes(&gemm[i].c, gemm[i].dir);
+        double b = mm->bytes(&gemm[i].c, gemm[i].dir);
         if (!(b >= 4 * gemm[i].io))
             fail_msg("matmul case %zu: %.4g bytes, less than its operands and outputs' %.4g", i, b,
                      4 * gemm[i].io);
+        assert_true(mm->flops(&gemm[i].c, gemm[i].dir) ==
+                    gemm[i].times_fwd * mm->flops(&gemm[i].c, FT_FWD));
     }
-    /* FLOPs are linear in the rows (d[0]: N, B or n) for every kind and direction, and the MoE
-     * data movers' in each of their dimensions (rows, channels, top-k) */
-    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-        const FtOpDesc *d = ops_desc(cases[i].k);
-        FtOpCall c2 = cases[i].c;
-        c2.x[1] = cases[i].k == FT_OP_MOE_EXPERT ? 0 : c2.x[1]; /* MoE experts: rows from d[0] */
-        int dims = cases[i].k == FT_OP_MOE_DISPATCH || cases[i].k == FT_OP_MOE_COMBINE ? 3 : 1;
-        for (int k = 0; k < dims; k++) {
-            FtOpCall c1 = c2;
-            double f1 = d->flops(&c1, cases[i].dir);
-            c1.d[k] *= 2;
-            double f2 = d->flops(&c1, cases[i].dir);
-            if (f2 != 2 * f1)
-                fail_msg("%s.%s (case %zu): FLOPs %.6g with d[%d] doubled, %.6g before", d->name,
-                         cases[i].dir ? "bwd" : "fwd", i, f2, k, f1);
-        }
-    }
-    const FtOpDesc *mm = ops_desc(FT_OP_MATMUL);
-    FtOpCall both = {.out = {y, y}, .d = {N, C, 4 * C}}, dx = {.out = {y}, .d = {N, C, 4 * C}},
-             dw = {.out = {NULL, y}, .d = {N, C, 4 * C}};
-    assert_true(mm->flops(&both, FT_BWD) == 2 * mm->flops(&both, FT_FWD));
-    assert_true(mm->flops(&dx, FT_BWD) == mm->flops(&dx, FT_FWD));
-    assert_true(mm->flops(&dw, FT_BWD) == mm->flops(&dw, FT_FWD));
 }
 
 /* ops_cpu_set_gemm_bf16: MATMUL's operands rounded to the nearest bf16, ties to even (the
