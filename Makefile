@@ -115,6 +115,7 @@ LIB      := $(BUILD)/libftllm.a
 TEST_SRC := $(wildcard tests/test_*.c)
 TEST_BIN := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
 GPU_TEST_BIN := $(patsubst tests/gpu/%.c,$(BUILD)/tests/gpu/%,$(wildcard tests/gpu/test_*.c))
+GPU_BENCH_BIN := $(patsubst perf/gpu/%.c,$(BUILD)/perf/gpu/%,$(wildcard perf/gpu/bench_*.c))
 TEST_HELPER := $(BUILD)/tests/ft_test.o
 BENCH_SRC := $(wildcard perf/bench_*.c)
 BENCH_BIN := $(BENCH_SRC:perf/%.c=$(BUILD)/perf/%)
@@ -246,8 +247,8 @@ test-slurm: deps-test
 
 # The CUDA build and the GPU tests, compiled only (they run on a GPU machine: perf/gpu/run.sh).
 ifneq ($(CUDA),0)
-cuda-check: $(BUILD)/ftllm $(GPU_TEST_BIN)
-	@echo "cuda-check: $(BUILD)/ftllm and $(words $(GPU_TEST_BIN)) GPU test(s) built" \
+cuda-check: $(BUILD)/ftllm $(GPU_TEST_BIN) $(GPU_BENCH_BIN)
+	@echo "cuda-check: $(BUILD)/ftllm, $(words $(GPU_TEST_BIN)) GPU test(s) and $(words $(GPU_BENCH_BIN)) GPU benchmark(s) built" \
 	  $(if $(filter emu,$(CUDA)),"(on the CUDA emulator)","(sm_$(CUDA_ARCH) + PTX)")
 else
 cuda-check:

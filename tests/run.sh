@@ -109,7 +109,7 @@ if [ -n "$emu" ]; then
   done
   emu_run test_gpu_ops forward rows mixed # the checker's stream runs early: a missing event shows
   emu_run test_gpu_nccl forward rows mixed
-  emu_run test_gpu_train forward rows
+  emu_run test_gpu_train forward gemm # the default kernel (cuda/ops_attention.cu)
   emu_run test_gpu_dmr reverse rows
   emu_run test_gpu_nccl forward rows
 fi

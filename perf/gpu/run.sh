@@ -5,7 +5,7 @@
 #   make CUDA=1 cuda-check
 #   gpu-bundle build/gpu build/cuda/ftllm build/cuda/tests/gpu/test_gpu_ops \
 #       build/cuda/tests/gpu/test_gpu_train build/cuda/tests/gpu/test_gpu_dmr \
-#       build/cuda/tests/gpu/test_gpu_nccl
+#       build/cuda/tests/gpu/test_gpu_nccl build/cuda/perf/gpu/bench_ops
 # (gpu-bundle packs binaries with the shared libraries they need, but not CUDA's). Run it from
 # the repository root: it reads inputs/default.ini and, when data/ has no token shards, makes
 # some from the repository's own text with `ftllm tokenize`.
@@ -21,7 +21,7 @@
 #           4 steps on cuda with checkpoints, resumed to 6, against 6 straight (the last losses
 #           must be equal)
 #   gpt2s   GPT-2 small's shape with the byte vocabulary (L 12, NH 12, C 768, T 1024, B 8),
-#           $GPU_STEPS steps on cuda (default 20), $CPU_STEPS on cpu (default 3: the baseline)
+#           $GPU_STEPS steps on cuda (default 20), $CPU_STEPS on cpu (default 2: the baseline; its rate is the second step's)
 #   124M    GPT-2 124M as the issue's benchmark (V 50257 padded to 50304, B 16, T 1024),
 #           $BENCH_STEPS steps (default 8) on cuda, bf16 (first: what the deadline must not cut)
 #           and fp32 (after gpt2s on cuda; run.precision: bf16 GEMM
@@ -29,9 +29,12 @@
 #           naive DMR, planned DMR with full activation checkpointing (and its row against the
 #           plan's lower bounds, over the dmr-off row's step); MFU against the H200's 989 TFLOP/s dense bf16 peak (the issue's anchors
 #           use it; the fp32 rows' own peak is far lower); DMR off also with the tiled and the
-#           batched-GEMM attention kernels (FTLLM_CUDA_ATTENTION = flash, gemm); then 3 steps
-#           in bf16 with run.log_level = debug, attention by the row kernels and by GEMMs, whose
-#           op table (time per op kind, each op waited for) is printed after its run.
+#           per-row attention kernels (FTLLM_CUDA_ATTENTION = flash, rows; the default is gemm,
+#           cuBLAS batched GEMMs); then 3 steps in bf16 with run.log_level = debug, attention by
+#           GEMMs and by the row kernels, whose op table (time per op kind, each op waited for)
+#           is printed after its run
+#   ops     perf/gpu/bench_ops (when the bundle has it): every op kind alone at GPT-2 124M's
+#           shapes in bf16, its time against its floor and its share of a step
 # On the lent H200 (the device tool: one command of at most 10 minutes, at most 8 files back
 # from $OUT), carry build/gpu.tar.xz and run
 #   LOGS_TAR=$OUT/gpu-run-logs.tar.xz perf/gpu/run.sh build/gpu.tar.xz 2>&1 | tee $OUT/run.log
@@ -57,7 +60,7 @@ bundle=${1:?usage: perf/gpu/run.sh BUNDLE (a gpu-bundle folder or .tar.xz)}
 SMOKE=${GPU_RUN_SMOKE:-0}
 GPU_STEPS=${GPU_STEPS:-$([ "$SMOKE" = 1 ] && echo 2 || echo 20)}
 BENCH_STEPS=${BENCH_STEPS:-$([ "$SMOKE" = 1 ] && echo 2 || echo 8)}
-CPU_STEPS=${CPU_STEPS:-$([ "$SMOKE" = 1 ] && echo 2 || echo 3)}
+CPU_STEPS=${CPU_STEPS:-2} # the CPU baseline: 36 s a step on the H200 machine's 16 cores
 SMALL_STEPS=$([ "$SMOKE" = 1 ] && echo 4 || echo 20)
 work=$(mktemp -d "${TMPDIR:-/tmp}/ftllm_gpu_XXXXXX") # the unpacked bundle, the shards
 trap 'rm -rf "$work"' EXIT
@@ -84,11 +87,11 @@ nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader ||
 
 echo "== GPU tests"
 # the ops and training tests again with the other attention kernels (FTLLM_CUDA_ATTENTION=flash:
-# tiled, cuda/ops_attention_flash.cu; =gemm: cuBLAS batched GEMMs, cuda/ops_attention_gemm.cu;
-# not yet the default)
+# tiled, cuda/ops_attention_flash.cu; =rows: one block per query row, cuda/ops_attention.cu;
+# the default is gemm, cuBLAS batched GEMMs, cuda/ops_attention_gemm.cu)
 tests="test_gpu_ops test_gpu_train test_gpu_dmr test_gpu_nccl flash:test_gpu_ops"
-tests="$tests flash:test_gpu_train gemm:test_gpu_ops gemm:test_gpu_train"
-[ "$SMOKE" = 1 ] && tests="test_gpu_ops test_gpu_nccl flash:test_gpu_ops gemm:test_gpu_ops"
+tests="$tests flash:test_gpu_train rows:test_gpu_ops rows:test_gpu_train"
+[ "$SMOKE" = 1 ] && tests="test_gpu_ops test_gpu_nccl flash:test_gpu_ops rows:test_gpu_ops"
 for t in $tests; do
   if [ "$t" != "${t#*:}" ]; then
     export FTLLM_CUDA_ATTENTION=${t%%:*}
@@ -216,7 +219,7 @@ rows124() {
   FTLLM_CUDA_ATTENTION=flash label="$prec, dmr off, flash attention" train 124M cuda \
     "$BENCH_STEPS" $g124 run.precision=$prec
   # shellcheck disable=SC2086
-  FTLLM_CUDA_ATTENTION=gemm label="$prec, dmr off, gemm attention" train 124M cuda \
+  FTLLM_CUDA_ATTENTION=rows label="$prec, dmr off, rows attention" train 124M cuda \
     "$BENCH_STEPS" $g124 run.precision=$prec
   # shellcheck disable=SC2086
   label="$prec, ac full" train 124M cuda "$BENCH_STEPS" $g124 run.precision=$prec train.ac=full
@@ -253,7 +256,7 @@ rows124 bf16
 # (a stream wait before and after each: these runs' rates are not the rows' above), and the
 # table is printed here as well as kept in the log, so that one run on a GPU says which kernels
 # to work on next
-for att in rows gemm; do
+for att in gemm rows; do
   # shellcheck disable=SC2086
   FTLLM_CUDA_ATTENTION=$att label="bf16, $att attention, op times (synced)" train 124M cuda 3 \
     $g124 run.precision=bf16 run.log_level=debug
@@ -261,6 +264,22 @@ for att in rows gemm; do
   echo "-- op times, 124M bf16, $att attention (each op waited for; all 3 steps)"
   sed -n '/^op  *calls  *ms/,/^time per region/p' "$last_log" | grep -v '^time per region'
 done
+# each op kind alone at 124M's shapes (bf16): which kernels a step's time is in, against floors
+if [ -x "$bin/bench_ops" ]; then
+  echo "== ops alone (perf/gpu/bench_ops bf16)"
+  shape=""
+  [ "$SMOKE" = 1 ] && shape="2 64 64 2 100 2"
+  lim=$(cap 120)
+  # shellcheck disable=SC2086
+  if [ "$lim" -gt 0 ] && timeout "$lim" mpiexec -n 1 "$bin/bench_ops" bf16 $shape > "$logs/bench_ops.log" 2>&1; then
+    cat "$logs/bench_ops.log"
+    row "ops alone, bf16" "$(sed -n 's/^RESULT bench_ops bf16: //p' "$logs/bench_ops.log")" "" "" "" "" ""
+  else
+    failed=$((failed + 1))
+    cat "$logs/bench_ops.log" 2> /dev/null
+    row "ops alone, bf16" "FAILED (bench_ops.log)" "" "" "" "" ""
+  fi
+fi
 gpt2s="model.layers=12 model.heads=12 model.channels=768 model.seq_len=1024 train.batch=8"
 [ "$SMOKE" = 1 ] && gpt2s="$gpt2s model.layers=2 model.heads=2 model.channels=64 model.seq_len=64"
 # shellcheck disable=SC2086

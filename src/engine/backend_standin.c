@@ -20,7 +20,8 @@
  *    that reads device memory directly; a stand-in transport that does: tests/test_staged.c).
  *  - run.precision = bf16 as the CUDA backend has it (set_precision): its ops and checker runs
  *    round the operands of the model's GEMMs to bf16 (ops_cpu_set_gemm_bf16, on only while the
- *    queue runs), and attention's too with FTLLM_CUDA_ATTENTION=gemm, so bf16 runs, their
+ *    queue runs), and attention's too with FTLLM_CUDA_ATTENTION=gemm (the CUDA backend's
+ *    default: also when unset), so bf16 runs, their
  *    tolerances and DMR under bf16 are tested here too. No
  *    stream, a zero UUID (so ranks of a node count as sharing one GPU: parallel.device_comm
  *    picks MPI staging).
@@ -111,7 +112,7 @@ static Item *g_q;
 static int g_nq, g_capq;
 static bool g_eager;
 static bool g_bf16;     /* run.precision = bf16 (dev_set_precision) */
-static bool g_att_bf16; /* and FTLLM_CUDA_ATTENTION=gemm: attention's products in bf16 too */
+static bool g_att_bf16; /* and FTLLM_CUDA_ATTENTION gemm or unset: attention's in bf16 too */
 
 static void arena_open(void);
 static void arena_close(void);
@@ -362,8 +363,9 @@ static void dev_set_precision(void *ctx, int precision)
     (void)ctx;
     flush();
     g_bf16 = precision == FT_PRECISION_BF16;
-    const char *att = getenv("FTLLM_CUDA_ATTENTION"); /* the CUDA backend's kernel choice */
-    g_att_bf16 = g_bf16 && att && !strcmp(att, "gemm");
+    /* the CUDA backend's kernel choice (cuda/ops_attention.cu: gemm when unset) */
+    const char *att = getenv("FTLLM_CUDA_ATTENTION");
+    g_att_bf16 = g_bf16 && (!att || !strcmp(att, "gemm"));
 }
 
 const FtBackend *backend_standin(void)

@@ -541,6 +541,12 @@ static void after_op(void *arg, const FtTape *tp, int i, int inst, const FtOpCal
     FtDmr *d = arg;
     if (!d->active) return;
     d->inst = tp == d->opt ? 0 : inst;
+    /* profiling on a device: the primary's queued work is the step's, not its check's: wait for
+     * it before the check's clock starts (check_naive's own wait then finds the stream idle).
+     * Without this wait the profile charged every primary to the checks, and its step without
+     * checks was the host's launch time alone (24.8 ms against 153 ms on the H200, 2026-12-04) */
+    if (d->mode == FT_DMR_PLANNED && !d->plan.strat && d->prof_count && !backend_is_host(d->be))
+        d->be->sync(d->be->ctx);
     double t0 = omp_get_wtime();
     const FtTapeEntry *e = &tp->e[i];
     long long nth = d->count[e->kind]++;

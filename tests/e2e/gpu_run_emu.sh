@@ -10,7 +10,7 @@ e2e_need_emu
 fb=$E2E_TMP/bundle
 mkdir -p "$fb/bin" && : > "$fb/env.sh"
 for b in ftllm tests/gpu/test_gpu_ops tests/gpu/test_gpu_train tests/gpu/test_gpu_dmr \
-  tests/gpu/test_gpu_nccl; do
+  tests/gpu/test_gpu_nccl perf/gpu/bench_ops; do
   ln -s "$(cd "$(dirname "$emu")" && pwd)/$b" "$fb/bin/$(basename "$b")"
 done
 GPU_RUN_SMOKE=1 DEADLINE=840 LOGS=$E2E_TMP/gpu-run timeout 860 perf/gpu/run.sh "$fb" > "$E2E_TMP/gpurun" 2>&1
@@ -25,7 +25,9 @@ for want in "^test_gpu_ops \\(flash\\) +\\| $nops passed, 0 failed, 0 skipped" \
   '^train small +\| cuda, 4 steps, dmr naive \+ flips .*sdc injected 1, detected 1, rolled back 1, missed 0' \
   '^checkpoint \+ resume on cuda +\| step 6 loss [0-9.]+ = the straight run' \
   '^dmr planned vs bound, bf16 +\| [+-][0-9]+\.[0-9]%; bound [0-9.]+%, in time order [0-9.]+%' \
-  '^dmr planned vs bound, fp32 +\| [+-][0-9]+\.[0-9]%' '^train gpt2s +\| cpu, 2 steps'; do
+  '^dmr planned vs bound, fp32 +\| [+-][0-9]+\.[0-9]%' '^train gpt2s +\| cpu, 2 steps' \
+  '^ops alone, bf16 +\| a step.s ops one after another [0-9.]+ ms \([0-9]+ tok/s\)' \
+  '^test_gpu_ops \(rows\) +\| [0-9]+ passed, 0 failed, 0 skipped'; do
   grep -Eq "$want" "$E2E_TMP/gpurun" && ok "emulator: run.sh row /$want/" ||
     bad "emulator: run.sh row /$want/" "not in its table: $(grep -E '^(dmr|train|checkpoint|test_gpu)' "$E2E_TMP/gpurun" | head -20)"
 done

@@ -35,6 +35,8 @@
 #include "ftllm/fingerprint.h"
 #include "ftllm/deck.h"
 #include "ftllm/deck_keys.h"
+#include "ftllm/dmr.h"
+#include "ftllm/dmr_plan.h"
 #include "ftllm/log.h"
 #include "ftllm/model.h"
 #include "ftllm/train.h"
@@ -211,6 +213,11 @@ static FtConfig cfg_of(int mode)
     return c;
 }
 
+/* A planned run's profile, read before its DMR is destroyed (train_gpu): its step seconds
+ * without checks and its checker seconds (both summed over the profiled steps); 0 where the run
+ * made none. */
+static double g_prof_step, g_prof_checks;
+
 /* Trains c's steps on the GPU from the seed-7 initialization (schedule: a fault file's text or
  * NULL); the final state comes back into *host (caller frees), the DMR counters into *st. */
 static void train_gpu(const FtBackend *be, FtConfig *c, const char *schedule, FtModel *host,
@@ -243,6 +250,12 @@ static void train_gpu(const FtBackend *be, FtConfig *c, const char *schedule, Ft
     }
     memset(st, 0, sizeof *st);
     if (td) train_dmr_stats(td, st);
+    const FtDmrProfile *pr = td ? dmr_profile(train_dmr_get(td)) : NULL;
+    g_prof_step = g_prof_checks = 0;
+    if (pr) {
+        g_prof_step = pr->step_s;
+        for (int i = 0; i < pr->nmicro + pr->nopt; i++) g_prof_checks += pr->time[i];
+    }
     train_dmr_destroy(td);
     train_free(&tr);
     model_copy_state(host, &m);
@@ -334,6 +347,36 @@ static void test_planned_campaign(void **s)
     }
 }
 
+/* The profile of mode planned on a device times the step without its checks and each check apart
+ * (dmr_plan.h): a check re-runs its op, so over a step the checks take about what the
+ * primaries take, and the step without checks, which holds every primary, is at least a good
+ * part of the checks' time. A device runs its work late (the stand-in queues it until a wait;
+ * a GPU until the stream gets to it): a profile that started a check's clock before waiting
+ * for the primary charged the primary to the check, and its step without checks was the
+ * launches alone (on the H200 24.8 ms against the 153 ms a step took; on the stand-in a
+ * ratio under 0.1). Wide enough that the ops' arithmetic outweighs the host's bookkeeping. */
+static void test_profile_times(void **s)
+{
+    (void)s;
+    const FtBackend *be = gpu();
+    log_init(0, FT_LOG_WARN);
+    FtConfig c = cfg_of(FT_DMR_PLANNED);
+    c.model.channels = 256, c.model.heads = 4, c.model.seq_len = 64, c.model.layers = 2;
+    c.train.batch = 4, c.train.steps = 3;
+    g_dims[0] = (int)c.model.seq_len;
+    c.dmr.profile_steps = 2;
+    char err[FT_DECK_ERR_MAX];
+    assert_int_equal(deck_check(&c, 1, err, sizeof err), 0);
+    FtModel m;
+    FtDmrStats st;
+    train_gpu(be, &c, NULL, &m, &st);
+    printf("  %s profile: step without checks %.2f ms, checks %.2f ms (ratio %.2f)\n", be->name,
+           1e3 * g_prof_step, 1e3 * g_prof_checks, g_prof_step / g_prof_checks);
+    assert_true(g_prof_checks > 0);
+    assert_true(g_prof_step >= 0.3 * g_prof_checks);
+    model_free(&m);
+}
+
 /* run.precision = bf16: the checker (a second stream with its own cuBLAS handle on a GPU) must
  * multiply in bf16 as the primary does, or every GEMM check mismatches. A clean naive run has
  * no mismatch and ends bitwise where bf16 without DMR ends, which is not where fp32 ends (the
@@ -376,4 +419,5 @@ static void test_bf16_campaign(void **s)
 
 FT_TEST_MAIN(cmocka_unit_test(test_cpu_backend), cmocka_unit_test(test_fingerprint),
              cmocka_unit_test(test_equal), cmocka_unit_test(test_flip_campaign),
-             cmocka_unit_test(test_planned_campaign), cmocka_unit_test(test_bf16_campaign))
+             cmocka_unit_test(test_planned_campaign), cmocka_unit_test(test_profile_times),
+             cmocka_unit_test(test_bf16_campaign))

@@ -521,8 +521,8 @@ static void test_bf16_gemms(void **s)
      * 3e-2, floor 1e-4. Reasoned; measured on the stand-in, whose CPU attention rounds the
      * same products' operands under FTLLM_CUDA_ATTENTION=gemm (2026-12-01): y 2.2e-3, lse
      * 3.3e-5, dqkv 2.4e-3. */
-    const char *att = getenv("FTLLM_CUDA_ATTENTION");
-    if (att && !strcmp(att, "gemm"))
+    const char *att = getenv("FTLLM_CUDA_ATTENTION"); /* gemm when unset */
+    if (!att || !strcmp(att, "gemm"))
         attention_case_tol("attention.fwd bf16 hs64", "attention.bwd bf16 hs64", 2, 150, 128, 2,
                            1e-2, 3e-2, (const double[FT_OP_MAX_OUT]){1e-4, 0},
                            (const double[FT_OP_MAX_OUT]){1e-4});
