@@ -115,18 +115,22 @@ void cuda_gemm_dytx(CudaCtx *cx, const float *dy, const float *x, float *dw, lon
          beta, dw, m);
 }
 
+/* x: columns, y: rows, each in a grid-stride loop (the bias value read once per column, no
+ * index division per element: 1.4 G elements a GPT-2 124M step) */
 __global__ void rows_fill_kernel(float *y, const float *b, long long N, long long OC)
 {
-    long long n = N * OC;
-    for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n;
-         i += (long long)gridDim.x * blockDim.x)
-        y[i] = b[i % OC];
+    for (long long c = blockIdx.x * (long long)blockDim.x + threadIdx.x; c < OC;
+         c += (long long)gridDim.x * blockDim.x) {
+        float v = b[c];
+        for (long long r = blockIdx.y; r < N; r += gridDim.y) y[r * OC + c] = v;
+    }
 }
 
 void cuda_rows_fill(CudaCtx *cx, float *y, const float *b, long long N, long long OC)
 {
     if (N * OC == 0) return;
-    rows_fill_kernel<<<cuda_blocks(N * OC, 256), 256, 0, cx->stream>>>(y, b, N, OC);
+    dim3 grid(cuda_blocks(OC, 256), (unsigned)(N < 2048 ? N : 2048));
+    rows_fill_kernel<<<grid, 256, 0, cx->stream>>>(y, b, N, OC);
     CUDA_LAUNCHED();
 }
 
