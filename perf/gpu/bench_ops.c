@@ -12,7 +12,8 @@
  *   mpiexec -n 1 bench_ops [fp32|bf16] [B T C NH V L]
  * Environment: FT_BENCH_PEAK_TFLOPS (default 790 for bf16's tensor cores, 51 for fp32's
  * CUDA cores), FT_BENCH_GBS (default 4300), FT_BENCH_BACKEND (default cuda; cpu for a dry
- * run), FTLLM_CUDA_ATTENTION (the attention kernel, as in training).
+ * run), FTLLM_CUDA_ATTENTION (the attention kernel, as in training), FT_BENCH_ONLY (only the
+ * cases whose name contains it, e.g. "attention" or "matmul fc": for a profiler, perf/gpu/ncu.sh).
  * perf/gpu/run.sh runs it on the GPU; tests/e2e/gpu_run_emu.sh at toy sizes on the emulator. */
 #include <mpi.h>
 #include <stdio.h>
@@ -224,14 +225,26 @@ int main(int argc, char **argv)
         {"adamw (all params)", FT_OP_ADAMW, FT_FWD, {F(np), F(np), F(np), P(np)},
          {F(np), F(np), F(np)}, {np}, {1e-3, 0.9, 0.95, 1e-8, 0.1, 0.1, 0.05, 1}, 1},
     };
+    const size_t ncases = sizeof cases / sizeof cases[0];
+    const char *only = getenv("FT_BENCH_ONLY");
+    size_t named = 0;
+    for (size_t i = 0; i < ncases; i++) named += !only || !*only || strstr(cases[i].name, only);
+    if (!named) {
+        fprintf(stderr, "bench_ops: FT_BENCH_ONLY=%s names no case\n", only);
+        MPI_Finalize();
+        return 2;
+    }
     printf("%-27s | %9s | %8s | %8s | %14s | %8s | %4s | %8s\n", "op", "ms/call", "TFLOP/s",
            "GB/s", "floor ms", "x floor", "/stp", "ms/step");
     double step = 0;
-    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-        run(&cases[i], &step);
-    }
-    printf("RESULT bench_ops %s: a step's ops one after another %.2f ms (%.0f tok/s)\n",
-           bf16 ? "bf16" : "fp32", step, (double)N / (step / 1e3));
+    for (size_t i = 0; i < ncases; i++)
+        if (!only || !*only || strstr(cases[i].name, only)) run(&cases[i], &step);
+    if (only && *only)
+        printf("RESULT bench_ops %s: the cases with '%s' %.2f ms of a step\n", bf16 ? "bf16" : "fp32",
+               only, step);
+    else
+        printf("RESULT bench_ops %s: a step's ops one after another %.2f ms (%.0f tok/s)\n",
+               bf16 ? "bf16" : "fp32", step, (double)N / (step / 1e3));
     MPI_Finalize();
     return 0;
 }

@@ -44,6 +44,8 @@
 # Rates leave out the first step (train.rate_skip = 1). Logs go to $LOGS (default
 # build/gpu-run/). Exit code 0 when every check passed; a skipped GPU test counts as failed
 # here (on a GPU machine a skip means the GPU was not usable).
+# perf/gpu/ncu.sh BUNDLE (a separate call) adds Nsight Compute's per-kernel figures for the
+# heaviest op kinds (bench_ops' cases: attention, the GEMMs, LayerNorm, cross-entropy, encoder).
 # GPU_RUN_SMOKE=1: the same steps at toy sizes (the 124M and gpt2s rows on a 2-layer model of
 # width 64 with the same flags, 4 steps for the small rows, only the ops and NCCL tests), for a
 # dry run of this script on the CUDA emulator (tests/e2e/cuda_emu.sh, every make test): no
