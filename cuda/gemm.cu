@@ -10,7 +10,8 @@
  * autocast recipe for GEMMs, with fp32 master weights, optimizer state and activations. The
  * handle's math mode is then the default one (tensor cores; pedantic mode may refuse them
  * for bf16), with the same fixed workspace and no atomics: still bitwise reproducible on one
- * stream, and the checker's handle makes the same choices. */
+ * stream, and the checker's handle makes the same choices. A matmul's backward
+ * (cuda_gemm_bwd) rounds dy once for both of its products (the same bits as two roundings). */
 #include "ops_cuda.h"
 
 #include <cuda_bf16.h>
@@ -42,11 +43,10 @@ void cuda_to_bf16(CudaCtx *cx, __nv_bfloat16 *dst, const float *src, size_t n)
     CUDA_LAUNCHED();
 }
 
-/* bf16 copies of a (na floats) and b (nb floats) in cx's GEMM workspace. */
-static void operands_bf16(CudaCtx *cx, const float *a, size_t na, const float *b, size_t nb,
-                          __nv_bfloat16 **a16, __nv_bfloat16 **b16)
+/* cx's GEMM workspace, at least bytes long (grown after a stream wait: no GEMM still reads the
+ * old one). */
+static char *gemm_ws(CudaCtx *cx, size_t bytes)
 {
-    size_t off = cuda_align(sizeof(__nv_bfloat16) * na), bytes = off + sizeof(__nv_bfloat16) * nb;
     if (bytes > cx->gemm_ws_bytes) {
         CUDA_CHECK(cudaStreamSynchronize(cx->stream)); /* no GEMM still reads the old one */
         if (cx->gemm_ws) CUDA_CHECK(cudaFree(cx->gemm_ws));
@@ -58,10 +58,30 @@ static void operands_bf16(CudaCtx *cx, const float *a, size_t na, const float *b
                    cudaGetErrorString(e));
         cx->gemm_ws_bytes = n;
     }
-    *a16 = (__nv_bfloat16 *)cx->gemm_ws;
-    *b16 = (__nv_bfloat16 *)((char *)cx->gemm_ws + off);
+    return (char *)cx->gemm_ws;
+}
+
+/* bf16 copies of a (na floats) and b (nb floats) in cx's GEMM workspace. */
+static void operands_bf16(CudaCtx *cx, const float *a, size_t na, const float *b, size_t nb,
+                          __nv_bfloat16 **a16, __nv_bfloat16 **b16)
+{
+    size_t off = cuda_align(sizeof(__nv_bfloat16) * na);
+    char *ws = gemm_ws(cx, off + sizeof(__nv_bfloat16) * nb);
+    *a16 = (__nv_bfloat16 *)ws;
+    *b16 = (__nv_bfloat16 *)(ws + off);
     cuda_to_bf16(cx, *a16, a, na);
     cuda_to_bf16(cx, *b16, b, nb);
+}
+
+/* C = op(A) op(B) + beta C on bf16 operands, fp32 accumulation and output. */
+static void gemm16(CudaCtx *cx, cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k,
+                   const __nv_bfloat16 *A, int lda, const __nv_bfloat16 *B, int ldb, float beta,
+                   float *C, int ldc)
+{
+    const float one = 1.0f;
+    CUBLAS_CHECK(cublasGemmEx(cx->blas, ta, tb, m, n, k, &one, A, CUDA_R_16BF, lda, B,
+                              CUDA_R_16BF, ldb, &beta, C, CUDA_R_32F, ldc, CUBLAS_COMPUTE_32F,
+                              CUBLAS_GEMM_DEFAULT));
 }
 
 /* C (m, n; ldc) = op(A) op(B) + beta C, column-major, A holding na and B nb floats: sgemm in
@@ -77,9 +97,7 @@ static void gemm(CudaCtx *cx, cublasOperation_t ta, cublasOperation_t tb, int m,
     }
     __nv_bfloat16 *a16, *b16;
     operands_bf16(cx, A, na, B, nb, &a16, &b16);
-    CUBLAS_CHECK(cublasGemmEx(cx->blas, ta, tb, m, n, k, &one, a16, CUDA_R_16BF, lda, b16,
-                              CUDA_R_16BF, ldb, &beta, C, CUDA_R_32F, ldc, CUBLAS_COMPUTE_32F,
-                              CUBLAS_GEMM_DEFAULT));
+    gemm16(cx, ta, tb, m, n, k, a16, lda, b16, ldb, beta, C, ldc);
 }
 
 static int as_int(long long v, const char *what)
@@ -117,6 +135,34 @@ void cuda_gemm_dytx(CudaCtx *cx, const float *dy, const float *x, float *dw, lon
 
 /* x: columns, y: rows, each in a grid-stride loop (the bias value read once per column, no
  * index division per element: 1.4 G elements a GPT-2 124M step) */
+void cuda_gemm_bwd(CudaCtx *cx, const float *dy, const float *x, const float *w, float *dx,
+                   float *dw, long long N, long long C, long long OC, float beta)
+{
+    if (!cx->bf16) {
+        if (dx) cuda_gemm_dyw(cx, dy, w, dx, N, C, OC);
+        if (dw) cuda_gemm_dytx(cx, dy, x, dw, N, C, OC, beta);
+        return;
+    }
+    int n = as_int(N, "N"), c = as_int(C, "C"), oc = as_int(OC, "OC");
+    bool do_dx = dx && n && c, do_dw = dw && c && oc; /* cuda_gemm_dyw's and _dytx's tests */
+    if (!do_dx && !do_dw) return;
+    size_t ndy = (size_t)(N * OC), nw = do_dx ? (size_t)(OC * C) : 0,
+           nx = do_dw ? (size_t)(N * C) : 0, s = sizeof(__nv_bfloat16);
+    size_t ow = cuda_align(s * ndy), ox = ow + cuda_align(s * nw);
+    char *ws = gemm_ws(cx, ox + s * nx);
+    __nv_bfloat16 *dy16 = (__nv_bfloat16 *)ws, *w16 = (__nv_bfloat16 *)(ws + ow),
+                  *x16 = (__nv_bfloat16 *)(ws + ox);
+    cuda_to_bf16(cx, dy16, dy, ndy);
+    if (do_dx) {
+        cuda_to_bf16(cx, w16, w, nw);
+        gemm16(cx, CUBLAS_OP_N, CUBLAS_OP_N, c, n, oc, w16, c, dy16, oc, 0.0f, dx, c);
+    }
+    if (do_dw) {
+        cuda_to_bf16(cx, x16, x, nx);
+        gemm16(cx, CUBLAS_OP_N, CUBLAS_OP_T, c, oc, n, x16, c, dy16, oc, beta, dw, c);
+    }
+}
+
 __global__ void rows_fill_kernel(float *y, const float *b, long long N, long long OC)
 {
     for (long long c = blockIdx.x * (long long)blockDim.x + threadIdx.x; c < OC;

@@ -68,6 +68,10 @@ void cuda_gemm_dyw(CudaCtx *cx, const float *dy, const float *w, float *dx, long
                    long long C, long long OC);
 void cuda_gemm_dytx(CudaCtx *cx, const float *dy, const float *x, float *dw, long long N,
                     long long C, long long OC, float beta);
+/* a matmul's backward: dx = dy w (dx NULL: not) and dw = beta dw + dy^T x (dw NULL: not), dy
+ * rounded to bf16 once for both under run.precision = bf16 (the same results as _dyw, _dytx) */
+void cuda_gemm_bwd(CudaCtx *cx, const float *dy, const float *x, const float *w, float *dx,
+                   float *dw, long long N, long long C, long long OC, float beta);
 /* y (N,OC) = b broadcast over rows */
 void cuda_rows_fill(CudaCtx *cx, float *y, const float *b, long long N, long long OC);
 /* dst = src (n floats), or zeros when src is NULL: a gradient's start from its earlier sum */

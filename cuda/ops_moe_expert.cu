@@ -60,8 +60,8 @@ void cuda_moe_expert_bwd(const FtOpCall *c)
         for (long long e = 0; e < El; e++) {
             long long n = counts[g * El + e];
             if (n) {
-                if (dx) cuda_gemm_dyw(cx, dy + r0 * OC, w + e * OC * C, dx + r0 * C, n, C, OC);
-                cuda_gemm_dytx(cx, dy + r0 * OC, x + r0 * C, dw + e * OC * C, n, C, OC, 1.0f);
+                cuda_gemm_bwd(cx, dy + r0 * OC, x + r0 * C, w + e * OC * C,
+                              dx ? dx + r0 * C : NULL, dw + e * OC * C, n, C, OC, 1.0f);
                 if (db) cuda_colsum(cx, db + e * OC, db + e * OC, dy + r0 * OC, n, OC);
             }
             r0 += n;
