@@ -133,8 +133,7 @@ void cuda_gemm_dytx(CudaCtx *cx, const float *dy, const float *x, float *dw, lon
          beta, dw, m);
 }
 
-/* x: columns, y: rows, each in a grid-stride loop (the bias value read once per column, no
- * index division per element: 1.4 G elements a GPT-2 124M step) */
+/* both products of a matmul's backward (ops_cuda.h); under bf16 dy is rounded once for both */
 void cuda_gemm_bwd(CudaCtx *cx, const float *dy, const float *x, const float *w, float *dx,
                    float *dw, long long N, long long C, long long OC, float beta)
 {
@@ -163,6 +162,8 @@ void cuda_gemm_bwd(CudaCtx *cx, const float *dy, const float *x, const float *w,
     }
 }
 
+/* x: columns, y: rows, each in a grid-stride loop (the bias value read once per column, no
+ * index division per element: 1.4 G elements a GPT-2 124M step) */
 __global__ void rows_fill_kernel(float *y, const float *b, long long N, long long OC)
 {
     for (long long c = blockIdx.x * (long long)blockDim.x + threadIdx.x; c < OC;
