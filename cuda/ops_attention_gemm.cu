@@ -11,9 +11,9 @@
  * The full T x T product is computed and the causal part kept (as on the CPU); S, P, dP and dS
  * live in the op's scratch (B NH T^2 floats each, two at a time), nothing between passes but lse.
  * Under bf16 the row kernels write only the bf16 copies the next products read (P, dS) and take
- * exp again where it was stored before (bitwise the same results: 2026-12-04, the passes over
- * T x T fp32 buffers cut from eight writes to three per layer; predicted 7-8 ms of a 122 ms
- * GPT-2 124M step on the H200, not yet measured).
+ * exp again where it was stored before (bitwise the same results; 2026-12-04: T x T fp32 writes
+ * per layer cut from seven, one of them half, to three, the GEMMs' S twice and dP; predicted
+ * 7-8 ms of a 122 ms GPT-2 124M step on the H200, not yet measured).
  *
  * Deterministic: one cuBLAS call per batch row b over its NH heads (the handle's fixed
  * workspace, no atomics), and row kernels of one block per row whose maximum and sums run over
