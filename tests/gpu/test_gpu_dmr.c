@@ -354,15 +354,23 @@ static void test_planned_campaign(void **s)
  * a GPU until the stream gets to it): a profile that started a check's clock before waiting
  * for the primary charged the primary to the check, and its step without checks was the
  * launches alone (on the H200 24.8 ms against the 153 ms a step took; on the stand-in a
- * ratio under 0.1). Wide enough that the ops' arithmetic outweighs the host's bookkeeping. */
+ * ratio under 0.1). Wide enough that the ops' arithmetic outweighs the host's bookkeeping and
+ * the stream waits (each check waits three times, each primary once while profiling): on a GPU
+ * a GPT-2 small layer's width at T 512. */
 static void test_profile_times(void **s)
 {
     (void)s;
     const FtBackend *be = gpu();
     log_init(0, FT_LOG_WARN);
     FtConfig c = cfg_of(FT_DMR_PLANNED);
+#if defined(FT_GPU_STANDIN) || defined(FTLLM_CUDA_EMU)
     c.model.channels = 256, c.model.heads = 4, c.model.seq_len = 64, c.model.layers = 2;
-    c.train.batch = 4, c.train.steps = 3;
+    c.train.batch = 4;
+#else /* a GPU: kernels of hundreds of microseconds, so that they, not the waits, are timed */
+    c.model.channels = 768, c.model.heads = 12, c.model.seq_len = 512, c.model.layers = 2;
+    c.train.batch = 8;
+#endif
+    c.train.steps = 3;
     g_dims[0] = (int)c.model.seq_len;
     c.dmr.profile_steps = 2;
     char err[FT_DECK_ERR_MAX];
