@@ -46,6 +46,10 @@ static void test_perf_event_disabled(void **state)
     fclose(tmp);
     printf("  warning: %s", err);
     assert_null(c);
+    if (strstr(err, "PAPI_library_init failed")) { /* a machine where PAPI cannot start at all */
+        print_message("PAPI does not start on this machine: the disabled component not checked\n");
+        skip();
+    }
     const char *why = "PAPI cannot count here (its perf_event component is disabled: ";
     const char *at = strstr(err, why);
     assert_non_null(at);
