@@ -73,15 +73,19 @@ static void operands_bf16(CudaCtx *cx, const float *a, size_t na, const float *b
     cuda_to_bf16(cx, *b16, b, nb);
 }
 
-/* C = op(A) op(B) + beta C on bf16 operands, fp32 accumulation and output. */
-static void gemm16(CudaCtx *cx, cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k,
-                   const __nv_bfloat16 *A, int lda, const __nv_bfloat16 *B, int ldb, float beta,
-                   float *C, int ldc)
+/* C = op(A) op(B) + beta C, column-major, on operands already in cx's precision: floats
+ * (sgemm), or bf16 copies under run.precision = bf16 (GemmEx, fp32 accumulation and output). */
+static void gemm_on(CudaCtx *cx, cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k,
+                    const void *A, int lda, const void *B, int ldb, float beta, float *C, int ldc)
 {
     const float one = 1.0f;
-    CUBLAS_CHECK(cublasGemmEx(cx->blas, ta, tb, m, n, k, &one, A, CUDA_R_16BF, lda, B,
-                              CUDA_R_16BF, ldb, &beta, C, CUDA_R_32F, ldc, CUBLAS_COMPUTE_32F,
-                              CUBLAS_GEMM_DEFAULT));
+    if (!cx->bf16)
+        CUBLAS_CHECK(cublasSgemm(cx->blas, ta, tb, m, n, k, &one, (const float *)A, lda,
+                                 (const float *)B, ldb, &beta, C, ldc));
+    else
+        CUBLAS_CHECK(cublasGemmEx(cx->blas, ta, tb, m, n, k, &one, A, CUDA_R_16BF, lda, B,
+                                  CUDA_R_16BF, ldb, &beta, C, CUDA_R_32F, ldc,
+                                  CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
 }
 
 /* C (m, n; ldc) = op(A) op(B) + beta C, column-major, A holding na and B nb floats: sgemm in
@@ -90,14 +94,13 @@ static void gemm(CudaCtx *cx, cublasOperation_t ta, cublasOperation_t tb, int m,
                  const float *A, int lda, size_t na, const float *B, int ldb, size_t nb,
                  float beta, float *C, int ldc)
 {
-    const float one = 1.0f;
     if (!cx->bf16) {
-        CUBLAS_CHECK(cublasSgemm(cx->blas, ta, tb, m, n, k, &one, A, lda, B, ldb, &beta, C, ldc));
+        gemm_on(cx, ta, tb, m, n, k, A, lda, B, ldb, beta, C, ldc);
         return;
     }
     __nv_bfloat16 *a16, *b16;
     operands_bf16(cx, A, na, B, nb, &a16, &b16);
-    gemm16(cx, ta, tb, m, n, k, a16, lda, b16, ldb, beta, C, ldc);
+    gemm_on(cx, ta, tb, m, n, k, a16, lda, b16, ldb, beta, C, ldc);
 }
 
 static int as_int(long long v, const char *what)
@@ -115,15 +118,6 @@ void cuda_gemm_xwt(CudaCtx *cx, const float *x, const float *w, float *y, long l
          beta, y, m);
 }
 
-void cuda_gemm_dyw(CudaCtx *cx, const float *dy, const float *w, float *dx, long long N,
-                   long long C, long long OC)
-{
-    int n = as_int(N, "N"), m = as_int(C, "C"), k = as_int(OC, "OC");
-    if (!n || !m) return;
-    gemm(cx, CUBLAS_OP_N, CUBLAS_OP_N, m, n, k, w, m, (size_t)(OC * C), dy, k, (size_t)(N * OC),
-         0.0f, dx, m);
-}
-
 void cuda_gemm_dytx(CudaCtx *cx, const float *dy, const float *x, float *dw, long long N,
                     long long C, long long OC, float beta)
 {
@@ -133,33 +127,29 @@ void cuda_gemm_dytx(CudaCtx *cx, const float *dy, const float *x, float *dw, lon
          beta, dw, m);
 }
 
-/* both products of a matmul's backward (ops_cuda.h); under bf16 dy is rounded once for both */
+/* both products of a matmul's backward (ops_cuda.h): dx = dy w and dw = beta dw + dy^T x, as
+ * column-major dx^T = w^T dy^T and dw^T = x^T dy; under bf16 each operand is rounded once */
 void cuda_gemm_bwd(CudaCtx *cx, const float *dy, const float *x, const float *w, float *dx,
                    float *dw, long long N, long long C, long long OC, float beta)
 {
-    if (!cx->bf16) {
-        if (dx) cuda_gemm_dyw(cx, dy, w, dx, N, C, OC);
-        if (dw) cuda_gemm_dytx(cx, dy, x, dw, N, C, OC, beta);
-        return;
-    }
     int n = as_int(N, "N"), c = as_int(C, "C"), oc = as_int(OC, "OC");
-    bool do_dx = dx && n && c, do_dw = dw && c && oc; /* cuda_gemm_dyw's and _dytx's tests */
+    bool do_dx = dx && n && c, do_dw = dw && c && oc;
     if (!do_dx && !do_dw) return;
-    size_t ndy = (size_t)(N * OC), nw = do_dx ? (size_t)(OC * C) : 0,
-           nx = do_dw ? (size_t)(N * C) : 0, s = sizeof(__nv_bfloat16);
-    size_t ow = cuda_align(s * ndy), ox = ow + cuda_align(s * nw);
-    char *ws = gemm_ws(cx, ox + s * nx);
-    __nv_bfloat16 *dy16 = (__nv_bfloat16 *)ws, *w16 = (__nv_bfloat16 *)(ws + ow),
-                  *x16 = (__nv_bfloat16 *)(ws + ox);
-    cuda_to_bf16(cx, dy16, dy, ndy);
-    if (do_dx) {
+    const void *dyp = dy, *wp = w, *xp = x; /* the operands in cx's precision */
+    if (cx->bf16) {
+        size_t ndy = (size_t)(N * OC), nw = do_dx ? (size_t)(OC * C) : 0,
+               nx = do_dw ? (size_t)(N * C) : 0, s = sizeof(__nv_bfloat16);
+        size_t ow = cuda_align(s * ndy), ox = ow + cuda_align(s * nw);
+        char *ws = gemm_ws(cx, ox + s * nx);
+        __nv_bfloat16 *dy16 = (__nv_bfloat16 *)ws, *w16 = (__nv_bfloat16 *)(ws + ow),
+                      *x16 = (__nv_bfloat16 *)(ws + ox);
+        cuda_to_bf16(cx, dy16, dy, ndy);
         cuda_to_bf16(cx, w16, w, nw);
-        gemm16(cx, CUBLAS_OP_N, CUBLAS_OP_N, c, n, oc, w16, c, dy16, oc, 0.0f, dx, c);
-    }
-    if (do_dw) {
         cuda_to_bf16(cx, x16, x, nx);
-        gemm16(cx, CUBLAS_OP_N, CUBLAS_OP_T, c, oc, n, x16, c, dy16, oc, beta, dw, c);
+        dyp = dy16, wp = w16, xp = x16;
     }
+    if (do_dx) gemm_on(cx, CUBLAS_OP_N, CUBLAS_OP_N, c, n, oc, wp, c, dyp, oc, 0.0f, dx, c);
+    if (do_dw) gemm_on(cx, CUBLAS_OP_N, CUBLAS_OP_T, c, oc, n, xp, c, dyp, oc, beta, dw, c);
 }
 
 /* x: columns, y: rows, each in a grid-stride loop (the bias value read once per column, no

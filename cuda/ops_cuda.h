@@ -64,12 +64,10 @@ void cuda_moe_expert_bwd(const FtOpCall *c);
  *   dw (OC,C) = dy^T x + beta dw */
 void cuda_gemm_xwt(CudaCtx *cx, const float *x, const float *w, float *y, long long N,
                    long long C, long long OC, float beta);
-void cuda_gemm_dyw(CudaCtx *cx, const float *dy, const float *w, float *dx, long long N,
-                   long long C, long long OC);
 void cuda_gemm_dytx(CudaCtx *cx, const float *dy, const float *x, float *dw, long long N,
                     long long C, long long OC, float beta);
 /* a matmul's backward: dx = dy w (dx NULL: not) and dw = beta dw + dy^T x (dw NULL: not), dy
- * rounded to bf16 once for both under run.precision = bf16 (the same results as _dyw, _dytx) */
+ * rounded to bf16 once for both under run.precision = bf16 */
 void cuda_gemm_bwd(CudaCtx *cx, const float *dy, const float *x, const float *w, float *dx,
                    float *dw, long long N, long long C, long long OC, float beta);
 /* y (N,OC) = b broadcast over rows */
