@@ -25,6 +25,7 @@
 #include "ftllm/backend.h"
 #include "ftllm/deck_keys.h"
 #include "ftllm/exec.h"
+#include "ftllm/model.h"
 #include "ftllm/ops.h"
 
 enum { WARM = 2, ROUNDS = 7, CALLS = 3 };
@@ -57,17 +58,14 @@ static double now(void)
 }
 
 /* A device buffer of a.n elements of a's kind, filled from a seeded host chunk (tiled). */
-static void *dev_random(Arg a, unsigned long long *rng)
+static void *dev_random(Arg a, uint64_t *rng)
 {
     enum { CHUNK = 1 << 22 };
     size_t bytes = 4 * a.n, chunk = a.n < CHUNK ? a.n : CHUNK;
     void *d = backend_alloc(g_be, bytes, "a benchmark input");
     unsigned *h = malloc(4 * chunk);
     for (size_t i = 0; i < chunk; i++) {
-        unsigned long long z = (*rng += 0x9E3779B97F4A7C15ull);
-        z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-        z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-        double u = ((z ^ (z >> 31)) >> 11) * (1.0 / 9007199254740992.0);
+        double u = model_rng_uniform(rng);
         if (a.fill == I32) ((int *)h)[i] = (int)(u * a.mod);
         else ((float *)h)[i] = a.fill == POS ? (float)(u * 1e-3) : (float)(2 * u - 1);
     }
@@ -82,7 +80,7 @@ static void *dev_random(Arg a, unsigned long long *rng)
 /* Times one case; adds its share of a step to *step_ms. */
 static void run(const BCase *k, double *step_ms)
 {
-    unsigned long long rng = 20261204;
+    uint64_t rng = 20261204;
     FtOpCall c;
     memset(&c, 0, sizeof c);
     for (int i = 0; i < FT_OP_MAX_IN; i++)
