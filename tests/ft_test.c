@@ -150,3 +150,28 @@ int ft_test_run(int argc, char **argv, const char *name, const struct CMUnitTest
 
 /* the stand-in device (ft_test.h): the library's (backend_standin.c) */
 const FtBackend *ft_dev(void) { return backend_standin(); }
+
+/* ft_capture: ft_test.h */
+void ft_capture(void (*fn)(void), char *out, char *err, size_t len)
+{
+    char *bufs[2] = {out, err};
+    int fds[2] = {STDOUT_FILENO, STDERR_FILENO}, saved[2];
+    FILE *tmp[2];
+    fflush(NULL);
+    for (int i = 0; i < 2; i++) {
+        tmp[i] = tmpfile();
+        assert_non_null(tmp[i]);
+        saved[i] = dup(fds[i]);
+        assert_true(saved[i] >= 0 && dup2(fileno(tmp[i]), fds[i]) >= 0);
+    }
+    fn();
+    fflush(NULL);
+    for (int i = 0; i < 2; i++) {
+        dup2(saved[i], fds[i]);
+        close(saved[i]);
+        rewind(tmp[i]);
+        size_t n = fread(bufs[i], 1, len - 1, tmp[i]);
+        bufs[i][n] = 0;
+        fclose(tmp[i]);
+    }
+}

@@ -46,6 +46,10 @@ void ft_tmpfile(const char *text, size_t len, char *buf);
 void ft_tmpdir(char *buf);
 void ft_rmdir(const char *dir);
 
+/* Runs fn and gives what it wrote to stdout in out and to stderr in err (each at most len - 1
+ * bytes, NUL-terminated), caught in temporary files: a program's messages as a user sees them. */
+void ft_capture(void (*fn)(void), char *out, char *err, size_t len);
+
 /* A learnable synthetic token stream for training tests (an FtBatchSource fetch): sequence i is
  * (3 i + 5 t) mod V for t = 0..T, so the next token is the current one + 5. ctx points to
  * int dims[2] = {T, V}. */

@@ -11,31 +11,6 @@
 #include "ft_test.h"
 #include "ftllm/log.h"
 
-/* What fn wrote to stdout (out) and stderr (err), caught in temporary files. */
-static void capture(void (*fn)(void), char *out, char *err, size_t len)
-{
-    char *bufs[2] = {out, err};
-    int fds[2] = {STDOUT_FILENO, STDERR_FILENO}, saved[2];
-    FILE *tmp[2];
-    fflush(NULL);
-    for (int i = 0; i < 2; i++) {
-        tmp[i] = tmpfile();
-        assert_non_null(tmp[i]);
-        saved[i] = dup(fds[i]);
-        assert_true(saved[i] >= 0 && dup2(fileno(tmp[i]), fds[i]) >= 0);
-    }
-    fn();
-    fflush(NULL);
-    for (int i = 0; i < 2; i++) {
-        dup2(saved[i], fds[i]);
-        close(saved[i]);
-        rewind(tmp[i]);
-        size_t n = fread(bufs[i], 1, len - 1, tmp[i]);
-        bufs[i][n] = 0;
-        fclose(tmp[i]);
-    }
-}
-
 static void write_levels(void)
 {
     log_init(ft_test_rank(), FT_LOG_INFO);
@@ -55,7 +30,7 @@ static void test_levels(void **state)
     (void)state;
     int rank = ft_test_rank();
     char out[1024], err[1024], want_out[128], want_err[128];
-    capture(write_levels, out, err, sizeof out);
+    ft_capture(write_levels, out, err, sizeof out);
     snprintf(want_out, sizeof want_out, "%s[r%d] ri 6\n", rank == 0 ? "i 3\n" : "", rank);
     snprintf(want_err, sizeof want_err, "%s[r%d] warning: rw 5\n",
              rank == 0 ? "error: e 1\nwarning: w 2\n" : "", rank);
@@ -81,7 +56,7 @@ static void test_quiet(void **state)
     (void)state;
     int rank = ft_test_rank();
     char out[256], err[256];
-    capture(write_quiet, out, err, sizeof out);
+    ft_capture(write_quiet, out, err, sizeof out);
     assert_all(!out[0] && !strcmp(err, rank == 0 ? "error: e\n" : ""));
     log_init(rank, FT_LOG_INFO);
 }
@@ -103,7 +78,7 @@ static void test_status(void **state)
     (void)state;
     int rank = ft_test_rank();
     char out[256], err[256];
-    capture(write_status, out, err, sizeof out);
+    ft_capture(write_status, out, err, sizeof out);
     const char *want = rank == 0 ? "step 1  of 2\r\033[Ka line\nstep 1  of 2\r\033[K \n" : "";
     int good = !strcmp(out, want) && !err[0];
     if (!good) fprintf(stderr, "rank %d: stdout '%s', stderr '%s'\n", rank, out, err);
