@@ -32,18 +32,19 @@ metrics=$metrics,sm__throughput.avg.pct_of_peak_sustained_elapsed
 metrics=$metrics,sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_elapsed
 bad=0
 for c in "$@"; do
-  csv=$logs/ncu-${c// /_}.csv
+  base=$logs/ncu-${c// /_} # its report, base.csv, and the run's output, base.out
+  csv=$base.csv
   echo "== $c"
   FT_BENCH_ONLY=$c timeout "${NCU_TIMEOUT:-120}" mpiexec -n 1 "$ncu" --clock-control none \
     --launch-count "${NCU_LAUNCHES:-80}" --metrics "$metrics" --csv --page raw \
-    --log-file "$csv" "$bundle/bin/bench_ops" bf16 > "$logs/ncu-${c// /_}.out" 2>&1
+    --log-file "$csv" "$bundle/bin/bench_ops" bf16 > "$base.out" 2>&1
   rc=$?
   # the report goes to --log-file; where an ncu version prints it to stdout instead, read that
   if ! python3 perf/gpu/ncu_table.py "$csv" 2> /dev/null &&
-    ! python3 perf/gpu/ncu_table.py "$logs/ncu-${c// /_}.out"; then
+    ! python3 perf/gpu/ncu_table.py "$base.out"; then
     bad=$((bad + 1))
     echo "no figures (rc $rc); the end of its output:"
-    tail -n 5 "$logs/ncu-${c// /_}.out"
+    tail -n 5 "$base.out"
   fi
 done
 [ "$bad" -eq 0 ]
