@@ -155,6 +155,11 @@ extern "C" const FtBackend *backend_cuda_open(int device, char *err, size_t errl
                  g_ctx.device, device);
         return NULL;
     }
+    const char *bad = cuda_attention_check();
+    if (bad) {
+        snprintf(err, errlen, "%s", bad);
+        return NULL;
+    }
     int n = 0;
     if (soft_fail(cudaGetDeviceCount(&n), "cudaGetDeviceCount", err, errlen)) return NULL;
     if (n <= 0) {
@@ -202,7 +207,10 @@ extern "C" const FtBackend *backend_cuda_open(int device, char *err, size_t errl
              prop.totalGlobalMem / 1073741824.0,
              cuda_attention_is("flash") ? "flash, tiled kernels where the head size is 32 or 64"
              : cuda_attention_is("gemm") ? "gemm, cuBLAS batched GEMMs and row kernels"
-                                        : "rows, one block per query row");
+             : cuda_attention_is("tc")
+                 ? "tc, tensor-core tiled kernels under bf16 where the head size is 32 or 64, "
+                   "else gemm"
+                 : "rows, one block per query row");
     g_be.about = about;
     g_be.ops = ops_cuda_table(); /* last: a set ops marks the backend open */
     return &g_be;

@@ -20,17 +20,31 @@
  * tiled kernels and 1249 ms with these (perf/README.md). */
 #include "ops_cuda.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-bool cuda_attention_is(const char *kernel)
+static const char *attention_chosen(void)
 {
     static const char *chosen; /* FTLLM_CUDA_ATTENTION, read once ("gemm" when unset) */
     if (!chosen) {
         const char *e = getenv("FTLLM_CUDA_ATTENTION");
-        chosen = e ? e : "gemm";
+        chosen = e && *e ? e : "gemm";
     }
-    return !strcmp(chosen, kernel);
+    return chosen;
+}
+
+bool cuda_attention_is(const char *kernel) { return !strcmp(attention_chosen(), kernel); }
+
+const char *cuda_attention_check(void)
+{
+    static char why[160];
+    const char *k = attention_chosen();
+    if (!strcmp(k, "gemm") || !strcmp(k, "tc") || !strcmp(k, "flash") || !strcmp(k, "rows"))
+        return NULL;
+    snprintf(why, sizeof why,
+             "FTLLM_CUDA_ATTENTION=%.60s: expected gemm (the default), tc, flash or rows", k);
+    return why;
 }
 
 /* (b, h, t) of a row block: blockIdx.x = t, y = h, z = b */
@@ -76,7 +90,8 @@ void cuda_attention_fwd(const FtOpCall *c)
     CudaCtx *cx = cuda_ctx(c);
     long long B = c->d[0], T = c->d[1], C = c->d[2], NH = c->d[3];
     FT_ASSERT(NH > 0 && C % NH == 0 && NH < 65536 && B < 65536);
-    if (B * T * NH == 0 || cuda_attention_flash_fwd(c) || cuda_attention_gemm_fwd(c)) return;
+    if (B * T * NH == 0 || cuda_attention_flash_fwd(c) || cuda_attention_tc_fwd(c) ||
+        cuda_attention_gemm_fwd(c)) return;
     float scale = (float)(1.0 / sqrt((double)(C / NH)));
     float *att = (float *)cuda_scratch(cx, sizeof(float) * (size_t)(B * NH * T * T));
     dim3 grid((unsigned)T, (unsigned)NH, (unsigned)B);
@@ -149,7 +164,8 @@ void cuda_attention_bwd(const FtOpCall *c)
     float *dqkv = (float *)c->out[0];
     long long B = c->d[0], T = c->d[1], C = c->d[2], NH = c->d[3];
     FT_ASSERT(NH > 0 && C % NH == 0 && NH < 65536 && B < 65536);
-    if (B * T * NH == 0 || cuda_attention_flash_bwd(c) || cuda_attention_gemm_bwd(c)) return;
+    if (B * T * NH == 0 || cuda_attention_flash_bwd(c) || cuda_attention_tc_bwd(c) ||
+        cuda_attention_gemm_bwd(c)) return;
     float scale = (float)(1.0 / sqrt((double)(C / NH)));
     size_t tt = (size_t)(B * NH * T * T);
     float *r = (float *)cuda_scratch(cx, 2 * sizeof(float) * tt), *att = r + tt;

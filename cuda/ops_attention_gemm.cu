@@ -136,7 +136,7 @@ static void carve(CudaCtx *cx, size_t tt, int n32, int n16, const size_t *io, in
 
 bool cuda_attention_gemm_fwd(const FtOpCall *c)
 {
-    if (!cuda_attention_is("gemm")) return false;
+    if (!cuda_attention_is("gemm") && !cuda_attention_is("tc")) return false;
     CudaCtx *cx = cuda_ctx(c);
     long long B = c->d[0], T = c->d[1], C = c->d[2], NH = c->d[3];
     AgShape s = ag_shape(T, C, NH);
@@ -162,7 +162,7 @@ bool cuda_attention_gemm_fwd(const FtOpCall *c)
 
 bool cuda_attention_gemm_bwd(const FtOpCall *c)
 {
-    if (!cuda_attention_is("gemm")) return false;
+    if (!cuda_attention_is("gemm") && !cuda_attention_is("tc")) return false;
     CudaCtx *cx = cuda_ctx(c);
     long long B = c->d[0], T = c->d[1], C = c->d[2], NH = c->d[3];
     AgShape s = ag_shape(T, C, NH);

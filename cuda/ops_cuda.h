@@ -20,17 +20,23 @@ void cuda_layernorm_bwd(const FtOpCall *c);
 /* ops_matmul.cu */
 void cuda_matmul_fwd(const FtOpCall *c);
 void cuda_matmul_bwd(const FtOpCall *c);
-/* ops_attention.cu; cuda_attention_is: whether FTLLM_CUDA_ATTENTION (read once) names kernel
- * ("flash", "gemm"); the per-row kernels run when it names neither */
+/* ops_attention.cu; cuda_attention_is: whether FTLLM_CUDA_ATTENTION (read once; gemm when
+ * unset) names kernel ("gemm", "tc", "flash", "rows"); cuda_attention_check: NULL when it names
+ * one of them, else the one-line reason (the backend does not open) */
 void cuda_attention_fwd(const FtOpCall *c);
 void cuda_attention_bwd(const FtOpCall *c);
 bool cuda_attention_is(const char *kernel);
+const char *cuda_attention_check(void);
 /* ops_attention_flash.cu: the tiled kernels, when FTLLM_CUDA_ATTENTION=flash and the shape fits
  * (head size 32 or 64); false: not run, the caller's kernels do it */
 bool cuda_attention_flash_fwd(const FtOpCall *c);
 bool cuda_attention_flash_bwd(const FtOpCall *c);
-/* ops_attention_gemm.cu: cuBLAS batched GEMMs and row kernels, when FTLLM_CUDA_ATTENTION=gemm;
- * false: not run */
+/* ops_attention_tc.cu: the tensor-core tiled kernels, when FTLLM_CUDA_ATTENTION=tc, bf16 and
+ * the head size 32 or 64; false: not run */
+bool cuda_attention_tc_fwd(const FtOpCall *c);
+bool cuda_attention_tc_bwd(const FtOpCall *c);
+/* ops_attention_gemm.cu: cuBLAS batched GEMMs and row kernels, when FTLLM_CUDA_ATTENTION=gemm
+ * (or tc where those did not run); false: not run */
 bool cuda_attention_gemm_fwd(const FtOpCall *c);
 bool cuda_attention_gemm_bwd(const FtOpCall *c);
 /* ops_elementwise.cu */

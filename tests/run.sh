@@ -104,7 +104,7 @@ if [ -n "$emu" ]; then
       count "$log" 1 "$1 (emulator: not built)"
     fi
   }
-  for att in rows flash gemm; do
+  for att in rows flash gemm tc; do
     for order in forward reverse; do emu_run test_gpu_ops $order $att; done
   done
   emu_run test_gpu_ops forward rows mixed # the checker's stream runs early: a missing event shows

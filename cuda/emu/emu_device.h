@@ -132,6 +132,47 @@ template <typename T> inline T shfl(unsigned mask, T v, int src_lane, bool in_ra
     return r;
 }
 
+/* mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 (PTX ISA, "Matrix Fragments for
+ * mma.m16n8k16 with floating point type"), d += a b: every lane of a full warp puts its
+ * fragments (a: 4 words of two bf16, low half first; b: 2 words; d: 4 floats), waits for the
+ * others, and computes its own four outputs from the whole warp's fragments laid out as the ISA
+ * says (g = lane / 4, t = lane % 4):
+ *   A (16 x 16): word j of lane (g, t) holds row g + 8 (j & 1), columns 2t + 8 (j >> 1) + {0, 1};
+ *   B (16 x 8):  word j holds rows 2t + 8 j + {0, 1} of column g;
+ *   D (16 x 8):  d[i] is row g + 8 (i >> 1), column 2t + (i & 1).
+ * So a kernel that loads a fragment in another layout gets wrong results here, as on a GPU. The
+ * sums run in fp32 in k order (products of bf16 are exact in fp32); a GPU's tensor cores add
+ * in their own order, so only tolerances carry over. Exchange words alternate by parity, as
+ * the shuffles' (one barrier per operation). */
+extern uint32_t g_mma[2][32][32][10];
+inline float __uint_as_float_(uint32_t u) { float f; memcpy(&f, &u, 4); return f; }
+[[noreturn]] void mma_partial_warp(unsigned lanes);
+inline float bf16_word(uint32_t w, int half) { return __uint_as_float_(half ? w & 0xffff0000u : w << 16); }
+inline void mma_m16n8k16_bf16(float d[4], const uint32_t a[4], const uint32_t b[2])
+{
+    Thread *me = g_cur;
+    unsigned n = g_bdim.x * g_bdim.y * g_bdim.z, lanes = n - 32u * (unsigned)me->warp;
+    if (lanes < 32) mma_partial_warp(lanes);
+    uint32_t(*x)[10] = g_mma[me->parity][me->warp];
+    me->parity ^= 1;
+    memcpy(x[me->lane], a, 16);
+    memcpy(x[me->lane] + 4, b, 8);
+    memcpy(x[me->lane] + 6, d, 16);
+    yield(AT_WARP, 0xffffffffu);
+    int g = me->lane >> 2, t = me->lane & 3;
+    for (int i = 0; i < 4; i++) {
+        int row = g + 8 * (i >> 1), col = 2 * t + (i & 1);
+        float acc;
+        memcpy(&acc, &x[me->lane][6 + i], 4);
+        for (int k = 0; k < 16; k++) {
+            float av = bf16_word(x[(row & 7) * 4 + (k & 7) / 2][(row >> 3) + 2 * (k >> 3)], k & 1);
+            float bv = bf16_word(x[col * 4 + (k & 7) / 2][4 + (k >> 3)], k & 1);
+            acc += av * bv;
+        }
+        d[i] = acc;
+    }
+}
+
 } /* namespace ftemu */
 
 #define threadIdx (::ftemu::g_cur->tid)

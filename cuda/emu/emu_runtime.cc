@@ -33,6 +33,7 @@
 #include <deque>
 #include <map>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "cublas_v2.h"
@@ -44,6 +45,7 @@ Thread *g_cur;
 uint3 g_bid;
 dim3 g_bdim, g_gdim;
 uint64_t g_xchg[2][32][32];
+uint32_t g_mma[2][32][32][10];
 }
 
 /* ---- errors ---------------------------------------------------------------------------------- */
@@ -548,8 +550,18 @@ void shfl_missing_lane(int src_lane, unsigned lanes)
         g_bid.y, g_bid.z, g_cur ? g_cur->warp : -1, src_lane, lanes);
 }
 
+void mma_partial_warp(unsigned lanes)
+{
+    die("kernel %s, block (%u,%u,%u), warp %d: an mma in a warp of %u lanes (it needs all 32)",
+        g_kernel, g_bid.x, g_bid.y, g_bid.z, g_cur ? g_cur->warp : -1, lanes);
+}
+
+/* launches run so far whose kernel's name starts with prefix (ftemu_launch_count, emu_api.h) */
+static std::map<std::string, long> g_launches;
+
 void run_grid(const char *name, dim3 grid, dim3 block, const std::function<void()> &body)
 {
+    g_launches[name]++;
     size_t n = (size_t)block.x * block.y * block.z;
     if (n > g_nstacks) {
         if (g_stacks) munmap(g_stacks, g_nstacks * (STACK + PAGE));
@@ -589,6 +601,14 @@ void run_grid(const char *name, dim3 grid, dim3 block, const std::function<void(
 }
 
 } /* namespace ftemu */
+
+extern "C" long ftemu_launch_count(const char *prefix)
+{
+    long n = 0;
+    for (const auto &kv : ftemu::g_launches)
+        if (!kv.first.compare(0, strlen(prefix), prefix)) n += kv.second;
+    return n;
+}
 
 /* ---- cuBLAS ------------------------------------------------------------------------------ */
 

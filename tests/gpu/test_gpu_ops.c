@@ -340,6 +340,47 @@ static void test_attention(void **s)
                        NULL, NULL);
 }
 
+#ifdef FTLLM_CUDA_EMU
+long ftemu_launch_count(const char *prefix); /* cuda/emu/emu_runtime.cc */
+#endif
+
+/* FTLLM_CUDA_ATTENTION=tc under bf16: the tensor-core tiled kernels (cuda/ops_attention_tc.cu)
+ * against the CPU's fp32 op, with the batched-GEMM path's tolerances and floors (test_bf16_gemms
+ * says why): they round the same operands to bf16. Head size 64 over three tiles with a partial
+ * last one (the diagonal tile of each block, the rows past T), 32 with three heads, one row
+ * (T = 1: a block that is nearly all padding), two tiles exactly (T = 128), and the masked hot
+ * key of test_attention (forward only: a softmax whose maximum ran over masked keys underflows
+ * row 0). On the emulator the kernels must have run: a tc that fell back to the GEMMs would pass
+ * the same tolerances. */
+static void attention_tc_cases(void)
+{
+    const double yf[FT_OP_MAX_OUT] = {1e-4, 0}, bf[FT_OP_MAX_OUT] = {1e-4};
+#ifdef FTLLM_CUDA_EMU
+    long f0 = ftemu_launch_count("tc_fwd_kernel"), d0 = ftemu_launch_count("tc_dkv_kernel");
+#endif
+    attention_case_tol("attention.fwd tc hs64 T150", "attention.bwd tc hs64 T150", 2, 150, 128, 2,
+                       1e-2, 3e-2, yf, bf);
+    attention_case_tol("attention.fwd tc hs32 T70", "attention.bwd tc hs32 T70", 1, 70, 96, 3,
+                       1e-2, 3e-2, yf, bf);
+    attention_case_tol("attention.fwd tc T1", "attention.bwd tc T1", 2, 1, 128, 2, 1e-2, 3e-2,
+                       NULL, NULL); /* one key: y is v's row rounded, lse exact */
+    attention_case_tol("attention.fwd tc T128", "attention.bwd tc T128", 1, 128, 64, 1, 1e-2,
+                       3e-2, yf, bf);
+    enum { HB = 1, HT = 70, HC = 96, HNH = 3, HHS = HC / HNH };
+    Buf hot = frand(HB * HT * 3 * HC, 1);
+    float *h = hot.host;
+    for (int hd = 0; hd < HNH; hd++)
+        for (int i = 0; i < HHS; i++)
+            h[(HT - 1) * 3 * HC + HC + hd * HHS + i] = 300.0f * h[hd * HHS + i];
+    attention_case_qkv("attention.fwd tc masked hot key", NULL, HB, HT, HC, HNH, hot, 1e-2, 0,
+                       yf, NULL);
+#ifdef FTLLM_CUDA_EMU
+    long nf = ftemu_launch_count("tc_fwd_kernel") - f0, nd = ftemu_launch_count("tc_dkv_kernel") - d0;
+    printf("  tc kernels run: %ld forward, %ld dk/dv launches\n", nf, nd);
+    assert_true(nf >= 5 && nd >= 4); /* each case twice and on the checker stream */
+#endif
+}
+
 static void test_elementwise(void **s)
 {
     (void)s;
@@ -522,10 +563,11 @@ static void test_bf16_gemms(void **s)
      * same products' operands under FTLLM_CUDA_ATTENTION=gemm (2026-12-01): y 2.2e-3, lse
      * 3.3e-5, dqkv 2.4e-3. */
     const char *att = getenv("FTLLM_CUDA_ATTENTION"); /* gemm when unset */
-    if (!att || !strcmp(att, "gemm"))
+    if (!att || !*att || !strcmp(att, "gemm"))
         attention_case_tol("attention.fwd bf16 hs64", "attention.bwd bf16 hs64", 2, 150, 128, 2,
                            1e-2, 3e-2, (const double[FT_OP_MAX_OUT]){1e-4, 0},
                            (const double[FT_OP_MAX_OUT]){1e-4});
+    if (att && !strcmp(att, "tc")) attention_tc_cases();
     be->set_precision(be->ctx, FT_PRECISION_FP32);
 #ifdef FT_GPU_STANDIN
     unsetenv("FTLLM_CUDA_ATTENTION");

@@ -1,0 +1,412 @@
+/* ops_attention_tc.cu: ATTENTION (ops.h) on the tensor cores with the scores on chip, flash-
+ * attention 2's structure, for run.precision = bf16 and head sizes 32 and 64. Chosen with
+ * FTLLM_CUDA_ATTENTION=tc (ops_attention.cu); under fp32, or another head size, the batched
+ * GEMMs of ops_attention_gemm.cu run instead. Written and tested on ftllm's CUDA emulator
+ * (cuda/emu: its mma follows the PTX ISA's fragment layouts); not yet run on a GPU.
+ *
+ * Every product is mma.sync m16n8k16 (mma_bf16.cuh): bf16 operands, fp32 accumulation. The
+ * operands are rounded where the batched-GEMM path rounds them (q, k, v and dy as they are
+ * loaded; the probabilities before P V and dV = P^T dy; dS before dq and dk), so both paths
+ * make the same bf16 approximation of the fp32 op and differ by fp32 summation order and by
+ * P: here the forward rounds exp(s - running max) before its rescaling, there the normalized
+ * row. Blocks of 4 warps; each warp owns 16 rows of its block's 64 and works along tiles of 64
+ * rows of the other operand, held in shared memory as bf16 (rows padded by 8 elements, so the
+ * fragment loads of a warp hit 32 different banks). Causal: only tiles at or below the
+ * diagonal are visited; the diagonal tile and the rows past T are masked.
+ *  - Forward (a block of queries, the longest rows first): S = Q K^T, the online softmax in
+ *    base 2 (scores times scale log2 e; running maximum m and sum l per row, reduced over the
+ *    row's four lanes with two shuffles), O += P V; y = O / l, lse = (m + log2 l) ln 2.
+ *  - Backward, two kernels, P recomputed as exp2(s scale log2 e - lse log2 e):
+ *    dq (a block of queries): a first pass over the key tiles for D = rowsum(P o dP), dP =
+ *    dy V^T (ops.h gives the backward no y), then dS = P o (dP - D) and dq = scale dS K;
+ *    dk and dv (a block of keys, over the query tiles from the diagonal on): S^T = K Q^T,
+ *    dv += P^T dy, dP^T = V dy^T, dk += scale dS^T Q, with D from the dq kernel.
+ * No atomics, every sum in a fixed order: the same bits from run to run and on the checker
+ * stream, whatever the GPU. */
+#include "ops_cuda.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "mma_bf16.cuh"
+
+#define TC_ROWS 64 /* rows of a block (4 warps of 16), and of a tile of the other operand */
+#define TC_NT 128  /* threads of a block */
+#define TC_LD (TC_ROWS + 8) /* a transposed tile's row: TC_ROWS elements and the padding */
+
+typedef __nv_bfloat16 bf16;
+
+/* rows [r0, r0 + 64) of a matrix of T rows (`stride` floats apart, HS wide from p) into s as
+ * bf16, zeros past T; every thread of the block takes part */
+template <int HS>
+__device__ __forceinline__ void tc_rows(bf16 (*s)[HS + 8], const float *p, size_t stride, int r0,
+                                        int T)
+{
+    for (int e = threadIdx.x; e < TC_ROWS * HS; e += TC_NT) {
+        int r = e / HS, c = e % HS;
+        s[r][c] = __float2bfloat16_rn(r0 + r < T ? p[(size_t)(r0 + r) * stride + c] : 0.0f);
+    }
+}
+
+/* the same rows transposed: s[c][r] */
+template <int HS>
+__device__ __forceinline__ void tc_cols(bf16 (*s)[TC_LD], const float *p, size_t stride, int r0,
+                                        int T)
+{
+    for (int e = threadIdx.x; e < TC_ROWS * HS; e += TC_NT) {
+        int r = e / HS, c = e % HS;
+        s[c][r] = __float2bfloat16_rn(r0 + r < T ? p[(size_t)(r0 + r) * stride + c] : 0.0f);
+    }
+}
+
+/* the sum of v over the four lanes that hold a row's accumulators (lanes 4g .. 4g+3) */
+__device__ __forceinline__ float tc_row_sum(float v)
+{
+    v += __shfl_xor_sync(0xffffffffu, v, 1);
+    return v + __shfl_xor_sync(0xffffffffu, v, 2);
+}
+__device__ __forceinline__ float tc_row_max(float v)
+{
+    v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, 1));
+    return fmaxf(v, __shfl_xor_sync(0xffffffffu, v, 2));
+}
+
+/* The rows of (b, h): q at base + t row, k at + C, v at + 2C. */
+#define TC_BASE(qkv, b, h, T, C, HS) ((qkv) + (size_t)(b) * (T) * 3 * (C) + (size_t)(h) * (HS))
+
+template <int HS>
+__global__ void __launch_bounds__(TC_NT)
+tc_fwd_kernel(float *y, float *lse, const float *qkv, int T, int C, int NH, float scale2)
+{
+    enum { KS = HS / 16, NT = HS / 8 };
+    __shared__ bf16 qs[TC_ROWS][HS + 8], ks[TC_ROWS][HS + 8], vt[HS][TC_LD];
+    int b = blockIdx.z, h = blockIdx.y, q0 = (gridDim.x - 1 - blockIdx.x) * TC_ROWS;
+    int w = threadIdx.x >> 5, g = (threadIdx.x & 31) >> 2, t = threadIdx.x & 3;
+    size_t row = 3 * (size_t)C;
+    const float *base = TC_BASE(qkv, b, h, T, C, HS);
+    tc_rows<HS>(qs, base, row, q0, T);
+    __syncthreads();
+    uint32_t qa[KS][4];
+#pragma unroll
+    for (int kk = 0; kk < KS; kk++) tc_load_a(qa[kk], qs, 16 * w, 16 * kk);
+    float o[NT][4], m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
+#pragma unroll
+    for (int n = 0; n < NT; n++) o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.0f;
+    int r[2] = {q0 + 16 * w + g, q0 + 16 * w + g + 8};
+    int kend = min(T, q0 + TC_ROWS); /* keys [0, kend) reach this block's rows */
+    for (int k0 = 0; k0 < kend; k0 += TC_ROWS) {
+        __syncthreads(); /* the last tile's readers are done */
+        tc_rows<HS>(ks, base + C, row, k0, T);
+        tc_cols<HS>(vt, base + 2 * C, row, k0, T);
+        __syncthreads();
+        float s[8][4];
+#pragma unroll
+        for (int n = 0; n < 8; n++) {
+            s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.0f;
+#pragma unroll
+            for (int kk = 0; kk < KS; kk++) {
+                uint32_t bb[2];
+                tc_load_b(bb, ks, 8 * n, 16 * kk);
+                tc_mma(s[n], qa[kk], bb);
+            }
+        }
+        float mx[2] = {m[0], m[1]};
+#pragma unroll
+        for (int n = 0; n < 8; n++)
+#pragma unroll
+            for (int i = 0; i < 4; i++) {
+                int key = k0 + 8 * n + 2 * t + (i & 1);
+                float v = key > r[i >> 1] || key >= T ? -INFINITY : s[n][i] * scale2;
+                s[n][i] = v;
+                mx[i >> 1] = fmaxf(mx[i >> 1], v);
+            }
+        float sub[2], alpha[2], rs[2] = {0.0f, 0.0f};
+#pragma unroll
+        for (int j = 0; j < 2; j++) {
+            mx[j] = tc_row_max(mx[j]);
+            sub[j] = mx[j] == -INFINITY ? 0.0f : mx[j]; /* a row with nothing unmasked yet */
+            alpha[j] = exp2f(m[j] - sub[j]);
+            m[j] = mx[j];
+        }
+#pragma unroll
+        for (int n = 0; n < 8; n++)
+#pragma unroll
+            for (int i = 0; i < 4; i++) {
+                float p = exp2f(s[n][i] - sub[i >> 1]);
+                s[n][i] = p;
+                rs[i >> 1] += p;
+            }
+        l[0] = l[0] * alpha[0] + rs[0], l[1] = l[1] * alpha[1] + rs[1];
+#pragma unroll
+        for (int n = 0; n < NT; n++)
+#pragma unroll
+            for (int i = 0; i < 4; i++) o[n][i] *= alpha[i >> 1];
+#pragma unroll
+        for (int kk = 0; kk < 4; kk++) {
+            uint32_t pa[4];
+            tc_c_to_a(pa, s[2 * kk], s[2 * kk + 1]);
+#pragma unroll
+            for (int n = 0; n < NT; n++) {
+                uint32_t bb[2];
+                tc_load_b(bb, vt, 8 * n, 16 * kk);
+                tc_mma(o[n], pa, bb);
+            }
+        }
+    }
+    l[0] = tc_row_sum(l[0]), l[1] = tc_row_sum(l[1]);
+#pragma unroll
+    for (int n = 0; n < NT; n++)
+#pragma unroll
+        for (int i = 0; i < 4; i++)
+            if (r[i >> 1] < T)
+                y[((size_t)b * T + r[i >> 1]) * C + (size_t)h * HS + 8 * n + 2 * t + (i & 1)] =
+                    o[n][i] / l[i >> 1];
+    for (int j = 0; j < 2; j++)
+        if (t == 0 && r[j] < T)
+            lse[((size_t)b * NH + h) * T + r[j]] = (m[j] + log2f(l[j])) * 0.69314718055994531f;
+}
+
+/* dq and D (a block of queries, the longest rows first) */
+template <int HS>
+__global__ void __launch_bounds__(TC_NT)
+tc_dq_kernel(float *dqkv, float *D, const float *dy, const float *qkv, const float *lse, int T,
+             int C, int NH, float scale, float scale2)
+{
+    enum { KS = HS / 16, NT = HS / 8 };
+    __shared__ bf16 ks[TC_ROWS][HS + 8], vs[TC_ROWS][HS + 8], kt[HS][TC_LD];
+    int b = blockIdx.z, h = blockIdx.y, q0 = (gridDim.x - 1 - blockIdx.x) * TC_ROWS;
+    int w = threadIdx.x >> 5, g = (threadIdx.x & 31) >> 2, t = threadIdx.x & 3;
+    size_t row = 3 * (size_t)C;
+    const float *base = TC_BASE(qkv, b, h, T, C, HS);
+    const float *gb = dy + (size_t)b * T * C + (size_t)h * HS;
+    tc_rows<HS>(ks, base, row, q0, T); /* q and dy of the block's rows, through the tiles */
+    tc_rows<HS>(vs, gb, (size_t)C, q0, T);
+    __syncthreads();
+    uint32_t qa[KS][4], ga[KS][4];
+#pragma unroll
+    for (int kk = 0; kk < KS; kk++)
+        tc_load_a(qa[kk], ks, 16 * w, 16 * kk), tc_load_a(ga[kk], vs, 16 * w, 16 * kk);
+    int r[2] = {q0 + 16 * w + g, q0 + 16 * w + g + 8};
+    const float log2e = 1.4426950408889634f;
+    float l2[2], d[2] = {0.0f, 0.0f}, dq[NT][4];
+    for (int j = 0; j < 2; j++)
+        l2[j] = r[j] < T ? lse[((size_t)b * NH + h) * T + r[j]] * log2e : 0.0f;
+#pragma unroll
+    for (int n = 0; n < NT; n++) dq[n][0] = dq[n][1] = dq[n][2] = dq[n][3] = 0.0f;
+    int kend = min(T, q0 + TC_ROWS);
+    for (int pass = 0; pass < 2; pass++) {
+        for (int k0 = 0; k0 < kend; k0 += TC_ROWS) {
+            __syncthreads();
+            tc_rows<HS>(ks, base + C, row, k0, T);
+            tc_rows<HS>(vs, base + 2 * C, row, k0, T);
+            if (pass) tc_cols<HS>(kt, base + C, row, k0, T);
+            __syncthreads();
+            float s[8][4], dp[8][4];
+#pragma unroll
+            for (int n = 0; n < 8; n++) {
+#pragma unroll
+                for (int i = 0; i < 4; i++) s[n][i] = dp[n][i] = 0.0f;
+#pragma unroll
+                for (int kk = 0; kk < KS; kk++) {
+                    uint32_t bb[2];
+                    tc_load_b(bb, ks, 8 * n, 16 * kk);
+                    tc_mma(s[n], qa[kk], bb);
+                    tc_load_b(bb, vs, 8 * n, 16 * kk);
+                    tc_mma(dp[n], ga[kk], bb);
+                }
+            }
+#pragma unroll
+            for (int n = 0; n < 8; n++)
+#pragma unroll
+                for (int i = 0; i < 4; i++) {
+                    int key = k0 + 8 * n + 2 * t + (i & 1), j = i >> 1;
+                    float p = key > r[j] || key >= T ? 0.0f : exp2f(s[n][i] * scale2 - l2[j]);
+                    if (pass == 0)
+                        d[j] += p * dp[n][i];
+                    else
+                        s[n][i] = p * (dp[n][i] - d[j]); /* dS */
+                }
+            if (pass == 0) continue;
+#pragma unroll
+            for (int kk = 0; kk < 4; kk++) {
+                uint32_t da[4];
+                tc_c_to_a(da, s[2 * kk], s[2 * kk + 1]);
+#pragma unroll
+                for (int n = 0; n < NT; n++) {
+                    uint32_t bb[2];
+                    tc_load_b(bb, kt, 8 * n, 16 * kk);
+                    tc_mma(dq[n], da, bb);
+                }
+            }
+        }
+        if (pass == 0) d[0] = tc_row_sum(d[0]), d[1] = tc_row_sum(d[1]);
+    }
+    for (int j = 0; j < 2; j++)
+        if (t == 0 && r[j] < T) D[((size_t)b * NH + h) * T + r[j]] = d[j];
+#pragma unroll
+    for (int n = 0; n < NT; n++)
+#pragma unroll
+        for (int i = 0; i < 4; i++)
+            if (r[i >> 1] < T)
+                dqkv[((size_t)b * T + r[i >> 1]) * row + (size_t)h * HS + 8 * n + 2 * t +
+                     (i & 1)] = scale * dq[n][i];
+}
+
+/* dk and dv (a block of keys, over the query tiles from the block's own on) */
+template <int HS>
+__global__ void __launch_bounds__(TC_NT)
+tc_dkv_kernel(float *dqkv, const float *D, const float *dy, const float *qkv, const float *lse,
+              int T, int C, int NH, float scale, float scale2)
+{
+    enum { KS = HS / 16, NT = HS / 8 };
+    __shared__ bf16 qs[TC_ROWS][HS + 8], gs[TC_ROWS][HS + 8], qt[HS][TC_LD], gt[HS][TC_LD];
+    __shared__ float ls[TC_ROWS], ds[TC_ROWS];
+    int b = blockIdx.z, h = blockIdx.y, k0 = blockIdx.x * TC_ROWS;
+    int w = threadIdx.x >> 5, g = (threadIdx.x & 31) >> 2, t = threadIdx.x & 3;
+    size_t row = 3 * (size_t)C;
+    const float *base = TC_BASE(qkv, b, h, T, C, HS);
+    const float *gb = dy + (size_t)b * T * C + (size_t)h * HS;
+    const float *lb = lse + ((size_t)b * NH + h) * T, *db = D + ((size_t)b * NH + h) * T;
+    tc_rows<HS>(qs, base + C, row, k0, T); /* k and v of the block's rows, through the tiles */
+    tc_rows<HS>(gs, base + 2 * C, row, k0, T);
+    __syncthreads();
+    uint32_t ka[KS][4], va[KS][4];
+#pragma unroll
+    for (int kk = 0; kk < KS; kk++)
+        tc_load_a(ka[kk], qs, 16 * w, 16 * kk), tc_load_a(va[kk], gs, 16 * w, 16 * kk);
+    int kr[2] = {k0 + 16 * w + g, k0 + 16 * w + g + 8};
+    const float log2e = 1.4426950408889634f;
+    float dk[NT][4], dv[NT][4];
+#pragma unroll
+    for (int n = 0; n < NT; n++)
+#pragma unroll
+        for (int i = 0; i < 4; i++) dk[n][i] = dv[n][i] = 0.0f;
+    for (int q0 = k0; q0 < T; q0 += TC_ROWS) {
+        __syncthreads();
+        tc_rows<HS>(qs, base, row, q0, T);
+        tc_rows<HS>(gs, gb, (size_t)C, q0, T);
+        tc_cols<HS>(qt, base, row, q0, T);
+        tc_cols<HS>(gt, gb, (size_t)C, q0, T);
+        for (int i = threadIdx.x; i < TC_ROWS; i += TC_NT) {
+            bool in = q0 + i < T;
+            ls[i] = in ? lb[q0 + i] * log2e : 0.0f;
+            ds[i] = in ? db[q0 + i] : 0.0f;
+        }
+        __syncthreads();
+        float st[8][4]; /* S^T, then P^T: this warp's 16 keys x the tile's 64 queries */
+#pragma unroll
+        for (int n = 0; n < 8; n++) {
+            st[n][0] = st[n][1] = st[n][2] = st[n][3] = 0.0f;
+#pragma unroll
+            for (int kk = 0; kk < KS; kk++) {
+                uint32_t bb[2];
+                tc_load_b(bb, qs, 8 * n, 16 * kk);
+                tc_mma(st[n], ka[kk], bb);
+            }
+        }
+#pragma unroll
+        for (int n = 0; n < 8; n++)
+#pragma unroll
+            for (int i = 0; i < 4; i++) {
+                int qc = 8 * n + 2 * t + (i & 1), q = q0 + qc;
+                st[n][i] = q < kr[i >> 1] || q >= T ? 0.0f : exp2f(st[n][i] * scale2 - ls[qc]);
+            }
+#pragma unroll
+        for (int kk = 0; kk < 4; kk++) { /* dv += P^T dy */
+            uint32_t pa[4];
+            tc_c_to_a(pa, st[2 * kk], st[2 * kk + 1]);
+#pragma unroll
+            for (int n = 0; n < NT; n++) {
+                uint32_t bb[2];
+                tc_load_b(bb, gt, 8 * n, 16 * kk);
+                tc_mma(dv[n], pa, bb);
+            }
+        }
+        float dp[8][4]; /* dP^T = V dy^T, then dS^T */
+#pragma unroll
+        for (int n = 0; n < 8; n++) {
+            dp[n][0] = dp[n][1] = dp[n][2] = dp[n][3] = 0.0f;
+#pragma unroll
+            for (int kk = 0; kk < KS; kk++) {
+                uint32_t bb[2];
+                tc_load_b(bb, gs, 8 * n, 16 * kk);
+                tc_mma(dp[n], va[kk], bb);
+            }
+#pragma unroll
+            for (int i = 0; i < 4; i++)
+                dp[n][i] = st[n][i] * (dp[n][i] - ds[8 * n + 2 * t + (i & 1)]);
+        }
+#pragma unroll
+        for (int kk = 0; kk < 4; kk++) { /* dk += dS^T q */
+            uint32_t da[4];
+            tc_c_to_a(da, dp[2 * kk], dp[2 * kk + 1]);
+#pragma unroll
+            for (int n = 0; n < NT; n++) {
+                uint32_t bb[2];
+                tc_load_b(bb, qt, 8 * n, 16 * kk);
+                tc_mma(dk[n], da, bb);
+            }
+        }
+    }
+#pragma unroll
+    for (int n = 0; n < NT; n++)
+#pragma unroll
+        for (int i = 0; i < 4; i++) {
+            int kr_ = kr[i >> 1];
+            if (kr_ >= T) continue;
+            float *o = dqkv + ((size_t)b * T + kr_) * row + (size_t)h * HS + 8 * n + 2 * t +
+                       (i & 1);
+            o[C] = scale * dk[n][i];
+            o[2 * C] = dv[n][i];
+        }
+}
+
+/* The shapes these kernels take: bf16, head size 32 or 64, sizes that fit an int. */
+static bool tc_fits(const CudaCtx *cx, long long B, long long T, long long C, long long NH)
+{
+    long long HS = C / NH;
+    return cx->bf16 && (HS == 32 || HS == 64) && B < 65536 && NH < 65536 &&
+           T * 3 * C < (1LL << 31);
+}
+
+template <int HS> static void tc_fwd(CudaCtx *cx, const FtOpCall *c, int B, int T, int C, int NH)
+{
+    float scale2 = (float)(1.4426950408889634 / sqrt((double)HS));
+    dim3 grid((unsigned)((T + TC_ROWS - 1) / TC_ROWS), (unsigned)NH, (unsigned)B);
+    tc_fwd_kernel<HS><<<grid, TC_NT, 0, cx->stream>>>((float *)c->out[0], (float *)c->out[1],
+                                                      (const float *)c->in[0], T, C, NH, scale2);
+    CUDA_LAUNCHED();
+}
+
+template <int HS> static void tc_bwd(CudaCtx *cx, const FtOpCall *c, int B, int T, int C, int NH)
+{
+    const float *dy = (const float *)c->in[0], *qkv = (const float *)c->in[1],
+                *lse = (const float *)c->in[2];
+    float *dqkv = (float *)c->out[0];
+    float scale = (float)(1.0 / sqrt((double)HS));
+    float scale2 = (float)(1.4426950408889634 / sqrt((double)HS));
+    float *D = (float *)cuda_scratch(cx, sizeof(float) * (size_t)B * NH * T);
+    dim3 grid((unsigned)((T + TC_ROWS - 1) / TC_ROWS), (unsigned)NH, (unsigned)B);
+    tc_dq_kernel<HS><<<grid, TC_NT, 0, cx->stream>>>(dqkv, D, dy, qkv, lse, T, C, NH, scale,
+                                                     scale2);
+    CUDA_LAUNCHED();
+    tc_dkv_kernel<HS><<<grid, TC_NT, 0, cx->stream>>>(dqkv, D, dy, qkv, lse, T, C, NH, scale,
+                                                      scale2);
+    CUDA_LAUNCHED();
+}
+
+/* The tensor-core kernels for c (fwd: the forward, else the backward) when they are chosen
+ * and the shape fits; false: not run. */
+static bool tc_run(const FtOpCall *c, bool fwd)
+{
+    CudaCtx *cx = cuda_ctx(c);
+    long long B = c->d[0], T = c->d[1], C = c->d[2], NH = c->d[3];
+    if (!cuda_attention_is("tc") || !tc_fits(cx, B, T, C, NH)) return false;
+    void (*run)(CudaCtx *, const FtOpCall *, int, int, int, int) =
+        C / NH == 32 ? (fwd ? tc_fwd<32> : tc_bwd<32>) : (fwd ? tc_fwd<64> : tc_bwd<64>);
+    run(cx, c, (int)B, (int)T, (int)C, (int)NH);
+    return true;
+}
+
+bool cuda_attention_tc_fwd(const FtOpCall *c) { return tc_run(c, true); }
+bool cuda_attention_tc_bwd(const FtOpCall *c) { return tc_run(c, false); }
