@@ -208,7 +208,7 @@ extern "C" const FtBackend *backend_cuda_open(int device, char *err, size_t errl
              cuda_attention_is("flash") ? "flash, tiled kernels where the head size is 32 or 64"
              : cuda_attention_is("gemm") ? "gemm, cuBLAS batched GEMMs and row kernels"
              : cuda_attention_is("tc")
-                 ? "tc, tensor-core tiled kernels under bf16 where the head size is 32 or 64, "
+                 ? "tc, tensor-core tiled kernels under bf16 where the head size is 16, 32 or 64, "
                    "else gemm"
                  : "rows, one block per query row");
     g_be.about = about;

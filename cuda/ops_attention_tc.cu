@@ -1,5 +1,5 @@
 /* ops_attention_tc.cu: ATTENTION (ops.h) on the tensor cores with the scores on chip, flash-
- * attention 2's structure, for run.precision = bf16 and head sizes 32 and 64. Chosen with
+ * attention 2's structure, for run.precision = bf16 and head sizes 16, 32 and 64. Chosen with
  * FTLLM_CUDA_ATTENTION=tc (ops_attention.cu); under fp32, or another head size, the batched
  * GEMMs of ops_attention_gemm.cu run instead. Written and tested on ftllm's CUDA emulator
  * (cuda/emu: its mma follows the PTX ISA's fragment layouts); not yet run on a GPU.
@@ -361,11 +361,11 @@ tc_dkv_kernel(float *dqkv, const float *D, const float *dy, const float *qkv, co
         }
 }
 
-/* The shapes these kernels take: bf16, head size 32 or 64, sizes that fit an int. */
+/* The shapes these kernels take: bf16, head size 16, 32 or 64, sizes that fit an int. */
 static bool tc_fits(const CudaCtx *cx, long long B, long long T, long long C, long long NH)
 {
     long long HS = C / NH;
-    return cx->bf16 && (HS == 32 || HS == 64) && B < 65536 && NH < 65536 &&
+    return cx->bf16 && (HS == 16 || HS == 32 || HS == 64) && B < 65536 && NH < 65536 &&
            T * 3 * C < (1LL << 31);
 }
 
@@ -403,7 +403,9 @@ static bool tc_run(const FtOpCall *c, bool fwd)
     long long B = c->d[0], T = c->d[1], C = c->d[2], NH = c->d[3];
     if (!cuda_attention_is("tc") || !tc_fits(cx, B, T, C, NH)) return false;
     void (*run)(CudaCtx *, const FtOpCall *, int, int, int, int) =
-        C / NH == 32 ? (fwd ? tc_fwd<32> : tc_bwd<32>) : (fwd ? tc_fwd<64> : tc_bwd<64>);
+        C / NH == 16   ? (fwd ? tc_fwd<16> : tc_bwd<16>)
+        : C / NH == 32 ? (fwd ? tc_fwd<32> : tc_bwd<32>)
+                       : (fwd ? tc_fwd<64> : tc_bwd<64>);
     run(cx, c, (int)B, (int)T, (int)C, (int)NH);
     return true;
 }

@@ -32,7 +32,7 @@ const char *cuda_attention_check(void);
 bool cuda_attention_flash_fwd(const FtOpCall *c);
 bool cuda_attention_flash_bwd(const FtOpCall *c);
 /* ops_attention_tc.cu: the tensor-core tiled kernels, when FTLLM_CUDA_ATTENTION=tc, bf16 and
- * the head size 32 or 64; false: not run */
+ * the head size 16, 32 or 64; false: not run */
 bool cuda_attention_tc_fwd(const FtOpCall *c);
 bool cuda_attention_tc_bwd(const FtOpCall *c);
 /* ops_attention_gemm.cu: cuBLAS batched GEMMs and row kernels, when FTLLM_CUDA_ATTENTION=gemm

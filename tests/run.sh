@@ -110,6 +110,7 @@ if [ -n "$emu" ]; then
   emu_run test_gpu_ops forward rows mixed # the checker's stream runs early: a missing event shows
   emu_run test_gpu_nccl forward rows mixed
   emu_run test_gpu_train forward gemm # the default kernel (cuda/ops_attention.cu)
+  emu_run test_gpu_train forward tc # its bf16 run on the tensor-core kernels
   emu_run test_gpu_dmr reverse rows
   emu_run test_gpu_nccl forward rows
 fi

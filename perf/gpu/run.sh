@@ -28,13 +28,14 @@
 #           operands, everything else fp32), each with DMR off, full activation checkpointing,
 #           naive DMR, planned DMR with full activation checkpointing (and its row against the
 #           plan's lower bounds, over the step of DMR off with AC full, the "ac full" row); MFU against the H200's 989 TFLOP/s dense bf16 peak (the issue's anchors
-#           use it; the fp32 rows' own peak is far lower); DMR off also with the tiled and the
-#           per-row attention kernels (FTLLM_CUDA_ATTENTION = flash, rows; the default is gemm,
-#           cuBLAS batched GEMMs); then 3 steps in bf16 with run.log_level = debug, attention by
-#           GEMMs and by the row kernels, whose op table (time per op kind, each op waited for)
-#           is printed after its run
+#           use it; the fp32 rows' own peak is far lower); DMR off also with the fp32 tiled
+#           attention kernels (FTLLM_CUDA_ATTENTION = flash; the default is gemm, cuBLAS batched
+#           GEMMs), and in bf16 DMR off and AC full with the tensor-core ones (= tc); then 3 steps
+#           in bf16 with run.log_level = debug, attention by GEMMs and by the tensor-core kernels,
+#           whose op table (time per op kind, each op waited for) is printed after its run
 #   ops     perf/gpu/bench_ops (when the bundle has it): every op kind alone at GPT-2 124M's
-#           shapes in bf16, its time against its floor and its share of a step
+#           shapes in bf16, its time against its floor and its share of a step; then attention
+#           alone with the tensor-core kernels
 # On the lent H200 (the device tool: one command of at most 10 minutes, at most 8 files back
 # from $OUT), carry build/gpu.tar.xz and run
 #   LOGS_TAR=$OUT/gpu-run-logs.tar.xz perf/gpu/run.sh build/gpu.tar.xz 2>&1 | tee $OUT/run.log
@@ -88,12 +89,13 @@ nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader ||
   echo "(no nvidia-smi)"
 
 echo "== GPU tests"
-# the ops and training tests again with the other attention kernels (FTLLM_CUDA_ATTENTION=flash:
-# tiled, cuda/ops_attention_flash.cu; =rows: one block per query row, cuda/ops_attention.cu;
+# the ops and training tests again with the other attention kernels (FTLLM_CUDA_ATTENTION=tc:
+# tensor-core tiles under bf16, cuda/ops_attention_tc.cu; =flash: fp32 tiles,
+# cuda/ops_attention_flash.cu; =rows: one block per query row, cuda/ops_attention.cu;
 # the default is gemm, cuBLAS batched GEMMs, cuda/ops_attention_gemm.cu)
-tests="test_gpu_ops test_gpu_train test_gpu_dmr test_gpu_nccl flash:test_gpu_ops"
-tests="$tests flash:test_gpu_train rows:test_gpu_ops rows:test_gpu_train"
-[ "$SMOKE" = 1 ] && tests="test_gpu_ops test_gpu_nccl flash:test_gpu_ops rows:test_gpu_ops"
+tests="test_gpu_ops test_gpu_train test_gpu_dmr test_gpu_nccl tc:test_gpu_ops tc:test_gpu_train"
+tests="$tests flash:test_gpu_ops flash:test_gpu_train rows:test_gpu_ops rows:test_gpu_train"
+[ "$SMOKE" = 1 ] && tests="test_gpu_ops test_gpu_nccl tc:test_gpu_ops flash:test_gpu_ops rows:test_gpu_ops"
 for t in $tests; do
   if [ "$t" != "${t#*:}" ]; then
     export FTLLM_CUDA_ATTENTION=${t%%:*}
@@ -220,9 +222,14 @@ rows124() {
   # shellcheck disable=SC2086
   FTLLM_CUDA_ATTENTION=flash label="$prec, dmr off, flash attention" train 124M cuda \
     "$BENCH_STEPS" $g124 run.precision=$prec
-  # shellcheck disable=SC2086
-  FTLLM_CUDA_ATTENTION=rows label="$prec, dmr off, rows attention" train 124M cuda \
-    "$BENCH_STEPS" $g124 run.precision=$prec
+  if [ "$prec" = bf16 ]; then # tc runs under bf16 only (fp32 falls back to gemm)
+    # shellcheck disable=SC2086
+    FTLLM_CUDA_ATTENTION=tc label="$prec, dmr off, tc attention" train 124M cuda \
+      "$BENCH_STEPS" $g124 run.precision=$prec
+    # shellcheck disable=SC2086
+    FTLLM_CUDA_ATTENTION=tc label="$prec, ac full, tc attention" train 124M cuda \
+      "$BENCH_STEPS" $g124 run.precision=$prec train.ac=full
+  fi
   # shellcheck disable=SC2086
   label="$prec, ac full" train 124M cuda "$BENCH_STEPS" $g124 run.precision=$prec train.ac=full
   # shellcheck disable=SC2086
@@ -261,7 +268,7 @@ rows124 bf16
 # (a stream wait before and after each: these runs' rates are not the rows' above), and the
 # table is printed here as well as kept in the log, so that one run on a GPU says which kernels
 # to work on next
-for att in gemm rows; do
+for att in gemm tc; do
   # shellcheck disable=SC2086
   FTLLM_CUDA_ATTENTION=$att label="bf16, $att attention, op times (synced)" train 124M cuda 3 \
     $g124 run.precision=bf16 run.log_level=debug
@@ -283,6 +290,18 @@ if [ -x "$bin/bench_ops" ]; then
     failed=$((failed + 1))
     cat "$logs/bench_ops.log" 2> /dev/null
     row "ops alone, bf16" "FAILED (bench_ops.log)" "" "" "" "" ""
+  fi
+  # attention alone with the tensor-core kernels (cuda/ops_attention_tc.cu)
+  lim=$(cap 60)
+  # shellcheck disable=SC2086
+  if [ "$lim" -gt 0 ] && FTLLM_CUDA_ATTENTION=tc FT_BENCH_ONLY=attention timeout "$lim" \
+    mpiexec -n 1 "$bin/bench_ops" bf16 $shape > "$logs/bench_ops.tc.log" 2>&1; then
+    cat "$logs/bench_ops.tc.log"
+    row "attention alone, bf16, tc" "$(sed -n 's/^RESULT bench_ops bf16: //p' "$logs/bench_ops.tc.log")" "" "" "" "" ""
+  else
+    failed=$((failed + 1))
+    cat "$logs/bench_ops.tc.log" 2> /dev/null
+    row "attention alone, bf16, tc" "FAILED (bench_ops.tc.log)" "" "" "" "" ""
   fi
 fi
 gpt2s="model.layers=12 model.heads=12 model.channels=768 model.seq_len=1024 train.batch=8"

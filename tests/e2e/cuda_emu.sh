@@ -52,6 +52,19 @@ has "emulator: verdict" '^verdict: OK \(trained 3 steps'
 run "emulator: bf16" 0 "" 1 "$emu" train $deck train.steps=2 $quiet run.backend=cuda \
   run.precision=bf16
 has "emulator: bf16 verdict" '^verdict: OK \(trained 2 steps'
+# the tensor-core attention (cuda/ops_attention_tc.cu: bf16, head size 32 here) through the
+# command line, named in the backend line; an unknown kernel name is a one-line error
+# shellcheck disable=SC2086
+FTLLM_CUDA_ATTENTION=tc run "emulator: bf16, tc attention" 0 "" 1 "$emu" train $deck \
+  train.steps=2 $quiet run.backend=cuda run.precision=bf16
+has "emulator: tc attention verdict" '^verdict: OK \(trained 2 steps'
+grep -q 'attention: tc, tensor-core' "$E2E_TMP/err" "$E2E_TMP/out" &&
+  ok "emulator: the backend line names tc" ||
+  bad "emulator: the backend line names tc" "$(grep -h '^backend' "$E2E_TMP/err" "$E2E_TMP/out")"
+# shellcheck disable=SC2086
+FTLLM_CUDA_ATTENTION=flashy run "emulator: an unknown FTLLM_CUDA_ATTENTION: one line, exit 2" 2 \
+  "FTLLM_CUDA_ATTENTION=flashy: expected gemm (the default), tc, flash or rows" 1 "$emu" train \
+  $deck train.steps=2 $quiet run.backend=cuda
 
 # checkpoints on the device model: 4 steps and a resume to 6 meet 6 straight (a constant
 # learning rate after warm-up, so the schedule does not depend on train.steps)

@@ -27,7 +27,11 @@ for want in "^test_gpu_ops \\(flash\\) +\\| $nops passed, 0 failed, 0 skipped" \
   '^dmr planned vs bound, bf16 +\| [+-][0-9]+\.[0-9]%; bound [0-9.]+%, in time order [0-9.]+%.*base \(dmr off, ac full\) [0-9.]+ ms/step' \
   '^dmr planned vs bound, fp32 +\| [+-][0-9]+\.[0-9]%' '^train gpt2s +\| cpu, 1 step +\| +[0-9.]+ \| +[0-9.]+ ' \
   '^ops alone, bf16 +\| a step.s ops one after another [0-9.]+ ms \([0-9]+ tok/s\)' \
-  '^test_gpu_ops \(rows\) +\| [0-9]+ passed, 0 failed, 0 skipped'; do
+  '^test_gpu_ops \(rows\) +\| [0-9]+ passed, 0 failed, 0 skipped' \
+  "^test_gpu_ops \\(tc\\) +\\| $nops passed, 0 failed, 0 skipped" \
+  '^train 124M +\| cuda, [0-9]+ steps, bf16, dmr off, tc attention +\| +[0-9.]+ \| +[0-9.]+ ' \
+  '^train 124M +\| cuda, [0-9]+ steps, bf16, ac full, tc attention +\| +[0-9.]+ ' \
+  "^attention alone, bf16, tc +\\| the cases with 'attention' [0-9.]+ ms of a step"; do
   grep -Eq "$want" "$E2E_TMP/gpurun" && ok "emulator: run.sh row /$want/" ||
     bad "emulator: run.sh row /$want/" "not in its table: $(grep -E '^(dmr|train|checkpoint|test_gpu)' "$E2E_TMP/gpurun" | head -20)"
 done

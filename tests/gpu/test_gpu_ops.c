@@ -347,7 +347,7 @@ long ftemu_launch_count(const char *prefix); /* cuda/emu/emu_runtime.cc */
 /* FTLLM_CUDA_ATTENTION=tc under bf16: the tensor-core tiled kernels (cuda/ops_attention_tc.cu)
  * against the CPU's fp32 op, with the batched-GEMM path's tolerances and floors (test_bf16_gemms
  * says why): they round the same operands to bf16. Head size 64 over three tiles with a partial
- * last one (the diagonal tile of each block, the rows past T), 32 with three heads, one row
+ * last one (the diagonal tile of each block, the rows past T), 32 with three heads, 16, one row
  * (T = 1: a block that is nearly all padding), two tiles exactly (T = 128), and the masked hot
  * key of test_attention (forward only: a softmax whose maximum ran over masked keys underflows
  * row 0). On the emulator the kernels must have run: a tc that fell back to the GEMMs would pass
@@ -361,6 +361,8 @@ static void attention_tc_cases(void)
     attention_case_tol("attention.fwd tc hs64 T150", "attention.bwd tc hs64 T150", 2, 150, 128, 2,
                        1e-2, 3e-2, yf, bf);
     attention_case_tol("attention.fwd tc hs32 T70", "attention.bwd tc hs32 T70", 1, 70, 96, 3,
+                       1e-2, 3e-2, yf, bf);
+    attention_case_tol("attention.fwd tc hs16 T70", "attention.bwd tc hs16 T70", 2, 70, 64, 4,
                        1e-2, 3e-2, yf, bf);
     attention_case_tol("attention.fwd tc T1", "attention.bwd tc T1", 2, 1, 128, 2, 1e-2, 3e-2,
                        NULL, NULL); /* one key: y is v's row rounded, lse exact */
@@ -377,7 +379,7 @@ static void attention_tc_cases(void)
 #ifdef FTLLM_CUDA_EMU
     long nf = ftemu_launch_count("tc_fwd_kernel") - f0, nd = ftemu_launch_count("tc_dkv_kernel") - d0;
     printf("  tc kernels run: %ld forward, %ld dk/dv launches\n", nf, nd);
-    assert_true(nf >= 5 && nd >= 4); /* each case twice and on the checker stream */
+    assert_true(nf >= 6 && nd >= 5); /* each case twice and on the checker stream */
 #endif
 }
 

@@ -160,11 +160,29 @@ static void compare(const char *what, int experts, int ac)
 static void test_dense(void **s) { (void)s; compare("dense", 0, FT_AC_CHOICE_NONE); }
 static void test_dense_ac(void **s) { (void)s; compare("dense AC", 0, FT_AC_CHOICE_FULL); }
 static void test_moe(void **s) { (void)s; compare("moe top-2", 4, FT_AC_CHOICE_NONE); }
+#ifdef FTLLM_CUDA_EMU
+long ftemu_launch_count(const char *prefix); /* cuda/emu/emu_runtime.cc */
+#endif
+
+/* Under FTLLM_CUDA_ATTENTION=tc the bf16 run's attention is the tensor-core kernels
+ * (cuda/ops_attention_tc.cu; head size 16 here): on the emulator they must have run, forward
+ * and backward, in every step (a tc that fell back to the GEMMs passes the same tolerances). */
 static void test_dense_bf16(void **s)
 {
     (void)s;
+#ifdef FTLLM_CUDA_EMU
+    long f0 = ftemu_launch_count("tc_fwd_kernel"), b0 = ftemu_launch_count("tc_dq_kernel");
+#endif
     compare_prec("dense bf16", 0, FT_AC_CHOICE_NONE, FT_PRECISION_BF16, BF16_LOSS_TOL,
                  BF16_PARAM_TOL);
+#ifdef FTLLM_CUDA_EMU
+    const char *att = getenv("FTLLM_CUDA_ATTENTION");
+    if (att && !strcmp(att, "tc")) {
+        long nf = ftemu_launch_count("tc_fwd_kernel") - f0, nb = ftemu_launch_count("tc_dq_kernel") - b0;
+        printf("  tc kernels run: %ld forward, %ld backward launches\n", nf, nb);
+        assert_true(nf >= 12 && nb >= 12); /* 2 layers x 6 steps, two runs */
+    }
+#endif
 }
 
 /* The CPU engine's hold-out check (tests/test_model_ref.c: logits, loss, every gradient and 10
