@@ -5,13 +5,15 @@
  * (cuda/emu: its mma follows the PTX ISA's fragment layouts); not yet run on a GPU.
  *
  * Every product is mma.sync m16n8k16 (mma_bf16.cuh): bf16 operands, fp32 accumulation. The
- * operands are rounded where the batched-GEMM path rounds them (q, k, v and dy as they are
- * loaded; the probabilities before P V and dV = P^T dy; dS before dq and dk), so both paths
+ * operands are rounded where the batched-GEMM path rounds them (q, k, v and dy into their
+ * copies; the probabilities before P V and dV = P^T dy; dS before dq and dk), so both paths
  * make the same bf16 approximation of the fp32 op and differ by fp32 summation order and by
  * P: here the forward rounds exp(s - running max) before its rescaling, there the normalized
- * row. Blocks of 4 warps; each warp owns 16 rows of its block's 64 and works along tiles of 64
- * rows of the other operand, held in shared memory as bf16 (rows padded by 8 elements, so the
- * fragment loads of a warp hit 32 different banks). Causal: only tiles at or below the
+ * row. The op's fp32 q, k, v and dy are rounded once per call into bf16 copies in its
+ * scratch, which the tiles then load 16 bytes a thread. Blocks of 4 warps; each warp owns 16
+ * rows of its block's 64 and works along tiles of 64 rows of the other operand, held in shared
+ * memory as bf16 (rows padded by 8 elements, so the fragment loads of a warp hit 32 different
+ * banks). Causal: only tiles at or below the
  * diagonal are visited; the diagonal tile and the rows past T are masked.
  *  - Forward (a block of queries, the longest rows first): S = Q K^T, the online softmax in
  *    base 2 (scores times scale log2 e; running maximum m and sum l per row, reduced over the
@@ -36,26 +38,41 @@
 
 typedef __nv_bfloat16 bf16;
 
-/* rows [r0, r0 + 64) of a matrix of T rows (`stride` floats apart, HS wide from p) into s as
- * bf16, zeros past T; every thread of the block takes part */
+/* 8 bf16: what one thread moves at a time (a 16-byte load or store) */
+struct alignas(16) TcChunk {
+    uint32_t w[4];
+};
+
+/* rows [r0, r0 + 64) of a bf16 matrix of T rows (`stride` elements apart, HS wide from p; rows
+ * start 16-byte aligned: tc_fits) into s, zeros past T; every thread of the block takes part.
+ * A row's chunks go to consecutive threads: the global loads coalesce, and the 8 threads of a
+ * quarter warp store one row's 128 bytes (no bank conflict). */
 template <int HS>
-__device__ __forceinline__ void tc_rows(bf16 (*s)[HS + 8], const float *p, size_t stride, int r0,
+__device__ __forceinline__ void tc_rows(bf16 (*s)[HS + 8], const bf16 *p, size_t stride, int r0,
                                         int T)
 {
-    for (int e = threadIdx.x; e < TC_ROWS * HS; e += TC_NT) {
-        int r = e / HS, c = e % HS;
-        s[r][c] = __float2bfloat16_rn(r0 + r < T ? p[(size_t)(r0 + r) * stride + c] : 0.0f);
+    enum { CH = HS / 8 }; /* chunks a row */
+    for (int e = threadIdx.x; e < TC_ROWS * CH; e += TC_NT) {
+        int r = e / CH, c = e % CH * 8;
+        TcChunk v = {{0u, 0u, 0u, 0u}};
+        if (r0 + r < T) v = *(const TcChunk *)(p + (size_t)(r0 + r) * stride + c);
+        *(TcChunk *)&s[r][c] = v;
     }
 }
 
-/* the same rows transposed: s[c][r] */
+/* the same rows transposed: s[c][r]. Here consecutive threads take consecutive rows of one
+ * chunk column, so that their 2-byte stores fill consecutive words of s's rows. */
 template <int HS>
-__device__ __forceinline__ void tc_cols(bf16 (*s)[TC_LD], const float *p, size_t stride, int r0,
+__device__ __forceinline__ void tc_cols(bf16 (*s)[TC_LD], const bf16 *p, size_t stride, int r0,
                                         int T)
 {
-    for (int e = threadIdx.x; e < TC_ROWS * HS; e += TC_NT) {
-        int r = e / HS, c = e % HS;
-        s[c][r] = __float2bfloat16_rn(r0 + r < T ? p[(size_t)(r0 + r) * stride + c] : 0.0f);
+    for (int e = threadIdx.x; e < TC_ROWS * (HS / 8); e += TC_NT) {
+        int r = e % TC_ROWS, c = e / TC_ROWS * 8;
+        TcChunk v = {{0u, 0u, 0u, 0u}};
+        if (r0 + r < T) v = *(const TcChunk *)(p + (size_t)(r0 + r) * stride + c);
+        const bf16 *h = (const bf16 *)&v;
+#pragma unroll
+        for (int j = 0; j < 8; j++) s[c + j][r] = h[j];
     }
 }
 
@@ -76,14 +93,14 @@ __device__ __forceinline__ float tc_row_max(float v)
 
 template <int HS>
 __global__ void __launch_bounds__(TC_NT)
-tc_fwd_kernel(float *y, float *lse, const float *qkv, int T, int C, int NH, float scale2)
+tc_fwd_kernel(float *y, float *lse, const bf16 *qkv, int T, int C, int NH, float scale2)
 {
     enum { KS = HS / 16, NT = HS / 8 };
     __shared__ bf16 qs[TC_ROWS][HS + 8], ks[TC_ROWS][HS + 8], vt[HS][TC_LD];
     int b = blockIdx.z, h = blockIdx.y, q0 = (gridDim.x - 1 - blockIdx.x) * TC_ROWS;
     int w = threadIdx.x >> 5, g = (threadIdx.x & 31) >> 2, t = threadIdx.x & 3;
     size_t row = 3 * (size_t)C;
-    const float *base = TC_BASE(qkv, b, h, T, C, HS);
+    const bf16 *base = TC_BASE(qkv, b, h, T, C, HS);
     tc_rows<HS>(qs, base, row, q0, T);
     __syncthreads();
     uint32_t qa[KS][4];
@@ -169,7 +186,7 @@ tc_fwd_kernel(float *y, float *lse, const float *qkv, int T, int C, int NH, floa
 /* dq and D (a block of queries, the longest rows first) */
 template <int HS>
 __global__ void __launch_bounds__(TC_NT)
-tc_dq_kernel(float *dqkv, float *D, const float *dy, const float *qkv, const float *lse, int T,
+tc_dq_kernel(float *dqkv, float *D, const bf16 *dy, const bf16 *qkv, const float *lse, int T,
              int C, int NH, float scale, float scale2)
 {
     enum { KS = HS / 16, NT = HS / 8 };
@@ -177,8 +194,8 @@ tc_dq_kernel(float *dqkv, float *D, const float *dy, const float *qkv, const flo
     int b = blockIdx.z, h = blockIdx.y, q0 = (gridDim.x - 1 - blockIdx.x) * TC_ROWS;
     int w = threadIdx.x >> 5, g = (threadIdx.x & 31) >> 2, t = threadIdx.x & 3;
     size_t row = 3 * (size_t)C;
-    const float *base = TC_BASE(qkv, b, h, T, C, HS);
-    const float *gb = dy + (size_t)b * T * C + (size_t)h * HS;
+    const bf16 *base = TC_BASE(qkv, b, h, T, C, HS);
+    const bf16 *gb = dy + (size_t)b * T * C + (size_t)h * HS;
     tc_rows<HS>(ks, base, row, q0, T); /* q and dy of the block's rows, through the tiles */
     tc_rows<HS>(vs, gb, (size_t)C, q0, T);
     __syncthreads();
@@ -255,7 +272,7 @@ tc_dq_kernel(float *dqkv, float *D, const float *dy, const float *qkv, const flo
 /* dk and dv (a block of keys, over the query tiles from the block's own on) */
 template <int HS>
 __global__ void __launch_bounds__(TC_NT)
-tc_dkv_kernel(float *dqkv, const float *D, const float *dy, const float *qkv, const float *lse,
+tc_dkv_kernel(float *dqkv, const float *D, const bf16 *dy, const bf16 *qkv, const float *lse,
               int T, int C, int NH, float scale, float scale2)
 {
     enum { KS = HS / 16, NT = HS / 8 };
@@ -264,8 +281,8 @@ tc_dkv_kernel(float *dqkv, const float *D, const float *dy, const float *qkv, co
     int b = blockIdx.z, h = blockIdx.y, k0 = blockIdx.x * TC_ROWS;
     int w = threadIdx.x >> 5, g = (threadIdx.x & 31) >> 2, t = threadIdx.x & 3;
     size_t row = 3 * (size_t)C;
-    const float *base = TC_BASE(qkv, b, h, T, C, HS);
-    const float *gb = dy + (size_t)b * T * C + (size_t)h * HS;
+    const bf16 *base = TC_BASE(qkv, b, h, T, C, HS);
+    const bf16 *gb = dy + (size_t)b * T * C + (size_t)h * HS;
     const float *lb = lse + ((size_t)b * NH + h) * T, *db = D + ((size_t)b * NH + h) * T;
     tc_rows<HS>(qs, base + C, row, k0, T); /* k and v of the block's rows, through the tiles */
     tc_rows<HS>(gs, base + 2 * C, row, k0, T);
@@ -361,7 +378,8 @@ tc_dkv_kernel(float *dqkv, const float *D, const float *dy, const float *qkv, co
         }
 }
 
-/* The shapes these kernels take: bf16, head size 16, 32 or 64, sizes that fit an int. */
+/* The shapes these kernels take: bf16, head size 16, 32 or 64 (so C is a multiple of 16 and
+ * every row of the bf16 copies starts 16-byte aligned), sizes that fit an int. */
 static bool tc_fits(const CudaCtx *cx, long long B, long long T, long long C, long long NH)
 {
     long long HS = C / NH;
@@ -369,28 +387,48 @@ static bool tc_fits(const CudaCtx *cx, long long B, long long T, long long C, lo
            T * 3 * C < (1LL << 31);
 }
 
+/* The op's scratch: bf16 copies of qkv and (backward) dy, rounded once here rather than in
+ * every tile that reads them (the same values: round to nearest even either way), then D. */
+static void tc_carve(CudaCtx *cx, size_t nqkv, size_t ndy, size_t nd, bf16 **qkv16, bf16 **dy16,
+                     float **D)
+{
+    size_t a = cuda_align(sizeof(bf16) * nqkv), b = cuda_align(sizeof(bf16) * ndy);
+    char *s = (char *)cuda_scratch(cx, a + b + sizeof(float) * nd);
+    *qkv16 = (bf16 *)s, *dy16 = ndy ? (bf16 *)(s + a) : NULL;
+    *D = nd ? (float *)(s + a + b) : NULL;
+}
+
 template <int HS> static void tc_fwd(CudaCtx *cx, const FtOpCall *c, int B, int T, int C, int NH)
 {
     float scale2 = (float)(1.4426950408889634 / sqrt((double)HS));
+    size_t nqkv = (size_t)B * T * 3 * C;
+    bf16 *qkv16, *dy16;
+    float *D;
+    tc_carve(cx, nqkv, 0, 0, &qkv16, &dy16, &D);
+    cuda_to_bf16(cx, qkv16, (const float *)c->in[0], nqkv);
     dim3 grid((unsigned)((T + TC_ROWS - 1) / TC_ROWS), (unsigned)NH, (unsigned)B);
     tc_fwd_kernel<HS><<<grid, TC_NT, 0, cx->stream>>>((float *)c->out[0], (float *)c->out[1],
-                                                      (const float *)c->in[0], T, C, NH, scale2);
+                                                      qkv16, T, C, NH, scale2);
     CUDA_LAUNCHED();
 }
 
 template <int HS> static void tc_bwd(CudaCtx *cx, const FtOpCall *c, int B, int T, int C, int NH)
 {
-    const float *dy = (const float *)c->in[0], *qkv = (const float *)c->in[1],
-                *lse = (const float *)c->in[2];
+    const float *lse = (const float *)c->in[2];
     float *dqkv = (float *)c->out[0];
     float scale = (float)(1.0 / sqrt((double)HS));
     float scale2 = (float)(1.4426950408889634 / sqrt((double)HS));
-    float *D = (float *)cuda_scratch(cx, sizeof(float) * (size_t)B * NH * T);
+    size_t nqkv = (size_t)B * T * 3 * C, ndy = (size_t)B * T * C;
+    bf16 *qkv16, *dy16;
+    float *D;
+    tc_carve(cx, nqkv, ndy, (size_t)B * NH * T, &qkv16, &dy16, &D);
+    cuda_to_bf16(cx, dy16, (const float *)c->in[0], ndy);
+    cuda_to_bf16(cx, qkv16, (const float *)c->in[1], nqkv);
     dim3 grid((unsigned)((T + TC_ROWS - 1) / TC_ROWS), (unsigned)NH, (unsigned)B);
-    tc_dq_kernel<HS><<<grid, TC_NT, 0, cx->stream>>>(dqkv, D, dy, qkv, lse, T, C, NH, scale,
+    tc_dq_kernel<HS><<<grid, TC_NT, 0, cx->stream>>>(dqkv, D, dy16, qkv16, lse, T, C, NH, scale,
                                                      scale2);
     CUDA_LAUNCHED();
-    tc_dkv_kernel<HS><<<grid, TC_NT, 0, cx->stream>>>(dqkv, D, dy, qkv, lse, T, C, NH, scale,
+    tc_dkv_kernel<HS><<<grid, TC_NT, 0, cx->stream>>>(dqkv, D, dy16, qkv16, lse, T, C, NH, scale,
                                                       scale2);
     CUDA_LAUNCHED();
 }
