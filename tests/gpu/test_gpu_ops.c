@@ -239,6 +239,7 @@ static void test_layernorm(void **s)
     gpu();
     layernorm_case("layernorm", N, C);
     layernorm_case("layernorm wide", 40, 770);
+    layernorm_case("layernorm 13 rows", 13, 100); /* a last block of rows that is not full */
 }
 
 /* gt: the GEMM outputs' tolerance, gf their floor (bf16); the bias gradient is a column sum */
