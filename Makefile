@@ -132,7 +132,7 @@ ifeq ($(CUDA),1)
                -gencode arch=compute_$(CUDA_ARCH),code=sm_$(CUDA_ARCH) \
                -gencode arch=compute_$(CUDA_ARCH),code=compute_$(CUDA_ARCH) \
                -Iinclude -Xcompiler -Wall,-Wextra,-Wno-unused-parameter $(NVCCFLAGS_EXTRA)
-  LDLIBS   += -L$(CUDA_HOME)/lib64 -lcublas -lcudart -lstdc++ -ldl -Wl,-rpath,$(CUDA_HOME)/lib64
+  LDLIBS   += -L$(CUDA_HOME)/lib64 -lcublasLt -lcublas -lcudart -lstdc++ -ldl -Wl,-rpath,$(CUDA_HOME)/lib64
 else ifeq ($(CUDA),emu)
 # The CUDA emulator (cuda/emu/README.md): each .cu has its launches rewritten by one sed
 # (k<<<g, b, s, st>>>(args) -> ftemu::launch("k", g, b, s, st, k)(args)) and is compiled by g++

@@ -41,6 +41,7 @@ void cuda_ctx_streams(CudaCtx *cx, int device)
     cx->blas_ws_bytes = BLAS_WS_BYTES;
     CUDA_CHECK(cudaMalloc(&cx->blas_ws, cx->blas_ws_bytes));
     CUBLAS_CHECK(cublasSetWorkspace(cx->blas, cx->blas_ws, cx->blas_ws_bytes));
+    CUBLAS_CHECK(cublasLtCreate(&cx->lt));
 }
 
 static void *cu_alloc(void *ctx, size_t bytes)

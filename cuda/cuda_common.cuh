@@ -12,6 +12,7 @@
 #ifndef FTLLM_CUDA_COMMON_CUH
 #define FTLLM_CUDA_COMMON_CUH
 
+#include <cublasLt.h>
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 #include <math.h>
@@ -33,6 +34,9 @@ typedef struct cuda_ctx {
     int device;
     cudaStream_t stream;  /* every op and copy of this backend runs on it */
     cublasHandle_t blas;  /* bound to stream, with its own fixed workspace (deterministic) */
+    cublasLtHandle_t lt;  /* cuBLASLt: a matmul's bias in its GEMM's epilogue (gemm.cu) */
+    struct lt_plan *lt_plans; /* its descriptors and algorithm per GEMM shape (gemm.cu) */
+    int lt_nplans;
     void *blas_ws;
     size_t blas_ws_bytes;
     void *scratch;        /* one op's temporaries (sort buffers, partial sums); grows */

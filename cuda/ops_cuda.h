@@ -70,6 +70,10 @@ void cuda_moe_expert_bwd(const FtOpCall *c);
  *   dw (OC,C) = dy^T x + beta dw */
 void cuda_gemm_xwt(CudaCtx *cx, const float *x, const float *w, float *y, long long N,
                    long long C, long long OC, float beta);
+/* y = x w^T + b (b NULL: none): under bf16 the bias in cuBLASLt's epilogue where it can, else a
+ * fill of y with b and a beta-1 GEMM */
+void cuda_gemm_xwt_bias(CudaCtx *cx, const float *x, const float *w, const float *b, float *y,
+                        long long N, long long C, long long OC);
 void cuda_gemm_dytx(CudaCtx *cx, const float *dy, const float *x, float *dw, long long N,
                     long long C, long long OC, float beta);
 /* a matmul's backward: dx = dy w (dx NULL: not) and dw = beta dw + dy^T x (dw NULL: not), dy

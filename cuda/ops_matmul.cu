@@ -1,4 +1,5 @@
-/* ops_matmul.cu: MATMUL (ops.h): y = x w^T + b through cuBLAS (gemm.cu); backward dx = dy w,
+/* ops_matmul.cu: MATMUL (ops.h): y = x w^T + b through cuBLAS (gemm.cu: under bf16 the bias in
+ * cuBLASLt's epilogue); backward dx = dy w,
  * dw = prev + dy^T x (cuBLAS, beta 1 onto the earlier sum; both products in cuda_gemm_bwd, which
  * rounds dy to bf16 once under run.precision = bf16), db = prev + column sums of dy (colsum.cu,
  * fixed chunks: no atomics). */
@@ -11,8 +12,7 @@ void cuda_matmul_fwd(const FtOpCall *c)
                 *b = (const float *)c->in[2];
     float *y = (float *)c->out[0];
     long long N = c->d[0], C = c->d[1], OC = c->d[2];
-    if (b) cuda_rows_fill(cx, y, b, N, OC);
-    cuda_gemm_xwt(cx, x, w, y, N, C, OC, b ? 1.0f : 0.0f);
+    cuda_gemm_xwt_bias(cx, x, w, b, y, N, C, OC);
 }
 
 void cuda_matmul_bwd(const FtOpCall *c)

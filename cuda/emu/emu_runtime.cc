@@ -789,6 +789,190 @@ extern "C" cublasStatus_t cublasGemmStridedBatchedEx(
                 lda, sa, B, bt, ldb, sb, *(const float *)beta, (float *)C, ldc, sc, batch);
 }
 
+/* ---- cuBLASLt: one GEMM with fp32 output, the bias in its epilogue --------------------------- */
+
+#include "cublasLt.h"
+
+struct ftemu_lt { int open; };
+struct ftemu_lt_desc {
+    cublasComputeType_t compute;
+    cudaDataType scale;
+    cublasOperation_t ta, tb;
+    int epilogue;
+    const float *bias;
+    cudaDataType bias_type;
+};
+struct ftemu_lt_layout { cudaDataType type; uint64_t rows, cols; int64_t ld; };
+struct ftemu_lt_pref { size_t ws; };
+
+extern "C" cublasStatus_t cublasLtCreate(cublasLtHandle_t *h)
+{
+    *h = new ftemu_lt{1};
+    return CUBLAS_STATUS_SUCCESS;
+}
+extern "C" cublasStatus_t cublasLtDestroy(cublasLtHandle_t h)
+{
+    delete h;
+    return CUBLAS_STATUS_SUCCESS;
+}
+extern "C" cublasStatus_t cublasLtMatmulDescCreate(cublasLtMatmulDesc_t *d,
+                                                   cublasComputeType_t compute,
+                                                   cudaDataType_t scale)
+{
+    *d = new ftemu_lt_desc{compute, scale, CUBLAS_OP_N, CUBLAS_OP_N, CUBLASLT_EPILOGUE_DEFAULT,
+                           nullptr, CUDA_R_32F};
+    return CUBLAS_STATUS_SUCCESS;
+}
+extern "C" cublasStatus_t cublasLtMatmulDescDestroy(cublasLtMatmulDesc_t d)
+{
+    delete d;
+    return CUBLAS_STATUS_SUCCESS;
+}
+extern "C" cublasStatus_t cublasLtMatmulDescSetAttribute(cublasLtMatmulDesc_t d,
+                                                         cublasLtMatmulDescAttributes_t attr,
+                                                         const void *buf, size_t bytes)
+{
+    g_blas_detail[0] = 0;
+    size_t want = attr == CUBLASLT_MATMUL_DESC_BIAS_POINTER ? sizeof(void *) : 4;
+    if (!d || !buf || bytes != want)
+        return blas_fail(CUBLAS_STATUS_INVALID_VALUE,
+                         "cublasLtMatmulDescSetAttribute: attribute %d of %zu bytes, want %zu",
+                         (int)attr, bytes, want);
+    switch (attr) {
+    case CUBLASLT_MATMUL_DESC_TRANSA: memcpy(&d->ta, buf, 4); break;
+    case CUBLASLT_MATMUL_DESC_TRANSB: memcpy(&d->tb, buf, 4); break;
+    case CUBLASLT_MATMUL_DESC_EPILOGUE: memcpy(&d->epilogue, buf, 4); break;
+    case CUBLASLT_MATMUL_DESC_BIAS_POINTER: memcpy(&d->bias, buf, sizeof(void *)); break;
+    case CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE: memcpy(&d->bias_type, buf, 4); break;
+    default:
+        return blas_fail(CUBLAS_STATUS_NOT_SUPPORTED,
+                         "cublasLtMatmulDescSetAttribute: attribute %d", (int)attr);
+    }
+    return CUBLAS_STATUS_SUCCESS;
+}
+extern "C" cublasStatus_t cublasLtMatrixLayoutCreate(cublasLtMatrixLayout_t *l, cudaDataType type,
+                                                     uint64_t rows, uint64_t cols, int64_t ld)
+{
+    *l = new ftemu_lt_layout{type, rows, cols, ld};
+    return CUBLAS_STATUS_SUCCESS;
+}
+extern "C" cublasStatus_t cublasLtMatrixLayoutDestroy(cublasLtMatrixLayout_t l)
+{
+    delete l;
+    return CUBLAS_STATUS_SUCCESS;
+}
+extern "C" cublasStatus_t cublasLtMatmulPreferenceCreate(cublasLtMatmulPreference_t *p)
+{
+    *p = new ftemu_lt_pref{0};
+    return CUBLAS_STATUS_SUCCESS;
+}
+extern "C" cublasStatus_t cublasLtMatmulPreferenceDestroy(cublasLtMatmulPreference_t p)
+{
+    delete p;
+    return CUBLAS_STATUS_SUCCESS;
+}
+extern "C" cublasStatus_t cublasLtMatmulPreferenceSetAttribute(
+    cublasLtMatmulPreference_t p, cublasLtMatmulPreferenceAttributes_t attr, const void *buf,
+    size_t bytes)
+{
+    if (attr == CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES && bytes == sizeof(uint64_t)) {
+        uint64_t v;
+        memcpy(&v, buf, sizeof v);
+        p->ws = (size_t)v;
+    } else if (bytes != sizeof(uint32_t)) {
+        return blas_fail(CUBLAS_STATUS_INVALID_VALUE,
+                         "cublasLtMatmulPreferenceSetAttribute: attribute %d of %zu bytes",
+                         (int)attr, bytes);
+    }
+    return CUBLAS_STATUS_SUCCESS;
+}
+
+/* what both calls check: the types ftllm uses (A and B bf16 or fp32 alike, C and D fp32, fp32
+ * compute and scale, bias fp32), and shapes that agree: op(A) m x k, op(B) k x n, C = D m x n */
+static cublasStatus_t lt_check(const char *fn, cublasLtMatmulDesc_t d, cublasLtMatrixLayout_t a,
+                               cublasLtMatrixLayout_t b, cublasLtMatrixLayout_t c,
+                               cublasLtMatrixLayout_t dd)
+{
+    g_blas_detail[0] = 0;
+    if (!d || !a || !b || !c || !dd) return blas_fail(CUBLAS_STATUS_INVALID_VALUE, "%s: a NULL descriptor", fn);
+    cublasStatus_t s = ex_types(fn, a->type, b->type, c->type, d->compute);
+    if (s != CUBLAS_STATUS_SUCCESS) return s;
+    if (dd->type != CUDA_R_32F || d->scale != CUDA_R_32F ||
+        (d->epilogue == CUBLASLT_EPILOGUE_BIAS && d->bias_type != CUDA_R_32F) ||
+        (d->epilogue != CUBLASLT_EPILOGUE_BIAS && d->epilogue != CUBLASLT_EPILOGUE_DEFAULT))
+        return blas_fail(CUBLAS_STATUS_NOT_SUPPORTED, "%s: D type %d, scale %d, epilogue %d, "
+                         "bias type %d", fn, dd->type, d->scale, d->epilogue, d->bias_type);
+    uint64_t m = d->ta == CUBLAS_OP_N ? a->rows : a->cols, k = d->ta == CUBLAS_OP_N ? a->cols : a->rows;
+    uint64_t kb = d->tb == CUBLAS_OP_N ? b->rows : b->cols, n = d->tb == CUBLAS_OP_N ? b->cols : b->rows;
+    if (k != kb || c->rows != m || c->cols != n || dd->rows != m || dd->cols != n ||
+        c->ld != dd->ld || m > INT32_MAX || n > INT32_MAX || k > INT32_MAX)
+        return blas_fail(CUBLAS_STATUS_INVALID_VALUE, "%s: op(A) %llu x %llu, op(B) %llu x %llu, "
+                         "C %llu x %llu (ld %lld), D %llu x %llu (ld %lld)", fn,
+                         (unsigned long long)m, (unsigned long long)k, (unsigned long long)kb,
+                         (unsigned long long)n, (unsigned long long)c->rows,
+                         (unsigned long long)c->cols, (long long)c->ld,
+                         (unsigned long long)dd->rows, (unsigned long long)dd->cols,
+                         (long long)dd->ld);
+    return CUBLAS_STATUS_SUCCESS;
+}
+
+extern "C" cublasStatus_t cublasLtMatmulAlgoGetHeuristic(
+    cublasLtHandle_t h, cublasLtMatmulDesc_t d, cublasLtMatrixLayout_t a, cublasLtMatrixLayout_t b,
+    cublasLtMatrixLayout_t c, cublasLtMatrixLayout_t dd, cublasLtMatmulPreference_t p,
+    int requested, cublasLtMatmulHeuristicResult_t *results, int *returned)
+{
+    if (!h || !p || requested < 1 || !results || !returned)
+        return blas_fail(CUBLAS_STATUS_INVALID_VALUE, "cublasLtMatmulAlgoGetHeuristic: arguments");
+    *returned = 0;
+    cublasStatus_t s = lt_check("cublasLtMatmulAlgoGetHeuristic", d, a, b, c, dd);
+    if (s != CUBLAS_STATUS_SUCCESS) return s;
+    memset(&results[0], 0, sizeof results[0]);
+    results[0].algo.data[0] = 0x66746c74; /* the emulator's one algorithm */
+    results[0].state = CUBLAS_STATUS_SUCCESS;
+    *returned = 1;
+    return CUBLAS_STATUS_SUCCESS;
+}
+
+/* D = alpha op(A) op(B) + beta C (C and D one matrix), then + bias down each column: the GEMM
+ * of cublas_v2.h's calls, then the epilogue, both queued on the stream */
+extern "C" cublasStatus_t cublasLtMatmul(cublasLtHandle_t h, cublasLtMatmulDesc_t d,
+                                         const void *alpha, const void *A,
+                                         cublasLtMatrixLayout_t a, const void *B,
+                                         cublasLtMatrixLayout_t b, const void *beta, const void *C,
+                                         cublasLtMatrixLayout_t c, void *D,
+                                         cublasLtMatrixLayout_t dd,
+                                         const cublasLtMatmulAlgo_t *algo, void *ws,
+                                         size_t ws_bytes, cudaStream_t stream)
+{
+    const char *fn = "cublasLtMatmul";
+    if (!h || !alpha || !beta) return blas_fail(CUBLAS_STATUS_INVALID_VALUE, "%s: arguments", fn);
+    cublasStatus_t s = lt_check(fn, d, a, b, c, dd);
+    if (s != CUBLAS_STATUS_SUCCESS) return s;
+    if (!algo || algo->data[0] != 0x66746c74)
+        return blas_fail(CUBLAS_STATUS_INVALID_VALUE, "%s: an algorithm the heuristic did not give", fn);
+    if (C != D) return blas_fail(CUBLAS_STATUS_NOT_SUPPORTED, "%s: C and D apart", fn);
+    if (ws_bytes && !ftemu_is_device_range(ws, ws_bytes))
+        return blas_fail(CUBLAS_STATUS_INVALID_VALUE, "%s: a workspace outside device memory", fn);
+    int m = (int)dd->rows, n = (int)dd->cols, k = (int)(d->ta == CUBLAS_OP_N ? a->cols : a->rows);
+    bool bias = d->epilogue == CUBLASLT_EPILOGUE_BIAS;
+    if (bias && (!d->bias || !ftemu_is_device_range(d->bias, sizeof(float) * (size_t)m)))
+        return blas_fail(CUBLAS_STATUS_INVALID_VALUE, "%s: a bias outside device memory (%p, %d "
+                         "floats)", fn, (const void *)d->bias, m);
+    ftemu_blas tmp{stream, ws, ws_bytes, 0};
+    ftemu::g_launches[fn]++;
+    s = gemm(fn, &tmp, d->ta, d->tb, m, n, k, *(const float *)alpha, A, a->type, (int)a->ld, 0, B,
+             b->type, (int)b->ld, 0, *(const float *)beta, (float *)D, (int)dd->ld, 0, 1);
+    if (s != CUBLAS_STATUS_SUCCESS || !bias) return s;
+    const float *bv = d->bias;
+    float *out = (float *)D;
+    long long ld = dd->ld;
+    ftemu::enqueue(stream, [=] {
+        for (int j = 0; j < n; j++)
+            for (int i = 0; i < m; i++) out[j * ld + i] += bv[i];
+    });
+    return CUBLAS_STATUS_SUCCESS;
+}
+
 /* ---- NCCL, one rank ---------------------------------------------------------------------- */
 
 #include "nccl.h"

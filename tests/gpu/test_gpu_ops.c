@@ -548,8 +548,18 @@ static void test_bf16_gemms(void **s)
     setenv("FTLLM_CUDA_ATTENTION", "gemm", 1); /* the stand-in then rounds attention's too */
 #endif
     be->set_precision(be->ctx, FT_PRECISION_BF16);
+#ifdef FTLLM_CUDA_EMU
+    long lt0 = ftemu_launch_count("cublasLtMatmul");
+#endif
     matmul_case_tol("matmul bf16", N, C, OC, 1, 1e-2, 1e-4);
     matmul_case_tol("matmul bf16 300x192x160", 300, 192, 160, 1, 1e-2, 1e-4);
+#ifdef FTLLM_CUDA_EMU
+    /* the forward's bias in cuBLASLt's epilogue (gemm.cu): each case's forward twice and on the
+     * checker stream */
+    long lt = ftemu_launch_count("cublasLtMatmul") - lt0;
+    printf("  cublasLtMatmul calls: %ld\n", lt);
+    assert_true(lt >= 6);
+#endif
     matmul_case_tol("matmul bf16 no dx/prev", N, C, OC, 0, 1e-2, 1e-4);
     moe_expert_case("moe_expert bf16", 1e-2, 1e-4);
     OpCase b = {"encoder.bwd bf16 tied", FT_OP_ENCODER, FT_BWD,
