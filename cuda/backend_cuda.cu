@@ -157,6 +157,7 @@ extern "C" const FtBackend *backend_cuda_open(int device, char *err, size_t errl
         return NULL;
     }
     const char *bad = cuda_attention_check();
+    if (!bad) bad = cuda_lt_check();
     if (bad) {
         snprintf(err, errlen, "%s", bad);
         return NULL;
@@ -201,9 +202,10 @@ extern "C" const FtBackend *backend_cuda_open(int device, char *err, size_t errl
     if (soft_fail(cudaGetDeviceProperties(&prop, device), "cudaGetDeviceProperties", err, errlen))
         return NULL;
     memcpy(g_be.uuid, prop.uuid.bytes, sizeof g_be.uuid);
-    static char about[320];
+    static char about[400];
     snprintf(about, sizeof about,
-             "GPU %d of %d: %.100s (sm_%d%d, %d SMs, %.1f GiB); attention: %s (FTLLM_CUDA_ATTENTION)",
+             "GPU %d of %d: %.100s (sm_%d%d, %d SMs, %.1f GiB); attention: %s "
+             "(FTLLM_CUDA_ATTENTION); matmul bias: %s",
              device, n, prop.name, prop.major, prop.minor, prop.multiProcessorCount,
              prop.totalGlobalMem / 1073741824.0,
              cuda_attention_is("flash") ? "flash, tiled kernels where the head size is 32 or 64"
@@ -211,7 +213,8 @@ extern "C" const FtBackend *backend_cuda_open(int device, char *err, size_t errl
              : cuda_attention_is("tc")
                  ? "tc, tensor-core tiled kernels under bf16 where the head size is 16, 32 or 64, "
                    "else gemm"
-                 : "rows, one block per query row");
+                 : "rows, one block per query row",
+             cuda_lt_on() ? "cuBLASLt epilogue under bf16" : "a fill (FTLLM_CUDA_LT=0)");
     g_be.about = about;
     g_be.ops = ops_cuda_table(); /* last: a set ops marks the backend open */
     return &g_be;

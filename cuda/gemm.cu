@@ -16,6 +16,9 @@
 
 #include <cuda_bf16.h>
 #include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
 extern "C" void cuda_set_precision(void *ctx, int precision)
 {
@@ -214,11 +217,34 @@ static LtPlan *lt_plan(CudaCtx *cx, int m, int n, int k)
     return p;
 }
 
+/* FTLLM_CUDA_LT (read once): unset or 1, the bias epilogue where it can run; 0, never (the fill
+ * and GemmEx: a measurement aid, perf/gpu/run.sh times the matmuls both ways) */
+static const char *lt_env(void)
+{
+    static const char *v;
+    if (!v) {
+        const char *e = getenv("FTLLM_CUDA_LT");
+        v = e && *e ? e : "1";
+    }
+    return v;
+}
+
+bool cuda_lt_on(void) { return !strcmp(lt_env(), "1"); }
+
+const char *cuda_lt_check(void)
+{
+    static char why[120];
+    if (!strcmp(lt_env(), "0") || !strcmp(lt_env(), "1")) return NULL;
+    snprintf(why, sizeof why, "FTLLM_CUDA_LT=%.40s: expected 1 (the default) or 0", lt_env());
+    return why;
+}
+
 /* y^T (m, n) = w^T-as-stored (k, m)^T x^T (k, n) + b on cuBLASLt; false: not run */
 static bool lt_bias(CudaCtx *cx, const float *x, const float *w, const float *b, float *y, int n,
                     int k, int m)
 {
-    if (!cx->bf16 || !cx->lt || !k || (uintptr_t)y % 16 || (uintptr_t)b % 16) return false;
+    if (!cx->bf16 || !cx->lt || !k || (uintptr_t)y % 16 || (uintptr_t)b % 16 || !cuda_lt_on())
+        return false;
     LtPlan *p = lt_plan(cx, m, n, k);
     if (!p || !p->ok) return false;
     if (cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &b, sizeof b) !=

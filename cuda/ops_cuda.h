@@ -74,6 +74,10 @@ void cuda_gemm_xwt(CudaCtx *cx, const float *x, const float *w, float *y, long l
  * fill of y with b and a beta-1 GEMM */
 void cuda_gemm_xwt_bias(CudaCtx *cx, const float *x, const float *w, const float *b, float *y,
                         long long N, long long C, long long OC);
+/* FTLLM_CUDA_LT: whether the bias epilogue may run (cuda_lt_on), and NULL when the variable is
+ * unset, 1 or 0, else the one-line reason (the backend does not open) */
+bool cuda_lt_on(void);
+const char *cuda_lt_check(void);
 void cuda_gemm_dytx(CudaCtx *cx, const float *dy, const float *x, float *dw, long long N,
                     long long C, long long OC, float beta);
 /* a matmul's backward: dx = dy w (dx NULL: not) and dw = beta dw + dy^T x (dw NULL: not), dy

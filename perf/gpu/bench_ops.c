@@ -12,7 +12,8 @@
  *   mpiexec -n 1 bench_ops [fp32|bf16] [B T C NH V L]
  * Environment: FT_BENCH_PEAK_TFLOPS (default 790 for bf16's tensor cores, 51 for fp32's
  * CUDA cores), FT_BENCH_GBS (default 4300), FT_BENCH_BACKEND (default cuda; cpu for a dry
- * run), FTLLM_CUDA_ATTENTION (the attention kernel, as in training), FT_BENCH_ONLY (only the
+ * run), FTLLM_CUDA_ATTENTION (the attention kernel, as in training), FTLLM_CUDA_LT (0: the
+ * matmul bias by a fill, not cuBLASLt's epilogue), FT_BENCH_ONLY (only the
  * cases whose name contains it, e.g. "attention" or "matmul fc": for a profiler, perf/gpu/ncu.sh).
  * perf/gpu/run.sh runs it on the GPU; tests/e2e/gpu_run_emu.sh at toy sizes on the emulator. */
 #include <mpi.h>
@@ -168,11 +169,13 @@ int main(int argc, char **argv)
     g_bw = 1e9 * (getenv("FT_BENCH_GBS") ? atof(getenv("FT_BENCH_GBS")) : 4300);
     long long N = B * T, VP = (V + 127) / 128 * 128, C3 = 3 * C, C4 = 4 * C;
     long long np = VP * C + T * C + L * (12 * C * C + 13 * C) + 2 * C; /* GPT-2's parameters */
-    const char *att = getenv("FTLLM_CUDA_ATTENTION");
+    const char *att = getenv("FTLLM_CUDA_ATTENTION"), *lt = getenv("FTLLM_CUDA_LT");
     printf("bench_ops: backend %s, %s, B %lld T %lld C %lld NH %lld V %lld (Vp %lld) L %lld, "
-           "%lld parameters; attention %s; floors at %.0f TFLOP/s and %.0f GB/s\n",
+           "%lld parameters; attention %s; FTLLM_CUDA_LT %s; floors at %.0f TFLOP/s and "
+           "%.0f GB/s\n",
            g_be->name, bf16 ? "bf16" : "fp32", B, T, C, NH, V, VP, L, np,
-           att && *att ? att : "(default)", g_peak / 1e12, g_bw / 1e9);
+           att && *att ? att : "(default)", lt && *lt ? lt : "(default)", g_peak / 1e12,
+           g_bw / 1e9);
     const BCase cases[] = {
         {"encoder", FT_OP_ENCODER, FT_FWD, {I(N, V), F(VP * C), F(T * C)}, {F(N * C)},
          {B, T, C}, {0}, 1},

@@ -34,8 +34,9 @@
 #           in bf16 with run.log_level = debug, attention by GEMMs and by the tensor-core kernels,
 #           whose op table (time per op kind, each op waited for) is printed after its run
 #   ops     perf/gpu/bench_ops (when the bundle has it): every op kind alone at GPT-2 124M's
-#           shapes in bf16, its time against its floor and its share of a step; then attention
-#           alone with the tensor-core kernels
+#           shapes in bf16, its time against its floor and its share of a step; then the
+#           matmuls alone with the bias in cuBLASLt's epilogue and without (FTLLM_CUDA_LT=0), and
+#           attention alone with the tensor-core kernels
 # On the lent H200 (the device tool: one command of at most 10 minutes, at most 8 files back
 # from $OUT), carry build/gpu.tar.xz and run
 #   LOGS_TAR=$OUT/gpu-run-logs.tar.xz perf/gpu/run.sh build/gpu.tar.xz 2>&1 | tee $OUT/run.log
@@ -291,6 +292,20 @@ if [ -x "$bin/bench_ops" ]; then
     cat "$logs/bench_ops.log" 2> /dev/null
     row "ops alone, bf16" "FAILED (bench_ops.log)" "" "" "" "" ""
   fi
+  # the matmuls alone with the bias in cuBLASLt's epilogue (the default) and with a fill and a
+  # beta-1 GEMM (FTLLM_CUDA_LT=0), one after the other in this run
+  for lt in 1 0; do
+    lim=$(cap 60)
+    # shellcheck disable=SC2086
+    if [ "$lim" -gt 0 ] && FTLLM_CUDA_LT=$lt FT_BENCH_ONLY=matmul timeout "$lim" \
+      mpiexec -n 1 "$bin/bench_ops" bf16 $shape > "$logs/bench_ops.lt$lt.log" 2>&1; then
+      row "matmuls alone, bf16, lt $lt" "$(sed -n 's/^RESULT bench_ops bf16: //p' "$logs/bench_ops.lt$lt.log")" "" "" "" "" ""
+    else
+      failed=$((failed + 1))
+      cat "$logs/bench_ops.lt$lt.log" 2> /dev/null
+      row "matmuls alone, bf16, lt $lt" "FAILED (bench_ops.lt$lt.log)" "" "" "" "" ""
+    fi
+  done
   # attention alone with the tensor-core kernels (cuda/ops_attention_tc.cu)
   lim=$(cap 60)
   # shellcheck disable=SC2086

@@ -62,6 +62,17 @@ grep -q 'attention: tc, tensor-core' "$E2E_TMP/err" "$E2E_TMP/out" &&
   ok "emulator: the backend line names tc" ||
   bad "emulator: the backend line names tc" "$(grep -h '^backend' "$E2E_TMP/err" "$E2E_TMP/out")"
 # shellcheck disable=SC2086
+FTLLM_CUDA_LT=yes run "emulator: a bad FTLLM_CUDA_LT: one line, exit 2" 2 \
+  "FTLLM_CUDA_LT=yes: expected 1 (the default) or 0" 1 "$emu" train $deck train.steps=2 $quiet \
+  run.backend=cuda
+# the fill and GemmEx instead of cuBLASLt's epilogue (bf16): the same losses within rounding
+# shellcheck disable=SC2086
+FTLLM_CUDA_LT=0 run "emulator: bf16 without cuBLASLt" 0 "" 1 "$emu" train $deck train.steps=2 \
+  $quiet run.backend=cuda run.precision=bf16
+grep -q 'matmul bias: a fill (FTLLM_CUDA_LT=0)' "$E2E_TMP/err" "$E2E_TMP/out" &&
+  ok "emulator: the backend line says FTLLM_CUDA_LT=0" ||
+  bad "emulator: the backend line says FTLLM_CUDA_LT=0" "$(grep -h '^backend' "$E2E_TMP/err" "$E2E_TMP/out")"
+# shellcheck disable=SC2086
 FTLLM_CUDA_ATTENTION=flashy run "emulator: an unknown FTLLM_CUDA_ATTENTION: one line, exit 2" 2 \
   "FTLLM_CUDA_ATTENTION=flashy: expected gemm (the default), tc, flash or rows" 1 "$emu" train \
   $deck train.steps=2 $quiet run.backend=cuda
