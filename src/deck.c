@@ -7,8 +7,10 @@
  * Only the first error is kept: one line, the cause, and a suggestion when the user can fix it.
  */
 #include "ftllm/deck.h"
+#include "ftllm/parse_int.h"
 
 #include <ctype.h>
+#include <limits.h>
 #include <errno.h>
 #include <ini.h>
 #include <math.h>
@@ -236,15 +238,14 @@ static int set_value(FtConfig *cfg, const FtDeckKey *k, const char *raw, char *e
     const char *autohint = (k->flags & FT_KEY_AUTO) ? " or auto" : "";
     switch (k->type) {
     case FT_T_INT: {
-        char *end;
-        errno = 0;
-        long long x = strtoll(v, &end, 10);
-        if (end == v || *end != '\0') {
+        long long x = 0;
+        FtIntParse r = ft_parse_int(v, LLONG_MIN, LLONG_MAX, &x);
+        if (r == FT_INT_NOT_INT) {
             snprintf(err, errlen, "%s.%s: expected an integer%s, got '%s'", k->section, k->name,
                      autohint, shown);
             return -1;
         }
-        if (errno == ERANGE || !in_range(k, (double)x)) {
+        if (r == FT_INT_RANGE || !in_range(k, (double)x)) {
             snprintf(err, errlen, "%s.%s = %s is out of range: expected an integer in %s%s",
                      k->section, k->name, shown, rb, autohint);
             return -1;

@@ -16,6 +16,7 @@
 
 #include "ftllm/dmr_plan.h"
 #include "ftllm/log.h"
+#include "ftllm/parse_int.h"
 #include "dmr_plan_impl.h"
 
 int dmr_plan_write(const FtDmrEntryPlan *p, const FtTape *micro, const FtTape *opt,
@@ -92,10 +93,8 @@ static bool num(const char *s, double *v)
 
 static bool int_of(const char *s, long lo, long hi, int *v)
 {
-    char *end;
-    errno = 0;
-    long x = strtol(s, &end, 10);
-    if (end == s || *end || errno || x < lo || x > hi) return false;
+    long long x;
+    if (ft_parse_int(s, lo, hi, &x) != FT_INT_OK) return false;
     *v = (int)x;
     return true;
 }

@@ -13,7 +13,6 @@
  *    a campaign is reproducible and every rank agrees on it without a message. */
 #include "ftllm/fault.h"
 
-#include <ctype.h>
 #include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -21,6 +20,7 @@
 #include <string.h>
 
 #include "ftllm/log.h"
+#include "ftllm/parse_int.h"
 
 #define MAX_FILE (16 << 20) /* largest schedule accepted, bytes */
 #define MAX_LIST 4096       /* entries of a ranks= list */
@@ -118,15 +118,10 @@ static int bad_op(const Parse *p, const char *field, const char *name)
 static int parse_int(const Parse *p, const char *key, const char *s, long long lo, long long hi,
                      long long *out)
 {
-    const char *q = s;
-    if (*q == '-' || *q == '+') q++;
-    if (!isdigit((unsigned char)*q))
-        return fail(p, "%s=%s: expected an integer", key, s);
-    for (const char *r = q; *r; r++)
-        if (!isdigit((unsigned char)*r)) return fail(p, "%s=%s: expected an integer", key, s);
-    errno = 0;
-    long long v = strtoll(s, NULL, 10);
-    if (errno == ERANGE || v < lo || v > hi) {
+    long long v;
+    FtIntParse r = ft_parse_int(s, lo, hi, &v);
+    if (r == FT_INT_NOT_INT) return fail(p, "%s=%s: expected an integer", key, s);
+    if (r == FT_INT_RANGE) {
         if (hi >= (long long)1e15)
             return fail(p, "%s=%s is out of range: expected an integer >= %lld", key, s, lo);
         return fail(p, "%s=%s is out of range: expected an integer in [%lld..%lld]", key, s, lo, hi);

@@ -10,7 +10,6 @@
  * writes a synthetic checkpoint of MB megabytes (one f32 tensor split by rows over the ranks),
  * slowly when --delay-ms is given, so tests can kill a write half-way and check storage. */
 #include <dirent.h>
-#include <errno.h>
 #include <limits.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -21,6 +20,7 @@
 #include "ftllm/cli.h"
 #include "ftllm/ftllm.h"
 #include "ftllm/log.h"
+#include "ftllm/parse_int.h"
 
 static const char *usage_text =
     "usage: ftllm inspect FILE | DIR [--run NAME]  (a checkpoint file, or a folder: its newest "
@@ -155,12 +155,7 @@ static int inspect_dir(const char *dir, const char *run_arg, MPI_Comm comm, int 
 /* Whether s is a whole decimal number in [lo, hi] (into *out). */
 static bool whole(const char *s, long long lo, long long hi, long long *out)
 {
-    char *end = NULL;
-    errno = 0;
-    long long v = strtoll(s, &end, 10);
-    if (end == s || *end || errno || v < lo || v > hi) return false;
-    *out = v;
-    return true;
+    return ft_parse_int(s, lo, hi, out) == FT_INT_OK;
 }
 
 /* The testing aid: one synthetic checkpoint. */
