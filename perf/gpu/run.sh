@@ -30,7 +30,8 @@
 #           plan's lower bounds, over the step of DMR off with AC full, the "ac full" row); MFU against the H200's 989 TFLOP/s dense bf16 peak (the issue's anchors
 #           use it; the fp32 rows' own peak is far lower); DMR off also with the fp32 tiled
 #           attention kernels (FTLLM_CUDA_ATTENTION = flash; the default is gemm, cuBLAS batched
-#           GEMMs), and in bf16 DMR off and AC full with the tensor-core ones (= tc); then 3 steps
+#           GEMMs), and in bf16 DMR off, AC full, naive DMR and planned DMR (against its bound
+#           over the tc AC-full step) with the tensor-core ones (= tc); then 3 steps
 #           in bf16 with run.log_level = debug, attention by GEMMs and by the tensor-core kernels,
 #           whose op table (time per op kind, each op waited for) is printed after its run
 #   ops     perf/gpu/bench_ops (when the bundle has it): every op kind alone at GPT-2 124M's
@@ -242,6 +243,17 @@ rows124() {
     run.precision=$prec train.ac=full dmr.mode=planned dmr.profile_steps=2 train.rate_skip=3
   local base="$prec, ac full" # DMR off with the planned run's activation checkpointing
   bound_row "$prec" "$last_log" "$logs/124M.cuda.${base//[^a-z0-9]/_}.log"
+  [ "$prec" = bf16 ] || return 0
+  # the same DMR rows with the tensor-core attention, against its own AC-full row
+  # shellcheck disable=SC2086
+  FTLLM_CUDA_ATTENTION=tc label="$prec, dmr naive, tc attention" train 124M cuda \
+    "$BENCH_STEPS" $g124 run.precision=$prec dmr.mode=naive
+  # shellcheck disable=SC2086
+  FTLLM_CUDA_ATTENTION=tc label="$prec, dmr planned, ac full, tc attention" train 124M cuda \
+    "$((BENCH_STEPS + 2))" $g124 run.precision=$prec train.ac=full dmr.mode=planned \
+    dmr.profile_steps=2 train.rate_skip=3
+  base="$prec, ac full, tc attention"
+  bound_row "$prec, tc" "$last_log" "$logs/124M.cuda.${base//[^a-z0-9]/_}.log"
 }
 # bound_row PREC PLANNED_LOG BASE_LOG: the planned row's overhead against the step of DMR off
 # with the same activation checkpointing (the "ac full" row: issue 10's rule, the same AC

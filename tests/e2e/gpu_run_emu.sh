@@ -33,7 +33,9 @@ for want in "^test_gpu_ops \\(flash\\) +\\| $nops passed, 0 failed, 0 skipped" \
   '^train 124M +\| cuda, [0-9]+ steps, bf16, ac full, tc attention +\| +[0-9.]+ ' \
   "^attention alone, bf16, tc +\\| the cases with 'attention' [0-9.]+ ms of a step" \
   "^matmuls alone, bf16, lt 1 +\\| the cases with 'matmul' [0-9.]+ ms of a step" \
-  "^matmuls alone, bf16, lt 0 +\\| the cases with 'matmul' [0-9.]+ ms of a step"; do
+  "^matmuls alone, bf16, lt 0 +\\| the cases with 'matmul' [0-9.]+ ms of a step" \
+  '^dmr planned vs bound, bf16, tc +\| [+-][0-9]+\.[0-9]%; bound [0-9.]+%, in time order [0-9.]+%.*base \(dmr off, ac full\) [0-9.]+ ms/step' \
+  '^train 124M +\| cuda, [0-9]+ steps, bf16, dmr naive, tc attention +\| +[0-9.]+ '; do
   grep -Eq "$want" "$E2E_TMP/gpurun" && ok "emulator: run.sh row /$want/" ||
     bad "emulator: run.sh row /$want/" "not in its table: $(grep -E '^(dmr|train|checkpoint|test_gpu)' "$E2E_TMP/gpurun" | head -20)"
 done
