@@ -45,6 +45,21 @@ cmp -s "$tmp/out" "$tmp/sample1" && ok "sampling is deterministic" || bad "sampl
 
 run "train from llm.c weights" 0 "" "$FTLLM" train $deck model.init=$tmp/m.bin train.steps=2 train.sample_tokens=0
 has "init from file" "^init: $tmp/m.bin"
+# the end-of-run sample: none with train.sample_tokens = 0 or below log level info, one from
+# one rank on two (random mutant R01 of seed 6, tests/mutants/random_sample.md: any of the
+# three conditions enough printed a 0-token sample, or one per rank)
+grep -q '^sample (' "$tmp/out" && bad "no sample with train.sample_tokens = 0" "$(grep '^sample (' "$tmp/out")" ||
+  ok "no sample with train.sample_tokens = 0"
+run "train at log level warn" 0 "" "$FTLLM" train $deck train.steps=2 train.sample_tokens=8 \
+  run.log_level=warn train.val_batches=0
+grep -q '^sample (' "$tmp/out" && bad "no sample below log level info" "$(grep '^sample (' "$tmp/out")" ||
+  ok "no sample below log level info"
+timeout 300 mpiexec -n 2 "$FTLLM" train $deck train.steps=2 train.sample_tokens=8 train.val_batches=0 \
+  parallel.dp=2 > "$tmp/out" 2> "$tmp/err"
+rc=$?
+n=$(grep -c '^sample (8 tokens):' "$tmp/out")
+[ "$rc" = 0 ] && [ "$n" = 1 ] && ok "one sample from 2 ranks" ||
+  bad "one sample from 2 ranks" "rc $rc, $n sample lines: $(head -c 300 "$tmp/err")"
 
 # llm.c weights read into a sharded layout (tp 2, pp 2: each rank takes its part of the file,
 # model_from_deck's !whole path): the first two steps' losses and gradient norms as on one rank
