@@ -826,6 +826,32 @@ static void test_find_latest_cases(void **state)
     rmdir_all(dir);
 }
 
+/* Checkpoint file names: RUN.step-DIGITS.h5 (or .h5.tmp, a write not yet committed), at most 18
+ * digits; anything else in the folder is not a checkpoint of the run (random mutant R02 of seed
+ * 6, tests/mutants/random_sample.md: a name with no digits was taken, its step unset). */
+static void test_file_names(void **state)
+{
+    (void)state;
+    long long step = -5;
+    int tmp = -5;
+    assert_int_equal(ckpt_parse_name("t.step-00000003.h5", "t", &step, &tmp), 1);
+    assert_true(step == 3 && tmp == 0);
+    assert_int_equal(ckpt_parse_name("t.step-12.h5.tmp", "t", &step, &tmp), 1);
+    assert_true(step == 12 && tmp == 1);
+    assert_int_equal(ckpt_parse_name("t.step-123456789012345678.h5", "t", &step, &tmp), 1);
+    assert_true(step == 123456789012345678LL);
+    static const char *bad[] = {"t.step-.h5", "t.step-.h5.tmp", "t.step-3", "t.step-3.h5x",
+                                "t.step-3a.h5", "t.step--3.h5", "tt.step-3.h5", "t.stp-3.h5",
+                                "u.step-3.h5", "t.step-1234567890123456789.h5", "t.step-3.h5.tmp2",
+                                ".step-3.h5", "t"};
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        step = -5, tmp = -5;
+        if (ckpt_parse_name(bad[i], "t", &step, &tmp))
+            fail_msg("'%s' taken for a checkpoint of run t (step %lld)", bad[i], step);
+        assert_true(step == -5 && tmp == -5);
+    }
+}
+
 /* Metadata that no longer matches, each refused at open with its own message: no commit marker,
  * a dataset's checksum attribute unlike the manifest's, a changed byte in the manifest, a
  * dataset of another shape in place of the listed one (its checksum attribute copied). */
@@ -923,7 +949,8 @@ static void test_verify_in_pieces(void **state)
     rmdir_all(dir);
 }
 
-FT_TEST_MAIN(cmocka_unit_test(test_checksum), cmocka_unit_test(test_checksum_reference),
+FT_TEST_MAIN(cmocka_unit_test(test_file_names), cmocka_unit_test(test_checksum),
+             cmocka_unit_test(test_checksum_reference),
              cmocka_unit_test(test_checksum_ends), cmocka_unit_test(test_corrupt_first_last),
              cmocka_unit_test(test_format_version), cmocka_unit_test(test_roundtrip_reshard),
              cmocka_unit_test(test_write_one_read_many), cmocka_unit_test(test_async),
