@@ -38,7 +38,8 @@
 
 typedef __nv_bfloat16 bf16;
 
-/* 8 bf16: what one thread moves at a time (a 16-byte load or store) */
+/* 8 bf16: what one thread moves at a time (a 16-byte load or store; the shared tiles are
+ * declared alignas(16), their rows 16-byte multiples) */
 struct alignas(16) TcChunk {
     uint32_t w[4];
 };
@@ -96,7 +97,7 @@ __global__ void __launch_bounds__(TC_NT)
 tc_fwd_kernel(float *y, float *lse, const bf16 *qkv, int T, int C, int NH, float scale2)
 {
     enum { KS = HS / 16, NT = HS / 8 };
-    __shared__ bf16 qs[TC_ROWS][HS + 8], ks[TC_ROWS][HS + 8], vt[HS][TC_LD];
+    alignas(16) __shared__ bf16 qs[TC_ROWS][HS + 8], ks[TC_ROWS][HS + 8], vt[HS][TC_LD];
     int b = blockIdx.z, h = blockIdx.y, q0 = (gridDim.x - 1 - blockIdx.x) * TC_ROWS;
     int w = threadIdx.x >> 5, g = (threadIdx.x & 31) >> 2, t = threadIdx.x & 3;
     size_t row = 3 * (size_t)C;
@@ -190,7 +191,7 @@ tc_dq_kernel(float *dqkv, float *D, const bf16 *dy, const bf16 *qkv, const float
              int C, int NH, float scale, float scale2)
 {
     enum { KS = HS / 16, NT = HS / 8 };
-    __shared__ bf16 ks[TC_ROWS][HS + 8], vs[TC_ROWS][HS + 8], kt[HS][TC_LD];
+    alignas(16) __shared__ bf16 ks[TC_ROWS][HS + 8], vs[TC_ROWS][HS + 8], kt[HS][TC_LD];
     int b = blockIdx.z, h = blockIdx.y, q0 = (gridDim.x - 1 - blockIdx.x) * TC_ROWS;
     int w = threadIdx.x >> 5, g = (threadIdx.x & 31) >> 2, t = threadIdx.x & 3;
     size_t row = 3 * (size_t)C;
@@ -276,7 +277,8 @@ tc_dkv_kernel(float *dqkv, const float *D, const bf16 *dy, const bf16 *qkv, cons
               int T, int C, int NH, float scale, float scale2)
 {
     enum { KS = HS / 16, NT = HS / 8 };
-    __shared__ bf16 qs[TC_ROWS][HS + 8], gs[TC_ROWS][HS + 8], qt[HS][TC_LD], gt[HS][TC_LD];
+    alignas(16) __shared__ bf16 qs[TC_ROWS][HS + 8], gs[TC_ROWS][HS + 8], qt[HS][TC_LD],
+        gt[HS][TC_LD];
     __shared__ float ls[TC_ROWS], ds[TC_ROWS];
     int b = blockIdx.z, h = blockIdx.y, k0 = blockIdx.x * TC_ROWS;
     int w = threadIdx.x >> 5, g = (threadIdx.x & 31) >> 2, t = threadIdx.x & 3;
