@@ -14,7 +14,8 @@
  * dv_t = sum_{t3>=t} att[t3,t] dy_t3. No two threads write the same element, so there are no
  * atomics; every slice of dqkv is written.
  * FTLLM_CUDA_ATTENTION=flash runs the tiled kernels of ops_attention_flash.cu instead (head
- * sizes 32 and 64), which keep the scores on chip; gemm, the default (unset), the cuBLAS batched
+ * sizes 32 and 64), which keep the scores on chip; tc, the tensor-core tiles of
+ * ops_attention_tc.cu under bf16 (not yet measured); gemm, the default (unset), the cuBLAS batched
  * GEMMs of ops_attention_gemm.cu (tensor cores under run.precision = bf16): on the H200
  * (2026-12-04, GPT-2 124M, B 16, T 1024, bf16) a step took 122 ms with them, 246 ms with the
  * tiled kernels and 1249 ms with these (perf/README.md). */

@@ -21,7 +21,7 @@
  *  - run.precision = bf16 as the CUDA backend has it (set_precision): its ops and checker runs
  *    round the operands of the model's GEMMs to bf16 (ops_cpu_set_gemm_bf16, on only while the
  *    queue runs), and attention's too with FTLLM_CUDA_ATTENTION=gemm (the CUDA backend's
- *    default: also when unset), so bf16 runs, their
+ *    default: also when unset) or tc (which rounds the same operands), so bf16 runs, their
  *    tolerances and DMR under bf16 are tested here too. No
  *    stream, a zero UUID (so ranks of a node count as sharing one GPU: parallel.device_comm
  *    picks MPI staging).
@@ -112,7 +112,7 @@ static Item *g_q;
 static int g_nq, g_capq;
 static bool g_eager;
 static bool g_bf16;     /* run.precision = bf16 (dev_set_precision) */
-static bool g_att_bf16; /* and FTLLM_CUDA_ATTENTION gemm or unset: attention's in bf16 too */
+static bool g_att_bf16; /* and FTLLM_CUDA_ATTENTION gemm, tc or unset: attention's in bf16 too */
 
 static void arena_open(void);
 static void arena_close(void);
@@ -365,7 +365,7 @@ static void dev_set_precision(void *ctx, int precision)
     g_bf16 = precision == FT_PRECISION_BF16;
     /* the CUDA backend's kernel choice (cuda/ops_attention.cu: gemm when unset) */
     const char *att = getenv("FTLLM_CUDA_ATTENTION");
-    g_att_bf16 = g_bf16 && (!att || !strcmp(att, "gemm"));
+    g_att_bf16 = g_bf16 && (!att || !*att || !strcmp(att, "gemm") || !strcmp(att, "tc"));
 }
 
 const FtBackend *backend_standin(void)
