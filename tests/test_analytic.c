@@ -219,6 +219,15 @@ static void test_optimizer(void **state)
     assert_int_equal(analytic_plan(&c, FT_POL_SPARE, 1, 0, &a), 0);
     assert_int_equal(analytic_plan(&c, FT_POL_CKPT, 1, 0, &b), 0);
     assert_true(a.ttt == b.ttt);
+    /* a run that never ends (600k GPUs of 1-hour MTBF: 167 failures a second, so no 10-second
+     * step survives): no plan, for a chosen interval or the optimum (random mutant R05 of seed
+     * 6, tests/mutants/random_sample.md: the failure returned 0 with an infinite ttt) */
+    FtCluster never = c;
+    never.gpu_mtbf = 3600.0;
+    FtPlan nv;
+    assert_int_equal(analytic_plan(&never, FT_POL_CKPT, 1, 0, &nv), -1);
+    assert_int_equal(analytic_plan(&never, FT_POL_CKPT, 1, 600, &nv), -1);
+    assert_int_equal(analytic_plan(&never, FT_POL_SPARE, 2, 0, &nv), -1);
     /* the chosen interval is a local optimum of the model */
     FtPlan lo, hi;
     FtPlan *p = &best[FT_POL_SPARE];
