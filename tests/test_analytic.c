@@ -165,6 +165,14 @@ static void test_young_daly(void **state)
             assert_true(t_opt <= analytic_ckpt_time(W, 0.5 * opt, C[j], lam, 100));
             assert_true(t_opt <= analytic_ckpt_time(W, 2 * opt, C[j], lam, 100));
         }
+    /* the segment model's ends: no work takes no time, failures or not; without failures, the
+     * work itself; with them, (e^(lam x) - 1)(1/lam + D) (random mutant R06 of seed 6,
+     * tests/mutants/random_sample.md: an empty segment took a second) */
+    assert_true(analytic_segment_time(0, 1e-3, 600) == 0);
+    assert_true(analytic_segment_time(-5, 1e-3, 600) == 0);
+    assert_true(analytic_segment_time(0, 0, 600) == 0 && analytic_segment_time(42, 0, 600) == 42);
+    assert_true(fabs(analytic_segment_time(1000, 1e-3, 600) / (expm1(1.0) * 1600) - 1) < 1e-12);
+    assert_true(analytic_ckpt_time(0, 100, 10, 1e-3, 600) == 0);
     int keep = 0;
     double t = analytic_ckpt_latency(60, 1 / 3600.0, 300, 1000, &keep);
     assert_true(fabs(t - analytic_ckpt_opt(60, 1 / 3600.0)) < 1e-9);
