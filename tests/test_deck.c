@@ -166,6 +166,14 @@ static void test_out_of_range(void **state)
     expect_error("[train]\nlr = 1e400\n", "train.lr = 1e400 is out of range");
     expect_error("[train]\nbeta1 = 1\n", "train.beta1 = 1 is out of range: expected a number in [0..1)");
     expect_error("[train]\neps = 0\n", "train.eps = 0 is out of range: expected a number in (0..1]");
+    /* bounds are written out whole up to 1e15, in %g from there (random mutant R07 of seed 6,
+     * tests/mutants/random_sample.md: every bound in %g, 1048576 as 1.04858e+06) */
+    expect_error("[model]\nchannels = 0\n",
+                 "model.channels = 0 is out of range: expected an integer in [1..1048576]");
+    expect_error("[run]\nseed = -1\n",
+                 "run.seed = -1 is out of range: expected an integer in [0..2147483647]");
+    expect_error("[train]\nsteps = -1\n",
+                 "train.steps = -1 is out of range: expected an integer in [0..1e+15]");
     assert_int_equal(parse("[train]\nlr = 1e-400\n"), 0); /* underflow is zero, in range */
     assert_true(g_cfg.train.lr == 0.0);
     /* inclusive bounds take their end points; exclusive ones stop just inside */
