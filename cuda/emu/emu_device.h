@@ -145,9 +145,15 @@ template <typename T> inline T shfl(unsigned mask, T v, int src_lane, bool in_ra
  * in their own order, so only tolerances carry over. Exchange words alternate by parity, as
  * the shuffles' (one barrier per operation). */
 extern uint32_t g_mma[2][32][32][10];
-inline float __uint_as_float_(uint32_t u) { float f; memcpy(&f, &u, 4); return f; }
 [[noreturn]] void mma_partial_warp(unsigned lanes);
-inline float bf16_word(uint32_t w, int half) { return __uint_as_float_(half ? w & 0xffff0000u : w << 16); }
+/* the bf16 in the low (half 0) or high (half 1) 16 bits of w, as a float (exact) */
+inline float bf16_word(uint32_t w, int half)
+{
+    uint32_t u = half ? w & 0xffff0000u : w << 16;
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
 inline void mma_m16n8k16_bf16(float d[4], const uint32_t a[4], const uint32_t b[2])
 {
     Thread *me = g_cur;
@@ -165,8 +171,9 @@ inline void mma_m16n8k16_bf16(float d[4], const uint32_t a[4], const uint32_t b[
         float acc;
         memcpy(&acc, &x[me->lane][6 + i], 4);
         for (int k = 0; k < 16; k++) {
-            float av = bf16_word(x[(row & 7) * 4 + (k & 7) / 2][(row >> 3) + 2 * (k >> 3)], k & 1);
-            float bv = bf16_word(x[col * 4 + (k & 7) / 2][4 + (k >> 3)], k & 1);
+            int la = (row & 7) * 4 + (k & 7) / 2, lb = col * 4 + (k & 7) / 2; /* source lanes */
+            float av = bf16_word(x[la][(row >> 3) + 2 * (k >> 3)], k & 1);
+            float bv = bf16_word(x[lb][4 + (k >> 3)], k & 1);
             acc += av * bv;
         }
         d[i] = acc;
