@@ -307,7 +307,8 @@ FUZZ_RUN  = $(FUZZ_LIMIT) -timeout=10 -artifact_prefix=build/fuzz/
 fuzz: deps
 	@$(MAKE) --no-print-directory build/release/libftllm.a
 	@mkdir -p build/fuzz/corpus_deck build/fuzz/corpus_faults build/fuzz/corpus_plan
-	$(FUZZ_CC) -o build/fuzz/fuzz_deck tests/fuzz/fuzz_deck.c src/deck.c $(PKG_LIBS) -lm
+	$(FUZZ_CC) -o build/fuzz/fuzz_deck tests/fuzz/fuzz_deck.c src/deck.c src/parse_int.c \
+	  $(PKG_LIBS) -lm
 	$(FUZZ_CC) -o build/fuzz/fuzz_faults tests/fuzz/fuzz_faults.c src/ft/fault.c $(FUZZ_LIBS)
 	$(FUZZ_CC) -o build/fuzz/fuzz_plan tests/fuzz/fuzz_plan.c src/ft/dmr_plan.c $(FUZZ_LIBS)
 	build/fuzz/fuzz_deck $(FUZZ_RUN) -max_len=4096 build/fuzz/corpus_deck tests/fuzz/corpus
