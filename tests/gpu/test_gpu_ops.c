@@ -315,6 +315,19 @@ static void attention_case(const char *fwd, const char *bwd, long long b_, long 
     attention_case_tol(fwd, bwd, b_, t_, c_, nh, 1e-5, 1e-4, NULL, NULL);
 }
 
+/* The masked-hot-key shape and its qkv (test_attention says why): each head's last key is 300
+ * times its first query. */
+enum { HB = 1, HT = 70, HC = 96, HNH = 3, HHS = HC / HNH };
+static Buf hot_key_qkv(void)
+{
+    Buf hot = frand(HB * HT * 3 * HC, 1);
+    float *h = hot.host;
+    for (int hd = 0; hd < HNH; hd++)
+        for (int i = 0; i < HHS; i++)
+            h[(HT - 1) * 3 * HC + HC + hd * HHS + i] = 300.0f * h[hd * HHS + i];
+    return hot;
+}
+
 /* Head size 12 (the per-row kernels always, or the batched GEMMs under
  * FTLLM_CUDA_ATTENTION=gemm), then 64 and 32 over several tiles of 64 rows with a partial last
  * one (the tiled kernels under FTLLM_CUDA_ATTENTION=flash, perf/gpu/run.sh). */
@@ -331,14 +344,8 @@ static void test_attention(void **s)
      * would underflow every exp of row 0 (mutant K22 of tests/mutants/cuda_kernels.md).
      * Forward only: the backward's dq of the last row multiplies that key, and its error
      * relative to the rest (6.6e-4 on the emulator) is the key's size, not the kernels' */
-    enum { HB = 1, HT = 70, HC = 96, HNH = 3, HHS = HC / HNH };
-    Buf hot = frand(HB * HT * 3 * HC, 1);
-    float *h = hot.host;
-    for (int hd = 0; hd < HNH; hd++)
-        for (int i = 0; i < HHS; i++)
-            h[(HT - 1) * 3 * HC + HC + hd * HHS + i] = 300.0f * h[hd * HHS + i];
-    attention_case_qkv("attention.fwd masked hot key", NULL, HB, HT, HC, HNH, hot, 1e-5, 1e-4,
-                       NULL, NULL);
+    attention_case_qkv("attention.fwd masked hot key", NULL, HB, HT, HC, HNH, hot_key_qkv(), 1e-5,
+                       1e-4, NULL, NULL);
 }
 
 #ifdef FTLLM_CUDA_EMU
@@ -369,14 +376,8 @@ static void attention_tc_cases(void)
                        NULL, NULL); /* one key: y is v's row rounded, lse exact */
     attention_case_tol("attention.fwd tc T128", "attention.bwd tc T128", 1, 128, 64, 1, 1e-2,
                        3e-2, yf, bf);
-    enum { HB = 1, HT = 70, HC = 96, HNH = 3, HHS = HC / HNH };
-    Buf hot = frand(HB * HT * 3 * HC, 1);
-    float *h = hot.host;
-    for (int hd = 0; hd < HNH; hd++)
-        for (int i = 0; i < HHS; i++)
-            h[(HT - 1) * 3 * HC + HC + hd * HHS + i] = 300.0f * h[hd * HHS + i];
-    attention_case_qkv("attention.fwd tc masked hot key", NULL, HB, HT, HC, HNH, hot, 1e-2, 0,
-                       yf, NULL);
+    attention_case_qkv("attention.fwd tc masked hot key", NULL, HB, HT, HC, HNH, hot_key_qkv(),
+                       1e-2, 0, yf, NULL);
 #ifdef FTLLM_CUDA_EMU
     long nf = ftemu_launch_count("tc_fwd_kernel") - f0, nd = ftemu_launch_count("tc_dkv_kernel") - d0;
     printf("  tc kernels run: %ld forward, %ld dk/dv launches\n", nf, nd);
