@@ -1,11 +1,13 @@
 /* bench_dmr_plan.c: SpareTrain's ablation on this machine: step time with DMR off, naive, and
  * planned with phases 1, 1+2 and 1+2+3, and 1+2+3 under the paper's rules as published
- * (dmr.phases = paper: the "before" of this project's planner rules), as overheads against off
- * measured in one run, beside the run's lower bound.
+ * (dmr.phases = paper: the "before" of this project's planner rules), 1+2+3 with each stage's
+ * own plan (dmr.refine = off) and 1+2+3 without chains (dmr.chain = false: a deferred gradient
+ * check copies the earlier micro-batches' sum), as overheads against off measured in one run,
+ * beside the run's lower bound.
  *
  * Two ranks, pp 2 (1F1B, 4 micro-batches) or tp 2 (argument "tp"), a small GPT-2 (L 4, NH 8,
  * C 256, V 256, T 128, B 2 per micro-batch), AC full in every row, synthetic tokens, no faults.
- * Six trainers live side by side, each on its own grid and copy of the same model; each round
+ * The eight trainers live side by side, each on its own grid and copy of the same model; each round
  * runs one step of every trainer in an order rotated from round to round, and a step's time is
  * the slowest rank's. The planned trainers profile their own first dmr.profile_steps steps
  * (the warm-up rounds, checked naively) and plan them. Overheads are medians over rounds of a
@@ -50,10 +52,11 @@
 
 #include "bench_util.h"
 
-enum { NV = 7, WARMUP = 4, PROFILE_STEPS = 3 };
+enum { NV = 8, WARMUP = 4, PROFILE_STEPS = 3 };
 static const struct {
     const char *name;
     int mode, phases, refine;
+    bool no_chain; /* dmr.chain = false */
 } g_var[NV] = {
     {"off", FT_DMR_OFF, 0, FT_DMR_REFINE_OFF},
     {"naive", FT_DMR_NAIVE, 0, FT_DMR_REFINE_OFF},
@@ -62,6 +65,7 @@ static const struct {
     {"planned, phases 1,2,3", FT_DMR_PLANNED, FT_DMR_PHASES_123, FT_DMR_REFINE_PIPELINE},
     {"planned, paper's rules", FT_DMR_PLANNED, FT_DMR_PHASES_PAPER, FT_DMR_REFINE_PIPELINE},
     {"1,2,3 per stage", FT_DMR_PLANNED, FT_DMR_PHASES_123, FT_DMR_REFINE_OFF},
+    {"1,2,3 no chains", FT_DMR_PLANNED, FT_DMR_PHASES_123, FT_DMR_REFINE_PIPELINE, true},
 };
 
 typedef struct variant {
@@ -88,6 +92,7 @@ static void setup(Variant *v, int k, bool tp, bool smoke, int *dims)
     c->parallel.microbatches = tp ? 1 : g_micro;
     c->parallel.warmup_extra = tp ? 0 : g_extra;
     c->dmr.mode = g_var[k].mode, c->dmr.phases = g_var[k].phases, c->dmr.refine = g_var[k].refine;
+    c->dmr.chain = !g_var[k].no_chain;
     c->dmr.profile_steps = PROFILE_STEPS;
     if (deck_check(c, 2, err, sizeof err)) FT_DIE("%s", err);
     dims[0] = (int)c->model.seq_len, dims[1] = (int)c->model.vocab;
@@ -277,9 +282,10 @@ int main(int argc, char **argv)
                    1e3 * rf->bound, 100 * (rf->bound / rf->off.step - 1),
                    100 * (rf->best.step / rf->off.step - 1));
         printf("RESULT %s: naive %+.1f%%, phase 1 %+.1f%%, phases 1,2 %+.1f%%, phases 1,2,3 "
-               "%+.1f%% (paper's rules %+.1f%%, 1,2,3 per stage %+.1f%%); lower bound %.1f%%, in "
-               "time order %.1f%% (%.1f%% with the timed rounds' checker times)\n",
-               lay, over[1], over[2], over[3], over[4], over[5], over[6], lb, ob, db);
+               "%+.1f%% (paper's rules %+.1f%%, 1,2,3 per stage %+.1f%%, 1,2,3 without chains "
+               "%+.1f%%); lower bound %.1f%%, in time order %.1f%% (%.1f%% with the timed "
+               "rounds' checker times)\n",
+               lay, over[1], over[2], over[3], over[4], over[5], over[6], over[7], lb, ob, db);
         fflush(stdout);
     }
     if (getenv("FT_BENCH_TRACE") && atoi(getenv("FT_BENCH_TRACE"))) trace(v, rank);

@@ -722,6 +722,10 @@ int deck_check(const FtConfig *cfg, int nranks, char *err, size_t errlen)
         return cross_fail(cfg, KID(dmr, leftovers), KID(dmr, mode), err, errlen,
                           "dmr.leftovers = end needs dmr.mode = planned (leftovers are the "
                           "checks a plan's windows do not hold)");
+    if (!cfg->dmr.chain && cfg->dmr.mode != FT_DMR_PLANNED)
+        return cross_fail(cfg, KID(dmr, chain), KID(dmr, mode), err, errlen,
+                          "dmr.chain = false needs dmr.mode = planned (chains are of deferred "
+                          "checks)");
     if (cfg->train.seq_len > m->seq_len)
         return cross_fail(cfg, KID(train, seq_len), KID(model, seq_len), err, errlen,
                           "train.seq_len = %lld exceeds model.seq_len = %lld (the size of the "

@@ -176,6 +176,7 @@ static int dyn_left(const FtTrainer *tr, const FtDmrEntryPlan *p)
 static void (*g_plan_edit)(const FtTrainer *tr, FtDmrEntryPlan *p);
 
 static const FtBatchSource *g_source; /* run_open's batch source (NULL: ft_synth_fetch) */
+static bool g_no_windows; /* run_open: no poll hook (deferred checks replay at the drain only) */
 static bool g_with_val;               /* run_open: the same source for validation too */
 
 /* A trainer with DMR and faults from c (schedule: the fault file's text or NULL) on its grid. */
@@ -218,6 +219,7 @@ static void run_open(Run *r, FtConfig *c, const char *schedule, FtModel *m)
         if (g_plan_edit) g_plan_edit(&r->tr, &p);
         dmr_set_plan(train_dmr_get(r->td), &p);
     }
+    if (g_no_windows) r->tr.ex.poll = (FtPoll){0};
 }
 
 static FtDmrStats g_mine; /* this rank's counters of the last run (run_close) */
@@ -662,6 +664,149 @@ static void test_planned_campaign(void **state)
     if (ft_test_rank() == 0)
         printf("  planned: %lld flips, all caught; %lld deferred and %lld AGC checks\n", flips,
                deferred, agc);
+}
+
+/* ---- chains: a parameter gradient's deferred micro-batches in one unit (dmr.chain) -------- */
+
+/* Whether micro-batch tape entry e reads a parameter gradient's earlier sum (GRAD_PREV). */
+static bool adds_onto_grads(const FtTape *tp, const FtTapeEntry *e)
+{
+    for (int k = 0; e->kind != FT_OP_MARK && k < FT_OP_MAX_IN; k++)
+        if (e->in[k] >= 0 && tp->t[e->in[k]].role == FT_TR_GRAD_PREV) return true;
+    return false;
+}
+
+static int g_grad_entries; /* plan_grads_deferred: entries it deferred (this rank) */
+
+/* The phase-1 plan with every execution of the ops that add onto a gradient's earlier sum
+ * deferred: matmul, LayerNorm and encoder backwards. */
+static void plan_grads_deferred(const FtTrainer *tr, FtDmrEntryPlan *p)
+{
+    g_grad_entries = 0;
+    for (int s = 0; s < p->n; s++) {
+        const FtTape *tp;
+        int m;
+        const FtTapeEntry *e = slot_entry(tr, p, s, &tp, &m);
+        if (tp != &tr->tape || !adds_onto_grads(tp, e)) continue;
+        assert_true(p->strat[s] == PLAN_NAIVE && p->seg[s] < 0);
+        p->strat[s] = PLAN_DEFERRED;
+        g_grad_entries += m == 0;
+    }
+}
+
+enum { CHAIN_STEPS = 12, CHAIN_MICRO = 3, CHAIN_FLIPS = 24 };
+
+/* dmr.chain: with every gradient-adding backward op deferred and 3 micro-batches, each
+ * micro-batch's check after the first joins the previous one's unit and takes the earlier sum
+ * from its replay instead of a copy. On every layout of this rank count: clean runs with the
+ * chain on and off end bitwise where DMR off ends without a mismatch; with it on checks were
+ * chained (on one rank, where no wait replays a unit early: exactly M - 1 per entry and
+ * attempt, kept bytes charged as the copies they replace, so the peak is the same as with it
+ * off); off, none. A campaign of flips in those ops' outputs (their weight gradients mostly,
+ * primary's and checker's) is caught in full and leaves no trace. */
+static void test_chain(void **state)
+{
+    (void)state;
+    log_init(ft_test_rank(), FT_LOG_WARN);
+    int runs = 0;
+    g_synthetic = true;
+    for (int li = 0; li < NLAYOUTS; li++) {
+        const Layout *l = &g_layouts[li];
+        if (!runs_here(l)) continue;
+        FtConfig c0 = cfg_of(l, FT_DMR_OFF, CHAIN_STEPS);
+        c0.parallel.microbatches = CHAIN_MICRO;
+        FtModel ref, m;
+        FtDmrStats s0;
+        train_layout(&c0, NULL, &ref, &s0);
+        /* chain off, on, and on with no windows (no poll hook: nothing replays a unit before
+         * the next micro-batch joins it, so every chain forms on every layout) */
+        FtDmrStats s[3], mine[3];
+        for (int v = 0; v < 3; v++) {
+            FtConfig c = cfg_of(l, FT_DMR_PLANNED, CHAIN_STEPS);
+            c.parallel.microbatches = CHAIN_MICRO;
+            c.dmr.phases = FT_DMR_PHASES_1, c.dmr.deferred_mb = 256, c.dmr.chain = v > 0;
+            g_plan_edit = plan_grads_deferred, g_no_windows = v == 2;
+            train_layout(&c, NULL, &m, &s[v]);
+            g_plan_edit = NULL, g_no_windows = false;
+            mine[v] = g_mine;
+            assert_all(g_grad_entries > 0 && s[v].mismatches == 0 && s[v].redone == 0);
+            assert_all(s[v].checks[FT_DMR_S_DEFERRED] > 0 && s[v].demoted == 0);
+            assert_all(same_state(&m, &ref));
+            model_free(&m);
+        }
+        /* off: none; on: at most M - 1 per entry and attempt (a unit a wait replayed before
+         * the next micro-batch cannot be joined: that one keeps a copy), exactly that where
+         * no wait replays (one rank, or no windows), its bytes charged as the copies it
+         * replaces: the same peak as with the chain off */
+        long long most = mine[1].attempts * (CHAIN_MICRO - 1) * g_grad_entries;
+        assert_all(s[0].chained == 0 && mine[1].chained <= most);
+        assert_all(mine[2].chained == mine[2].attempts * (CHAIN_MICRO - 1) * g_grad_entries);
+        assert_all(s[2].kept_peak == s[0].kept_peak || ft_test_size() > 1);
+        if (ft_test_size() == 1) assert_all(mine[1].chained == most);
+        char text[256];
+        snprintf(text, sizeof text, "; chain campaign: %s\nsdc-random count=%d seed=%d steps=1-%d "
+                 "ops=matmul,layernorm,encoder target=both\n", l->name, CHAIN_FLIPS, 3100 + li,
+                 CHAIN_STEPS);
+        FtConfig c = cfg_of(l, FT_DMR_PLANNED, CHAIN_STEPS);
+        c.parallel.microbatches = CHAIN_MICRO;
+        c.dmr.phases = FT_DMR_PHASES_1, c.dmr.deferred_mb = 256;
+        g_plan_edit = plan_grads_deferred, g_no_windows = true;
+        FtDmrStats f;
+        train_layout(&c, text, &m, &f);
+        g_plan_edit = NULL, g_no_windows = false;
+        assert_all(f.injected == CHAIN_FLIPS && f.not_fired == 0 && f.chained > 0);
+        assert_all(f.detected == f.injected && f.missed == 0 && f.rolled_back == f.injected);
+        assert_all(same_state(&m, &ref));
+        if (ft_test_rank() == 0)
+            printf("  %-6s chained %lld (windows on) and %lld (off) of %lld deferred checks; "
+                   "campaign %lld flips, %lld detected\n", l->name, s[1].chained, s[2].chained,
+                   s[2].checks[FT_DMR_S_DEFERRED], f.injected, f.detected);
+        model_free(&m);
+        model_free(&ref);
+        runs++;
+    }
+    g_synthetic = false;
+    if (!runs) skip();
+}
+
+/* dmr_grad_sole_writer on a hand-made tape: a gradient written by one entry and read by others
+ * is its sole writer's; another entry writing bytes that overlap it, or a marker sending or
+ * receiving them, or no storage bound, is not. */
+static void test_grad_sole_writer(void **state)
+{
+    (void)state;
+    if (ft_test_rank() != 0) return;
+    float bank[64], other[16], prev[64];
+    for (int v = 0; v < 5; v++) {
+        FtTape tp;
+        tape_init(&tp);
+        int g = tape_tensor(&tp, "g", FT_F32, FT_TR_GRAD, 32, v == 4 ? NULL : bank + 16, -1);
+        int gp = tape_tensor(&tp, "gp", FT_F32, FT_TR_GRAD_PREV, 32, prev, -1);
+        int o = tape_tensor(&tp, "o", FT_F32, FT_TR_GRAD, 16, v == 1 ? bank + 40 : other, -1);
+        if (v == 4) tp.t[g].data = NULL;
+        FtTapeEntry e = {.kind = FT_OP_MATMUL, .dir = FT_BWD, .phase = FT_PH_BWD};
+        for (int k = 0; k < FT_OP_MAX_IN; k++) e.in[k] = -1;
+        for (int k = 0; k < FT_OP_MAX_OUT; k++) e.out[k] = -1;
+        FtTapeEntry w = e, r = e, mk = e;
+        w.in[3] = gp, w.out[1] = g;               /* adds onto the earlier sum */
+        r.in[0] = g, r.out[0] = o;                /* reads g, writes o (v 1: o overlaps g) */
+        mk.kind = FT_OP_MARK, mk.mark = FT_MARK_PP_SEND, mk.in[0] = v == 2 ? g : -1;
+        tape_push(&tp, &w);
+        tape_push(&tp, &r);
+        tape_push(&tp, &mk);
+        if (v == 3) { /* a second writer of g's bytes through another view (a different id) */
+            FtTapeEntry w2 = e;
+            w2.out[0] = tape_tensor(&tp, "g2", FT_F32, FT_TR_GRAD, 8, bank + 44, -1);
+            tape_push(&tp, &w2);
+        }
+        FtDmr d;
+        memset(&d, 0, sizeof d);
+        bool only = dmr_grad_sole_writer(&d, &tp, 0, 1);
+        assert_true(only == (v == 0));
+        assert_true(dmr_grad_sole_writer(&d, &tp, 0, 1) == only); /* cached */
+        free(d.sole);
+        tape_free(&tp);
+    }
 }
 
 /* Planned from a real profile (dmr.profile_steps = 2), no faults, on every layout with its AC
@@ -2736,6 +2881,7 @@ static void test_pipe_build(void **state)
 FT_TEST_MAIN(cmocka_unit_test(test_flip_campaign), cmocka_unit_test(test_pipe_build), cmocka_unit_test(test_clean_runs_match_off),
              cmocka_unit_test(test_validation_unchecked),
              cmocka_unit_test(test_planned_campaign), cmocka_unit_test(test_planned_clean),
+             cmocka_unit_test(test_chain), cmocka_unit_test(test_grad_sole_writer),
              cmocka_unit_test(test_profile_steps), cmocka_unit_test(test_profile_window_kinds),
              cmocka_unit_test(test_profile_broken),
              cmocka_unit_test(test_profile_order),

@@ -180,6 +180,10 @@
       "deferred, their inputs kept within dmr.deferred_mb and replayed in any later wait or "    \
       "before the agreement: off the pipeline's critical path, at the price of the copies "     \
       "(decided at run time: plan files and ftllm plan still list them as naive)")              \
+    K(dmr, chain, BOOL, "true", 0, 0, "", 0,                                                    \
+      "mode = planned: a deferred check of a parameter gradient's micro-batch (which adds onto " \
+      "the earlier micro-batches' sum) joins the previous micro-batch's deferred check and "   \
+      "takes that sum from its replay; false = keeps a copy of the sum at the primary")         \
     K(dmr, refine, ENUM, "pipeline", 0, 0, "off|pipeline", 0,                                   \
       "mode = planned with phase 3, pp > 1: pipeline = once planned, the stages "                \
       "simulate their step together (each stage's profile: sends, receives, checks, replays "    \

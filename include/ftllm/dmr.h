@@ -115,6 +115,10 @@ typedef struct ft_dmr_cfg {
     bool leftovers_end;        /* dmr.leftovers = end: the micro-batch ops the plan leaves naive
                                   are deferred instead (replayed in any later wait or at the
                                   drain; over the budget, naive as before) */
+    bool no_chain;             /* dmr.chain = off: a deferred parameter gradient check keeps a
+                                  copy of the earlier micro-batches' sum it adds onto, instead of
+                                  joining the previous micro-batch's check and taking that sum
+                                  from its replay (dmr_defer.c, "chains") */
     const FtTimeline *tl;      /* the executor's timeline: the profiler reads its waits */
     /* called once the profile is planned (dmr_plan has it), at the end of an attempt */
     void (*on_plan)(void *arg, FtDmr *d);
@@ -137,6 +141,8 @@ typedef struct ft_dmr_stats {
     long long dyn_bytes;     /* bytes the dynamic planner's executions would keep (routed rows) */
     long long dyn_cap_bytes; /* ... sized by capacity instead (as the static plan does) */
     long long keep_allocs; /* buffers allocated for kept inputs (the others were reused) */
+    long long chained;     /* deferred parameter gradient checks that took the earlier sum from
+                              the previous micro-batch's replay (a chain) instead of a copy */
     long long injected, detected, rolled_back, missed, not_fired;
     long long injected_at[FT_OP_NKINDS][3]; /* by op kind and phase (FtPhase; optimizer = fwd) */
     long long injected_by[FT_DMR_NSTRAT + 1][2]; /* by the strategy checking it (last: none) and

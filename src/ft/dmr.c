@@ -76,6 +76,7 @@ FtDmr *dmr_create(const FtDmrCfg *cfg)
         d->on_plan = cfg->on_plan, d->on_plan_arg = cfg->on_plan_arg;
         d->moe_dyn = cfg->moe_dynamic;
         d->left_end = cfg->leftovers_end;
+        d->chain = !cfg->no_chain;
         dmr_profile_init(&d->prof, d->micro->ne, d->opt->ne);
         d->prof.moe_dynamic = cfg->moe_dynamic;
     }
@@ -112,7 +113,7 @@ void dmr_free(FtDmr *d)
     free(d->flips), free(d->fired), free(d->armed), free(d->inj), free(d->def);
     ranks_free(d);
     for (int i = 0; i < d->nunits; i++) dmr_unit_free(d, d->units[i]);
-    free(d->units), free(d->link), free(d->seg_last);
+    free(d->units), free(d->link), free(d->seg_last), free(d->sole);
     if (d->dfp) d->be->release(d->be->ctx, d->dfp);
     free(d->dfree);
     dmr_mem_free(d, d->rscratch);
@@ -904,9 +905,11 @@ void dmr_report(FtDmr *d, FtComm *world, FtComm *job, const char *schedule, int 
         fprintf(out, "dmr: planned: deferred units (an op or an AGC segment) checked in windows "
                      "%lld, before the agreement %lld, at once over the budget %lld; kept at most "
                      "%.3f MiB (dmr.deferred_mb = %.3f, the largest rank's), %.3f MiB with the "
-                     "buffers held for reuse; %lld buffers allocated%s\n",
+                     "buffers held for reuse; %lld buffers allocated; %lld gradient checks "
+                     "chained to their previous micro-batch's%s\n",
                 s.windowed, s.drained, s.demoted, (double)s.kept_peak / 1048576.0,
                 (double)d->budget / 1048576.0, (double)s.held_peak / 1048576.0, s.keep_allocs,
+                s.chained,
                 d->left_end ? "; the plan's naive checks deferred too (dmr.leftovers = end)" : "");
         if (bound[2] > 0)
             fprintf(out, "dmr: planned: lower bound %.3f ms per step (issue 10's: checker time "

@@ -164,29 +164,54 @@ static void unit_step(FtDmr *d, Unit *u)
     d->s.replay_s += omp_get_wtime() - t0;
 }
 
+/* The replay outputs' layout in the replay scratch, when u's replay begins: an output that a
+ * later member reads (link) has its own place until the unit ends; the others are compared as
+ * soon as their member ran, so every member's unlinked outputs share one region after them.
+ * (On a device the next member's replay is ordered after the fingerprints on the backend's
+ * stream: checker_run waits for it.) A chain of a gradient's micro-batches then holds its
+ * earlier sums and one member's other outputs, not every member's activation gradients. */
+static void unit_layout(FtDmr *d, Unit *u)
+{
+    size_t no = (size_t)u->nm * FT_OP_MAX_OUT;
+    u->roff = calloc(no, sizeof *u->roff);
+    bool *linked = calloc(no, sizeof *linked);
+    FT_ASSERT(u->roff && linked);
+    for (int j = 0; j < u->nm; j++)
+        for (int k = 0; k < FT_OP_MAX_IN; k++)
+            if (u->m[j].link[k] >= 0) linked[u->m[j].link[k]] = true;
+    size_t held = 0, shared = 0;
+    for (int pass = 0; pass < 2; pass++)
+        for (int j = 0; j < u->nm; j++) {
+            const FtTape *tp = u->m[j].tp;
+            const FtTapeEntry *e = &tp->e[u->m[j].entry];
+            size_t own = 0;
+            for (int k = 0; k < FT_OP_MAX_OUT; k++) {
+                size_t at = (size_t)j * FT_OP_MAX_OUT + (size_t)k;
+                if (e->out[k] < 0 || !u->m[j].c.out[k] || linked[at] != (pass == 0)) continue;
+                size_t b = (tape_tensor_bytes(tp, e->out[k]) + 63) & ~(size_t)63;
+                if (pass == 0) u->roff[at] = held, held += b;
+                else u->roff[at] = held + own, own += b;
+            }
+            if (own > shared) shared = own;
+        }
+    free(linked);
+    size_t total = held + shared;
+    if (total > d->rscratch_bytes) {
+        dmr_mem_free(d, d->rscratch);
+        d->rscratch_bytes = total + total / 4;
+        d->rscratch = dmr_mem_alloc(d, d->rscratch_bytes, "DMR replay outputs");
+    }
+}
+
 static void unit_step_(FtDmr *d, Unit *u)
 {
-    if (u->next == 0) { /* the replay outputs of every member, carved from one buffer */
-        u->roff = calloc((size_t)u->nm * FT_OP_MAX_OUT, sizeof *u->roff);
-        FT_ASSERT(u->roff);
-        size_t total = 0;
-        for (int j = 0; j < u->nm; j++) {
-            const FtTapeEntry *e = &u->tp->e[u->m[j].entry];
-            for (int k = 0; k < FT_OP_MAX_OUT; k++) {
-                u->roff[j * FT_OP_MAX_OUT + k] = total;
-                if (e->out[k] >= 0 && u->m[j].c.out[k])
-                    total += (tape_tensor_bytes(u->tp, e->out[k]) + 63) & ~(size_t)63;
-            }
-        }
-        if (total > d->rscratch_bytes) {
-            dmr_mem_free(d, d->rscratch);
-            d->rscratch_bytes = total + total / 4;
-            d->rscratch = dmr_mem_alloc(d, d->rscratch_bytes, "DMR replay outputs");
-        }
+    if (u->next == 0) {
+        unit_layout(d, u);
         d->cur = u;
     }
     Member *m = &u->m[u->next];
-    const FtTapeEntry *e = &u->tp->e[m->entry];
+    const FtTape *tp = m->tp; /* a chain's members may run on different pipeline slots' tapes */
+    const FtTapeEntry *e = &tp->e[m->entry];
     char *rs = d->rscratch;
     FtOpCall cc = m->c;
     for (int k = 0; k < FT_OP_MAX_IN; k++)
@@ -195,17 +220,17 @@ static void unit_step_(FtDmr *d, Unit *u)
         if (e->out[k] >= 0 && m->c.out[k]) cc.out[k] = rs + u->roff[u->next * FT_OP_MAX_OUT + k];
     d->be->checker_run(d->be->ctx, dmr_op_fn(d, e), &cc); /* a device's checker stream */
     enum strat s = u->seg < 0 ? S_DEFER : S_AGC;
-    for (int j = 0; j < m->nchk; j++) dmr_inject(d, m->chk[j], u->tp, m->entry, cc.out, m->entry, s);
+    for (int j = 0; j < m->nchk; j++) dmr_inject(d, m->chk[j], tp, m->entry, cc.out, m->entry, s);
     if (m->covered) d->s.checks[u->seg < 0 ? FT_DMR_S_DEFERRED : FT_DMR_S_AGC]++;
     if (m->slot >= 0) { /* answered at the agreement: no wait here */
         const uint64_t *saved = d->dfp + (size_t)m->slot * FT_OP_MAX_OUT;
-        dmr_fingerprint_into(d, u->tp, e, &cc,
-                             dmr_pending_pair(d, u->tp, m->entry, m->entry, saved, s));
+        dmr_fingerprint_into(d, tp, e, &cc,
+                             dmr_pending_pair(d, tp, m->entry, m->entry, saved, s));
         slot_give(d, m);
     } else {
         uint64_t fp[FT_OP_MAX_OUT];
-        dmr_fingerprint(d, u->tp, e, &cc, fp);
-        if (memcmp(fp, m->fp, sizeof fp)) dmr_mismatch(d, u->tp, m->entry, m->entry, s);
+        dmr_fingerprint(d, tp, e, &cc, fp);
+        if (memcmp(fp, m->fp, sizeof fp)) dmr_mismatch(d, tp, m->entry, m->entry, s);
     }
     if (++u->next == u->nm) unit_remove(d, u);
 }
@@ -277,6 +302,7 @@ static Unit *unit_push_(FtDmr *d, Unit *u, const FtTape *tp, int seg, const Memb
                         int nchk)
 {
     Member m = *mp;
+    m.tp = tp;
     const FtTapeEntry *e = &tp->e[m.entry];
     for (int k = 0; k < FT_OP_MAX_IN; k++) {
         if (!nb[k]) continue;
@@ -319,6 +345,76 @@ static Unit *unit_push_(FtDmr *d, Unit *u, const FtTape *tp, int seg, const Memb
     return u;
 }
 
+/* ---- chains: a parameter gradient's micro-batches in one unit ------------------------------ */
+
+/* Whether output q of micro-batch tape entry i (a parameter gradient, written on top of the
+ * earlier micro-batches' sum) is the only writer of its bytes on the tape: no other entry's
+ * output and no marker's message touches them. Then the next micro-batch's execution of i
+ * reads as its earlier sum exactly what this one wrote (the banks alternate between
+ * micro-batches, gradsync_backward; the data-parallel reduction starts after the last one).
+ * From the tape's bound pointers (both banks have one layout); cached per entry and output. */
+bool dmr_grad_sole_writer(FtDmr *d, const FtTape *tp, int i, int q)
+{
+    size_t at = (size_t)i * FT_OP_MAX_OUT + (size_t)q;
+    if (!d->sole) {
+        d->sole_ne = tp->ne;
+        d->sole = malloc((size_t)tp->ne * FT_OP_MAX_OUT);
+        FT_ASSERT(d->sole);
+        memset(d->sole, -1, (size_t)tp->ne * FT_OP_MAX_OUT);
+    }
+    FT_ASSERT(tp->ne == d->sole_ne && i >= 0 && i < tp->ne); /* the micro-batch tape's copies */
+    if (d->sole[at] >= 0) return d->sole[at];
+    const FtTensor *g = &tp->t[tp->e[i].out[q]];
+    const char *lo = g->data, *hi = lo + tape_tensor_bytes(tp, tp->e[i].out[q]);
+    bool only = lo != NULL;
+    for (int j = 0; j < tp->ne && only; j++) {
+        const FtTapeEntry *f = &tp->e[j];
+        for (int k = 0; k < FT_OP_MAX_OUT + FT_OP_MAX_IN && only; k++) {
+            bool is_out = k < FT_OP_MAX_OUT;
+            int t = is_out ? f->out[k] : f->in[k - FT_OP_MAX_OUT];
+            if (t < 0 || (j == i && k == q) || (!is_out && f->kind != FT_OP_MARK)) continue;
+            const char *a = tp->t[t].data, *b = a + tape_tensor_bytes(tp, t);
+            if (a && a < hi && lo < b) only = false; /* written, or sent or received in place */
+        }
+    }
+    d->sole[at] = only;
+    return only;
+}
+
+/* The deferred unit that micro-batch tape entry i's check can join as a chain: a lone op's
+ * unit whose last member is entry i (the previous micro-batch's execution) and whose replay
+ * has not begun (its replay outputs are laid out when it begins). NULL: none. */
+static Unit *chain_unit(FtDmr *d, const FtTape *tp, int i)
+{
+    if (tp == d->opt) return NULL; /* a micro-batch's: d->micro or a pipeline slot's copy */
+    for (int j = d->nunits - 1; j >= 0; j--) {
+        Unit *u = d->units[j];
+        if (u->tp != d->opt && u->tp->ne == tp->ne && u->seg < 0 && !u->dyn && u != d->cur && u->next == 0 && u->nm > 0 &&
+            u->m[u->nm - 1].entry == i)
+            return u;
+    }
+    return NULL;
+}
+
+/* Input k of entry i (the call's pointer p) as the output of u's last member: an earlier sum of
+ * a parameter gradient that this member's previous micro-batch wrote, with nothing writing it
+ * since. Returns that output's link (member * FT_OP_MAX_OUT + output), or -1. */
+static int chain_link(FtDmr *d, const FtTape *tp, int i, int k, const Unit *u, const void *p)
+{
+    const FtTapeEntry *e = &tp->e[i];
+    const FtTensor *prev = &tp->t[e->in[k]];
+    const Member *pm = &u->m[u->nm - 1];
+    if (prev->role != FT_TR_GRAD_PREV || !p) return -1;
+    for (int q = 0; q < FT_OP_MAX_OUT; q++) {
+        if (e->out[q] < 0) continue;
+        const FtTensor *g = &tp->t[e->out[q]];
+        if (g->role == FT_TR_GRAD && g->param == prev->param && g->layer == prev->layer &&
+            g->n == prev->n && pm->c.out[q] == p && dmr_grad_sole_writer(d, tp, i, q))
+            return (u->nm - 1) * FT_OP_MAX_OUT + q;
+    }
+    return -1;
+}
+
 /* Entry i (primary outputs c->out) of tape tp, the plan's slot idx (its execution in this
  * micro-batch: the after-op hook's lookup), becomes a member of a deferred unit: its own
  * (seg < 0) or its AGC segment's. Inputs are kept (copied) unless they are model state or the
@@ -341,9 +437,18 @@ void dmr_defer_add(FtDmr *d, const FtTape *tp, int i, int idx, const FtOpCall *c
             }
     Member m = {.entry = i, .c = *c, .covered = covered};
     size_t bytes = 0, nb[FT_OP_MAX_IN] = {0};
+    Unit *chain = seg < 0 && d->chain ? chain_unit(d, tp, i) : NULL;
+    bool chained = false;
     for (int k = 0; k < FT_OP_MAX_IN; k++) {
         m.link[k] = -1;
         if (e->in[k] < 0 || !c->in[k] || stable_role(tp->t[e->in[k]].role)) continue;
+        if (chain && (m.link[k] = chain_link(d, tp, i, k, chain, c->in[k])) >= 0) {
+            /* charged as the copy it replaces: the previous member's replay output is held
+             * until this member's replay reads it */
+            m.c.in[k] = NULL, chained = true;
+            bytes += tape_tensor_bytes(tp, e->in[k]);
+            continue;
+        }
         int pr = u && d->link ? d->link[(size_t)idx * FT_OP_MAX_IN + k] : -1;
         for (int j = u ? u->nm - 1 : -1; pr >= 0 && j >= 0; j--)
             if (u->m[j].entry == pr / FT_OP_MAX_OUT) {
@@ -354,6 +459,7 @@ void dmr_defer_add(FtDmr *d, const FtTape *tp, int i, int idx, const FtOpCall *c
         if (m.link[k] < 0) bytes += nb[k] = tape_tensor_bytes(tp, e->in[k]);
     }
     for (int k = 0; k < FT_OP_MAX_OUT; k++) bytes += e->out[k] >= 0 ? sizeof(uint64_t) : 0;
+    if (chained) u = chain;
     if (d->kept + bytes > d->budget) {
         if (u) unit_run(d, u);
         d->s.demoted++;
@@ -361,6 +467,7 @@ void dmr_defer_add(FtDmr *d, const FtTape *tp, int i, int idx, const FtOpCall *c
         return;
     }
     u = unit_push(d, u, tp, seg, &m, nb, bytes, c, chk, nchk);
+    if (chained) d->s.chained++;
     if (seg < 0 || d->seg_last[seg] == idx) u->complete = true;
 }
 

@@ -20,6 +20,7 @@ enum strat { S_NONE, S_NAIVE, S_PB_SAVE, S_PB_CHECK, S_DEFER, S_AGC, S_DYN };
 /* A deferred check (mode planned): one op (D-DMR) or the members of an AGC segment that ran so
  * far, replayed from what was kept when each primary ran. */
 typedef struct member {
+    const FtTape *tp;           /* its tape (a chain's members: the pipeline slots' copies) */
     int entry;                  /* in its tape */
     FtOpCall c;                 /* inputs: kept copies, model state, or NULL where link >= 0 */
     int link[FT_OP_MAX_IN];     /* input k is member link/FT_OP_MAX_OUT's output link%MAX, or -1 */
@@ -124,6 +125,10 @@ struct ft_dmr {
     double att_check_s;  /* check_s when the attempt began */
     int *seg_last;       /* [plan.nseg] entry of each segment's last member */
     Unit *cur;           /* the unit being replayed (its outputs are in rscratch) */
+    bool chain;          /* dmr.chain: a gradient's deferred micro-batches form one unit */
+    signed char *sole;   /* [sole_ne x FT_OP_MAX_OUT] dmr_grad_sole_writer's answers (-1: not
+                            yet), for the micro-batch tape (its pipeline slots' copies alike) */
+    int sole_ne;
     int *link;           /* [n x FT_OP_MAX_IN] AGC members: producer entry * MAX_OUT + k, or -1 */
     Unit **units;        /* deferred checks in order: open and complete */
     int nunits, capunits;
@@ -188,6 +193,11 @@ void dmr_check_naive(FtDmr *d, const FtTape *tp, int i, const FtOpCall *c, const
 void dmr_defer_add(FtDmr *d, const FtTape *tp, int i, int slot, const FtOpCall *c, int seg,
                    bool covered, const int *chk, int nchk);
 void dmr_drain(FtDmr *d);              /* replays every queued unit */
+/* Whether output q of micro-batch tape entry i (a parameter gradient) is the only writer of its
+ * bytes on the tape (no other entry's output, no marker's message overlaps it): what lets the
+ * next micro-batch's deferred check of i take its earlier sum from this one's replay (a chain,
+ * dmr.chain). Cached in d per entry and output. */
+bool dmr_grad_sole_writer(FtDmr *d, const FtTape *tp, int i, int q);
 void dmr_unit_free(FtDmr *d, Unit *u); /* frees u and its kept copies */
 /* Buffers for kept inputs (the backend's memory; aligned host memory on the CPU), reused: a
  * freed one joins the pool and the next of the same size takes it; kept and pooled bytes

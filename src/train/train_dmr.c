@@ -414,6 +414,7 @@ int train_dmr_setup(FtTrainDmr **out, FtTrainer *tr, const FtConfig *cfg, char *
                    .profile_steps = (int)cfg->dmr.profile_steps, .tl = &tr->tl,
                    .moe_dynamic = cfg->dmr.moe_dynamic,
                    .leftovers_end = cfg->dmr.leftovers == FT_DMR_LEFT_END,
+                   .no_chain = !cfg->dmr.chain,
                    .on_plan = plan_made, .on_plan_arg = td};
     td->dmr = dmr_create(&dc);
     td->refine = cfg->dmr.refine == FT_DMR_REFINE_PIPELINE &&
