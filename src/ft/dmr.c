@@ -78,6 +78,8 @@ FtDmr *dmr_create(const FtDmrCfg *cfg)
         d->left_end = cfg->leftovers_end;
         d->chain = !cfg->no_chain;
         dmr_profile_init(&d->prof, d->micro->ne, d->opt->ne);
+        d->runs = calloc((size_t)d->micro->ne, sizeof *d->runs);
+        FT_ASSERT(d->runs);
         d->prof.moe_dynamic = cfg->moe_dynamic;
     }
     d->suspect_after = cfg->suspect_after;
@@ -113,7 +115,7 @@ void dmr_free(FtDmr *d)
     free(d->flips), free(d->fired), free(d->armed), free(d->inj), free(d->def);
     ranks_free(d);
     for (int i = 0; i < d->nunits; i++) dmr_unit_free(d, d->units[i]);
-    free(d->units), free(d->link), free(d->seg_last), free(d->sole);
+    free(d->units), free(d->link), free(d->seg_last), free(d->sole), free(d->runs);
     if (d->dfp) d->be->release(d->be->ctx, d->dfp);
     free(d->dfree);
     dmr_mem_free(d, d->rscratch);
@@ -554,6 +556,7 @@ static void after_op(void *arg, const FtTape *tp, int i, int inst, const FtOpCal
     int idx = 0;
     if (d->mode == FT_DMR_PLANNED) {
         FT_ASSERT(tp == d->opt || tp->ne == d->micro->ne); /* a pipeline slot: a copy */
+        if (tp != d->opt) d->runs[i]++;
         idx = dmr_entry_index(d, tp, i);
         if (!d->plan.strat) {
             dmr_prof_note(d, idx);

@@ -302,7 +302,7 @@ static Unit *unit_push_(FtDmr *d, Unit *u, const FtTape *tp, int seg, const Memb
                         int nchk)
 {
     Member m = *mp;
-    m.tp = tp;
+    m.tp = tp, m.run = tp != d->opt ? d->runs[m.entry] : 0;
     const FtTapeEntry *e = &tp->e[m.entry];
     for (int k = 0; k < FT_OP_MAX_IN; k++) {
         if (!nb[k]) continue;
@@ -397,14 +397,15 @@ static Unit *chain_unit(FtDmr *d, const FtTape *tp, int i)
 }
 
 /* Input k of entry i (the call's pointer p) as the output of u's last member: an earlier sum of
- * a parameter gradient that this member's previous micro-batch wrote, with nothing writing it
+ * a parameter gradient that the entry's execution just before this one wrote (u's last member:
+ * the same bank alone would also match the execution before that one), with nothing writing it
  * since. Returns that output's link (member * FT_OP_MAX_OUT + output), or -1. */
 static int chain_link(FtDmr *d, const FtTape *tp, int i, int k, const Unit *u, const void *p)
 {
     const FtTapeEntry *e = &tp->e[i];
     const FtTensor *prev = &tp->t[e->in[k]];
     const Member *pm = &u->m[u->nm - 1];
-    if (prev->role != FT_TR_GRAD_PREV || !p) return -1;
+    if (prev->role != FT_TR_GRAD_PREV || !p || pm->run != d->runs[i] - 1) return -1;
     for (int q = 0; q < FT_OP_MAX_OUT; q++) {
         if (e->out[q] < 0) continue;
         const FtTensor *g = &tp->t[e->out[q]];

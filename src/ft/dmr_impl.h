@@ -22,6 +22,7 @@ enum strat { S_NONE, S_NAIVE, S_PB_SAVE, S_PB_CHECK, S_DEFER, S_AGC, S_DYN };
 typedef struct member {
     const FtTape *tp;           /* its tape (a chain's members: the pipeline slots' copies) */
     int entry;                  /* in its tape */
+    long long run;              /* micro-batch entries: which execution of the entry (d->runs) */
     FtOpCall c;                 /* inputs: kept copies, model state, or NULL where link >= 0 */
     int link[FT_OP_MAX_IN];     /* input k is member link/FT_OP_MAX_OUT's output link%MAX, or -1 */
     void *copy[FT_OP_MAX_IN];   /* kept copies (back to the pool with the unit) */
@@ -129,6 +130,10 @@ struct ft_dmr {
     signed char *sole;   /* [sole_ne x FT_OP_MAX_OUT] dmr_grad_sole_writer's answers (-1: not
                             yet), for the micro-batch tape (its pipeline slots' copies alike) */
     int sole_ne;
+    long long *runs;     /* [micro->ne] executions of each micro-batch tape entry so far: a chain
+                            joins only the entry's execution just before (a plan may check the
+                            ones between otherwise, and the banks alternate: every other one
+                            writes the same bank) */
     int *link;           /* [n x FT_OP_MAX_IN] AGC members: producer entry * MAX_OUT + k, or -1 */
     Unit **units;        /* deferred checks in order: open and complete */
     int nunits, capunits;

@@ -312,7 +312,8 @@ static void test_flip_campaign(void **s)
 /* Mode planned on the GPU, dense and MoE top-2 with the dynamic planner: profiled from the first
  * 2 steps, then (one rank has no communication windows) the checks the plan leaves naive
  * deferred to the drain (dmr.leftovers = end) and replayed on the checker stream, with their
- * fingerprints read at the agreement; every flip caught, and each run ends bitwise where the
+ * fingerprints read at the agreement, the second micro-batch's gradient checks chained to the
+ * first's (dmr.chain: the earlier sum taken from the replay); every flip caught, and each run ends bitwise where the
  * same model without DMR ends. */
 static void test_planned_campaign(void **s)
 {
@@ -335,13 +336,18 @@ static void test_planned_campaign(void **s)
         c.dmr.leftovers = FT_DMR_LEFT_END; /* one GPU has no windows: deferred to the drain */
         train_gpu(be, &c, text, &m, &st);
         printf("  %s planned%s: %lld flips injected, %lld detected, %lld missed; checks naive "
-               "%lld piggyback %lld deferred %lld agc %lld; dynamic %lld deferred\n", be->name,
+               "%lld piggyback %lld deferred %lld agc %lld; dynamic %lld deferred; %lld "
+               "gradient checks chained\n", be->name,
                moe ? " (MoE, dynamic)" : "", st.injected, st.detected, st.missed,
                st.checks[FT_DMR_S_NAIVE], st.checks[FT_DMR_S_PIGGYBACK],
-               st.checks[FT_DMR_S_DEFERRED], st.checks[FT_DMR_S_AGC], st.dyn_deferred);
+               st.checks[FT_DMR_S_DEFERRED], st.checks[FT_DMR_S_AGC], st.dyn_deferred,
+               st.chained);
         assert_true(st.injected == COUNT && st.detected == COUNT && st.missed == 0);
         assert_true(st.checks[FT_DMR_S_DEFERRED] + st.checks[FT_DMR_S_AGC] > 0);
         assert_true(!moe || st.dyn_deferred > 0);
+        /* the second micro-batch's deferred gradient checks take their earlier sums from the
+         * first's replay on the checker stream (dmr.chain): no window replays before the drain */
+        assert_true(st.chained > 0);
         assert_true(same_state(&m, &ref));
         model_free(&m), model_free(&ref);
     }
