@@ -332,7 +332,9 @@ static void scratch_reserve(FtDmr *d, size_t bytes)
 
 /* Profile: what deferring entry i's check would add at the primary (as dmr_defer_add does it):
  * copying its inputs that are not model state into kept buffers (reused, as a deferral's),
- * fingerprinting its outputs. */
+ * fingerprinting its outputs. A gradient's earlier sum is priced as a copy even with dmr.chain:
+ * a chain forms only where the execution before is deferred too and no wait replayed it yet
+ * (pricing chains instead changed nothing measurable on pp 2, perf/README.md 2026-12-04). */
 static void prof_keep(FtDmr *d, const FtTape *tp, int i, const FtOpCall *c)
 {
     const FtTapeEntry *e = &tp->e[i];

@@ -396,24 +396,35 @@ static Unit *chain_unit(FtDmr *d, const FtTape *tp, int i)
     return NULL;
 }
 
+/* The output of micro-batch tape entry i that input k's earlier sum becomes (a parameter
+ * gradient of the same parameter and layer, this entry its sole writer on the tape), or -1:
+ * input k cannot be taken from the previous execution's replay. */
+int dmr_chain_out(FtDmr *d, const FtTape *tp, int i, int k)
+{
+    const FtTapeEntry *e = &tp->e[i];
+    if (!d->chain || tp == d->opt || e->in[k] < 0) return -1;
+    const FtTensor *prev = &tp->t[e->in[k]];
+    if (prev->role != FT_TR_GRAD_PREV) return -1;
+    for (int q = 0; q < FT_OP_MAX_OUT; q++) {
+        if (e->out[q] < 0) continue;
+        const FtTensor *g = &tp->t[e->out[q]];
+        if (g->role == FT_TR_GRAD && g->param == prev->param && g->layer == prev->layer &&
+            g->n == prev->n && dmr_grad_sole_writer(d, tp, i, q))
+            return q;
+    }
+    return -1;
+}
+
 /* Input k of entry i (the call's pointer p) as the output of u's last member: an earlier sum of
  * a parameter gradient that the entry's execution just before this one wrote (u's last member:
  * the same bank alone would also match the execution before that one), with nothing writing it
  * since. Returns that output's link (member * FT_OP_MAX_OUT + output), or -1. */
 static int chain_link(FtDmr *d, const FtTape *tp, int i, int k, const Unit *u, const void *p)
 {
-    const FtTapeEntry *e = &tp->e[i];
-    const FtTensor *prev = &tp->t[e->in[k]];
     const Member *pm = &u->m[u->nm - 1];
-    if (prev->role != FT_TR_GRAD_PREV || !p || pm->run != d->runs[i] - 1) return -1;
-    for (int q = 0; q < FT_OP_MAX_OUT; q++) {
-        if (e->out[q] < 0) continue;
-        const FtTensor *g = &tp->t[e->out[q]];
-        if (g->role == FT_TR_GRAD && g->param == prev->param && g->layer == prev->layer &&
-            g->n == prev->n && pm->c.out[q] == p && dmr_grad_sole_writer(d, tp, i, q))
-            return (u->nm - 1) * FT_OP_MAX_OUT + q;
-    }
-    return -1;
+    if (!p || pm->run != d->runs[i] - 1) return -1;
+    int q = dmr_chain_out(d, tp, i, k);
+    return q >= 0 && pm->c.out[q] == p ? (u->nm - 1) * FT_OP_MAX_OUT + q : -1;
 }
 
 /* Entry i (primary outputs c->out) of tape tp, the plan's slot idx (its execution in this

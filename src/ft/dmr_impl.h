@@ -203,6 +203,9 @@ void dmr_drain(FtDmr *d);              /* replays every queued unit */
  * next micro-batch's deferred check of i take its earlier sum from this one's replay (a chain,
  * dmr.chain). Cached in d per entry and output. */
 bool dmr_grad_sole_writer(FtDmr *d, const FtTape *tp, int i, int q);
+/* With dmr.chain: the output of micro-batch tape entry i that its input k (a gradient's earlier
+ * sum) is the previous execution's value of, its sole writer; else -1. */
+int dmr_chain_out(FtDmr *d, const FtTape *tp, int i, int k);
 void dmr_unit_free(FtDmr *d, Unit *u); /* frees u and its kept copies */
 /* Buffers for kept inputs (the backend's memory; aligned host memory on the CPU), reused: a
  * freed one joins the pool and the next of the same size takes it; kept and pooled bytes
