@@ -182,6 +182,29 @@ static void test_sparing_interrupts(void **state)
     assert_all(fabs(pred - st.mean) + st.half <= 0.03 * st.mean);
 }
 
+/* Parts that cannot fail within the horizon (Weibull shape 400: every life within a few percent
+ * of the mean, the mean 10 times the horizon; the CDF is exactly 0 over it), without spare
+ * blocks (R = 0, so a zone has no idle block, idle exactly 0) and with spare trays: nothing is
+ * ever blocked or interrupted, and CETT is the provisioning's use times the checkpoints' share
+ * of a piece: the model's limit, exact. */
+static void test_sparing_no_failures(void **state)
+{
+    (void)state;
+    FtSparing s = g_base[4];
+    s.law = FT_LAW_WEIBULL, s.shape = 400, s.interval = 3600, s.ckpt = 60;
+    s.tray_mtbf = s.rack_mtbf = 10 * s.horizon;
+    FtSparingResult a;
+    char err[256];
+    assert_int_equal(analytic_sparing(&s, &a, err, sizeof err), 0);
+    double util = (double)s.L * s.K / ((double)(s.L + s.R) * (s.K + s.I));
+    if (ft_test_rank() == 0)
+        printf("sparing without failures: avail %.17g, lam %g, run_eff %.17g, util %.17g, "
+               "CETT %.17g\n", a.avail, a.lam, a.run_eff, a.util, a.cett);
+    assert_true(a.avail == 1 && a.lam == 0 && a.p_block == 1);
+    assert_true(fabs(a.run_eff - 3600.0 / 3660.0) < 1e-12 && fabs(a.util - util) < 1e-15);
+    assert_true(fabs(a.cett - util * 3600.0 / 3660.0) < 1e-12);
+}
+
 /* The optimizer's spares as `ftllm optimize` picks them (for each I of a block of T trays,
  * K = T - I, the best R; then the best I) against their simulated neighbours: R -+ 1 at the same
  * I, and I -+ 1 at their own best R. No neighbour may be better than the recommendation beyond
@@ -241,5 +264,5 @@ static void test_sparing_recommendation(void **state)
 }
 
 FT_TEST_MAIN(cmocka_unit_test(test_sparing_sim_weibull), cmocka_unit_test(test_sparing_law_grid),
-             cmocka_unit_test(test_sparing_interrupts),
+             cmocka_unit_test(test_sparing_interrupts), cmocka_unit_test(test_sparing_no_failures),
              cmocka_unit_test(test_sparing_recommendation))
