@@ -389,8 +389,8 @@ static Unit *chain_unit(FtDmr *d, const FtTape *tp, int i)
     if (tp == d->opt) return NULL; /* a micro-batch's: d->micro or a pipeline slot's copy */
     for (int j = d->nunits - 1; j >= 0; j--) {
         Unit *u = d->units[j];
-        if (u->tp != d->opt && u->tp->ne == tp->ne && u->seg < 0 && !u->dyn && u != d->cur && u->next == 0 && u->nm > 0 &&
-            u->m[u->nm - 1].entry == i)
+        if (u->tp != d->opt && u->tp->ne == tp->ne && u->seg < 0 && !u->dyn && u != d->cur &&
+            u->next == 0 && u->nm > 0 && u->m[u->nm - 1].entry == i)
             return u;
     }
     return NULL;
