@@ -2244,6 +2244,7 @@ static void test_plan_file_refusals(void **state)
     char path[64], bad[80], err[512];
     ft_tmpfile("", 0, path);
     snprintf(bad, sizeof bad, "%s.bad", path);
+    p.has_order = p.has_idle = true, p.order_s = 0.002, p.idle_s = 0.003; /* all three waits */
     assert_int_equal(dmr_plan_write(&p, mt, &tr.opt_tape, path, "rank 0 of 1 layout x", err,
                                     sizeof err), 0);
     /* fields: 2 micro-batch, 6 strategy, 8 segment, 9 time_ms, 11 cost_ms */
@@ -2254,7 +2255,10 @@ static void test_plan_file_refusals(void **state)
         int field;
         const char *val;
     } hdr[] = {{1, "lots"}, {2, "phase"}, {4, "profile"}, {5, "two"}, {5, "-1"},
-               {6, "step_s"}, {7, "fast"}, {8, "overhead"}, {9, "none"}};
+               {6, "step_s"}, {7, "fast"}, {8, "overhead"}, {9, "none"},
+               /* the optional waits: each a number >= 0 (seed 7's R08: a negative idle_ms
+                * was taken) */
+               {11, "-1"}, {13, "-0.5"}, {15, "-1"}, {15, "idle"}, {14, "idle_s"}};
     for (size_t k = 0; k < sizeof hdr / sizeof *hdr; k++)
         plan_edited(&tr, path, bad, "budget_mb", -1, hdr[k].field, hdr[k].val,
                     "expected 'budget_mb X phases P profile_steps N step_ms X overhead_ms X");
