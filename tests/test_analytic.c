@@ -236,6 +236,25 @@ static void test_optimizer(void **state)
     assert_int_equal(analytic_plan(&never, FT_POL_CKPT, 1, 0, &nv), -1);
     assert_int_equal(analytic_plan(&never, FT_POL_CKPT, 1, 600, &nv), -1);
     assert_int_equal(analytic_plan(&never, FT_POL_SPARE, 2, 0, &nv), -1);
+    /* free checkpoints (cluster.checkpoint_s = 0, which the deck allows): checkpoint every
+     * step, for the fixed interval and in every segment of the growing schedule; the run no
+     * slower than with 60-second checkpoints (seed 7's R12: a local optimum of 0 was taken
+     * as "no checkpoints", the whole run) */
+    {
+        FtCluster fc = c;
+        fc.ckpt = 0;
+        FtFailModel fm;
+        FtPlan f1, fs;
+        assert_int_equal(analytic_fail_init(&fm, &fc), 0);
+        assert_int_equal(analytic_fail_plan(&fm, FT_POL_CKPT, 1, 0, &f1), 0);
+        assert_int_equal(analytic_plan_sched(&fm, &f1, &fs), 0);
+        printf("free checkpoints: fixed interval %g s (ttt %g), growing %g .. %g s (ttt %g); "
+               "60 s checkpoints: ttt %g\n", f1.interval, f1.ttt, fs.sched.tau[0],
+               fs.sched.tau[fs.sched.n - 1], fs.ttt, b.ttt);
+        assert_true(f1.interval == fc.step && f1.ttt <= b.ttt);
+        for (int i = 0; i < fs.sched.n; i++) assert_true(fs.sched.tau[i] == fc.step);
+        analytic_fail_free(&fm);
+    }
     /* the chosen interval is a local optimum of the model */
     FtPlan lo, hi;
     FtPlan *p = &best[FT_POL_SPARE];

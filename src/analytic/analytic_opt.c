@@ -64,7 +64,8 @@ int analytic_fail_init(FtFailModel *m, const FtCluster *c)
      * times checkpoint-only's expected time at the mean rate (beyond it, a coarse table) */
     double W = c->steps * c->step, lam = (double)c->gpus / c->gpu_mtbf;
     double tau = analytic_ckpt_opt(c->ckpt, lam);
-    double est = analytic_ckpt_time(W, isfinite(tau) && tau > 0 ? tau : W, c->ckpt, lam, c->restart + c->latency);
+    tau = !isfinite(tau) ? W : tau > 0 ? tau : c->step; /* 0: free checkpoints, every step */
+    double est = analytic_ckpt_time(W, tau, c->ckpt, lam, c->restart + c->latency);
     if (!isfinite(est) || est > 1e30) est = 1e30;
     m->t_span = fmin(2 * fmax(est, W), 1e3 * W); /* the plans' epochs are tabulated up to here */
     return renewal_init(&m->gpu, c->law, c->weibull_shape, c->gpu_mtbf, fmax(3 * est, W), RENEWAL_CELLS);
@@ -581,6 +582,14 @@ static double tau_local(const FtFailModel *m, const struct pol *p, double t)
     return thr * analytic_ckpt_opt(m->c.ckpt, 1.0 / w->up);
 }
 
+/* A local optimum as an interval: infinite (no failures) or not a number is the whole run, no
+ * checkpoint; 0 (checkpoints cost nothing: analytic_ckpt_opt) is one step, a checkpoint after
+ * every step. */
+static double local_or_ends(const FtFailModel *m, double tau)
+{
+    return tau > 0 && isfinite(tau) ? tau : tau == 0 ? m->c.step : m->c.steps * m->c.step;
+}
+
 static int plan_fixed(const FtFailModel *m, struct pol *p, double interval, FtPlan *out)
 {
     const double W = m->c.steps * m->c.step;
@@ -590,12 +599,14 @@ static int plan_fixed(const FtFailModel *m, struct pol *p, double interval, FtPl
     if (!isfinite(t_guess)) t_guess = W;
     if (!(tau > 0)) {
         double t0 = fmin(W, tau_local(m, p, t_guess));
-        if (!isfinite(t0) || !(t0 > 0)) t0 = W;
+        t0 = local_or_ends(m, t0);
         double lo = fmax(m->c.step, t0 / 8), hi = fmin(W, t0 * 8);
         tau = lo < hi ? golden(f_fixed, m, p, NULL, lo, hi) : fmin(W, lo);
         /* the bracket's end at the whole run too (a run shorter than the optimal interval is
          * best without checkpoints, which the search approaches but does not reach) */
         if (hi >= W && ttt_fixed(m, p, W) < ttt_fixed(m, p, tau)) tau = W;
+        /* and at one step (free checkpoints: the optimum is the bracket's lower end) */
+        if (lo <= m->c.step && ttt_fixed(m, p, lo) < ttt_fixed(m, p, tau)) tau = lo;
     }
     tau = fmin(round_steps(m, tau), round_steps(m, W));
     FtSched s = {.n = 1, .t = {0}, .tau = {tau}};
@@ -639,8 +650,7 @@ static void sched_build(const FtFailModel *m, const struct pol *p, double t_end,
     s->n = n;
     for (int i = 0; i < n; i++) {
         double a = i == 0 ? 0 : t_end * ldexp(1.0, i - n + 1);
-        double tau = scale * tau_local(m, p, t_end * ldexp(1.0, i - n + 1) * M_SQRT2);
-        if (!isfinite(tau) || !(tau > 0)) tau = W;
+        double tau = local_or_ends(m, scale * tau_local(m, p, t_end * ldexp(1.0, i - n + 1) * M_SQRT2));
         s->t[i] = a;
         s->tau[i] = fmin(round_steps(m, tau), round_steps(m, W));
     }
