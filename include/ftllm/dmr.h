@@ -115,7 +115,7 @@ typedef struct ft_dmr_cfg {
     bool leftovers_end;        /* dmr.leftovers = end: the micro-batch ops the plan leaves naive
                                   are deferred instead (replayed in any later wait or at the
                                   drain; over the budget, naive as before) */
-    bool no_chain;             /* dmr.chain = off: a deferred parameter gradient check keeps a
+    bool no_chain;             /* dmr.chain = false: a deferred parameter gradient check keeps a
                                   copy of the earlier micro-batches' sum it adds onto, instead of
                                   joining the previous micro-batch's check and taking that sum
                                   from its replay (dmr_defer.c, "chains") */

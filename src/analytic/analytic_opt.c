@@ -650,7 +650,8 @@ static void sched_build(const FtFailModel *m, const struct pol *p, double t_end,
     s->n = n;
     for (int i = 0; i < n; i++) {
         double a = i == 0 ? 0 : t_end * ldexp(1.0, i - n + 1);
-        double tau = local_or_ends(m, scale * tau_local(m, p, t_end * ldexp(1.0, i - n + 1) * M_SQRT2));
+        double mid = t_end * ldexp(1.0, i - n + 1) * M_SQRT2;
+        double tau = local_or_ends(m, scale * tau_local(m, p, mid));
         s->t[i] = a;
         s->tau[i] = fmin(round_steps(m, tau), round_steps(m, W));
     }
