@@ -605,8 +605,6 @@ static int plan_fixed(const FtFailModel *m, struct pol *p, double interval, FtPl
         /* the bracket's end at the whole run too (a run shorter than the optimal interval is
          * best without checkpoints, which the search approaches but does not reach) */
         if (hi >= W && ttt_fixed(m, p, W) < ttt_fixed(m, p, tau)) tau = W;
-        /* and at one step (free checkpoints: the optimum is the bracket's lower end) */
-        if (lo <= m->c.step && ttt_fixed(m, p, lo) < ttt_fixed(m, p, tau)) tau = lo;
     }
     tau = fmin(round_steps(m, tau), round_steps(m, W));
     FtSched s = {.n = 1, .t = {0}, .tau = {tau}};
