@@ -213,6 +213,46 @@ static void test_sparing_model(void **state)
     assert_true(R >= 0 && R <= 64);
 }
 
+/* Weibull walls with epochs of thousands of pieces (SPARe r = 18 on the 600k-GPU cluster, free
+ * checkpoints: an epoch of 60 h against one-step pieces). With checkpoints free a shorter
+ * interval only loses less work per wipe-out, so the time to train cannot fall as the interval
+ * grows, and spans well under 1% from 1 to 50 steps (95 wipe-outs of at most 50 steps at depth
+ * 3). Between two walls a state's attempt time was interpolated with the earlier wall's last
+ * value where that wall's chain had ended (a ratio of two numbers near 0): 345, 254, 178, 153
+ * days at 1, 2, 3, 6 steps and 60-second checkpoints' intervals jumping with r (440 steps at
+ * r = 18, 320 at 19). Now the walls are weighted by their survival (mix_state). The run also
+ * no slower than any with 60-second checkpoints. */
+static void test_long_epochs(void **state)
+{
+    (void)state;
+    FtCluster c = {.gpus = 600000, .gpus_per_replica = 600, .gpu_mtbf = 50000 * 3600.0,
+                   .law = FT_LAW_WEIBULL, .weibull_shape = 0.8, .restart = 3600, .ckpt = 0,
+                   .step = 10, .steps = 777600};
+    FtFailModel m;
+    assert_int_equal(analytic_fail_init(&m, &c), 0);
+    const int steps[] = {1, 2, 3, 6, 10, 20, 50};
+    double ttt[7];
+    for (int k = 0; k < 7; k++) {
+        FtPlan p;
+        assert_int_equal(analytic_fail_plan(&m, FT_POL_SPARE, 18, steps[k] * c.step, &p), 0);
+        ttt[k] = p.ttt;
+        printf("r = 18, free checkpoints every %d steps: %.3f days\n", steps[k], ttt[k] / 86400);
+        /* relative 1e-6: a bound on rounding, not on the model (neighbours differ by 3e-5) */
+        if (k) assert_true(ttt[k] >= ttt[k - 1] * (1 - 1e-6));
+    }
+    assert_true(ttt[6] < ttt[0] * 1.01);
+    analytic_fail_free(&m);
+    FtCluster c60 = c;
+    c60.ckpt = 60;
+    assert_int_equal(analytic_fail_init(&m, &c60), 0);
+    for (int k = 4; k < 7; k++) {
+        FtPlan p;
+        assert_int_equal(analytic_fail_plan(&m, FT_POL_SPARE, 18, steps[k] * c.step, &p), 0);
+        assert_true(p.ttt > ttt[0]);
+    }
+    analytic_fail_free(&m);
+}
+
 static void test_optimizer(void **state)
 {
     (void)state;
@@ -739,7 +779,7 @@ static void test_epoch_cohorts(void **state)
 FT_TEST_MAIN(cmocka_unit_test(test_depth_vs_hall), cmocka_unit_test(test_oracle_incremental),
              cmocka_unit_test(test_survival_and_S_enumerated),
              cmocka_unit_test(test_closed_form_gap), cmocka_unit_test(test_young_daly),
-             cmocka_unit_test(test_sparing_model), cmocka_unit_test(test_optimizer),
+             cmocka_unit_test(test_sparing_model), cmocka_unit_test(test_optimizer), cmocka_unit_test(test_long_epochs),
              cmocka_unit_test(test_renewal), cmocka_unit_test(test_epoch_curve),
              cmocka_unit_test(test_epoch_real), cmocka_unit_test(test_renewal_alt),
              cmocka_unit_test(test_ckpt_formulas), cmocka_unit_test(test_plan_poisson),

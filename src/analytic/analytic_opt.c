@@ -19,8 +19,8 @@
  * piece takes T = sum_{j>=1} S(u_j) E_j / sum_{j>=1} S(u_j) on average. The run's expected time
  * is the sum over its pieces (linearity): from the start, the distribution q_i of piece i's state
  * is followed exactly (q_1 = state 0; piece i costs q_i . E) until it is within 1e-3 (total
- * variation) of the stationary weights, then every piece costs T; the last piece has no
- * checkpoint (its own E from the states).
+ * variation) of the stationary weights (or TRANSIENT_WORK state updates are spent), then every
+ * piece costs T; the last piece has no checkpoint (its own E from the states).
  * With a constant hazard (checkpoint-only, exponential) S = e^(-lam u), p_j = e^(-lam (tau + C))
  * and T = (e^(lam (tau + C)) - 1)(1/lam + D): the exact model of analytic_ckpt.c. With r > 1 the
  * epoch's hazard grows with its age (no wipe-out before r failures) and T uses it, rather than a
@@ -33,7 +33,10 @@
  * piece of the start is evaluated at the middle of its own span (E = cost(t + E/2), solved by
  * bisection while the rate changes within a piece, as in the first minutes of new GPUs), later
  * pieces go in batches whose span is at most BATCH_FRAC of the elapsed time, at T interpolated
- * at the batch's middle. Quasi-static: each piece sees the steady state of its own rate. */
+ * at the batch's middle. Quasi-static: each piece sees the steady state of its own rate. Between
+ * two walls a state's survival is interpolated and its conditional times (an attempt's, a
+ * piece's) are the two walls' weighted by their survival there (mix_state). */
+#include <limits.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -46,6 +49,11 @@
 #define RENEWAL_CELLS 4096
 #define NCORR 24
 #define JMAX 20000 /* states of the piece chain */
+/* State updates the transient may take (about 0.1 s of CPU): its distribution weighs the
+ * first epochs from a fresh start, and weighs them by 0.05% or less of the run on the 600k-GPU
+ * cluster (every r, 20 to 112 steps); an epoch of thousands of one-step pieces would take
+ * minutes to settle, and under a drifting failure rate it settles only to the lag (L1 0.004). */
+#define TRANSIENT_WORK 4e7
 
 int cluster_groups(const FtCluster *c)
 {
@@ -165,6 +173,7 @@ static int pol_walls(const FtFailModel *m, struct pol *p)
  * S(u_j) of the states j >= 1, and the stationary mean time and wipe-outs per piece. */
 struct chain {
     int J, cut;
+    int longc; /* more states than JMAX: the first JMAX kept, T and fails from all of them */
     double *u, *p, *E, *S, *A; /* A: the attempt's expected time, E = A + (1 - p)(D + E0) */
     double E0;  /* E_0': a piece from the start of an epoch, retries included */
     double T, fails;
@@ -212,7 +221,9 @@ static int chain_push(struct chain *c, int *cap, double u, double p, double E, d
 }
 
 /* jcap: the run's pieces + 1; states past it are never visited, and a chain cut there (cut = 1)
- * has no stationary regime for the run to reach. */
+ * has no stationary regime for the run to reach. A chain with more states than JMAX (an epoch of
+ * tens of thousands of pieces: checkpoints that cost next to nothing) keeps the first JMAX and
+ * sums T and fails over all of them (longc = 1); the run takes it stationary from the start. */
 static int chain_build(const FtEpochWall *w, double x, double c, double D, int jcap, struct chain *o)
 {
     memset(o, 0, sizeof *o);
@@ -228,7 +239,6 @@ static int chain_build(const FtEpochWall *w, double x, double c, double D, int j
     if (chain_push(o, &cap, 0, p0, a0 + (1 - p0) * (D + o->E0), 1, a0)) goto fail;
     long double sw = 0, sT = 0, sF = 0;
     double u = piece_end(w, 0, x, c);
-    if (jcap > JMAX) jcap = JMAX;
     for (int j = 1; isfinite(u); j++) {
         if (j >= jcap) {
             o->cut = 1;
@@ -239,7 +249,8 @@ static int chain_build(const FtEpochWall *w, double x, double c, double D, int j
         if (!(S > 1e-16) && j > 1) break;
         if (!(S > 1e-300)) S = 1e-300, p = 0, a = 0; /* state 1 is always there: a retry leads to it */
         double E = a + (1 - p) * (D + o->E0);
-        if (chain_push(o, &cap, u, p, E, S, a)) goto fail;
+        if (j >= JMAX) o->longc = 1;
+        else if (chain_push(o, &cap, u, p, E, S, a)) goto fail;
         sw += S, sT += S * E, sF += S * (1 - p) / p0;
         u = piece_end(w, u, x, c);
     }
@@ -350,6 +361,20 @@ static double lerp_state(const struct chain *a, const struct chain *b, const dou
     return (1 - f) * va + f * vb;
 }
 
+/* A state's conditional quantity (an attempt's time, a piece's expected time) between two walls:
+ * the walls weighted by their survival at the state, as for the two walls' mixture, whose survival
+ * is the interpolated S. Where one wall's chain has ended (its survival below 1e-16) the other's
+ * value alone; the last value of the ended chain, taken as it stands, is an attempt from a state
+ * that wall never reaches (its time a ratio of two numbers near 0) and made pieces of a long
+ * epoch (thousands of one-step pieces) cost almost nothing. */
+static double mix_state(const struct chain *a, const struct chain *b, const double *ya, const double *yb,
+                        double f, int j)
+{
+    double wa = j < a->J ? (1 - f) * a->S[j] : 0, wb = j < b->J ? f * b->S[j] : 0;
+    if (!(wa + wb > 0)) return lerp_state(a, b, ya, yb, f, j, NAN);
+    return ((wa > 0 ? wa * ya[j] : 0) + (wb > 0 ? wb * yb[j] : 0)) / (wa + wb);
+}
+
 /* sum_j q_j E_j at wall time t (walls interpolated) */
 static double q_cost(const struct pol *p, const struct chain *ch, const double *q, int J, double t)
 {
@@ -358,7 +383,7 @@ static double q_cost(const struct pol *p, const struct chain *ch, const double *
     const struct chain *a = &ch[i], *b = &ch[p->nw == 1 ? 0 : i + 1];
     long double e = 0;
     for (int j = 0; j < J; j++)
-        if (q[j] > 0) e += q[j] * lerp_state(a, b, a->E, b->E, f, j, NAN);
+        if (q[j] > 0) e += q[j] * mix_state(a, b, a->E, b->E, f, j);
     return (double)e;
 }
 
@@ -392,7 +417,7 @@ static int run_model(const FtFailModel *m, const struct pol *p, const FtSched *s
     const double W = m->c.steps * m->c.step, D = m->c.restart + m->c.latency;
     double t = 0, w = 0, nw = 0, npieces = 0;
     int si = 0, rc = -1, transient = 1, J = 0, jq = 1, ntr = 0;
-    double e_prev = INFINITY; /* q[j] = 0 for j >= jq */
+    double e_prev = INFINITY, trwork = 0; /* q[j] = 0 for j >= jq; trwork: states updated */
     struct tau_cache *tc = calloc(1, sizeof *tc);
     double *q = NULL, *q2 = NULL, *El = NULL, *El2 = NULL, *Pi = NULL, *Ei = NULL, *Si = NULL;
     double cf = -1, zs = 0;
@@ -403,7 +428,7 @@ static int run_model(const FtFailModel *m, const struct pol *p, const FtSched *s
     /* the most pieces the run can have (the smallest interval it uses) */
     double tmin = INFINITY;
     for (int k = 0; k < s->n; k++) tmin = fmin(tmin, s->tau[k]);
-    tc->jcap = (int)fmin(JMAX, ceil(W / tmin) + 2);
+    tc->jcap = (int)fmin(INT_MAX, ceil(W / tmin) + 2);
     memset(o, 0, sizeof *o);
     for (;;) {
         double tau = sched_tau(s, t, &si), rem = W - w;
@@ -422,6 +447,9 @@ static int run_model(const FtFailModel *m, const struct pol *p, const FtSched *s
             for (int j = J; j <= Jn; j++) q[j] = (j == 0 && J == 0) ? 1 : 0;
             J = Jn;
         }
+        /* stationary from here on: a chain too long to keep, or the transient's budget spent (an
+         * epoch of thousands of pieces: one-step checkpoints) */
+        if (transient && (a->longc || b->longc || trwork > TRANSIENT_WORK)) transient = 0;
         int last = rem <= tau * (1 + 1e-12);
         if (last) { /* no checkpoint after it: from the current state distribution */
             /* El, El2: times from the states of a, b; their second halves the wipe-outs */
@@ -435,8 +463,8 @@ static int run_model(const FtFailModel *m, const struct pol *p, const FtSched *s
             long double e = 0, fl = 0, z = 0;
             for (int j = transient ? 0 : 1; j < J && (!transient || j < jq); j++) {
                 double wj = transient ? q[j] : lerp_state(a, b, a->S, b->S, f, j, 0);
-                e += wj * lerp_state(a, b, El, El2, f, j, NAN), z += wj;
-                fl += wj * lerp_state(a, b, El + J, El2 + J, f, j, NAN);
+                e += wj * mix_state(a, b, El, El2, f, j), z += wj;
+                fl += wj * mix_state(a, b, El + J, El2 + J, f, j);
             }
             if (!(z > 0)) goto out;
             t += (double)(e / z), nw += (double)(fl / z), npieces++;
@@ -468,7 +496,7 @@ static int run_model(const FtFailModel *m, const struct pol *p, const FtSched *s
                     if (j > 0) zs += Si[j];
                 }
                 for (int j = 0; j < J; j++) {
-                    double Ai = lerp_state(a, b, a->A, b->A, f, j, NAN);
+                    double Ai = mix_state(a, b, a->A, b->A, f, j);
                     Pi[j] = j + 1 < J && Si[j] > 0 ? Si[j + 1] / Si[j] : 0;
                     if (!(Pi[j] <= 1)) Pi[j] = Pi[j] > 1 ? 1 : 0;
                     Ei[j] = Ai + (1 - Pi[j]) * (D + E0);
@@ -477,6 +505,7 @@ static int run_model(const FtFailModel *m, const struct pol *p, const FtSched *s
             }
             long double e = 0, fl = 0, dist = 1, reset = 0;
             int jn = jq < J ? jq : J;
+            trwork += jn;
             for (int j = 0; j < jn; j++)
                 if (q[j] > 0) e += q[j] * Ei[j], fl += q[j] * (1 - Pi[j]) / Pi[0];
             /* the next piece's state: j + 1 without a retry, else 1 */
@@ -538,16 +567,48 @@ static double round_steps(const FtFailModel *m, double tau)
     return fmax(m->c.step, round(tau / m->c.step) * m->c.step);
 }
 
-static double ttt_fixed(const FtFailModel *m, const struct pol *p, double tau)
+/* The searches below evaluate schedules rounded to whole steps, so near one step (free or cheap
+ * checkpoints) most of their probes are a schedule already evaluated: run_model once per
+ * distinct schedule of one search (a run of one-step pieces costs seconds). */
+#define MEMO_MAX 48
+struct memo {
+    int n;
+    FtSched s[MEMO_MAX];
+    struct run_out o[MEMO_MAX];
+    int rc[MEMO_MAX];
+};
+
+static int sched_same(const FtSched *a, const FtSched *b)
+{
+    if (a->n != b->n) return 0;
+    for (int i = 0; i < a->n; i++)
+        if (a->t[i] != b->t[i] || a->tau[i] != b->tau[i]) return 0;
+    return 1;
+}
+
+static int run_memo(const FtFailModel *m, const struct pol *p, struct memo *c, const FtSched *s,
+                    struct run_out *o)
+{
+    for (int k = 0; c && k < c->n; k++)
+        if (sched_same(&c->s[k], s)) {
+            *o = c->o[k];
+            return c->rc[k];
+        }
+    int rc = run_model(m, p, s, o);
+    if (c && c->n < MEMO_MAX) c->s[c->n] = *s, c->o[c->n] = *o, c->rc[c->n] = rc, c->n++;
+    return rc;
+}
+
+static double ttt_fixed(const FtFailModel *m, const struct pol *p, struct memo *c, double tau)
 {
     FtSched s = {.n = 1, .t = {0}, .tau = {round_steps(m, tau)}};
     struct run_out o;
-    return run_model(m, p, &s, &o) ? INFINITY : o.ttt;
+    return run_memo(m, p, c, &s, &o) ? INFINITY : o.ttt;
 }
 
 /* golden section on log(x) of f over [lo, hi] */
-static double golden(double (*f)(const FtFailModel *, const struct pol *, double, const void *),
-                     const FtFailModel *m, const struct pol *p, const void *ctx, double lo, double hi)
+static double golden(double (*f)(const FtFailModel *, const struct pol *, double, void *),
+                     const FtFailModel *m, const struct pol *p, void *ctx, double lo, double hi)
 {
     const double g = 0.6180339887498949;
     lo = log(lo), hi = log(hi);
@@ -567,10 +628,9 @@ static double golden(double (*f)(const FtFailModel *, const struct pol *, double
     return exp(fa < fb ? a : b);
 }
 
-static double f_fixed(const FtFailModel *m, const struct pol *p, double tau, const void *ctx)
+static double f_fixed(const FtFailModel *m, const struct pol *p, double tau, void *ctx)
 {
-    (void)ctx;
-    return ttt_fixed(m, p, tau);
+    return ttt_fixed(m, p, ctx, tau);
 }
 
 /* the interval (work seconds) that is optimal for the wipe-outs around wall time t, taken as
@@ -595,21 +655,24 @@ static int plan_fixed(const FtFailModel *m, struct pol *p, double interval, FtPl
     const double W = m->c.steps * m->c.step;
     double tau = interval;
     if (pol_walls(m, p)) return -1;
-    double t_guess = ttt_fixed(m, p, tau > 0 ? tau : fmin(W, tau_local(m, p, W)));
+    struct memo *c = calloc(1, sizeof *c); /* no memo (out of memory): every probe evaluated */
+    double t_guess = ttt_fixed(m, p, c, tau > 0 ? tau : fmin(W, tau_local(m, p, W)));
     if (!isfinite(t_guess)) t_guess = W;
     if (!(tau > 0)) {
         double t0 = fmin(W, tau_local(m, p, t_guess));
         t0 = local_or_ends(m, t0);
         double lo = fmax(m->c.step, t0 / 8), hi = fmin(W, t0 * 8);
-        tau = lo < hi ? golden(f_fixed, m, p, NULL, lo, hi) : fmin(W, lo);
+        tau = lo < hi ? golden(f_fixed, m, p, c, lo, hi) : fmin(W, lo);
         /* the bracket's end at the whole run too (a run shorter than the optimal interval is
          * best without checkpoints, which the search approaches but does not reach) */
-        if (hi >= W && ttt_fixed(m, p, W) < ttt_fixed(m, p, tau)) tau = W;
+        if (hi >= W && ttt_fixed(m, p, c, W) < ttt_fixed(m, p, c, tau)) tau = W;
     }
     tau = fmin(round_steps(m, tau), round_steps(m, W));
     FtSched s = {.n = 1, .t = {0}, .tau = {tau}};
     struct run_out o;
-    if (run_model(m, p, &s, &o)) return -1;
+    int rc = run_memo(m, p, c, &s, &o);
+    free(c);
+    if (rc) return -1;
     plan_fill(m, p, &o, out);
     out->interval = tau;
     out->sched = s;
@@ -657,15 +720,16 @@ static void sched_build(const FtFailModel *m, const struct pol *p, double t_end,
 
 struct sched_ctx {
     double t_end;
+    struct memo *c;
 };
 
-static double f_sched(const FtFailModel *m, const struct pol *p, double scale, const void *ctx)
+static double f_sched(const FtFailModel *m, const struct pol *p, double scale, void *ctx)
 {
-    const struct sched_ctx *x = ctx;
+    struct sched_ctx *x = ctx;
     FtSched s;
     sched_build(m, p, x->t_end, scale, &s);
     struct run_out o;
-    return run_model(m, p, &s, &o) ? INFINITY : o.ttt;
+    return run_memo(m, p, x->c, &s, &o) ? INFINITY : o.ttt;
 }
 
 int analytic_plan_sched(const FtFailModel *m, const FtPlan *fixed, FtPlan *out)
@@ -675,12 +739,14 @@ int analytic_plan_sched(const FtFailModel *m, const FtPlan *fixed, FtPlan *out)
     if (pol_init(m, fixed->policy, fixed->r, &p)) return -1;
     int rc = -1;
     if (pol_walls(m, &p)) goto out;
-    struct sched_ctx x = {.t_end = fixed->ttt};
+    struct sched_ctx x = {.t_end = fixed->ttt, .c = calloc(1, sizeof *x.c)};
     double scale = golden(f_sched, m, &p, &x, 0.5, 2.0);
     FtSched s;
     sched_build(m, &p, x.t_end, scale, &s);
     struct run_out o;
-    if (run_model(m, &p, &s, &o)) goto out;
+    int bad = run_memo(m, &p, x.c, &s, &o);
+    free(x.c);
+    if (bad) goto out;
     plan_fill(m, &p, &o, out);
     out->sched = s;
     out->interval = s.tau[s.n - 1];
