@@ -19,7 +19,7 @@
  * piece takes T = sum_{j>=1} S(u_j) E_j / sum_{j>=1} S(u_j) on average. The run's expected time
  * is the sum over its pieces (linearity): from the start, the distribution q_i of piece i's state
  * is followed exactly (q_1 = state 0; piece i costs q_i . E) until it is within 1e-3 (total
- * variation) of the stationary weights (or TRANSIENT_WORK state updates are spent), then every
+ * variation) of the stationary weights (or has spent its budget: TRANSIENT_WORK), then every
  * piece costs T; the last piece has no checkpoint (its own E from the states).
  * With a constant hazard (checkpoint-only, exponential) S = e^(-lam u), p_j = e^(-lam (tau + C))
  * and T = (e^(lam (tau + C)) - 1)(1/lam + D): the exact model of analytic_ckpt.c. With r > 1 the
@@ -49,11 +49,14 @@
 #define RENEWAL_CELLS 4096
 #define NCORR 24
 #define JMAX 20000 /* states of the piece chain */
-/* State updates the transient may take (about 0.1 s of CPU): its distribution weighs the
- * first epochs from a fresh start, and weighs them by 0.05% or less of the run on the 600k-GPU
- * cluster (every r, 20 to 112 steps); an epoch of thousands of one-step pieces would take
- * minutes to settle, and under a drifting failure rate it settles only to the lag (L1 0.004). */
+/* The transient may stop short of settling once it has taken TRANSIENT_WORK state updates and
+ * the run has seen TRANSIENT_WIPES wipe-outs: by then its start is forgotten but for the lag of
+ * the state distribution behind a drifting failure rate (L1 0.004 on the 600k-GPU cluster, where
+ * the whole transient weighs 0.05% of the run or less), and an epoch of thousands of one-step
+ * pieces would take minutes to settle. A run of a few epochs keeps it to the end (stopping by
+ * work alone moved a 10-day run of 1.3 wipe-outs by 4%). */
 #define TRANSIENT_WORK 4e7
+#define TRANSIENT_WIPES 4
 
 int cluster_groups(const FtCluster *c)
 {
@@ -449,7 +452,8 @@ static int run_model(const FtFailModel *m, const struct pol *p, const FtSched *s
         }
         /* stationary from here on: a chain too long to keep, or the transient's budget spent (an
          * epoch of thousands of pieces: one-step checkpoints) */
-        if (transient && (a->longc || b->longc || trwork > TRANSIENT_WORK)) transient = 0;
+        if (transient && (a->longc || b->longc || (trwork > TRANSIENT_WORK && nw > TRANSIENT_WIPES)))
+            transient = 0;
         int last = rem <= tau * (1 + 1e-12);
         if (last) { /* no checkpoint after it: from the current state distribution */
             /* El, El2: times from the states of a, b; their second halves the wipe-outs */
@@ -488,7 +492,7 @@ static int run_model(const FtFailModel *m, const struct pol *p, const FtSched *s
                 /* between two walls: the survival S(u_j) and the attempt times interpolated, the
                  * no-retry probabilities from S (interpolating them would shorten the epoch) */
                 zs = 0;
-                double E0 = (1 - f) * a->E0 + f * b->E0;
+                double E0 = exp((1 - f) * log(a->E0) + f * log(b->E0));
                 if (f == 0) E0 = a->E0;
                 if (f == 1) E0 = b->E0;
                 for (int j = 0; j < J; j++) {
