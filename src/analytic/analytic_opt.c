@@ -492,7 +492,7 @@ static int run_model(const FtFailModel *m, const struct pol *p, const FtSched *s
                 /* between two walls: the survival S(u_j) and the attempt times interpolated, the
                  * no-retry probabilities from S (interpolating them would shorten the epoch) */
                 zs = 0;
-                double E0 = exp((1 - f) * log(a->E0) + f * log(b->E0));
+                double E0 = (1 - f) * a->E0 + f * b->E0;
                 if (f == 0) E0 = a->E0;
                 if (f == 1) E0 = b->E0;
                 for (int j = 0; j < J; j++) {
