@@ -502,6 +502,16 @@ static void check_phases(const Inst *in0, FtRng *g)
             assert_int_equal(res.phase, 1);
         }
     }
+    /* a current depth outside 1..r (0, or r + 1 after a wipe-out) is never kept: the controller
+     * finds the least depth as from a failed phase 0 (random mutant R16 of seed 8 kept it) */
+    for (int k = 0; k < 2; k++) {
+        Inst out = *in0;
+        out.st.order = out.order, out.st.alive = out.alive;
+        assert_int_equal(rectlr_run(&out.st, k ? r + 1 : 0, &res), 0);
+        assert_int_equal(res.depth, b.best_depth);
+        assert_true(res.phase >= 1);
+        if (b.best_depth <= r) assert_true(cover_depth(&out.st) <= res.depth);
+    }
 }
 
 static void test_rectlr_vs_brute(void **state)
