@@ -492,7 +492,12 @@ static int run_model(const FtFailModel *m, const struct pol *p, const FtSched *s
                 /* between two walls: the survival S(u_j) and the attempt times interpolated, the
                  * no-retry probabilities from S (interpolating them would shorten the epoch) */
                 zs = 0;
-                double E0 = (1 - f) * a->E0 + f * b->E0;
+                /* E0 of the two walls' mixture: its first piece's success probability and
+                 * attempt time interpolated (as S is), not E0 itself, which is 1/p0 and spans
+                 * orders of magnitude next to a wall where pieces (almost) never complete (a
+                 * linear E0 made one piece of Weibull-0.6 GPUs' first hours 12 years) */
+                double p0 = (1 - f) * a->p[0] + f * b->p[0], a0 = (1 - f) * a->A[0] + f * b->A[0];
+                double E0 = p0 > 0 ? (a0 + (1 - p0) * D) / p0 : INFINITY;
                 if (f == 0) E0 = a->E0;
                 if (f == 1) E0 = b->E0;
                 for (int j = 0; j < J; j++) {
