@@ -130,6 +130,26 @@ static int slot_runs(const FtTrainer *tr, const FtDmrEntryPlan *p, int s, int M)
     return i >= tr->tape.ne || p->ninst > 1 ? 1 : M;
 }
 
+/* Every AGC segment is a run of one block's ops inside one execution of one tape (dmr_defer.c's
+ * units are built on that): its members share the tape and the micro-batch, and on the
+ * micro-batch tape the layer. */
+static bool plan_segments_local(const FtTrainer *tr, const FtDmrEntryPlan *p)
+{
+    for (int g = 0; g < p->nseg; g++) {
+        const FtTape *tp0 = NULL;
+        int m0 = -1, layer0 = 0;
+        for (int i = 0; i < p->n; i++) {
+            if (p->seg[i] != g) continue;
+            const FtTape *tp;
+            int m;
+            const FtTapeEntry *e = slot_entry(tr, p, i, &tp, &m);
+            if (!tp0) tp0 = tp, m0 = m, layer0 = e->layer;
+            else if (tp != tp0 || m != m0 || (tp == &tr->tape && e->layer != layer0)) return false;
+        }
+    }
+    return true;
+}
+
 /* Every op execution of the tapes has exactly one strategy, markers none (on every rank); a
  * plan made from a profile has a slot per micro-batch (M). */
 static bool plan_covers(const FtTrainer *tr, const FtDmrEntryPlan *p)
@@ -143,7 +163,7 @@ static bool plan_covers(const FtTrainer *tr, const FtDmrEntryPlan *p)
         ok = e->kind == FT_OP_MARK ? p->strat[i] == -1 : p->strat[i] >= PLAN_PIGGYBACK &&
                                                               p->strat[i] <= PLAN_AGC;
     }
-    return ok;
+    return ok && plan_segments_local(tr, p);
 }
 
 static int phase_mask(long long choice)
