@@ -220,8 +220,11 @@ test: deps-test
 	@scripts/install-openmpi || echo "make test: Open MPI (ULFM) not installed: e2e/ulfm skips"
 	@$(MAKE) --no-print-directory test-run
 
-# the e2e checks also run a sanitizer build: this one when it is one, else build/san-address
+# the e2e checks also run a sanitizer build: this one when it is one, else build/san-address;
+# and the unit tests run once more built with it (tests/run.sh's part "san") unless this build
+# is one already
 SAN_BIN := $(if $(SAN),$(BUILD)/ftllm,build/san-address/ftllm)
+SAN_TEST_BIN := $(TEST_SRC:tests/%.c=build/san-address/tests/%)
 # Where nvcc exists the CUDA build is compiled too (a broken .cu fails the tests); its result
 # goes to build/cuda/build.rc for tests/run.sh to count, and its GPU tests skip without a GPU.
 # The CUDA emulator's build (cuda/emu/) is compiled everywhere (build/cuda-emu/build.rc), and
@@ -229,7 +232,7 @@ SAN_BIN := $(if $(SAN),$(BUILD)/ftllm,build/san-address/ftllm)
 HAVE_NVCC := $(if $(wildcard $(NVCC)),1)
 test-run: bin/ftllm $(TEST_BIN) $(BENCH_BIN)
 	@$(MAKE) --no-print-directory data
-	@$(if $(SAN),,$(MAKE) --no-print-directory DEBUG=0 SAN=address build/san-address/ftllm)
+	@$(if $(SAN),,$(MAKE) --no-print-directory DEBUG=0 SAN=address build/san-address/ftllm $(SAN_TEST_BIN))
 	@$(if $(wildcard .deps/openmpi/bin/mpicc),$(MAKE) --no-print-directory MPI=openmpi DEBUG=0 \
 	  SAN= CUDA=0 build/openmpi/ftllm)
 	@$(if $(HAVE_NVCC),mkdir -p build/cuda && { $(MAKE) --no-print-directory CUDA=1 DEBUG=0 \
@@ -238,7 +241,7 @@ test-run: bin/ftllm $(TEST_BIN) $(BENCH_BIN)
 	@mkdir -p build/cuda-emu && { $(MAKE) --no-print-directory CUDA=emu DEBUG=0 SAN= cuda-check \
 	  > build/cuda-emu/build.log 2>&1; echo $$? > build/cuda-emu/build.rc; }
 	@FTLLM_CUDA_BUILD=$(if $(HAVE_NVCC),build/cuda) FTLLM_CUDA_EMU_BUILD=build/cuda-emu \
-	  tests/run.sh $(BUILD) $(SAN_BIN)
+	  FTLLM_SAN_UNITS=$(if $(SAN),,build/san-address/tests) tests/run.sh $(BUILD) $(SAN_BIN)
 
 # The jobscripts' test alone (part of `make test`): a one-node Slurm started and stopped for it.
 test-slurm: deps-test

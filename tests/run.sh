@@ -8,16 +8,21 @@
 #    check, and its GPU tests (tests/gpu/) run like the others (they skip without a GPU);
 #  - the CUDA emulator's build, where FTLLM_CUDA_EMU_BUILD names its folder (make test always
 #    does): its compilation counts as one check, and the GPU tests run on it (cuda/emu/);
+#  - the same tests built with AddressSanitizer, where
+#    FTLLM_SAN_UNITS names their folder (make test builds build/san-address/tests for it): each
+#    at its rank counts up to 2 (its smallest where it names none), so a write one past an
+#    array, a read of freed memory or a short allocation that the release build survives by
+#    luck (malloc rounds sizes up) fails a test (tests/mutants/random_sample.md, seed 10 R03);
 #  - tests/e2e/*.sh, end-to-end checks of bin/ftllm (and of the sanitizer build SAN_BINARY; of
 #    the CUDA build's binary as FTLLM_CUDA when there is one, of the emulator's as
 #    FTLLM_CUDA_EMU); they get BUILD_DIR as FTLLM_BUILD
 #    (bench_smoke.sh runs BUILD_DIR/perf/bench_* in smoke mode).
-# FTLLM_TEST_PARTS picks the parts (default "units gpu e2e"; scripts/coverage runs "units" or
+# FTLLM_TEST_PARTS picks the parts (default "units san gpu e2e"; scripts/coverage runs "units" or
 # "units e2e"), FTLLM_BIN the binary the e2e scripts run (default bin/ftllm).
 set -u
-parts=" ${FTLLM_TEST_PARTS:-units gpu e2e} "
+parts=" ${FTLLM_TEST_PARTS:-units san gpu e2e} "
 for p in $parts; do
-  case $p in units|gpu|e2e) ;; *) echo "tests/run.sh: FTLLM_TEST_PARTS: unknown part '$p' (expected units, gpu, e2e)" >&2; exit 2 ;; esac
+  case $p in units|san|gpu|e2e) ;; *) echo "tests/run.sh: FTLLM_TEST_PARTS: unknown part '$p' (expected units, san, gpu, e2e)" >&2; exit 2 ;; esac
 done
 has() { [[ $parts == *" $1 "* ]]; }
 build=${1:?usage: tests/run.sh BUILD_DIR SAN_BINARY}
@@ -44,22 +49,30 @@ count() { # count LOG RC NAME: add cmocka's (or the e2e script's) tallies from L
   printf '%-40s %3d passed, %d failed, %d skipped  (%d s)\n' "$name" "$p" "$f" "$s" "$((SECONDS - t0))"
 }
 
-run_tests() { # run_tests DIR SRCDIR: every DIR/test_* under the rank counts its source names
-  local bin name ranks n log
+run_tests() { # run_tests DIR SRCDIR [san]: every DIR/test_* under the rank counts its source
+  # names (san: those up to 2, or the smallest; longer timeout, names and logs marked)
+  local bin name ranks n log sel tag=${3:-}
   for bin in "$1"/test_*; do
     [ -x "$bin" ] || continue
     name=$(basename "$bin")
     ranks=$(sed -n 's/.*ft-test: ranks \([0-9 ]*\).*/\1/p' "$2/$name.c" | head -1)
-    for n in ${ranks:-1}; do
-      log=$logdir/$name.np$n.log
+    sel=${ranks:-1}
+    if [ -n "$tag" ]; then
+      sel=$(for n in $sel; do [ "$n" -le 2 ] && echo "$n"; done)
+      [ -n "$sel" ] || sel=$(echo ${ranks:-1} | tr ' ' '\n' | sort -n | head -1)
+    fi
+    for n in $sel; do
+      log=$logdir/$name${tag:+.$tag}.np$n.log
       t0=$SECONDS
-      timeout 300 mpiexec -n "$n" "$bin" > "$log" 2>&1
-      count "$log" $? "$name (np $n)"
+      timeout $([ -n "$tag" ] && echo 600 || echo 300) mpiexec -n "$n" "$bin" > "$log" 2>&1
+      count "$log" $? "$name (np $n${tag:+, $tag})"
     done
   done
 }
 
 has units && run_tests "$build/tests" tests
+san_units=${FTLLM_SAN_UNITS:-}
+has san && [ -n "$san_units" ] && run_tests "$san_units" tests asan
 
 count_build() { # count_build DIR NAME LABEL: DIR/build.rc (a make's exit status) as one check
   local rc
