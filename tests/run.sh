@@ -49,9 +49,10 @@ count() { # count LOG RC NAME: add cmocka's (or the e2e script's) tallies from L
   printf '%-40s %3d passed, %d failed, %d skipped  (%d s)\n' "$name" "$p" "$f" "$s" "$((SECONDS - t0))"
 }
 
-run_tests() { # run_tests DIR SRCDIR [san]: every DIR/test_* under the rank counts its source
-  # names (san: those up to 2, or the smallest; longer timeout, names and logs marked)
-  local bin name ranks n log sel tag=${3:-}
+run_tests() { # run_tests DIR SRCDIR [TAG]: every DIR/test_* under the rank counts its source
+  # names (with a TAG, a sanitizer build: those up to 2, or the smallest; a longer timeout,
+  # names and logs marked with TAG)
+  local bin name ranks n log sel tag=${3:-} limit=${3:+600}
   for bin in "$1"/test_*; do
     [ -x "$bin" ] || continue
     name=$(basename "$bin")
@@ -64,7 +65,7 @@ run_tests() { # run_tests DIR SRCDIR [san]: every DIR/test_* under the rank coun
     for n in $sel; do
       log=$logdir/$name${tag:+.$tag}.np$n.log
       t0=$SECONDS
-      timeout $([ -n "$tag" ] && echo 600 || echo 300) mpiexec -n "$n" "$bin" > "$log" 2>&1
+      timeout "${limit:-300}" mpiexec -n "$n" "$bin" > "$log" 2>&1
       count "$log" $? "$name (np $n${tag:+, $tag})"
     done
   done
