@@ -106,6 +106,16 @@ const int *cuda_ints_to_host(CudaCtx *cx, const int *dev, size_t n);
 /* Byte offsets into scratch: rounds up to 256 so every piece is aligned for any type. */
 static inline size_t cuda_align(size_t bytes) { return (bytes + 255) & ~(size_t)255; }
 
+/* A kernel's dynamic shared memory (its launch's third argument) as a T *name, 16-byte aligned.
+ * Over 48 KiB needs cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize). */
+#ifdef FTEMU_DEVICE_H
+#define FT_DYN_SHARED(T, name) T *name = (T *)ftemu::dyn_shared()
+#else
+#define FT_DYN_SHARED(T, name)                                                                 \
+    extern __shared__ float4 name##_dyn_[];                                                    \
+    T *name = (T *)name##_dyn_
+#endif
+
 /* ---- deterministic reductions inside one block (blockDim.x a multiple of 32, <= 1024) ------ */
 
 template <typename T> __device__ __forceinline__ T warp_sum(T v)

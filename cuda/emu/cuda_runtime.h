@@ -53,6 +53,10 @@ typedef struct cudaDeviceProp {
 typedef struct ftemu_stream *cudaStream_t;
 typedef struct ftemu_event *cudaEvent_t;
 
+/* the one device attribute and the one kernel attribute ftllm uses (CUDA's values) */
+enum cudaDeviceAttr { cudaDevAttrMaxSharedMemoryPerBlockOptin = 97 };
+enum cudaFuncAttribute { cudaFuncAttributeMaxDynamicSharedMemorySize = 8 };
+
 #define cudaStreamNonBlocking 0x01
 #define cudaEventDisableTiming 0x02
 
@@ -78,11 +82,19 @@ cudaError_t cudaEventCreateWithFlags(cudaEvent_t *e, unsigned flags);
 cudaError_t cudaEventDestroy(cudaEvent_t e);
 cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s);
 cudaError_t cudaEventQuery(cudaEvent_t e);
+/* the emulated device is an H100/H200: 227 KiB of shared memory per block when opted in */
+cudaError_t cudaDeviceGetAttribute(int *value, enum cudaDeviceAttr attr, int device);
+cudaError_t ftemu_func_set_attribute(const void *kernel, enum cudaFuncAttribute attr, int value);
 
 /* The emulator's own (not CUDA's): whether p .. p + bytes lies inside one cudaMalloc block. */
 int ftemu_is_device_range(const void *p, size_t bytes);
 
 #ifdef __cplusplus
+}
+/* CUDA's C++ runtime API takes the kernel itself */
+template <typename K> cudaError_t cudaFuncSetAttribute(K *kernel, cudaFuncAttribute attr, int value)
+{
+    return ftemu_func_set_attribute((const void *)kernel, attr, value);
 }
 #include "emu_device.h"
 #endif

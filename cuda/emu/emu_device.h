@@ -10,7 +10,9 @@
  * __syncthreads waits for every thread of the block still running, a shuffle for every lane of
  * its warp. Threads that wait at different barriers (a barrier in divergent code) or a full-mask
  * shuffle with a lane that has exited end the run with a message: both are undefined on a GPU.
- * __shared__ variables are static: one block runs at a time. */
+ * __shared__ variables are static: one block runs at a time. Dynamic shared memory (the launch's
+ * third argument) is one buffer, refilled with 0xff bytes for every block and ending at an
+ * inaccessible page: ftemu::dyn_shared() (cuda_common.cuh's FT_DYN_SHARED). */
 #ifndef FTEMU_DEVICE_H
 #define FTEMU_DEVICE_H
 
@@ -34,6 +36,7 @@ typedef struct ftemu_stream *cudaStream_t; /* as cuda_runtime.h's (this header c
 #define __noinline__
 
 struct uint3 { unsigned x, y, z; };
+struct alignas(16) float4 { float x, y, z, w; };
 struct dim3 {
     unsigned x, y, z;
     dim3(unsigned a = 1, unsigned b = 1, unsigned c = 1) : x(a), y(b), z(c) {}
@@ -60,8 +63,11 @@ void yield(int state, unsigned mask);
 /* Puts work on a stream (emu_runtime.cc: run when something waits for it; at once on the NULL
  * stream or under FTEMU_STREAMS=eager). */
 void enqueue(cudaStream_t s, std::function<void()> work);
-void run_grid(const char *name, dim3 grid, dim3 block, const std::function<void()> &body);
-bool config_ok(const char *name, dim3 grid, dim3 block, size_t smem);
+void run_grid(const char *name, dim3 grid, dim3 block, size_t smem,
+              const std::function<void()> &body);
+bool config_ok(const char *name, dim3 grid, dim3 block, size_t smem, const void *kernel);
+/* the running block's dynamic shared memory (its launch's bytes; none: the guard page) */
+void *dyn_shared(void);
 void check_arg(const char *name, int k, const void *p);
 [[noreturn]] void shfl_missing_lane(int src_lane, unsigned lanes);
 
@@ -74,6 +80,7 @@ template <typename T> inline void check_args(const char *name, int k, T *const &
 template <typename... P> struct Launcher {
     const char *name;
     dim3 grid, block;
+    size_t smem;
     bool ok;
     cudaStream_t stream;
     void (*k)(P...);
@@ -85,9 +92,10 @@ template <typename... P> struct Launcher {
         std::apply([&](const auto &...v) { (check_args(name, i++, v), ...); }, args);
         const char *nm = name;
         dim3 g = grid, b = block;
+        size_t sm = smem;
         void (*kern)(P...) = k;
-        enqueue(stream, [nm, g, b, kern, args] {
-            run_grid(nm, g, b, [&] { std::apply(kern, args); });
+        enqueue(stream, [nm, g, b, sm, kern, args] {
+            run_grid(nm, g, b, sm, [&] { std::apply(kern, args); });
         });
     }
 };
@@ -96,7 +104,8 @@ template <typename... P>
 Launcher<P...> launch(const char *name, dim3 grid, dim3 block, size_t smem, cudaStream_t stream,
                       void (*k)(P...))
 {
-    return Launcher<P...>{name, grid, block, config_ok(name, grid, block, smem), stream, k};
+    bool ok = config_ok(name, grid, block, smem, (const void *)k);
+    return Launcher<P...>{name, grid, block, smem, ok, stream, k};
 }
 template <typename... P>
 Launcher<P...> launch(const char *name, dim3 grid, dim3 block, void (*k)(P...))

@@ -465,17 +465,49 @@ static void on_fault(int sig, siginfo_t *si, void *uc)
     raise(sig);
 }
 
-bool config_ok(const char *name, dim3 g, dim3 b, size_t smem)
+/* Dynamic shared memory: a kernel may take more than 48 KiB only up to what
+ * cudaFuncSetAttribute(cudaFuncAttributeMaxDynamicSharedMemorySize) allowed it, and that at most
+ * the device's opt-in limit (an H100's or H200's 227 KiB) less 1 KiB for its static __shared__
+ * variables (a cap of this emulator: CUDA counts the kernel's own). */
+static const int SMEM_OPTIN = 227 * 1024;
+static std::map<const void *, int> g_smem_max; /* by kernel */
+
+bool config_ok(const char *name, dim3 g, dim3 b, size_t smem, const void *kernel)
 {
     unsigned long long nt = (unsigned long long)b.x * b.y * b.z;
+    auto it = g_smem_max.find(kernel);
+    size_t smem_max = it != g_smem_max.end() && it->second > 48 * 1024 ? (size_t)it->second
+                                                                        : 48 * 1024;
     if (!g.x || !g.y || !g.z || !b.x || !b.y || !b.z || nt > 1024 || b.z > 64 ||
-        g.x > 2147483647u || g.y > 65535 || g.z > 65535 || smem > 48 * 1024) {
+        g.x > 2147483647u || g.y > 65535 || g.z > 65535 || smem > smem_max) {
         fail(cudaErrorInvalidConfiguration,
              "kernel %s launched with grid (%u,%u,%u), block (%u,%u,%u), %zu bytes of dynamic "
-             "shared memory", name, g.x, g.y, g.z, b.x, b.y, b.z, smem);
+             "shared memory (at most %zu)", name, g.x, g.y, g.z, b.x, b.y, b.z, smem, smem_max);
         return false;
     }
     return true;
+}
+
+extern "C" cudaError_t cudaDeviceGetAttribute(int *value, enum cudaDeviceAttr attr, int device)
+{
+    if (device != 0) return fail(cudaErrorInvalidDevice, "device %d of 1", device);
+    if (attr != cudaDevAttrMaxSharedMemoryPerBlockOptin)
+        return fail(cudaErrorInvalidValue, "cudaDeviceGetAttribute: attribute %d", (int)attr);
+    *value = SMEM_OPTIN;
+    return cudaSuccess;
+}
+
+extern "C" cudaError_t ftemu_func_set_attribute(const void *kernel, enum cudaFuncAttribute attr,
+                                                int value)
+{
+    if (attr != cudaFuncAttributeMaxDynamicSharedMemorySize)
+        return fail(cudaErrorInvalidValue, "cudaFuncSetAttribute: attribute %d", (int)attr);
+    if (value < 0 || value > SMEM_OPTIN - 1024)
+        return fail(cudaErrorInvalidValue,
+                    "cudaFuncSetAttribute: %d bytes of dynamic shared memory (at most %d)", value,
+                    SMEM_OPTIN - 1024);
+    g_smem_max[kernel] = value;
+    return cudaSuccess;
 }
 
 void check_arg(const char *name, int k, const void *p)
@@ -559,9 +591,34 @@ void mma_partial_warp(unsigned lanes)
 /* launches run so far whose kernel's name starts with prefix (ftemu_launch_count, emu_api.h) */
 static std::map<std::string, long> g_launches;
 
-void run_grid(const char *name, dim3 grid, dim3 block, const std::function<void()> &body)
+/* The dynamic shared memory of the running block: a mapping whose last page is inaccessible,
+ * the buffer's end (rounded up to 16 bytes) against it, so a kernel that reads or writes past its
+ * launch's bytes faults; refilled with 0xff for every block (a GPU's is undefined at a block's
+ * start, and NaN bytes show a read before a write). */
+static char *g_dyn_map, *g_dyn;
+static size_t g_dyn_map_bytes;
+
+void *dyn_shared(void) { return g_dyn; }
+
+static void dyn_prepare(size_t smem)
+{
+    size_t body = (smem + 15) & ~(size_t)15, pages = (body + PAGE - 1) / PAGE * PAGE;
+    if (pages + PAGE > g_dyn_map_bytes) {
+        if (g_dyn_map) munmap(g_dyn_map, g_dyn_map_bytes);
+        g_dyn_map = (char *)mmap(NULL, pages + PAGE, PROT_READ | PROT_WRITE,
+                                 MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        if (g_dyn_map == MAP_FAILED) die("no memory for %zu bytes of shared memory", smem);
+        g_dyn_map_bytes = pages + PAGE;
+        mprotect(g_dyn_map + pages, PAGE, PROT_NONE);
+    }
+    g_dyn = g_dyn_map + g_dyn_map_bytes - PAGE - body;
+}
+
+void run_grid(const char *name, dim3 grid, dim3 block, size_t smem,
+              const std::function<void()> &body)
 {
     g_launches[name]++;
+    dyn_prepare(smem);
     size_t n = (size_t)block.x * block.y * block.z;
     if (n > g_nstacks) {
         if (g_stacks) munmap(g_stacks, g_nstacks * (STACK + PAGE));
@@ -594,6 +651,7 @@ void run_grid(const char *name, dim3 grid, dim3 block, const std::function<void(
         for (unsigned by = 0; by < grid.y; by++)
             for (unsigned bx = 0; bx < grid.x; bx++) {
                 g_bid = uint3{bx, by, bz};
+                memset(g_dyn, 0xff, (smem + 15) & ~(size_t)15);
                 for (size_t i = 0; i < n; i++) fiber_start(&g_th[i], i);
                 run_block(name, n);
             }

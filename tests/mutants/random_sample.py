@@ -7,10 +7,7 @@ Prints one line per mutant: id, file:line, before -> after, verdict, killing tes
 Example: MUT_CLONE=/tmp/clone python3 tests/mutants/random_sample.py 2 30"""
 import os, random, re, subprocess, sys, time
 
-CLONE = os.environ['MUT_CLONE']
-seed, N = int(sys.argv[1]), int(sys.argv[2])
-skip = int(sys.argv[3]) if len(sys.argv) > 3 else 0
-rng = random.Random(seed)
+CLONE = os.environ.get('MUT_CLONE', '')
 
 OPS = [  # (regex, replacements)
     (r'(?<![<>=!])==(?!=)', ['!=']), (r'!=', ['==']),
@@ -106,6 +103,9 @@ def ranks(t):
 
 
 def main():
+    seed, N = int(sys.argv[1]), int(sys.argv[2])
+    skip = int(sys.argv[3]) if len(sys.argv) > 3 else 0
+    rng = random.Random(seed)
     files = sorted(os.path.relpath(os.path.join(d, f), CLONE)
                    for d, _, fs in os.walk(CLONE + '/src') for f in fs if f.endswith('.c'))
     allsites = [(f, s) for f in files for s in sites(os.path.join(CLONE, f))]
@@ -143,4 +143,5 @@ def main():
             os.utime(path)
 
 
-main()
+if __name__ == '__main__':
+    main()
