@@ -136,7 +136,10 @@ ifeq ($(CUDA),1)
 else ifeq ($(CUDA),emu)
 # The CUDA emulator (cuda/emu/README.md): each .cu has its launches rewritten by one sed
 # (k<<<g, b, s, st>>>(args) -> ftemu::launch("k", g, b, s, st, k)(args)) and is compiled by g++
-# against cuda/emu's headers; no sanitizer (its fibers switch stacks), no CUDA toolkit needed.
+# against cuda/emu's headers; no address sanitizer (its fibers switch stacks), no CUDA toolkit
+# needed. UBSan's array-bounds check (no shadow memory, so fibers do not matter) is on: a
+# kernel indexing past a fixed-size register array (mutant C15 of tests/mutants/
+# random_sample.md's CUDA seed 1) ends the run naming the line.
   ifneq ($(SAN),)
     $(error CUDA=emu: no sanitizer builds (the emulator's fibers switch stacks): drop SAN/DEBUG)
   endif
@@ -145,8 +148,9 @@ else ifeq ($(CUDA),emu)
   LIB_OBJ  += $(CU_OBJ)
   CFLAGS   += -DFTLLM_CUDA -DFTLLM_CUDA_EMU -Icuda/emu
   EMU_CXXFLAGS := -std=c++17 $(OPT) -g -Wall -Wextra -Wno-unused-parameter -Wno-unused-function -Wno-unknown-pragmas \
-               -fno-strict-aliasing -Icuda/emu -Icuda -Iinclude -I$(BLAS_INC) -include emu_device.h
-  LDLIBS   += -lstdc++
+               -fno-strict-aliasing -fsanitize=bounds-strict -fno-sanitize-recover=bounds-strict \
+               -Icuda/emu -Icuda -Iinclude -I$(BLAS_INC) -include emu_device.h
+  LDLIBS   += -lstdc++ -lubsan
 else ifneq ($(CUDA),0)
   $(error CUDA=$(CUDA): expected 0 (CPU only), 1 (nvcc, the CUDA toolkit) or emu (the emulator))
 endif

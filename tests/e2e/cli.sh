@@ -24,6 +24,14 @@ for bin in "${e2e_bins[@]}"; do
   run "$tag unknown verb" 2 "unknown verb 'trian' (did you mean 'train'?)" 1 "$bin" trian
   run "$tag no verb" 2 "" 1 "$bin"
   run "$tag plan without deck" 2 "usage: ftllm plan DECK" 1 "$bin" plan
+  # every verb that reads a deck wants it first: an override or an option in its place is a
+  # usage error, not a deck file named "model.layers=2" (random mutant R02 of seed 11)
+  for v in train plan "plan --predict" optimize simulate; do
+    for a in model.layers=2 --nope; do
+      # shellcheck disable=SC2086
+      run "$tag $v $a instead of a deck" 2 "usage: ftllm $v DECK" 1 "$bin" $v $a
+    done
+  done
   run "$tag --version" 0 "" 1 "$bin" --version
   echo "$LAST_OUT" | grep -q '^ftllm [0-9]' && ok "$tag version text" || bad "$tag version text" "$LAST_OUT"
   run "$tag --help" 0 "" 1 "$bin" --help
