@@ -102,12 +102,14 @@ def ranks(t):
     return m.group(1).split() if m else ['1']
 
 
-def main():
+def campaign(tag, files, build, runs):
+    """The draw and the loop both campaigns share: argv's SEED N [SKIP] draw N sites of files
+    (paths relative to CLONE); each mutant is applied alone, built (build(f): a shell command),
+    then the runs(f) tried in order ((label, shell command) pairs: the first that fails kills
+    it), and the file restored. One line per mutant, its id tag + number."""
     seed, N = int(sys.argv[1]), int(sys.argv[2])
     skip = int(sys.argv[3]) if len(sys.argv) > 3 else 0
     rng = random.Random(seed)
-    files = sorted(os.path.relpath(os.path.join(d, f), CLONE)
-                   for d, _, fs in os.walk(CLONE + '/src') for f in fs if f.endswith('.c'))
     allsites = [(f, s) for f in files for s in sites(os.path.join(CLONE, f))]
     print(f'# seed {seed}: {len(allsites)} sites in {len(files)} files', flush=True)
     picks = rng.sample(allsites, N + skip)[skip:]
@@ -117,30 +119,33 @@ def main():
         try:
             before, after = apply(path, s)
             if before == after:
-                print(f'R{i:02d} {f}:{s[0]} no change', flush=True)
+                print(f'{tag}{i:02d} {f}:{s[0]} no change', flush=True)
                 continue
             t0 = time.time()
-            b = sh('make -j2 bin/ftllm build/release/tests/' +
-                   ' build/release/tests/'.join(tests_for(f)) + ' 2>&1 | tail -3; '
-                   'exit ${PIPESTATUS[0]}')
-            if b.returncode:
-                print(f'R{i:02d} {f}:{s[0]} | {before} -> {after} | STILLBORN', flush=True)
+            if sh(build(f) + ' 2>&1 | tail -3; exit ${PIPESTATUS[0]}').returncode:
+                print(f'{tag}{i:02d} {f}:{s[0]} | {before} -> {after} | STILLBORN', flush=True)
                 continue
             verdict = 'SURVIVED'
-            for t in tests_for(f):
-                for n in ranks(t):
-                    r = sh(f'OMP_NUM_THREADS=1 timeout 300 mpiexec -n {n} build/release/tests/{t}'
-                           ' > /tmp/mutr.log 2>&1')
-                    if r.returncode:
-                        verdict = f'KILLED by {t} (np {n}, rc {r.returncode})'
-                        break
-                if verdict != 'SURVIVED':
+            for label, cmd in runs(f):
+                r = sh(cmd + ' > /tmp/mut.log 2>&1')
+                if r.returncode:
+                    verdict = f'KILLED by {label}; rc {r.returncode})'
                     break
-            print(f'R{i:02d} {f}:{s[0]} | {before} -> {after} | {verdict} '
+            print(f'{tag}{i:02d} {f}:{s[0]} | {before} -> {after} | {verdict} '
                   f'({time.time() - t0:.0f} s)', flush=True)
         finally:
             open(path, 'w').write(orig)
             os.utime(path)
+
+
+def main():
+    files = sorted(os.path.relpath(os.path.join(d, f), CLONE)
+                   for d, _, fs in os.walk(CLONE + '/src') for f in fs if f.endswith('.c'))
+    campaign('R', files,
+             lambda f: 'make -j2 bin/ftllm build/release/tests/' +
+                       ' build/release/tests/'.join(tests_for(f)),
+             lambda f: ((f'{t} (np {n}', f'OMP_NUM_THREADS=1 timeout 300 mpiexec -n {n} '
+                         f'build/release/tests/{t}') for t in tests_for(f) for n in ranks(t)))
 
 
 if __name__ == '__main__':
