@@ -15,6 +15,7 @@
 #    stderr naming the file (and dataset), exit code 2;
 #  - a requeued job resumed with the same fault schedule: the events the checkpoint's steps held
 #    are said at the start and not acted on, the later flip is caught, weights bitwise;
+#  - resumed with another run.seed: one warning naming the file and both seeds (none with the same);
 #  - checkpoint.interval = auto prints the chosen interval, what it measured and what the deck gave.
 set -u
 FTLLM=${FTLLM:-bin/ftllm}
@@ -91,7 +92,16 @@ for mode in sync async np2; do
   same "$mode: weights bitwise equal to the straight run" "$D/$ref.bin" "$D/$mode.bin"
   losses > "$D/l_$mode"
   same "$mode: losses of steps 4-6 equal" "$D/l_$ref" "$D/l_$mode"
+  ! grep -qF "written with run.seed" "$D/err" && ok "$mode: the same seed, no seed warning" ||
+    bad "$mode: the same seed, no seed warning" "$(head -c 600 "$D/err")"
 done
+# resumed with another run.seed: the data order differs from the original run's from here on,
+# which the run says (one warning naming the file and both seeds) and then trains
+# shellcheck disable=SC2086
+run "resume with another run.seed" 0 "" 1 "$FTLLM" train $deck $small train.steps=4 checkpoint.dir=$D/sync checkpoint.resume=$(name "$D/sync" 3) checkpoint.interval=0 run.seed=4242
+errhas "another seed: warned" "$(name "$D/sync" 3): written with run.seed = "
+errhas "another seed: both seeds named" "this run has 4242: the data order from here on differs"
+hasre "another seed: continues at step 4" '^step +4/4 \| loss'
 
 # a requeued job resumes with the same fault schedule: its events at steps the checkpoint holds
 # (step 3 itself included: the boundary)
