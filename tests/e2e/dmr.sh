@@ -6,7 +6,7 @@
 # ending bitwise where a run without faults and without DMR ends; piggyback DMR on a pp2 pipeline
 # with AC catches a seeded campaign; a fail-stop line without SPARe is a one-line error; a flip
 # after a shorter run's end is left out with a warning; with dmr.mode = off a flip is missed.
-# A flip without elem= hits an element drawn from run.seed; dmr.suspect_after = 1 names the rank
+# The schedule as read is said once at the start (counts, plurals). A flip without elem= hits an element drawn from run.seed; dmr.suspect_after = 1 names the rank
 # in the dmr: line; an ep-sharded run prints no sample (it warns).
 # The MoE dynamic planner (dmr.moe_dynamic) on ep2 catches a campaign on the expert ops.
 # `ftllm plan` writes a plan that `ftllm train` loads (dmr.mode = planned); bad plan files (a good
@@ -54,6 +54,8 @@ has "plan not writable: totals" '^\[r0\] plan: windows'
 # shellcheck disable=SC2086
 run "train loads the plan" 0 "" 1 "$FTLLM" train inputs/default.ini $short train.ac=full dmr.mode=planned dmr.plan="$plan"
 has "plan loaded" "^dmr: mode planned: the plan $plan "
+# the schedule as read, said once at the start (counts and plurals: scripts and people read it)
+has "the schedule said: 1 flip" '^faults: inputs/default.faults: 1 bit flip \(1 sdc, 0 sdc-random lines\), 0 fail-stop events$'
 has "planned flip caught" '^faults: sdc injected 1, detected 1, rolled back 1, missed 0 '
 has "planned dmr line" '^dmr: mode planned, checks naive [0-9]+ piggyback [1-9][0-9]* deferred [0-9]+ agc [0-9]+, mismatches [1-9]'
 has "the plan's bound" '^dmr: planned: lower bound [0-9.]+ ms per step \(issue 10.s: .*\), [0-9.]+ ms in time order, of a profiled step of [1-9][0-9.]* ms without checks'
@@ -124,6 +126,7 @@ EOF
 # shellcheck disable=SC2086
 run "piggyback pp2 campaign" 0 "" 2 "$FTLLM" train inputs/default.ini $short parallel.pp=2 parallel.microbatches=2 train.ac=full dmr.mode=piggyback faults.schedule="$E2E_TMP/campaign.faults"
 has "campaign all caught" '^faults: sdc injected 12, detected 12, rolled back 12, missed 0 .*fail-stop events 0\)'
+has "the schedule said: 12 flips" "^faults: $E2E_TMP/campaign.faults: 12 bit flips \\(0 sdc, 1 sdc-random line\\), 0 fail-stop events$"
 has "piggyback checks" '^dmr: mode piggyback, checks naive [0-9]+ piggyback [1-9][0-9]*, '
 has "campaign verdict" '^verdict: OK'
 
