@@ -1531,7 +1531,8 @@ static void plan_as_v1(const char *src, const char *dst)
     fclose(o);
 }
 
-/* A plan written and read back is the same plan; the reader checks it against the tapes. */
+/* A plan written and read back is the same plan; the reader checks it against the tapes. And
+ * `ftllm plan`'s table says what the plan holds: every execution once, its numbers in ms. */
 static void test_plan_file_roundtrip(void **state)
 {
     (void)state;
@@ -1571,6 +1572,46 @@ static void test_plan_file_roundtrip(void **state)
         if (p.strat[i] < 0) continue;
         assert_true(q.kept[i] == p.kept[i]);
         assert_true(fabs(q.time[i] - p.time[i]) < 1e-9 && fabs(q.cost[i] - p.cost[i]) < 1e-9);
+    }
+    { /* `ftllm plan`'s table: one row per execution with a strategy, each naming its entry,
+         micro-batch, strategy, window and segment, and its time and cost in ms (4 decimals) */
+        char *txt = NULL;
+        size_t len = 0;
+        FILE *ms = open_memstream(&txt, &len);
+        assert_non_null(ms);
+        dmr_plan_print_table(ms, &p, &tr.tape, &tr.opt_tape);
+        fclose(ms);
+        int want = 0, rows = 0;
+        for (int s = 0; s < p.n; s++) want += p.strat[s] >= 0;
+        char *seen = calloc((size_t)p.n + 1, 1);
+        assert_non_null(seen);
+        char *save = NULL;
+        for (char *ln = strtok_r(txt, "\n", &save); ln; ln = strtok_r(NULL, "\n", &save)) {
+            if (!strncmp(ln, " entry", 6)) continue; /* the header */
+            int e, mb, layer, seg = -1;
+            char op[40], phase[16], strat[16], win[16], sg[16];
+            double t_ms, c_ms;
+            assert_int_equal(sscanf(ln, "%d %d %39s %15s %d %15s %15s %15s %lf %lf", &e, &mb, op,
+                                    phase, &layer, strat, win, sg, &t_ms, &c_ms), 10);
+            if (strcmp(sg, "-")) seg = atoi(sg);
+            int hit = -1;
+            for (int s = 0; s < p.n && hit < 0; s++) {
+                int mi, i = dmr_plan_entry(&p, s, &mi);
+                if (p.strat[s] < 0 || seen[s] || i != e || mi != mb) continue;
+                hit = s;
+            }
+            assert_true(hit >= 0); /* an execution of the plan, not printed before */
+            seen[hit] = 1, rows++;
+            assert_string_equal(strat, planner_strategy_name(p.strat[hit]));
+            assert_int_equal(seg, p.seg[hit]);
+            assert_true(p.window[hit] < 0 ? !strcmp(win, "-")
+                                          : atoi(win + strcspn(win, "0123456789")) ==
+                                                p.window[hit]);
+            assert_true(fabs(t_ms - 1e3 * p.time[hit]) <= 5.1e-5 &&
+                        fabs(c_ms - 1e3 * p.cost[hit]) <= 5.1e-5);
+        }
+        assert_true(rows == want && rows > 0);
+        free(seen), free(txt);
     }
     assert_memory_equal(q.win_kind, p.win_kind, sizeof *p.win_kind * (size_t)p.nwin);
     assert_memory_equal(q.win_use, p.win_use, sizeof *p.win_use * (size_t)p.nwin);
