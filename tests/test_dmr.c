@@ -1613,6 +1613,45 @@ static void test_plan_file_roundtrip(void **state)
         assert_true(rows == want && rows > 0);
         free(seen), free(txt);
     }
+    { /* and its two summary lines: the counts and times of dmr_plan_totals, in ms */
+        char *txt = NULL;
+        size_t len = 0;
+        FILE *ms = open_memstream(&txt, &len);
+        assert_non_null(ms);
+        dmr_plan_print(ms, &p, &tr.tape, &tr.opt_tape, false);
+        fclose(ms);
+        FtDmrPlanTotals t;
+        dmr_plan_totals(&p, &t);
+        double ob, lb = dmr_plan_bounds(&p, p.step_s, &ob);
+        char want[512];
+        snprintf(want, sizeof want, "phase 1 piggyback %d op executions (%.3f ms hidden",
+                 t.ops[PLAN_PIGGYBACK], 1e3 * t.time[PLAN_PIGGYBACK]);
+        assert_non_null(strstr(txt, want));
+        snprintf(want, sizeof want, "phase 2 agc %d segment%s, %d (%.3f ms in PP windows",
+                 t.segments, t.segments == 1 ? "" : "s", t.ops[PLAN_AGC], 1e3 * t.time[PLAN_AGC]);
+        assert_non_null(strstr(txt, want));
+        snprintf(want, sizeof want, "phase 3 deferred %d (%.3f ms in windows); naive %d (%.3f ms)",
+                 t.ops[PLAN_DEFERRED], 1e3 * t.time[PLAN_DEFERRED], t.ops[PLAN_NAIVE],
+                 1e3 * t.time[PLAN_NAIVE]);
+        assert_non_null(strstr(txt, want));
+        int nplanned = 0;
+        for (int s = 0; s < p.n; s++) nplanned += p.strat[s] >= 0;
+        assert_int_equal(t.ops[PLAN_PIGGYBACK] + t.ops[PLAN_AGC] + t.ops[PLAN_DEFERRED] +
+                             t.ops[PLAN_NAIVE],
+                         nplanned);
+        snprintf(want, sizeof want, "plan: windows %d (%.3f ms per step, %d used", p.nwin,
+                 1e3 * t.window_s, t.windows_used);
+        assert_non_null(strstr(txt, want));
+        snprintf(want, sizeof want, "predicted overhead %.3f ms per step = %.1f%% of the profiled "
+                 "step %.3f ms; lower bound %.1f%% (checker time not on recomputation %.3f ms",
+                 1e3 * p.overhead, 100 * p.overhead / p.step_s, 1e3 * p.step_s, 100 * lb,
+                 1e3 * t.exposed_s);
+        assert_non_null(strstr(txt, want));
+        snprintf(want, sizeof want, ", %.1f%% in time order (a check runs after its op", 100 * ob);
+        assert_non_null(strstr(txt, want)); /* has_order: set above */
+        assert_true(p.step_s > 0 && p.overhead > 0 && lb >= 0 && ob > lb && ob < 1);
+        free(txt);
+    }
     assert_memory_equal(q.win_kind, p.win_kind, sizeof *p.win_kind * (size_t)p.nwin);
     assert_memory_equal(q.win_use, p.win_use, sizeof *p.win_use * (size_t)p.nwin);
     for (int w = 0; w < p.nwin; w++)
