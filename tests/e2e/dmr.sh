@@ -145,6 +145,13 @@ EOF
 run "planned pp2 campaign, refined plans" 0 "" 2 "$FTLLM" train inputs/default.ini train.steps=6 train.sample_tokens=0 train.val_batches=0 parallel.pp=2 parallel.microbatches=2 train.ac=full dmr.mode=planned dmr.profile_steps=2 faults.schedule="$E2E_TMP/late.faults"
 has "refined campaign all caught" '^faults: sdc injected 12, detected 12, rolled back 12, missed 0 '
 has "refined campaign verdict" '^verdict: OK'
+has "profiled steps said" '^dmr: mode planned: the first 2 steps are profiled \(checked naively\), then planned \(phases 1,2,3, deferred checks keep at most 1024 MiB\)$'
+# each stage says what it planned from its profile: counts, "segment" for one, else "segments"
+for r in 0 1; do
+  n=$(grep -cE "^\[r$r\] dmr: planned from 2 profiled steps: piggyback [0-9]+, agc [0-9]+ \(([0-9]+) segments?\), deferred [0-9]+, naive [0-9]+ op executions a step; predicted overhead [0-9.]+ ms of a [0-9.]+ ms step$" "$E2E_TMP/out")
+  plural=$(sed -nE "s/^\[r$r\] dmr: planned from .*\(([0-9]+) segment(s?)\).*/\1 \2/p" "$E2E_TMP/out" | awk '{print ($1 == 1) == ($2 == "")}')
+  [ "$n" = 1 ] && [ "$plural" = 1 ] && ok "stage $r: its plan said" || bad "stage $r: its plan said" "$(grep "planned from" "$E2E_TMP/out")"
+done
 # tp 2 x pp 2 (the paper's layout, small): tp rank 0's pipeline refines and every peer runs
 # its stage's naive/deferred choices; `ftllm plan` says so, and a campaign on those plans catches every flip
 # shellcheck disable=SC2086
