@@ -125,6 +125,7 @@ sdc-random count=12 seed=5 steps=1-4 target=both
 EOF
 # shellcheck disable=SC2086
 run "piggyback pp2 campaign" 0 "" 2 "$FTLLM" train inputs/default.ini $short parallel.pp=2 parallel.microbatches=2 train.ac=full dmr.mode=piggyback faults.schedule="$E2E_TMP/campaign.faults"
+has "pp2 1F1B: two pipeline slots" '^model: [0-9]+ parameters on this rank .*; tape [0-9]+ entries x 2 slots, activations [0-9.]+ MiB; '
 has "campaign all caught" '^faults: sdc injected 12, detected 12, rolled back 12, missed 0 .*fail-stop events 0\)'
 has "the schedule said: 12 flips" "^faults: $E2E_TMP/campaign.faults: 12 bit flips \\(0 sdc, 1 sdc-random line\\), 0 fail-stop events$"
 has "piggyback checks" '^dmr: mode piggyback, checks naive [0-9]+ piggyback [1-9][0-9]*, '

@@ -4,7 +4,8 @@
 # event warned once; where it cannot (a VM without a CPU PMU: libpfm4 finds no default PMU and
 # PAPI disables its perf_event component), one warning and no columns; and, with a CPU PMU
 # model forced on libpfm4 (LIBPFM_FORCE_PMU, which leaves out its perf:: software PMU), every
-# perf:: event refused, each warned once on rank 0, and the run still exits 0. The progress
+# perf:: event refused, each warned once on rank 0, and the run still exits 0. The model line
+# (one pipeline slot) and the end-of-run line (steps, ranks). The progress
 # output: plain per-step lines into a pipe, the live line (\r, ETA) on a terminal (script(1))
 # and with run.progress = live.
 set -u
@@ -32,7 +33,12 @@ else
   n=$(grep -c "PAPI refused event 'PAPI_TOT_INS'" "$E2E_TMP/err")
   if grep -q '^region .*PAPI_TOT_INS' "$E2E_TMP/out"; then [ "$n" -eq 0 ] && ok "papi: PAPI_TOT_INS counted" || bad "papi: PAPI_TOT_INS" "both counted and refused"
   else [ "$n" -eq 1 ] && ok "papi: refused PAPI_TOT_INS warned once" || bad "papi: refused warned once" "$n warnings: $(cat "$E2E_TMP/err")"; fi
+  # the footnote counts the columns: the three perf:: events, and PAPI_TOT_INS where counted
+  nc=$((3 + (n == 0)))
+  has "papi: footnote counts $nc columns" "^\(the last $nc columns: PAPI event counts of the region, min / avg / max over the ranks\)$"
 fi
+has "end of run: steps and ranks" '^---- end of run default: 3 steps on 2 ranks ----$'
+has "model line: one pipeline slot" '^model: [0-9]+ parameters on this rank .*; tape [0-9]+ entries x 1 slot, activations [0-9.]+ MiB; '
 has "papi: verdict" '^verdict: OK'
 # the run validated (train.val_batches=1): the region table says what eval's share is of
 has "region table: footnote on eval" '^\(eval and checkpoint run between steps: their % of step compares them with the steps. time and can pass 100\)$'

@@ -72,6 +72,7 @@ small="run.name=e2e model.layers=2 model.channels=64 train.batch=2 train.seq_len
 # shellcheck disable=SC2086
 run "straight 6 steps" 0 "" 1 "$FTLLM" train $deck $small train.steps=6 run.save_model=$D/straight.bin
 losses > "$D/l_straight"
+has "straight: the end-of-run line" "---- end of run e2e: 6 steps on 1 rank ----"
 [ "$(wc -l < "$D/l_straight")" -eq 3 ] && ok "losses of steps 4-6 found" || bad "losses of steps 4-6 found" "$(cat "$D/l_straight")"
 dp2="parallel.dp=2" # 2 ranks: two data-parallel replicas, compared with a straight 2-rank run
 # shellcheck disable=SC2086
@@ -190,6 +191,7 @@ run "bad: resume=auto falls back to step 1" 0 "skipping $f4: dataset 'optim/" 1 
 errhas "bad: truncated file reported" "skipping $f3: truncated or damaged HDF5 file"
 errhas "bad: foreign file reported" "skipping $f2: not an HDF5 file"
 has "bad: resumed from step 1" "resumed from $f1: step 1"
+errhas "bad: the newer files counted" "checkpoint: resuming from $f1, older than 3 newer files that failed verification"
 # shellcheck disable=SC2086
 run "bad: resume=FILE flipped bytes" 2 "$f4: dataset 'optim/" 1 "$FTLLM" train $deck $small checkpoint.resume=$f4
 errhas "bad: flipped bytes: checksum mismatch" "checksum mismatch"
