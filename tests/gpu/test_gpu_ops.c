@@ -25,7 +25,6 @@
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <stdint.h>
 #include <string.h>
 
 #include "../ft_test.h"
@@ -603,38 +602,20 @@ static void test_moe_expert(void **s)
     moe_expert_case("moe_expert", 1e-5, 0);
 }
 
-/* run.precision = bf16: every op that multiplies through cuBLAS (MATMUL, MOE_EXPERT, the tied
- * LM head's part of ENCODER's backward) against the CPU's fp32, then fp32 again. Tolerance
- * (reasoned, not yet measured): each operand rounded to bf16 is off by at most 2^-9 relative
- * (RMS about 2^-9 / sqrt 3), so a product by about 1.6e-3 RMS and a sum of such products with
- * random signs by about as much relative to its size: 1e-2 on the relative L2 error, and at
- * least 1e-4 (an error that small means fp32 ran, not bf16). The fp32 parts (bias gradients:
- * column sums; the earlier sums, the embedding rows) keep their fp32 tolerances. Bitwise
- * twice and on the checker stream, as every case. */
 /* A bf16 matmul forward with its input 4 bytes off 16-byte alignment (an operand inside an
  * activation arena may be): the input is then rounded to bf16 one element a thread over many
  * blocks, not four at a time (gemm.cu's cuda_to_bf16); y must be the aligned input's bytes. On
  * the emulator the scalar kernel must have run (mutant C01 of random_sample.md's CUDA seed 2:
- * its grid-stride start miscomputed, only the first block's elements converted). */
-/* n values in [-1, 1) from their own generator: these checks leave urand's sequence, and so
- * every later case's inputs, as they were (the tc masked-hot-key case's bf16 error depends on
- * its draw: its last row's score of the hot key is about 100, off by about 0.4 after rounding) */
-static Buf frand_own(size_t n, uint64_t seed)
-{
-    float *a = malloc(sizeof(float) * n);
-    assert_non_null(a);
-    for (size_t i = 0; i < n; i++) {
-        seed = seed * 6364136223846793005ULL + 1442695040888963407ULL;
-        a[i] = (float)((double)(seed >> 40) / (double)(1ULL << 24) * 2 - 1);
-    }
-    return (Buf){F32, n, a};
-}
-
+ * its grid-stride start miscomputed, only the first block's elements converted). urand's state
+ * is put back at the end, so every later case's inputs are as they were (the tc masked-hot-key
+ * case's bf16 error depends on its draw: its last row's score of the hot key is about 100, off by
+ * about 0.4 after rounding). */
 static void matmul_unaligned_agrees(long long n, long long c, long long oc)
 {
     const FtBackend *be = gpu();
+    unsigned long long rng = g_rng;
     size_t nc = (size_t)(n * c), noc = (size_t)(n * oc), occ = (size_t)(oc * c);
-    Buf x = frand_own(nc, 1), w = frand_own(occ, 2), bias = frand_own((size_t)oc, 3);
+    Buf x = frand(nc, 1), w = frand(occ, 1), bias = frand((size_t)oc, 1);
     float *dx[2] = {backend_alloc(be, nc * sizeof(float), "x"),
                     backend_alloc(be, (nc + 4) * sizeof(float), "x")};
     float *dw = backend_alloc(be, occ * sizeof(float), "w");
@@ -648,7 +629,7 @@ static void matmul_unaligned_agrees(long long n, long long c, long long oc)
 #endif
     /* first another input through the same GEMM workspace, so that no bf16 copy of x is left
      * there for the unaligned call to reuse; then the unaligned call, then the aligned one */
-    Buf other = frand_own(nc, 4);
+    Buf other = frand(nc, 1);
     float *dother = backend_alloc(be, nc * sizeof(float), "x other");
     be->to_device(be->ctx, dother, other.host, nc * sizeof(float));
     float *got[3];
@@ -677,8 +658,17 @@ static void matmul_unaligned_agrees(long long n, long long c, long long oc)
     be->release(be->ctx, dx[0]), be->release(be->ctx, dx[1]), be->release(be->ctx, dother);
     be->release(be->ctx, dw), be->release(be->ctx, db);
     free(x.host), free(w.host), free(bias.host);
+    g_rng = rng;
 }
 
+/* run.precision = bf16: every op that multiplies through cuBLAS (MATMUL, MOE_EXPERT, the tied
+ * LM head's part of ENCODER's backward) against the CPU's fp32, then fp32 again. Tolerance
+ * (reasoned, not yet measured): each operand rounded to bf16 is off by at most 2^-9 relative
+ * (RMS about 2^-9 / sqrt 3), so a product by about 1.6e-3 RMS and a sum of such products with
+ * random signs by about as much relative to its size: 1e-2 on the relative L2 error, and at
+ * least 1e-4 (an error that small means fp32 ran, not bf16). The fp32 parts (bias gradients:
+ * column sums; the earlier sums, the embedding rows) keep their fp32 tolerances. Bitwise
+ * twice and on the checker stream, as every case. */
 static void test_bf16_gemms(void **s)
 {
     (void)s;
