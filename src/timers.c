@@ -69,6 +69,7 @@ void timers_kill_at(FtTimers *t, int r, long long nth)
 int timers_kill_point_of(const char *name)
 {
     if (strcmp(name, "agreed") == 0) return FT_KILL_AGREED;
+    if (strcmp(name, "idle") == 0) return FT_KILL_IDLE;
     return timers_region_of(name);
 }
 
@@ -76,7 +77,8 @@ static void kill_check(FtTimers *t, int r)
 {
     if (t->kill_left > 0 && r == t->kill_region && --t->kill_left == 0) {
         ft_log_rank(FT_LOG_INFO, "test kill: raising SIGKILL on entering %s (wall %.6f)",
-                    r < FT_NREGIONS ? g_names[r] : "agreed", timers_wall());
+                    r < FT_NREGIONS ? g_names[r] : r == FT_KILL_AGREED ? "agreed" : "idle",
+                    timers_wall());
         raise(SIGKILL);
     }
 }

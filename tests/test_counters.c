@@ -244,6 +244,9 @@ static void test_region_names(void **state)
     for (int r = 0; r < FT_NREGIONS; r++) assert_int_equal(timers_kill_point_of(names[r]), r);
     assert_int_equal(timers_kill_point_of("agreed"), FT_KILL_AGREED);
     assert_int_equal(timers_region_of("agreed"), -1);
+    assert_int_equal(timers_kill_point_of("idle"), FT_KILL_IDLE); /* a waiting spare's */
+    assert_int_equal(timers_region_of("idle"), -1);
+    assert_true(FT_KILL_IDLE != FT_KILL_AGREED && (int)FT_KILL_IDLE >= (int)FT_NREGIONS);
     assert_int_equal(timers_kill_point_of("nope"), -1);
 }
 

@@ -869,6 +869,62 @@ static void test_grad_sole_writer(void **state)
     }
 }
 
+/* dmr_dyn_bytes on a hand-made expert op (ops.h's MOE_EXPERT; R 8 rows, C 4, OC 6, 2 local
+ * experts): a deferred check keeps the routed rows of the row-indexed inputs (forward x;
+ * backward dy and x), the other inputs whole (counts; the backward's dw and db prev), the
+ * weights and biases none, and a fingerprint per output; none routed: no row kept, all
+ * routed: every row. */
+static void test_dyn_bytes(void **state)
+{
+    (void)state;
+    if (ft_test_rank() != 0) return;
+    enum { R = 8, C = 4, OC = 6, EL = 2, F = sizeof(float) };
+    static float buf[256];
+    FtTape tp;
+    tape_init(&tp);
+    int x = tape_tensor(&tp, "x", FT_F32, FT_TR_ACT, R * C, buf, 0);
+    int w = tape_tensor(&tp, "w", FT_F32, FT_TR_PARAM, EL * OC * C, buf, 0);
+    int b = tape_tensor(&tp, "b", FT_F32, FT_TR_PARAM, EL * OC, buf, 0);
+    int cnt = tape_tensor(&tp, "counts", FT_I32, FT_TR_ACT, EL, buf, 0);
+    int y = tape_tensor(&tp, "y", FT_F32, FT_TR_ACT, R * OC, buf, 0);
+    int dy = tape_tensor(&tp, "dy", FT_F32, FT_TR_ACT_GRAD, R * OC, buf, 0);
+    int dx = tape_tensor(&tp, "dx", FT_F32, FT_TR_ACT_GRAD, R * C, buf, 0);
+    int dw = tape_tensor(&tp, "dw", FT_F32, FT_TR_GRAD, EL * OC * C, buf, 0);
+    int db = tape_tensor(&tp, "db", FT_F32, FT_TR_GRAD, EL * OC, buf, 0);
+    int dwp = tape_tensor(&tp, "dw prev", FT_F32, FT_TR_GRAD_PREV, EL * OC * C, buf, 0);
+    int dbp = tape_tensor(&tp, "db prev", FT_F32, FT_TR_GRAD_PREV, EL * OC, buf, 0);
+    FtTapeEntry e = {.kind = FT_OP_MOE_EXPERT, .dir = FT_FWD, .phase = FT_PH_FWD};
+    for (int k = 0; k < FT_OP_MAX_IN; k++) e.in[k] = -1;
+    for (int k = 0; k < FT_OP_MAX_OUT; k++) e.out[k] = -1;
+    FtTapeEntry bw = e;
+    e.in[0] = x, e.in[1] = w, e.in[2] = b, e.in[3] = cnt, e.out[0] = y;
+    bw.dir = FT_BWD, bw.phase = FT_PH_BWD;
+    bw.in[0] = dy, bw.in[1] = x, bw.in[2] = w, bw.in[3] = cnt, bw.in[4] = dwp, bw.in[5] = dbp;
+    bw.out[0] = dx, bw.out[1] = dw, bw.out[2] = db;
+    tape_push(&tp, &e);
+    tape_push(&tp, &bw);
+    for (int i = 0; i < 2; i++) {
+        FtOpCall c;
+        memset(&c, 0, sizeof c);
+        for (int k = 0; k < FT_OP_MAX_IN; k++) c.in[k] = tp.e[i].in[k] >= 0 ? buf : NULL;
+        c.d[0] = R, c.d[1] = C, c.d[2] = OC, c.d[3] = EL, c.x[0] = 1;
+        for (long long rows = 0; rows <= R; rows += 3) {
+            size_t nb[FT_OP_MAX_IN], want[FT_OP_MAX_IN] = {0}, sum = 0;
+            if (i == 0) {
+                want[0] = (size_t)rows * C * F, want[3] = EL * sizeof(int);
+            } else {
+                want[0] = (size_t)rows * OC * F, want[1] = (size_t)rows * C * F;
+                want[3] = EL * sizeof(int), want[4] = EL * OC * C * F, want[5] = EL * OC * F;
+            }
+            for (int k = 0; k < FT_OP_MAX_IN; k++) sum += want[k];
+            sum += (i == 0 ? 1 : 3) * sizeof(uint64_t); /* the outputs' fingerprints */
+            assert_int_equal(dmr_dyn_bytes(&tp, i, &c, rows, nb), sum);
+            for (int k = 0; k < FT_OP_MAX_IN; k++) assert_int_equal(nb[k], want[k]);
+        }
+    }
+    tape_free(&tp);
+}
+
 /* Planned from a real profile (dmr.profile_steps = 2), no faults, on every layout with its AC
  * and with AC off: no mismatch, every op covered once, the budget kept, and the parameters
  * bitwise where DMR off ends. */
@@ -3018,6 +3074,7 @@ FT_TEST_MAIN(cmocka_unit_test(test_flip_campaign), cmocka_unit_test(test_pipe_bu
              cmocka_unit_test(test_validation_unchecked),
              cmocka_unit_test(test_planned_campaign), cmocka_unit_test(test_planned_clean),
              cmocka_unit_test(test_chain), cmocka_unit_test(test_grad_sole_writer),
+             cmocka_unit_test(test_dyn_bytes),
              cmocka_unit_test(test_profile_steps), cmocka_unit_test(test_profile_window_kinds),
              cmocka_unit_test(test_profile_broken),
              cmocka_unit_test(test_profile_order),

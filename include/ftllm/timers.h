@@ -56,10 +56,12 @@ int timers_region_of(const char *name);
  * its nth entry into region r from now on, or its nth pass of kill point r (below)
  * (timers_reset does not restart the count). */
 void timers_kill_at(FtTimers *t, int r, long long nth);
-/* Kill points that are not regions: FT_KILL_AGREED, just after a step attempt's DMR agreement
- * (train_dmr.c), before the trainer's own agreement on process failures. */
-enum { FT_KILL_AGREED = FT_NREGIONS };
-/* A region's number by name, or a kill point's ("agreed"); -1: neither. */
+/* Kill points that are not regions: FT_KILL_AGREED ("agreed"), just after a step attempt's DMR
+ * agreement (train_dmr.c), before the trainer's own agreement on process failures;
+ * FT_KILL_IDLE ("idle"), a rank that does not train (a hot spare, a replica that left) each
+ * time it starts waiting for the job's next event (train_spare.c). */
+enum { FT_KILL_AGREED = FT_NREGIONS, FT_KILL_IDLE };
+/* A region's number by name, or a kill point's ("agreed", "idle"); -1: neither. */
 int timers_kill_point_of(const char *name);
 /* Kill point p passed (counted for timers_kill_at). */
 void timers_point(FtTimers *t, int p);

@@ -64,13 +64,14 @@ static long long routed_rows(const FtDmr *d, const FtOpCall *c)
     return total < c->d[0] ? total : c->d[0];
 }
 
-void dmr_dyn_check(FtDmr *d, const FtTape *tp, int i, const FtOpCall *c, const int *chk,
-                   int nchk)
+size_t dmr_dyn_bytes(const FtTape *tp, int i, const FtOpCall *c, long long rows,
+                     size_t nb[FT_OP_MAX_IN])
 {
     const FtTapeEntry *e = &tp->e[i];
-    long long R = c->d[0], rows = routed_rows(d, c);
-    size_t nb[FT_OP_MAX_IN] = {0}, bytes = 0;
+    long long R = c->d[0];
+    size_t bytes = 0;
     for (int k = 0; k < FT_OP_MAX_IN; k++) {
+        nb[k] = 0;
         if (e->in[k] < 0 || !c->in[k]) continue;
         FtTensorRole r = tp->t[e->in[k]].role;
         if (r == FT_TR_PARAM || r == FT_TR_MOM1 || r == FT_TR_MOM2) continue; /* stable */
@@ -81,6 +82,14 @@ void dmr_dyn_check(FtDmr *d, const FtTape *tp, int i, const FtOpCall *c, const i
         bytes += nb[k];
     }
     for (int k = 0; k < FT_OP_MAX_OUT; k++) bytes += e->out[k] >= 0 ? sizeof(uint64_t) : 0;
+    return bytes;
+}
+
+void dmr_dyn_check(FtDmr *d, const FtTape *tp, int i, const FtOpCall *c, const int *chk,
+                   int nchk)
+{
+    size_t nb[FT_OP_MAX_IN];
+    size_t bytes = dmr_dyn_bytes(tp, i, c, routed_rows(d, c), nb);
     d->s.dyn_bytes += (long long)bytes;
     d->s.dyn_cap_bytes += (long long)dmr_entry_kept(tp, i);
     if (d->dyn_kept + bytes > d->dyn_guard || d->kept + bytes > d->budget) {

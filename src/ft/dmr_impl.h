@@ -230,6 +230,12 @@ bool dmr_dyn_op(const FtTapeEntry *e); /* an op the dynamic planner decides */
 void dmr_dyn_prepare(FtDmr *d);        /* dyn_guard from the plan in use */
 /* Whether entry e (entry-space index idx) is the dynamic planner's under the plan in use. */
 bool dmr_dyn_takes(const FtDmr *d, const FtTapeEntry *e, int idx);
+/* What a deferred check of expert entry i (its call c, `rows` of its c->d[0] routed) keeps:
+ * nb[k] bytes of input k (the row-indexed inputs, forward x and backward dy and x, up to the
+ * routed rows; the others whole; model state none); returns nb's sum plus a fingerprint per
+ * output. */
+size_t dmr_dyn_bytes(const FtTape *tp, int i, const FtOpCall *c, long long rows,
+                     size_t nb[FT_OP_MAX_IN]);
 /* Entry i (an expert op) ran: defer its check or run it now (dmr.h). */
 void dmr_dyn_check(FtDmr *d, const FtTape *tp, int i, const FtOpCall *c, const int *chk,
                    int nchk);

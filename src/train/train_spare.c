@@ -578,6 +578,7 @@ static int idle(FtTrainer *tr)
 {
     for (;;) {
         long long msg[MSG_LEN] = {0};
+        timers_point(&tr->regions, FT_KILL_IDLE); /* a testing aid (FTLLM_TEST_KILL) */
         job_event(tr, msg);
         if (comm_ft_failed()) { /* ULFM: a process died; the event comes again on the survivors */
             job_shrink(tr->job);
@@ -623,14 +624,25 @@ int train_spare_before_step(FtTrainer *tr)
 void train_spare_end(FtTrainer *tr)
 {
     if (!tr->job || tr->left) return;
-    for (;;) {
+    for (bool regrid = false;;) {
         long long msg[MSG_LEN] = {0};
-        msg[M_KIND] = EV_END;
+        msg[M_KIND] = regrid ? EV_ULFM : EV_END;
+        msg[M_DP] = tr->grid->dp, msg[M_STEP] = tr->model->step, msg[M_SPARE] = tr->job->used;
         job_event(tr, msg);
-        if (!comm_ft_failed()) return;
-        /* ULFM: a waiting rank died (nothing trains on it): the end again on the survivors */
+        if (!comm_ft_failed()) {
+            if (!regrid) return;
+            ulfm_regrid(tr, msg, MPI_COMM_NULL);
+            regrid = false;
+            continue;
+        }
+        /* ULFM: a waiting rank died (nothing trains on it). Its failure revoked every
+         * communicator of each process that saw it (comm_ft.c), the training grid's too: the
+         * survivors shrink the channel, the training ranks build their grid again on
+         * themselves (an EV_ULFM that loses no replica: the waiting ranks take part as
+         * non-members), and the end is sent again. */
         job_shrink(tr->job);
         comm_ft_clear();
+        regrid = true;
     }
 }
 

@@ -275,7 +275,8 @@ static int save_weights(const char *path, const FtModel *m, char *err, size_t er
  * (a comma-separated list of them, one per rank) makes world rank RANK raise SIGKILL on its
  * N-th entry into the named region (timers.h: step, data, forward, backward, gradsync,
  * optimizer, ...) or its N-th pass of the kill point `agreed` (just after a step attempt's DMR
- * agreement, before the trainer's agreement on process failures). Returns 0, or FT_EXIT_USAGE
+ * agreement, before the trainer's agreement on process failures) or `idle` (a rank that does not
+ * train, a hot spare, starting to wait for the job's next event). Returns 0, or FT_EXIT_USAGE
  * with one line on stderr for a malformed value (the same on every rank: every rank reads the
  * same environment). */
 static int test_kill_setup(FtTrainer *tr, MPI_Comm comm)
@@ -291,10 +292,10 @@ static int test_kill_setup(FtTrainer *tr, MPI_Comm comm)
         if (sscanf(p, "%d:%31[a-z]:%lld%n", &who, region, &nth, &n) != 3 ||
             (p[n] != '\0' && p[n] != ',') || who < 0 || nth < 1 ||
             (r = timers_kill_point_of(region)) < 0) {
-            char msg[320];
+            char msg[400];
             snprintf(msg, sizeof msg, "FTLLM_TEST_KILL=%s: expected RANK:REGION:N[,...] (e.g. "
                      "2:backward:3; REGION a region of the end-of-run table, or agreed: just "
-                     "after a step's DMR agreement; N >= 1)", v);
+                     "after a step's DMR agreement, or idle: a waiting spare's wait; N >= 1)", v);
             cli_error(comm, msg);
             return FT_EXIT_USAGE;
         }

@@ -23,7 +23,8 @@
 #    checkpoints bitwise equal;
 #  - ranks 1 and 2 killed (steps 2 and 4): shard 2 has no holder left: a wipe-out, exit 5;
 #  - dp 3 + a hot spare: the spare takes the first dead replica's place, the controller masks
-#    the second, bitwise; a wipe-out after a real death exits 5 even with a checkpoint;
+#    the second, bitwise; a spare that dies while it waits (alone, and before a replica's
+#    death, also as a spare of 2 ranks on dp 2 x tp 2) is not used, bitwise; a wipe-out after a real death exits 5 even with a checkpoint;
 #  - parallel HDF5 in that build (Debian's libhdf5-openmpi on Open MPI 5): a checkpoint written
 #    at step 3 and resumed to step 6 gives the straight run's weights bitwise.
 # Skips (one line saying why) when the Open MPI build is not there.
@@ -203,6 +204,38 @@ has "step 3 computed again with every replica (the spare in)" '^step +3/5 .*\| l
 has "the second death masked by the controller" '^spare: replica 2 failed in step 4 \(process failure, ULFM\): masked by the controller'
 has "spare line" '^spare: r 2, 3 replicas, live 2, depth 2; failures masked 2, wipe-outs 0;.* spares used 1 of 1;'
 same "weights bitwise equal with the spare" "$E2E_TMP/spare3.bin" "$E2E_TMP/clean3.bin"
+
+# a hot spare's process dies while it waits (kill point `idle`): the survivors learn it at the
+# next job event. Alone (rank 3, the spare, dies at its first wait): the run's end finds it
+# and ends on the survivors, the weights bitwise; then with a replica's death in step 3: the
+# dead spare is not used (its process cannot take the place), the controller masks the
+# failure, bitwise. Then a spare of two ranks (dp 2 x tp 2 + 1 spare, 6 ranks): the spare's
+# second rank (world rank 5) dies, then rank 2 (replica 1) in step 3: the spare is unusable
+# though its first rank lives, the controller masks replica 1, the checkpoint bitwise the
+# fault-free one's
+export FTLLM_TEST_KILL=3:idle:1
+# shellcheck disable=SC2086
+run "the spare dies while it waits" 0 "" 4 "$FTLLM" train inputs/default.ini $sp run.save_model="$E2E_TMP/sdead.bin"
+has "spare dead: every replica live, no spare used" '^spare: r 2, 3 replicas, live 3, depth 1; failures masked 0, wipe-outs 0;.* spares used 0 of 1;'
+same "spare dead: weights bitwise equal" "$E2E_TMP/sdead.bin" "$E2E_TMP/clean3.bin"
+export FTLLM_TEST_KILL=3:idle:1,1:backward:3
+# shellcheck disable=SC2086
+run "the spare dies, then rank 1 (step 3)" 0 "" 4 "$FTLLM" train inputs/default.ini $sp run.save_model="$E2E_TMP/sdead1.bin"
+has "spare dead: the replica's death masked by the controller" '^spare: replica 1 failed in step 3 \(process failure, ULFM\): masked by the controller'
+has "spare dead: the spare not used" '^spare: r 2, 3 replicas, live 2, depth 2; failures masked 1, wipe-outs 0;.* spares used 0 of 1;'
+same "spare dead: weights bitwise equal after the masked death" "$E2E_TMP/sdead1.bin" "$E2E_TMP/clean3.bin"
+sp2="$mp parallel.tp=2 spare.spares=1"
+export FTLLM_TEST_KILL=
+# shellcheck disable=SC2086
+run "dp 2 x tp 2 + a spare of 2 ranks, fault-free" 0 "" 6 "$FTLLM" train inputs/default.ini $sp2 checkpoint.dir="$E2E_TMP/ck-sp2"
+has "tp 2 spare idled" '^spare: r 2, 2 replicas, live 2, depth 1; failures masked 0, .*spares used 0 of 1;'
+export FTLLM_TEST_KILL=5:idle:1,2:backward:3
+# shellcheck disable=SC2086
+run "dp 2 x tp 2: the spare's second rank dies, then rank 2 (step 3)" 0 "" 6 "$FTLLM" train inputs/default.ini $sp2 checkpoint.dir="$E2E_TMP/ckk-sp2"
+has "tp 2 spare dead: masked by the controller" '^spare: replica 1 failed in step 3 \(process failure, ULFM\): masked by the controller'
+has "tp 2 spare dead: the spare not used" '^spare: r 2, 2 replicas, live 1, depth 2; failures masked 1, wipe-outs 0;.* spares used 0 of 1;'
+same_ckpt "tp 2 spare dead: the checkpoint bitwise the fault-free one" "$E2E_TMP/ck-sp2" "$E2E_TMP/ckk-sp2"
+export FTLLM_TEST_KILL=
 
 # a suspect named at a step's DMR agreement whose process dies right after it (kill point
 # `agreed`: rank 1's 4th agreement is step 3's first attempt, where its second mismatch names
