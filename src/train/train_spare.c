@@ -300,6 +300,8 @@ static int fail_masked(FtTrainer *tr, int replica)
     return rc;
 }
 
+static void waiting_rank_died(FtTrainer *tr);
+
 /* One failure of the batch (replicas[0]; the rest follow). */
 static int fail_one(FtTrainer *tr, const int *replicas, int n)
 {
@@ -315,6 +317,10 @@ static int fail_one(FtTrainer *tr, const int *replicas, int n)
     msg[M_DP] = tr->grid->dp, msg[M_STEP] = tr->model->step + 1, msg[M_N] = n - 1;
     for (int k = 1; k < n; k++) msg[M_BATCH + k - 1] = replicas[k];
     job_event(tr, msg);
+    if (comm_ft_failed()) { /* ULFM: a waiting rank died; the join again (a dead spare skipped) */
+        waiting_rank_died(tr);
+        return fail_one(tr, replicas, n);
+    }
     join(tr, msg);
     return SPARE_MASKED;
 }
@@ -406,6 +412,13 @@ static bool restart(FtTrainer *tr)
     long long msg[MSG_LEN] = {0};
     msg[M_KIND] = EV_RESTART, msg[M_CKPT] = step, msg[M_STEP] = tr->model->step + 1;
     job_event(tr, msg);
+    if (comm_ft_failed()) { /* ULFM: a waiting rank died: it cannot come back to restart */
+        waiting_rank_died(tr);
+        log_error("spare: wipe-out before step %lld: no in-process restart (a waiting process of "
+                  "the job died: ULFM cannot bring it back): the run stops (HINT: the job "
+                  "script requeues exit 5; checkpoint.resume = auto resumes)", msg[M_STEP]);
+        return false;
+    }
     restart_all(tr, msg);
     return true;
 }
@@ -487,6 +500,29 @@ static void ulfm_regrid(FtTrainer *tr, const long long *msg, MPI_Comm from)
                  "a hot spare took its place and stack (state copied from a live replica)" :
                  msg[M_CKPT] ? "part of a wipe-out" : "masked by the controller",
                  tr->sp->nlive, tr->sp->N, tr->sp->depth);
+}
+
+/* ULFM: a job event of the training ranks (all of them in it) failed: a waiting rank died
+ * (nothing trains on it). That failure revoked every communicator of each process that saw it
+ * (comm_ft.c), the training grid's too, so the survivors shrink the channel (a spare with a
+ * dead rank is marked, and skipped from then on) and the training ranks build their grid again
+ * on themselves: an EV_ULFM that loses no replica, which the waiting ranks (in idle) take part
+ * in as non-members. */
+static void waiting_rank_died(FtTrainer *tr)
+{
+    FtSpareJob *j = tr->job;
+    for (;;) {
+        job_shrink(j);
+        comm_ft_clear();
+        while (j->used < j->spares && j->spare_dead[j->used]) j->used++;
+        long long msg[MSG_LEN] = {0};
+        msg[M_KIND] = EV_ULFM, msg[M_DP] = tr->grid->dp, msg[M_STEP] = tr->model->step;
+        msg[M_SPARE] = j->used;
+        job_event(tr, msg);
+        if (comm_ft_failed()) continue; /* another one: shrink again */
+        ulfm_regrid(tr, msg, MPI_COMM_NULL);
+        return;
+    }
 }
 
 int train_spare_recover(FtTrainer *tr, long long step)
@@ -624,25 +660,12 @@ int train_spare_before_step(FtTrainer *tr)
 void train_spare_end(FtTrainer *tr)
 {
     if (!tr->job || tr->left) return;
-    for (bool regrid = false;;) {
+    for (;;) {
         long long msg[MSG_LEN] = {0};
-        msg[M_KIND] = regrid ? EV_ULFM : EV_END;
-        msg[M_DP] = tr->grid->dp, msg[M_STEP] = tr->model->step, msg[M_SPARE] = tr->job->used;
+        msg[M_KIND] = EV_END;
         job_event(tr, msg);
-        if (!comm_ft_failed()) {
-            if (!regrid) return;
-            ulfm_regrid(tr, msg, MPI_COMM_NULL);
-            regrid = false;
-            continue;
-        }
-        /* ULFM: a waiting rank died (nothing trains on it). Its failure revoked every
-         * communicator of each process that saw it (comm_ft.c), the training grid's too: the
-         * survivors shrink the channel, the training ranks build their grid again on
-         * themselves (an EV_ULFM that loses no replica: the waiting ranks take part as
-         * non-members), and the end is sent again. */
-        job_shrink(tr->job);
-        comm_ft_clear();
-        regrid = true;
+        if (!comm_ft_failed()) return;
+        waiting_rank_died(tr); /* then the end again on the survivors */
     }
 }
 

@@ -23,8 +23,11 @@
 #    checkpoints bitwise equal;
 #  - ranks 1 and 2 killed (steps 2 and 4): shard 2 has no holder left: a wipe-out, exit 5;
 #  - dp 3 + a hot spare: the spare takes the first dead replica's place, the controller masks
-#    the second, bitwise; a spare that dies while it waits (alone, and before a replica's
-#    death, also as a spare of 2 ranks on dp 2 x tp 2) is not used, bitwise; a wipe-out after a real death exits 5 even with a checkpoint;
+#    the second, bitwise; a wipe-out after a real death exits 5 even with a checkpoint;
+#    a spare that dies while it waits (kill point `idle`) is not used: alone, before a
+#    replica's death, before an injected fail-stop that wants it, and as a spare of 2 ranks
+#    on dp 2 x tp 2, bitwise; a replica that left, dead while it waits, stops the in-process
+#    restart of a later wipe-out (exit 5);
 #  - parallel HDF5 in that build (Debian's libhdf5-openmpi on Open MPI 5): a checkpoint written
 #    at step 3 and resumed to step 6 gives the straight run's weights bitwise.
 # Skips (one line saying why) when the Open MPI build is not there.
@@ -224,6 +227,24 @@ run "the spare dies, then rank 1 (step 3)" 0 "" 4 "$FTLLM" train inputs/default.
 has "spare dead: the replica's death masked by the controller" '^spare: replica 1 failed in step 3 \(process failure, ULFM\): masked by the controller'
 has "spare dead: the spare not used" '^spare: r 2, 3 replicas, live 2, depth 2; failures masked 1, wipe-outs 0;.* spares used 0 of 1;'
 same "spare dead: weights bitwise equal after the masked death" "$E2E_TMP/sdead1.bin" "$E2E_TMP/clean3.bin"
+# an injected fail-stop (the fault schedule's `fail`) that wants the spare after its process
+# died: the join fails on the channel, the survivors shrink it and rebuild the grid, the join
+# goes to the controller instead (masked), bitwise
+printf 'fail step=3 replica=1\n' > "$E2E_TMP/inj.faults"
+export FTLLM_TEST_KILL=3:idle:1
+# shellcheck disable=SC2086
+run "the spare dies, then an injected fail-stop wants it" 0 "" 4 "$FTLLM" train inputs/default.ini $sp faults.schedule="$E2E_TMP/inj.faults" run.save_model="$E2E_TMP/sdeadinj.bin"
+has "spare dead: the injected failure masked" '^spare: replica 1 failed after step 2: masked'
+has "spare dead: the injected failure, no spare used" '^spare: r 2, 3 replicas, live 2, depth 2; failures masked 1, wipe-outs 0;.* spares used 0 of 1;'
+same "spare dead: weights bitwise equal after the injected failure" "$E2E_TMP/sdeadinj.bin" "$E2E_TMP/clean3.bin"
+# a replica that left (an injected fail-stop) waits like a spare; its process dies there, and a
+# later wipe-out that checkpoints would restart in-process finds it gone when the job's restart
+# event fails: no restart (the dead process cannot come back), exit 5, said why
+printf 'fail step=3 replica=1\nfail step=5 replica=2   ; shard 2 lost both holders\n' > "$E2E_TMP/wipe.faults"
+export FTLLM_TEST_KILL=1:idle:1
+# shellcheck disable=SC2086
+run "a left replica dies while it waits, then a wipe-out: exit 5" 5 "" 3 "$FTLLM" train inputs/default.ini $common parallel.dp=3 faults.schedule="$E2E_TMP/wipe.faults" checkpoint.interval=1 checkpoint.dir="$E2E_TMP/ckwl"
+if grep -q 'wipe-out before step 5: no in-process restart (a waiting process of the job died' "$E2E_TMP/out" "$E2E_TMP/err"; then ok "left replica dead: no restart, said why"; else bad "left replica dead: no restart, said why" "$(grep -a wipe "$E2E_TMP/out" "$E2E_TMP/err" | head -3)"; fi
 sp2="$mp parallel.tp=2 spare.spares=1"
 export FTLLM_TEST_KILL=
 # shellcheck disable=SC2086
