@@ -803,6 +803,16 @@ static void test_traffic(void **state)
                          dir ? "bwd" : "fwd", i, f2, k, f1);
         }
     }
+    /* the tied LM head folded into the encoder's backward (cases 1 and 2: without and with it)
+     * reads dlogits (N, Vp) and the final LayerNorm's output (N, C) once each, and its dW =
+     * dlogits^T lnf is 2 N C Vp FLOPs: exactly that much more than the backward without it */
+    const FtOpDesc *enc = ops_desc(FT_OP_ENCODER);
+    assert_true(cases[1].k == FT_OP_ENCODER && cases[2].k == FT_OP_ENCODER && cases[2].c.in[4]);
+    double head_b = enc->bytes(&cases[2].c, FT_BWD) - enc->bytes(&cases[1].c, FT_BWD);
+    double head_f = enc->flops(&cases[2].c, FT_BWD) - enc->flops(&cases[1].c, FT_BWD);
+    if (head_b != 4.0 * N * (Vp + C) || head_f != 2.0 * N * C * Vp)
+        fail_msg("encoder.bwd's tied head: %.6g bytes and %.6g FLOPs more, want %.6g and %.6g",
+                 head_b, head_f, 4.0 * N * (Vp + C), 2.0 * N * C * Vp);
     for (int k = 0; k < FT_OP_NKINDS; k++) { /* every kind and direction has a case */
         if (k == FT_OP_MARK) continue;
         if (!covered[k][FT_FWD] || (ops_desc(k)->bwd && !covered[k][FT_BWD]))
