@@ -129,6 +129,45 @@ static void test_tiny_counts(void **state)
     predict_free(&p);
 }
 
+/* Every group's FLOPs on the tiny model (N 4, C 8, Q = K 8, F 32, g 1, V 16, B 1, T 4), from
+ * the header's counts: the GEMMs 2 m n k, attention 2 B T^2 Q; the elementwise operators a few
+ * per element (a norm 5 N C, a residual N C, the activation 8 g N F, the loss 5 N V; the
+ * gather and scatter-add of the embedding and AdamW none); backward twice the forward
+ * (attention 2.5x). Compute-bound (rate 1e6 FLOP/s, HBM too fast to matter), so each time is
+ * its FLOPs; the FLOP-free groups come out at their bytes' negligible time. */
+static void test_tiny_flops(void **state)
+{
+    (void)state;
+    FtConfig cfg;
+    cfg_from(&cfg, g_tiny, NULL);
+    FtPredict p;
+    if (predict_build(&cfg, &p, g_err, sizeof g_err)) fail_msg("%s", g_err);
+    const double N = 4, C = 8, Q = 8, K = 8, F = 32, V = 16, T = 4;
+    const struct { int g; double flops; } want[] = {
+        {PRED_G_embed, 0},                     {PRED_G_norm1, 5 * N * C},
+        {PRED_G_qkv, 2 * N * C * (Q + 2 * K)}, {PRED_G_attn, 2 * T * T * Q},
+        {PRED_G_proj, 2 * N * Q * C},          {PRED_G_res1, N * C},
+        {PRED_G_norm2, 5 * N * C},             {PRED_G_up, 2 * N * C * F},
+        {PRED_G_act, 8 * N * F},               {PRED_G_down, 2 * N * F * C},
+        {PRED_G_res2, N * C},                  {PRED_G_normf, 5 * N * C},
+        {PRED_G_head, 2 * N * C * V},          {PRED_G_loss, 5 * N * V},
+        {PRED_G_loss_b, 5 * N * V},            {PRED_G_head_b, 4 * N * C * V},
+        {PRED_G_normf_b, 10 * N * C},          {PRED_G_down_b, 4 * N * F * C},
+        {PRED_G_act_b, 16 * N * F},            {PRED_G_up_b, 4 * N * C * F},
+        {PRED_G_norm2_b, 10 * N * C},          {PRED_G_proj_b, 4 * N * Q * C},
+        {PRED_G_attn_b, 2.5 * 2 * T * T * Q},  {PRED_G_qkv_b, 4 * N * C * (Q + 2 * K)},
+        {PRED_G_norm1_b, 10 * N * C},          {PRED_G_embed_b, 0},
+        {PRED_G_adamw, 0},
+    };
+    assert_int_equal(sizeof want / sizeof want[0], PRED_NGROUPS);
+    for (size_t k = 0; k < sizeof want / sizeof want[0]; k++) {
+        double f = flops_of(&p, want[k].g); /* a FLOP-free group: its bytes at 1e18 B/s */
+        if (fabs(f - want[k].flops) > (want[k].flops > 0 ? 1e-9 * want[k].flops : 1e-3))
+            fail_msg("%s: %g FLOPs, want %g", predict_group_name(want[k].g), f, want[k].flops);
+    }
+    predict_free(&p);
+}
+
 /* GQA (1 kv head: K = HS = 4) and SwiGLU (g = 2): qkv 2 N C (C + 2*4) = 1024, up 2 N C 2*32 =
  * 4096, act keeps g N F; tp 2 halves Q and F, the kv head is replicated (ceil(1/2) = 1):
  * qkv 2 N C (4 + 8) = 768, up 2 N C 2*16 = 2048; the head is vocab-parallel: 2 N C 8 = 512. */
@@ -921,7 +960,7 @@ static void test_pipe_sim(void **state)
     predict_pipe_free(&pp);
 }
 
-FT_TEST_MAIN(cmocka_unit_test(test_tiny_counts), cmocka_unit_test(test_tiny_shapes),
+FT_TEST_MAIN(cmocka_unit_test(test_tiny_counts), cmocka_unit_test(test_tiny_flops), cmocka_unit_test(test_tiny_shapes),
              cmocka_unit_test(test_keep_costs), cmocka_unit_test(test_tiny_bytes),
              cmocka_unit_test(test_ac_pipeline), cmocka_unit_test(test_tiny_comm),
              cmocka_unit_test(test_tiny_memory), cmocka_unit_test(test_decks_phases),

@@ -16,16 +16,19 @@
  *   K = ceil(KV / tp) HS (kv heads replicated when KV < tp), F = ffn / tp (model.ffn,
  *   0 = 4 C), g = 2 for a SwiGLU MLP (gate and up), 1 for GELU; V = vocab / tp (vocab-parallel).
  * Operators of one block, forward (FLOPs; inputs kept by a deferred check, elements):
- *   norm1 (-; N C)  qkv (2 N C (Q + 2K); N C)  attn (2 B T^2 Q, causal flash; N (Q + 2K))
- *   proj (2 N Q C; N Q)  [TP all-reduce]  res1 (-; 2 N C)  norm2 (-; N C)
- *   up (2 N C g F; N C)  act (-; g N F)  down (2 N F C; N F)  [TP all-reduce]  res2 (-; 2 N C)
+ *   norm1 (5 N C; N C)  qkv (2 N C (Q + 2K); N C)  attn (2 B T^2 Q, causal flash; N (Q + 2K))
+ *   proj (2 N Q C; N Q)  [TP all-reduce]  res1 (N C; 2 N C)  norm2 (5 N C; N C)
+ *   up (2 N C g F; N C)  act (8 g N F; g N F)  down (2 N F C; N F)  [TP all-reduce]
+ *   res2 (N C; 2 N C)
  * Backward, blocks in reverse (FLOPs twice the forward's, attention 2.5x as flash attention's
  * five GEMMs against two; inputs: the forward's plus the output gradient):
  *   down' act' up' [TP all-reduce of dx] norm2' proj' attn' qkv' [TP all-reduce of dx] norm1'
- *   (residual gradients pass through: no operator). Head: normf, head (2 N C V), loss (-; N V)
- *   forward; loss', head', normf' backward. pp = 1: embed (gather) and embed' (scatter-add).
+ *   (residual gradients pass through: no operator). Head: normf, head (2 N C V), loss (5 N V;
+ *   N V) forward; loss' (5 N V), head', normf' backward. pp = 1: embed (gather) and embed'
+ *   (scatter-add), no FLOPs.
  * Optimizer, once per step: one AdamW operator per block (and the head), its stage's parameters
- *   P / tp; 30 bytes per parameter moved (bf16 weight, fp32 master, gradient, two moments).
+ *   P / tp; 30 bytes per parameter moved (bf16 weight, fp32 master, gradient, two moments), its
+ *   FLOPs not counted (memory-bound by far).
  * Time of an operator = max(FLOPs / (cluster.gpu_tflops x cluster.gpu_eff), bytes /
  *   cluster.hbm_gbs) (a roofline; bytes = inputs + outputs + weights, bf16; the loss's logits in
  *   fp32); a checker runs as long as its primary. Keeping a deferred check
