@@ -13,7 +13,8 @@
 # one with one edit) and a plan file missing on one rank are one "FILE:LINE: message" line, exit 2
 # (bad files on two ranks: the first bad rank's line);
 # a plan it cannot write is one line naming the file, exit 1, and not reported as written.
-# Runs the sanitizer build ($FTLLM_SAN) too: the bad fault files, and the pipeline's refinement.
+# Runs the sanitizer build ($FTLLM_SAN) too: the bad fault files, the pipeline's refinement, and
+# a schedule of exactly 16 events.
 set -u
 source "$(dirname "$0")/lib.bash"
 short="train.steps=4 train.sample_tokens=0 train.val_batches=0"
@@ -177,6 +178,12 @@ if [ -n "${FTLLM_SAN:-}" ] && [ -x "$FTLLM_SAN" ]; then
   has "address sanitizer: plan pp2 refinement line" "^plan: the pipeline's stages refined their plans together"
   run "address sanitizer: ep2 pp2 refined campaign" 0 "" 4 "$FTLLM_SAN" train inputs/default.ini train.steps=6 train.sample_tokens=0 train.val_batches=0 parallel.ep=2 parallel.pp=2 model.experts=4 parallel.microbatches=2 train.ac=full dmr.mode=planned dmr.profile_steps=2 faults.schedule="$E2E_TMP/late.faults"
   has "address sanitizer: ep2 pp2 refined campaign all caught" '^faults: sdc injected 12, detected 12, rolled back 12, missed 0 '
+  # a schedule of exactly 16 events fills the parser's first allocation: a loop that reads one
+  # event past the schedule (each step's fail-stop lines, train_dmr.c) reads past the heap block
+  rm -f "$E2E_TMP/f16.faults"
+  for s in 1 2 3 4; do for k in 0 1 2 3; do echo "sdc step=$s rank=0 op=matmul:$k bit=$((20 + k))" >> "$E2E_TMP/f16.faults"; done; done
+  run "address sanitizer: 16 flips, a schedule of 16 events" 0 "" 1 "$FTLLM_SAN" train inputs/default.ini train.steps=4 train.sample_tokens=0 train.val_batches=0 dmr.mode=naive faults.schedule="$E2E_TMP/f16.faults"
+  has "address sanitizer: 16 flips all caught" '^faults: sdc injected 16, detected 16, rolled back 16, missed 0 '
 fi
 
 # the element a flip without elem= hits is drawn from run.seed (and the line): two seeds, two
