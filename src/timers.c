@@ -66,10 +66,13 @@ void timers_kill_at(FtTimers *t, int r, long long nth)
     t->kill_left = nth;
 }
 
+/* the kill points that are not regions (timers.h), from FT_KILL_AGREED on */
+static const char *const g_points[] = {"agreed", "idle"};
+
 int timers_kill_point_of(const char *name)
 {
-    if (strcmp(name, "agreed") == 0) return FT_KILL_AGREED;
-    if (strcmp(name, "idle") == 0) return FT_KILL_IDLE;
+    for (int p = 0; p < (int)(sizeof g_points / sizeof g_points[0]); p++)
+        if (strcmp(name, g_points[p]) == 0) return FT_KILL_AGREED + p;
     return timers_region_of(name);
 }
 
@@ -77,8 +80,7 @@ static void kill_check(FtTimers *t, int r)
 {
     if (t->kill_left > 0 && r == t->kill_region && --t->kill_left == 0) {
         ft_log_rank(FT_LOG_INFO, "test kill: raising SIGKILL on entering %s (wall %.6f)",
-                    r < FT_NREGIONS ? g_names[r] : r == FT_KILL_AGREED ? "agreed" : "idle",
-                    timers_wall());
+                    r < FT_NREGIONS ? g_names[r] : g_points[r - FT_KILL_AGREED], timers_wall());
         raise(SIGKILL);
     }
 }
