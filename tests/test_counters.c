@@ -247,6 +247,10 @@ static void test_region_names(void **state)
     assert_int_equal(timers_kill_point_of("idle"), FT_KILL_IDLE); /* a waiting spare's */
     assert_int_equal(timers_region_of("idle"), -1);
     assert_true(FT_KILL_IDLE != FT_KILL_AGREED && (int)FT_KILL_IDLE >= (int)FT_NREGIONS);
+    assert_int_equal(timers_kill_point_of("regrid"), FT_KILL_REGRID); /* a job's new grid */
+    assert_int_equal(timers_region_of("regrid"), -1);
+    assert_true(FT_KILL_REGRID != FT_KILL_IDLE && FT_KILL_REGRID != FT_KILL_AGREED &&
+                (int)FT_KILL_REGRID >= (int)FT_NREGIONS);
     assert_int_equal(timers_kill_point_of("nope"), -1);
 }
 

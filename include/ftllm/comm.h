@@ -225,6 +225,15 @@ double comm_ft_failed_at(void);
  * died before taking part; else 0. The same result on every survivor. Without ULFM: ok agreed
  * over c (comm_all_true). */
 int comm_ft_agree(FtComm *c, int ok);
+/* ULFM: revokes c, so that every rank of c waiting in an operation of c (or starting one)
+ * sees it fail and comes to the agreement (comm_ft_agree) that starts a recovery. Nothing
+ * without ULFM. */
+void comm_ft_revoke(FtComm *c);
+/* MPI_Comm_split of c's communicator (collective over c): 0 with *out the new communicator
+ * (MPI_COMM_NULL for color MPI_UNDEFINED); 1 when a process of c failed (noted as any failed
+ * operation is: comm_ft_failed() is true and this process's communicators are revoked; *out
+ * is MPI_COMM_NULL). Local: agree (comm_ft_agree) before branching on it. Other errors die. */
+int comm_ft_split(FtComm *c, int color, int key, MPI_Comm *out);
 /* Collective over the survivors of c, after comm_ft_agree said 0: *survivors is a new
  * communicator of the living ranks of c in their old order (MPIX_Comm_shrink; the caller frees
  * it) and dead[0 .. *ndead-1] the ranks of c that failed, ascending (dead has comm_size(c)

@@ -59,9 +59,11 @@ void timers_kill_at(FtTimers *t, int r, long long nth);
 /* Kill points that are not regions: FT_KILL_AGREED ("agreed"), just after a step attempt's DMR
  * agreement (train_dmr.c), before the trainer's own agreement on process failures;
  * FT_KILL_IDLE ("idle"), a rank that does not train (a hot spare, a replica that left) each
- * time it starts waiting for the job's next event (train_spare.c). */
-enum { FT_KILL_AGREED = FT_NREGIONS, FT_KILL_IDLE };
-/* A region's number by name, or a kill point's ("agreed", "idle"); -1: neither. */
+ * time it starts waiting for the job's next event (train_spare.c); FT_KILL_REGRID ("regrid"),
+ * every rank of a job with hot spares or failed replicas each time the job's ranks split a
+ * new training grid out of the job (a spare joins, a restart, a rebuild after a death). */
+enum { FT_KILL_AGREED = FT_NREGIONS, FT_KILL_IDLE, FT_KILL_REGRID };
+/* A region's number by name, or a kill point's ("agreed", "idle", "regrid"); -1: neither. */
 int timers_kill_point_of(const char *name);
 /* Kill point p passed (counted for timers_kill_at). */
 void timers_point(FtTimers *t, int p);

@@ -123,6 +123,23 @@ int comm_ft_rc(FtComm *c, const char *op, int rc, const char *file, int line)
     return 0;
 }
 
+void comm_ft_revoke(FtComm *c)
+{
+#if COMM_ULFM
+    if (comm_ft_enabled()) MPIX_Comm_revoke(c->mpi);
+#else
+    (void)c;
+#endif
+}
+
+int comm_ft_split(FtComm *c, int color, int key, MPI_Comm *out)
+{
+    int rc = MPI_Comm_split(c->mpi, color, key, out);
+    if (rc == MPI_SUCCESS) return 0;
+    *out = MPI_COMM_NULL;
+    return comm_ft_rc(c, "split", rc, __FILE__, __LINE__);
+}
+
 #if COMM_ULFM
 /* MPIX_Comm_iagree plus the test + yield loop: the return code (uniform over survivors). */
 static int agree_rc(MPI_Comm comm, int *flag)

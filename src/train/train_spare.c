@@ -29,7 +29,14 @@
  *    first, in order, skipping a spare with a dead rank; the rest to the controller), decided
  *    on the training ranks and sent as one event, but in one grid rebuild out of the survivors
  *    (a dead rank can take part in no split). A wipe-out after a real death is not restarted
- *    in-process (the dead process cannot come back: exit 5, the requeue path). */
+ *    in-process (the dead process cannot come back: exit 5, the requeue path).
+ *  - A second death while the job handles one (ULFM): every job event ends in an agreement on
+ *    the channel, so all survivors see the same outcome (a death during the sum can fail it on
+ *    some ranks and not others); a failed event or grid split shrinks the channel and is done
+ *    again, and a spare that dies before or as it joins hands its place to the next live spare
+ *    (the decision is made again). The training ranks' recovery revokes the channel and agrees
+ *    on it before it shrinks: that is the agreement a waiting rank's interrupted event ends in.
+ *    A training rank that dies while the grid is rebuilt is not survived. */
 #include "train_spare.h"
 
 #include <stdlib.h>
@@ -96,8 +103,11 @@ void train_spare_detach(FtTrainer *tr)
 /* ---- events ------------------------------------------------------------------------------- */
 
 /* One event over the whole job: msg in on the grid's rank 0 (ignored elsewhere), out on every
- * rank. A rank that does not train waits in a sleep-and-test loop. */
-static void job_event_from(FtTrainer *tr, long long msg[MSG_LEN], bool speaker)
+ * rank. A rank that does not train waits in a sleep-and-test loop. Returns true when every
+ * rank of the job has the message; false (ULFM) when a process of the job died: the same
+ * answer on every survivor (an agreement: a death during the sum may fail it on some ranks
+ * and not others), and msg is then not to be read. */
+static bool job_event_from(FtTrainer *tr, long long msg[MSG_LEN], bool speaker)
 {
     long long send[MSG_LEN] = {0};
     if (speaker) memcpy(send, msg, sizeof send);
@@ -105,15 +115,16 @@ static void job_event_from(FtTrainer *tr, long long msg[MSG_LEN], bool speaker)
     comm_iallreduce_sum(tr->job->ctl, send, msg, MSG_LEN, FT_I64, &req);
     if (!tr->left) {
         comm_wait(&req, NULL);
-        return;
+    } else {
+        struct timespec ms = {0, 1000000};
+        while (!comm_test(&req)) nanosleep(&ms, NULL);
     }
-    struct timespec ms = {0, 1000000};
-    while (!comm_test(&req)) nanosleep(&ms, NULL);
+    return !comm_ft_enabled() || comm_ft_agree(tr->job->ctl, 1);
 }
 
-static void job_event(FtTrainer *tr, long long msg[MSG_LEN])
+static bool job_event(FtTrainer *tr, long long msg[MSG_LEN])
 {
-    job_event_from(tr, msg, !tr->left && tr->grid->rank == 0);
+    return job_event_from(tr, msg, !tr->left && tr->grid->rank == 0);
 }
 
 /* ULFM: every survivor of the job (training or waiting) moves the channel onto the survivors
@@ -140,6 +151,50 @@ static void job_shrink(FtSpareJob *j)
     j->all = live;
     j->own_all = true;
     j->ctl = comm_create_mpi_dup(live, "spare.job");
+    comm_ft_clear();
+}
+
+/* The training grid of a job event (join, restart, rebuild after a death), split out of the
+ * job channel: every rank of the job calls it, the new grid's ranks with member set and their
+ * place as key, joiner set on the hot spares that join (joining ranks of them in all); as
+ * grid_create_sub. ULFM: a rank of the job that dies in the split fails it; the survivors
+ * agree on that and shrink the channel. A rank the event leaves waiting: the split again. A
+ * joining spare's: -2 on every survivor (the caller decides again, that spare dead; the
+ * failure revoked the old grid's communicators). Another member's is not survived (dies). */
+static int job_grid(FtTrainer *tr, FtGrid *ng, int member, int joiner, int joining, int key,
+                    int dp, char *err, size_t errlen)
+{
+    FtSpareJob *j = tr->job;
+    for (;;) {
+        timers_point(&tr->regions, FT_KILL_REGRID); /* a testing aid (FTLLM_TEST_KILL) */
+        MPI_Comm sub = MPI_COMM_NULL;
+        int failed = comm_ft_split(j->ctl, member ? 0 : MPI_UNDEFINED, key, &sub);
+        if (comm_ft_enabled() && !comm_ft_agree(j->ctl, !failed)) {
+            if (sub != MPI_COMM_NULL) MPI_Comm_free(&sub);
+            job_shrink(j);
+            double want = (double)j->W * dp;
+            double have = comm_sum_f64(j->ctl, member);
+            double stay = comm_sum_f64(j->ctl, !joiner && member);
+            if (stay < want - joining)
+                FT_DIE("spare: a process of the training grid died while the job rebuilt it "
+                       "(ULFM): not survived");
+            if (have < want) {
+                log_info("spare: a hot spare died as it joined the training grid (ULFM): its "
+                         "place goes to the next live spare, or to the controller");
+                snprintf(err, errlen, "a joining hot spare died in the grid's split (ULFM)");
+                return -2;
+            }
+            log_info("spare: a waiting process of the job died as the training grid was rebuilt "
+                     "(ULFM): rebuilt without it");
+            continue;
+        }
+        memset(ng, 0, sizeof *ng);
+        ng->world = MPI_COMM_NULL;
+        if (sub == MPI_COMM_NULL) return 1;
+        int rc = grid_create(ng, sub, j->tp, j->pp, dp, j->ep, err, errlen);
+        FT_CHECK_MPI(MPI_Comm_free(&sub));
+        return rc;
+    }
 }
 
 /* Who speaks (log.h): the training grid's rank 0. */
@@ -215,8 +270,9 @@ static void copy_state(FtTrainer *tr, int root)
 static int fail_batch(FtTrainer *tr, const int *replicas, int n);
 
 /* EV_JOIN on every rank of the job: spare msg[M_SPARE] takes replica msg[M_REPLICA]'s place,
- * place msg[M_LEAVE] of the current grid of msg[M_DP] replicas. */
-static void join(FtTrainer *tr, const long long *msg)
+ * place msg[M_LEAVE] of the current grid of msg[M_DP] replicas. False on every rank when that
+ * spare died in the grid's split (ULFM; nothing changed, the training grid to rebuild). */
+static bool join(FtTrainer *tr, const long long *msg)
 {
     FtSpareJob *j = tr->job;
     double t0 = MPI_Wtime();
@@ -230,9 +286,13 @@ static void join(FtTrainer *tr, const long long *msg)
     FtGrid *ng = malloc(sizeof *ng);
     FT_ASSERT(ng && dp >= 2);
     char err[256];
-    int g = grid_create_sub(ng, j->all, member, key, j->tp, j->pp, dp, j->ep, err, sizeof err);
-    if (g < 0) FT_DIE("spare: %s", err);
+    int g = job_grid(tr, ng, member, joiner, j->W, key, dp, err, sizeof err);
     j->used = spare + 1;
+    if (g == -2) {
+        free(ng);
+        return false;
+    }
+    if (g < 0) FT_DIE("spare: %s", err);
     if (g == 1) {
         free(ng);
         if (failing) {
@@ -241,7 +301,7 @@ static void join(FtTrainer *tr, const long long *msg)
                      "takes its place", replica, spare);
             leave_run(tr, why);
         }
-        return;
+        return true;
     }
     if (joiner) tr->replica = replica;
     adopt_grid(tr, ng);
@@ -255,6 +315,7 @@ static void join(FtTrainer *tr, const long long *msg)
              "and stack (state copied from a live replica); %d of %d replicas live, depth %d",
              replica, msg[M_STEP], spare, spare + 1, j->spares, tr->sp->nlive, tr->sp->N,
              tr->sp->depth);
+    return true;
 }
 
 /* ---- a failure the controller masks (no spare left) ------------------------------------------ */
@@ -300,7 +361,7 @@ static int fail_masked(FtTrainer *tr, int replica)
     return rc;
 }
 
-static void waiting_rank_died(FtTrainer *tr);
+static void waiting_rank_died(FtTrainer *tr, bool shrunk);
 
 /* One failure of the batch (replicas[0]; the rest follow). */
 static int fail_one(FtTrainer *tr, const int *replicas, int n)
@@ -316,12 +377,13 @@ static int fail_one(FtTrainer *tr, const int *replicas, int n)
     for (int i = 0; i < replica; i++) msg[M_LEAVE] += spare_alive(tr->sp, i);
     msg[M_DP] = tr->grid->dp, msg[M_STEP] = tr->model->step + 1, msg[M_N] = n - 1;
     for (int k = 1; k < n; k++) msg[M_BATCH + k - 1] = replicas[k];
-    job_event(tr, msg);
-    if (comm_ft_failed()) { /* ULFM: a waiting rank died; the join again (a dead spare skipped) */
-        waiting_rank_died(tr);
+    bool sent = job_event(tr, msg);
+    if (!sent || !join(tr, msg)) { /* ULFM: a waiting rank died (in the event, or the joining
+                                      spare in its split); the join again (a dead spare
+                                      skipped) once the grid is rebuilt */
+        waiting_rank_died(tr, sent);
         return fail_one(tr, replicas, n);
     }
-    join(tr, msg);
     return SPARE_MASKED;
 }
 
@@ -360,8 +422,7 @@ static void restart_all(FtTrainer *tr, const long long *msg)
     FtGrid *ng = malloc(sizeof *ng);
     FT_ASSERT(ng);
     char err[256];
-    int g = grid_create_sub(ng, j->all, member, j->rank, j->tp, j->pp, j->dp, j->ep, err,
-                            sizeof err);
+    int g = job_grid(tr, ng, member, 0, 0, j->rank, j->dp, err, sizeof err);
     if (g < 0) FT_DIE("spare: %s", err);
     /* the counters of a rank that trained through the wipe-out (the lowest in the job; the
      * wiping replica's ranks did) go to every rank of the job: all of them may be spares that
@@ -411,9 +472,8 @@ static bool restart(FtTrainer *tr)
     }
     long long msg[MSG_LEN] = {0};
     msg[M_KIND] = EV_RESTART, msg[M_CKPT] = step, msg[M_STEP] = tr->model->step + 1;
-    job_event(tr, msg);
-    if (comm_ft_failed()) { /* ULFM: a waiting rank died: it cannot come back to restart */
-        waiting_rank_died(tr);
+    if (!job_event(tr, msg)) { /* ULFM: a waiting rank died: it cannot come back to restart */
+        waiting_rank_died(tr, false);
         log_error("spare: wipe-out before step %lld: no in-process restart (a waiting process of "
                   "the job died: ULFM cannot bring it back): the run stops (HINT: the job "
                   "script requeues exit 5; checkpoint.resume = auto resumes)", msg[M_STEP]);
@@ -427,8 +487,9 @@ static bool restart(FtTrainer *tr)
 
 /* EV_ULFM on every survivor of the job: the dead replicas leave the grid in one rebuild out of
  * the survivors, a spare taking the place of each that msg gives one, the others masked (their
- * controller step was taken on the training ranks before the event). */
-static void ulfm_regrid(FtTrainer *tr, const long long *msg, MPI_Comm from)
+ * controller step was taken on the training ranks before the event). False on every rank when
+ * a spare it gives a place died in the grid's split (nothing changed: decide again). */
+static bool ulfm_regrid(FtTrainer *tr, const long long *msg, MPI_Comm from)
 {
     FtSpareJob *j = tr->job;
     const FtConfig *cfg = tr->cfg;
@@ -462,8 +523,13 @@ static void ulfm_regrid(FtTrainer *tr, const long long *msg, MPI_Comm from)
     FtGrid *ng = malloc(sizeof *ng);
     FT_ASSERT(ng);
     char err[256];
-    int g = grid_create_sub(ng, j ? j->all : from, member, key, tp, pp, dp - masked, ep, err,
-                            sizeof err);
+    int g = j ? job_grid(tr, ng, member, joined >= 0, joins * W, key, dp - masked, err,
+                         sizeof err)
+              : grid_create_sub(ng, from, member, key, tp, pp, dp - masked, ep, err, sizeof err);
+    if (g == -2) {
+        free(ng);
+        return false;
+    }
     if (g < 0) FT_DIE("spare: %s", err);
     if (g == 1) {
         free(ng);
@@ -473,7 +539,7 @@ static void ulfm_regrid(FtTrainer *tr, const long long *msg, MPI_Comm from)
                      tr->replica, joins ? "; hot spares take the dead replicas' places" : "");
             leave_run(tr, why);
         }
-        return;
+        return true;
     }
     if (joined >= 0) tr->replica = (int)gone[joined];
     adopt_grid(tr, ng);
@@ -500,6 +566,7 @@ static void ulfm_regrid(FtTrainer *tr, const long long *msg, MPI_Comm from)
                  "a hot spare took its place and stack (state copied from a live replica)" :
                  msg[M_CKPT] ? "part of a wipe-out" : "masked by the controller",
                  tr->sp->nlive, tr->sp->N, tr->sp->depth);
+    return true;
 }
 
 /* ULFM: a job event of the training ranks (all of them in it) failed: a waiting rank died
@@ -508,59 +575,41 @@ static void ulfm_regrid(FtTrainer *tr, const long long *msg, MPI_Comm from)
  * dead rank is marked, and skipped from then on) and the training ranks build their grid again
  * on themselves: an EV_ULFM that loses no replica, which the waiting ranks (in idle) take part
  * in as non-members. */
-static void waiting_rank_died(FtTrainer *tr)
+static void waiting_rank_died(FtTrainer *tr, bool shrunk)
 {
     FtSpareJob *j = tr->job;
-    for (;;) {
-        job_shrink(j);
-        comm_ft_clear();
+    for (;; shrunk = false) {
+        if (!shrunk) job_shrink(j);
         while (j->used < j->spares && j->spare_dead[j->used]) j->used++;
         long long msg[MSG_LEN] = {0};
         msg[M_KIND] = EV_ULFM, msg[M_DP] = tr->grid->dp, msg[M_STEP] = tr->model->step;
         msg[M_SPARE] = j->used;
-        job_event(tr, msg);
-        if (comm_ft_failed()) continue; /* another one: shrink again */
-        ulfm_regrid(tr, msg, MPI_COMM_NULL);
-        return;
+        if (!job_event(tr, msg)) continue; /* another one: shrink again */
+        if (ulfm_regrid(tr, msg, MPI_COMM_NULL)) return;
     }
 }
 
-int train_spare_recover(FtTrainer *tr, long long step)
+/* train_spare_recover's decision for msg's ngone dead replicas (gone and place set, spare -2
+ * where not decided): spares first, in order (a spare with a dead rank skipped), the rest to
+ * the controller (once: its step is taken). A spare decided before that has died since gives
+ * its place to the next live spare, or to the controller. Sets M_SPARE (the spares used after
+ * it) and M_CKPT; returns whether the controller wiped out (then no spare joins, for good). */
+static int ulfm_decide(FtTrainer *tr, long long *msg, int ngone, long long step)
 {
-    if (!tr->c_world || !comm_ft_enabled()) return 0;
-    if (comm_ft_agree(tr->c_world, 1)) return 0;
-    double t0 = MPI_Wtime(), agreed = timers_wall(), seen = comm_ft_failed_at();
-    if (!tr->sp)
-        FT_DIE("step %lld: a process failed; surviving it needs SPARe (spare.r >= 1)", step);
     FtSpareJob *j = tr->job;
-    int n = comm_size(tr->c_world), width = tr->grid->tp * tr->grid->pp * tr->grid->ep;
-    int *dead = malloc(sizeof(int) * (size_t)n), ndead = 0;
-    FT_ASSERT(dead);
-    MPI_Comm live;
-    comm_ft_shrink(tr->c_world, &live, dead, &ndead);
-    if (j) job_shrink(j); /* the waiting ranks take part: the failure revoked their wait */
-    /* the dead ranks' replicas: current place -> first-grid replica, ascending */
-    long long msg[MSG_LEN] = {0};
-    long long *gone = msg + M_BATCH, *place = gone + ULFM_MAX, *spare = place + ULFM_MAX;
-    int ngone = 0;
-    for (int k = 0; k < ndead; k++) {
-        int d = dead[k] / width, i = -1;
-        if (ngone && place[ngone - 1] == d) continue;
-        if (ngone == ULFM_MAX)
-            FT_DIE("step %lld: more than %d replicas lost a process at once", step, ULFM_MAX);
-        for (int alive = -1; alive < d;) alive += spare_alive(tr->sp, ++i);
-        gone[ngone] = i, place[ngone] = d, spare[ngone] = -1;
-        ngone++;
-    }
-    free(dead);
-    /* spares first, in order (a spare with a dead rank skipped), the rest to the controller */
-    int used = j ? j->used : 0, wiped = 0;
+    long long *gone = msg + M_BATCH, *spare = gone + 2 * ULFM_MAX;
+    if (msg[M_CKPT]) return 1;
+    int used = (int)msg[M_SPARE], wiped = 0;
+    for (int k = 0; k < ngone; k++)
+        if (j && spare[k] >= 0 && j->spare_dead[spare[k]]) spare[k] = -2;
     for (int k = 0; k < ngone; k++) {
+        if (spare[k] != -2) continue;
         while (j && used < j->spares && j->spare_dead[used]) used++;
         if (j && used < j->spares) spare[k] = used++;
     }
     for (int k = 0; k < ngone && !wiped; k++) {
-        if (spare[k] >= 0) continue;
+        if (spare[k] != -2) continue;
+        spare[k] = -1;
         FtSpareEvent ev;
         int rc = spare_fail(tr->sp, (int)gone[k], &ev);
         if (rc < 0)
@@ -580,12 +629,58 @@ int train_spare_recover(FtTrainer *tr, long long step)
         used = j ? j->used : 0;
         for (int k = 0; k < ngone; k++) spare[k] = -1;
     }
-    msg[M_KIND] = EV_ULFM, msg[M_DP] = tr->grid->dp, msg[M_STEP] = step, msg[M_N] = ngone;
     msg[M_SPARE] = used, msg[M_CKPT] = wiped;
-    int live_rank = 0;
+    return wiped;
+}
+
+int train_spare_recover(FtTrainer *tr, long long step)
+{
+    if (!tr->c_world || !comm_ft_enabled()) return 0;
+    if (comm_ft_agree(tr->c_world, 1)) return 0;
+    double t0 = MPI_Wtime(), agreed = timers_wall(), seen = comm_ft_failed_at();
+    if (!tr->sp)
+        FT_DIE("step %lld: a process failed; surviving it needs SPARe (spare.r >= 1)", step);
+    FtSpareJob *j = tr->job;
+    int n = comm_size(tr->c_world), width = tr->grid->tp * tr->grid->pp * tr->grid->ep;
+    int *dead = malloc(sizeof(int) * (size_t)n), ndead = 0;
+    FT_ASSERT(dead);
+    MPI_Comm live;
+    comm_ft_shrink(tr->c_world, &live, dead, &ndead);
+    if (j) { /* the waiting ranks take part: the revoke ends their wait, which then ends in an
+              * agreement on the channel (job_event_from), this one */
+        comm_ft_revoke(j->ctl);
+        (void)comm_ft_agree(j->ctl, 0);
+        job_shrink(j);
+    }
+    /* the dead ranks' replicas: current place -> first-grid replica, ascending */
+    long long msg[MSG_LEN] = {0};
+    long long *gone = msg + M_BATCH, *place = gone + ULFM_MAX, *spare = place + ULFM_MAX;
+    int ngone = 0;
+    for (int k = 0; k < ndead; k++) {
+        int d = dead[k] / width, i = -1;
+        if (ngone && place[ngone - 1] == d) continue;
+        if (ngone == ULFM_MAX)
+            FT_DIE("step %lld: more than %d replicas lost a process at once", step, ULFM_MAX);
+        for (int alive = -1; alive < d;) alive += spare_alive(tr->sp, ++i);
+        gone[ngone] = i, place[ngone] = d, spare[ngone] = -2; /* not decided */
+        ngone++;
+    }
+    free(dead);
+    msg[M_KIND] = EV_ULFM, msg[M_DP] = tr->grid->dp, msg[M_STEP] = step, msg[M_N] = ngone;
+    msg[M_SPARE] = j ? j->used : 0;
+    int live_rank = 0, wiped = 0;
     FT_CHECK_MPI(MPI_Comm_rank(live, &live_rank));
-    if (j) job_event_from(tr, msg, live_rank == 0);
-    ulfm_regrid(tr, msg, live);
+    for (long long sent[MSG_LEN];;) {
+        wiped = ulfm_decide(tr, msg, ngone, step);
+        memcpy(sent, msg, sizeof sent);
+        if (j && !job_event_from(tr, sent, live_rank == 0)) {
+            /* a waiting rank died too: the channel shrinks, a spare of the decision that died
+             * gives its place up, and the event goes again */
+            job_shrink(j);
+            continue;
+        }
+        if (ulfm_regrid(tr, msg, live)) break; /* else a joining spare died in the split */
+    }
     FT_CHECK_MPI(MPI_Comm_free(&live));
     comm_ft_clear();
     tr->spare.ulfm_s += MPI_Wtime() - t0;
@@ -615,24 +710,23 @@ static int idle(FtTrainer *tr)
     for (;;) {
         long long msg[MSG_LEN] = {0};
         timers_point(&tr->regions, FT_KILL_IDLE); /* a testing aid (FTLLM_TEST_KILL) */
-        job_event(tr, msg);
-        if (comm_ft_failed()) { /* ULFM: a process died; the event comes again on the survivors */
+        if (!job_event(tr, msg)) { /* ULFM: a process died; the event comes again on the
+                                      survivors */
             job_shrink(tr->job);
-            comm_ft_clear();
             continue;
         }
         switch (msg[M_KIND]) {
         case EV_END: return FT_SPARE_LEFT;
-        case EV_ULFM:
-            ulfm_regrid(tr, msg, MPI_COMM_NULL);
-            if (!tr->left) return FT_SPARE_AGAIN; /* a spare that joined: the step again */
+        case EV_ULFM: /* false: a joining spare died; the event comes again */
+            if (ulfm_regrid(tr, msg, MPI_COMM_NULL) && !tr->left)
+                return FT_SPARE_AGAIN; /* a spare that joined: the step again */
             break;
         case EV_RESTART:
             restart_all(tr, msg);
             if (!tr->left) return FT_SPARE_AGAIN;
             break;
         case EV_JOIN:
-            join(tr, msg);
+            if (!join(tr, msg)) break; /* the spare died: the job's next event */
             if (!tr->left) { /* joined: the rest of the step's failures, then the step */
                 long long wipes = tr->spare.wipeouts;
                 int rest[FT_SPARE_BATCH_MAX];
@@ -663,9 +757,8 @@ void train_spare_end(FtTrainer *tr)
     for (;;) {
         long long msg[MSG_LEN] = {0};
         msg[M_KIND] = EV_END;
-        job_event(tr, msg);
-        if (!comm_ft_failed()) return;
-        waiting_rank_died(tr); /* then the end again on the survivors */
+        if (job_event(tr, msg)) return;
+        waiting_rank_died(tr, false); /* then the end again on the survivors */
     }
 }
 

@@ -295,7 +295,8 @@ static int test_kill_setup(FtTrainer *tr, MPI_Comm comm)
             char msg[400];
             snprintf(msg, sizeof msg, "FTLLM_TEST_KILL=%s: expected RANK:REGION:N[,...] (e.g. "
                      "2:backward:3; REGION a region of the end-of-run table, or agreed: just "
-                     "after a step's DMR agreement, or idle: a waiting spare's wait; N >= 1)", v);
+                     "after a step's DMR agreement, or idle: a waiting spare's wait, or regrid: "
+                     "a new grid split out of a job with spares; N >= 1)", v);
             cli_error(comm, msg);
             return FT_EXIT_USAGE;
         }

@@ -28,6 +28,10 @@
 #    replica's death, before an injected fail-stop that wants it, and as a spare of 2 ranks
 #    on dp 2 x tp 2, bitwise; a replica that left, dead while it waits, stops the in-process
 #    restart of a later wipe-out (exit 5);
+#  - dp 3 + 2 hot spares, a second death while the job handles the first: a waiting spare
+#    dying in the job's event or in the grid's rebuild (kill point `regrid`), the spare chosen
+#    for a place dying before or as it joins (after a real death or an injected fail-stop):
+#    the next spare or the controller takes the place, bitwise;
 #  - parallel HDF5 in that build (Debian's libhdf5-openmpi on Open MPI 5): a checkpoint written
 #    at step 3 and resumed to step 6 gives the straight run's weights bitwise.
 # Skips (one line saying why) when the Open MPI build is not there.
@@ -256,6 +260,69 @@ run "dp 2 x tp 2: the spare's second rank dies, then rank 2 (step 3)" 0 "" 6 "$F
 has "tp 2 spare dead: masked by the controller" '^spare: replica 1 failed in step 3 \(process failure, ULFM\): masked by the controller'
 has "tp 2 spare dead: the spare not used" '^spare: r 2, 2 replicas, live 1, depth 2; failures masked 1, wipe-outs 0;.* spares used 0 of 1;'
 same_ckpt "tp 2 spare dead: the checkpoint bitwise the fault-free one" "$E2E_TMP/ck-sp2" "$E2E_TMP/ckk-sp2"
+export FTLLM_TEST_KILL=
+# two hot spares (dp 3 + 2 spares, 5 ranks; the spares are ranks 3 and 4) and a second death
+# while the job handles the first (before: the second one's failed split or job event killed
+# the run, or hung it):
+#  - spare 0 dies as it starts to wait; the run's end finds it, and spare 1 dies as the
+#    survivors split the grid they rebuild (kill point `regrid`): the split fails, the
+#    survivors agree on that, shrink the job again and split again; the end on 3 ranks;
+#  - rank 1 dies in step 3 and spare 0, the one chosen for its place, dies as the job's
+#    channel shrinks (its second wait): the job's event fails, spare 1 takes the place;
+#  - rank 1 dies in step 3, spare 0 takes its place, and spare 1 dies as the grid is split;
+#  - rank 1 dies in step 3 and both spares die as the channel shrinks: the controller masks;
+#  - rank 1 dies in step 3 and spare 0, chosen for its place, dies as the grid is split: every
+#    survivor learns it there, the decision is made again, spare 1 takes the place;
+#  - an injected fail-stop of replica 1 (step 3): spare 1 dies in the join's split (spare 0
+#    joins), or spare 0 does (the training grid is rebuilt, the join goes to spare 1).
+# Every run's weights bitwise the fault-free run's.
+sp5="${sp/spare.spares=1/spare.spares=2}"
+export FTLLM_TEST_KILL=3:idle:1,4:regrid:1
+# shellcheck disable=SC2086
+run "both spares die, the second in the rebuild after the first" 0 "" 5 "$FTLLM" train inputs/default.ini $sp5 run.save_model="$E2E_TMP/s2regrid.bin"
+has "both spares dead: the rebuild redone" '^spare: a waiting process of the job died as the training grid was rebuilt \(ULFM\): rebuilt without it'
+has "both spares dead: every replica live, no spare used" '^spare: r 2, 3 replicas, live 3, depth 1; failures masked 0, wipe-outs 0;.* spares used 0 of 2;'
+same "both spares dead: weights bitwise equal" "$E2E_TMP/s2regrid.bin" "$E2E_TMP/clean3.bin"
+export FTLLM_TEST_KILL=1:backward:3,3:idle:2
+# shellcheck disable=SC2086
+run "rank 1 dies, then the spare chosen for its place" 0 "" 5 "$FTLLM" train inputs/default.ini $sp5 run.save_model="$E2E_TMP/s2chosen.bin"
+has "chosen spare dead: the next spare took the place" '^spare: replica 1 failed in step 3 \(process failure, ULFM\): a hot spare took its place'
+has "chosen spare dead: one spare used" '^spare: r 2, 3 replicas, live 3, depth 1; failures masked 1, wipe-outs 0;.* spares used 1 of 2;'
+same "chosen spare dead: weights bitwise equal" "$E2E_TMP/s2chosen.bin" "$E2E_TMP/clean3.bin"
+export FTLLM_TEST_KILL=1:backward:3,4:regrid:1
+# shellcheck disable=SC2086
+run "rank 1 dies, the other spare in the split" 0 "" 5 "$FTLLM" train inputs/default.ini $sp5 run.save_model="$E2E_TMP/s2split.bin"
+has "other spare dead in the split: the split redone" '^spare: a waiting process of the job died as the training grid was rebuilt \(ULFM\): rebuilt without it'
+has "other spare dead in the split: the spare took the place" '^spare: replica 1 failed in step 3 \(process failure, ULFM\): a hot spare took its place'
+has "other spare dead in the split: one spare used" '^spare: r 2, 3 replicas, live 3, depth 1; failures masked 1, wipe-outs 0;.* spares used 1 of 2;'
+same "other spare dead in the split: weights bitwise equal" "$E2E_TMP/s2split.bin" "$E2E_TMP/clean3.bin"
+export FTLLM_TEST_KILL=1:backward:3,3:idle:2,4:idle:2
+# shellcheck disable=SC2086
+run "rank 1 dies, then both spares" 0 "" 5 "$FTLLM" train inputs/default.ini $sp5 run.save_model="$E2E_TMP/s2both.bin"
+has "both spares dead after rank 1: masked by the controller" '^spare: replica 1 failed in step 3 \(process failure, ULFM\): masked by the controller'
+has "both spares dead after rank 1: no spare used" '^spare: r 2, 3 replicas, live 2, depth 2; failures masked 1, wipe-outs 0;.* spares used 0 of 2;'
+same "both spares dead after rank 1: weights bitwise equal" "$E2E_TMP/s2both.bin" "$E2E_TMP/clean3.bin"
+export FTLLM_TEST_KILL=1:backward:3,3:regrid:1
+# shellcheck disable=SC2086
+run "rank 1 dies, then the joining spare in the split" 0 "" 5 "$FTLLM" train inputs/default.ini $sp5 run.save_model="$E2E_TMP/s2join.bin"
+has "joining spare dead in the split: said so" '^spare: a hot spare died as it joined the training grid \(ULFM\)'
+has "joining spare dead in the split: the next spare took the place" '^spare: replica 1 failed in step 3 \(process failure, ULFM\): a hot spare took its place'
+has "joining spare dead in the split: one spare used" '^spare: r 2, 3 replicas, live 3, depth 1; failures masked 1, wipe-outs 0;.* spares used 1 of 2;'
+same "joining spare dead in the split: weights bitwise equal" "$E2E_TMP/s2join.bin" "$E2E_TMP/clean3.bin"
+export FTLLM_TEST_KILL=4:regrid:1
+# shellcheck disable=SC2086
+run "an injected fail-stop, the other spare dies in the join's split" 0 "" 5 "$FTLLM" train inputs/default.ini $sp5 faults.schedule="$E2E_TMP/inj.faults" run.save_model="$E2E_TMP/s2inj.bin"
+has "injected, other spare dead: the split redone" '^spare: a waiting process of the job died as the training grid was rebuilt \(ULFM\): rebuilt without it'
+has "injected, other spare dead: spare 0 took the place" '^spare: replica 1 failed before step 3: hot spare 0 \(1 of 2\) took its place'
+has "injected, other spare dead: one spare used" '^spare: r 2, 3 replicas, live 3, depth 1; failures masked 1, wipe-outs 0;.* spares used 1 of 2;'
+same "injected, other spare dead: weights bitwise equal" "$E2E_TMP/s2inj.bin" "$E2E_TMP/clean3.bin"
+export FTLLM_TEST_KILL=3:regrid:1
+# shellcheck disable=SC2086
+run "an injected fail-stop, the joining spare dies in the split" 0 "" 5 "$FTLLM" train inputs/default.ini $sp5 faults.schedule="$E2E_TMP/inj.faults" run.save_model="$E2E_TMP/s2injj.bin"
+has "injected, joining spare dead: said so" '^spare: a hot spare died as it joined the training grid \(ULFM\)'
+has "injected, joining spare dead: spare 1 took the place" '^spare: replica 1 failed before step 3: hot spare 1 \(2 of 2\) took its place'
+has "injected, joining spare dead: one spare used" '^spare: r 2, 3 replicas, live 3, depth 1; failures masked 1, wipe-outs 0;.* spares used 1 of 2;'
+same "injected, joining spare dead: weights bitwise equal" "$E2E_TMP/s2injj.bin" "$E2E_TMP/clean3.bin"
 export FTLLM_TEST_KILL=
 
 # a suspect named at a step's DMR agreement whose process dies right after it (kill point
