@@ -1749,6 +1749,42 @@ static void test_plan_file_roundtrip(void **state)
             unlink(bpath);
         }
     }
+    { /* a window line's kind and use: a bad word is refused, quoted, with its line */
+        static char buf[1 << 20], mod[1 << 20];
+        FILE *f = fopen(path, "r");
+        assert_non_null(f);
+        size_t nb = fread(buf, 1, sizeof buf - 1, f);
+        fclose(f);
+        buf[nb] = 0;
+        char *wl = strstr(buf, "\nwindow ");
+        assert_non_null(wl);
+        wl++;
+        int line = 1;
+        for (const char *ch = buf; ch < wl; ch++) line += *ch == '\n';
+        const char *eol = strchr(wl, '\n');
+        const char *field[2] = {" kind ", " use "}, *word[2] = {"sideways", "twice"};
+        const char *want[2] = {"window kind 'sideways': expected pp or intra",
+                               "window use 'twice': expected -, agc or deferred"};
+        for (int k = 0; k < 2; k++) {
+            const char *v = strstr(wl, field[k]);
+            assert_true(v && v < eol);
+            v += strlen(field[k]);
+            snprintf(mod, sizeof mod, "%.*s%s%s", (int)(v - buf), buf, word[k],
+                     v + strcspn(v, " \n"));
+            char bpath[80], msg[256];
+            snprintf(bpath, sizeof bpath, "%s.bad", path);
+            f = fopen(bpath, "w");
+            fputs(mod, f);
+            fclose(f);
+            FtDmrEntryPlan o;
+            assert_int_equal(dmr_plan_read(&o, &tr.tape, &tr.opt_tape, bpath,
+                                           "rank 0 of 1 layout x", 0, err, sizeof err), -1);
+            snprintf(msg, sizeof msg, "%s:%d: %s", bpath, line, want[k]);
+            if (!strstr(err, msg)) fprintf(stderr, "got: %s\nwant: %s\n", err, msg);
+            assert_non_null(strstr(err, msg));
+            unlink(bpath);
+        }
+    }
     assert_int_equal(q.fwd_end, tr.tape.fwd_end);
     assert_int_equal(p.fwd_end, tr.tape.fwd_end);
     { /* a version 1 file (one strategy per entry, entry order) still reads: the same plan */

@@ -804,6 +804,39 @@ static void test_pipe_rank(void **state)
     predict_pipe_free(&pp);
 }
 
+/* predict_pipe_rank on a hand-made timeline: a message sent right after the first operator,
+ * one received before the second, a wait, then the meeting. The send and its transfer time go
+ * to the execution before it (the first), the receive and the wait to the one after; nothing
+ * else sends or receives. */
+static void test_pipe_rank_hand(void **state)
+{
+    (void)state;
+    FtPlanOp ops[2] = {{.time = 1e-3, .mem = 64, .block = 0, .copy = 1e-6, .fp = 2e-6},
+                       {.time = 2e-3, .mem = 32, .block = 0}};
+    int entry[2] = {0, 1};
+    FtPredictEv ev[] = {{PRED_EV_OP, 0, 0},     {PRED_EV_SEND, 7, 5e-6}, {PRED_EV_RECV, 3, 0},
+                        {PRED_EV_WAIT, 0, 4e-4}, {PRED_EV_OP, 1, 0},      {PRED_EV_MEET, 0, 0}};
+    FtPredict p = {.nops = 2, .ops = ops, .entry = entry, .nev = 6, .ev = ev, .budget = 1024,
+                   .stage = 0, .nstage = 2};
+    int strategy[2] = {PLAN_NAIVE, PLAN_DEFERRED}, segment[2] = {-1, -1};
+    FtDmrPlan plan = {.nops = 2, .strategy = strategy, .segment = segment};
+    FtPipeRank r;
+    predict_pipe_rank(&p, &plan, &r);
+    assert_int_equal(r.n, 3);
+    assert_int_equal(r.send[0], 7);
+    assert_true(r.lat[0] == 5e-6);
+    assert_int_equal(r.recv[0], -1);
+    assert_int_equal(r.recv[1], 3);
+    assert_true(r.wait[1] == 4e-4 && r.wait[0] == 0);
+    assert_int_equal(r.send[1], -1);
+    assert_int_equal(r.send[2], -1);
+    assert_int_equal(r.last_micro, 2);
+    assert_true(r.dur[0] == 1e-3 && r.dur[1] == 2e-3 && r.dur[2] == 0);
+    assert_true(r.keep[0] == 3e-6 && r.kept[1] == 32);
+    assert_true(r.flip[0] && r.flip[1]);
+    dmr_pipe_rank_free(&r);
+}
+
 /* An oracle of the step without checks from the stages' timelines alone: each stage's parts (a
  * micro-batch's forward or backward: from its receive or its first operator to the next part)
  * in order, each starting at the later of the stage's time and its message's arrival (its send's
@@ -966,4 +999,5 @@ FT_TEST_MAIN(cmocka_unit_test(test_tiny_counts), cmocka_unit_test(test_tiny_flop
              cmocka_unit_test(test_tiny_memory), cmocka_unit_test(test_decks_phases),
              cmocka_unit_test(test_faster_links), cmocka_unit_test(test_more_memory),
              cmocka_unit_test(test_refusals), cmocka_unit_test(test_stages_schedule),
-             cmocka_unit_test(test_pipe_rank), cmocka_unit_test(test_pipe_sim))
+             cmocka_unit_test(test_pipe_rank), cmocka_unit_test(test_pipe_rank_hand),
+             cmocka_unit_test(test_pipe_sim))
