@@ -43,6 +43,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "ftllm/ftllm.h"
 #include "ftllm/log.h"
 #include "ftllm/timers.h"
 
@@ -160,7 +161,8 @@ static void job_shrink(FtSpareJob *j)
  * grid_create_sub. ULFM: a rank of the job that dies in the split fails it; the survivors
  * agree on that and shrink the channel. A rank the event leaves waiting: the split again. A
  * joining spare's: -2 on every survivor (the caller decides again, that spare dead; the
- * failure revoked the old grid's communicators). Another member's is not survived (dies). */
+ * failure revoked the old grid's communicators). Another member's is not survived: every
+ * survivor exits 5 (the requeue path, as a wipe-out after a real death). */
 static int job_grid(FtTrainer *tr, FtGrid *ng, int member, int joiner, int joining, int key,
                     int dp, char *err, size_t errlen)
 {
@@ -175,9 +177,14 @@ static int job_grid(FtTrainer *tr, FtGrid *ng, int member, int joiner, int joini
             double want = (double)j->W * dp;
             double have = comm_sum_f64(j->ctl, member);
             double stay = comm_sum_f64(j->ctl, !joiner && member);
-            if (stay < want - joining)
-                FT_DIE("spare: a process of the training grid died while the job rebuilt it "
-                       "(ULFM): not survived");
+            if (stay < want - joining) { /* the same on every survivor (the sums) */
+                if (comm_rank(j->ctl) == 0)
+                    ft_log_rank(FT_LOG_ERROR, "spare: a training process died as the job rebuilt "
+                                "the training grid (ULFM): not survived in-process: the run "
+                                "stops (HINT: the job script requeues exit 5; "
+                                "checkpoint.resume = auto resumes)");
+                comm_ft_exit(FT_EXIT_WIPEOUT);
+            }
             if (have < want) {
                 log_info("spare: a hot spare died as it joined the training grid (ULFM): its "
                          "place goes to the next live spare, or to the controller");

@@ -275,7 +275,8 @@ export FTLLM_TEST_KILL=
 #    survivor learns it there, the decision is made again, spare 1 takes the place;
 #  - an injected fail-stop of replica 1 (step 3): spare 1 dies in the join's split (spare 0
 #    joins), or spare 0 does (the training grid is rebuilt, the join goes to spare 1).
-# Every run's weights bitwise the fault-free run's.
+# Every run's weights bitwise the fault-free run's. A training rank that dies as the grid is
+# rebuilt is not survived in-process: exit 5 (the requeue path), said why, no hang.
 sp5="${sp/spare.spares=1/spare.spares=2}"
 export FTLLM_TEST_KILL=3:idle:1,4:regrid:1
 # shellcheck disable=SC2086
@@ -323,6 +324,10 @@ has "injected, joining spare dead: said so" '^spare: a hot spare died as it join
 has "injected, joining spare dead: spare 1 took the place" '^spare: replica 1 failed before step 3: hot spare 1 \(2 of 2\) took its place'
 has "injected, joining spare dead: one spare used" '^spare: r 2, 3 replicas, live 3, depth 1; failures masked 1, wipe-outs 0;.* spares used 1 of 2;'
 same "injected, joining spare dead: weights bitwise equal" "$E2E_TMP/s2injj.bin" "$E2E_TMP/clean3.bin"
+export FTLLM_TEST_KILL=1:backward:3,2:regrid:1
+# shellcheck disable=SC2086
+run "rank 1 dies, then rank 2 as the grid is rebuilt: exit 5" 5 "" 5 "$FTLLM" train inputs/default.ini $sp5
+if grep -aq 'spare: a training process died as the job rebuilt the training grid (ULFM): not survived in-process: the run stops (HINT: the job script requeues exit 5' "$E2E_TMP/out" "$E2E_TMP/err"; then ok "training rank dead in the rebuild: said why"; else bad "training rank dead in the rebuild: said why" "$(grep -a 'spare:\|FATAL' "$E2E_TMP/out" "$E2E_TMP/err" | head -3)"; fi
 export FTLLM_TEST_KILL=
 
 # a suspect named at a step's DMR agreement whose process dies right after it (kill point
