@@ -31,7 +31,9 @@
 #  - dp 3 + 2 hot spares, a second death while the job handles the first: a waiting spare
 #    dying in the job's event or in the grid's rebuild (kill point `regrid`), the spare chosen
 #    for a place dying before or as it joins (after a real death or an injected fail-stop):
-#    the next spare or the controller takes the place, bitwise;
+#    the next spare or the controller takes the place, bitwise; a spare dying in a wipe-out's
+#    in-process restart: the restart goes on, bitwise; a training rank dying as the grid is
+#    rebuilt: exit 5;
 #  - parallel HDF5 in that build (Debian's libhdf5-openmpi on Open MPI 5): a checkpoint written
 #    at step 3 and resumed to step 6 gives the straight run's weights bitwise.
 # Skips (one line saying why) when the Open MPI build is not there.
@@ -275,6 +277,9 @@ export FTLLM_TEST_KILL=
 #    survivor learns it there, the decision is made again, spare 1 takes the place;
 #  - an injected fail-stop of replica 1 (step 3): spare 1 dies in the join's split (spare 0
 #    joins), or spare 0 does (the training grid is rebuilt, the join goes to spare 1).
+#  - dp 3 + 1 spare: the spare joins (step 3), then a wipe-out (step 5) restarts the job
+#    in-process from step 4's checkpoint, and the spare, going back to waiting, dies in the
+#    restart's split: the restart goes on without it.
 # Every run's weights bitwise the fault-free run's. A training rank that dies as the grid is
 # rebuilt is not survived in-process: exit 5 (the requeue path), said why, no hang.
 sp5="${sp/spare.spares=1/spare.spares=2}"
@@ -324,6 +329,13 @@ has "injected, joining spare dead: said so" '^spare: a hot spare died as it join
 has "injected, joining spare dead: spare 1 took the place" '^spare: replica 1 failed before step 3: hot spare 1 \(2 of 2\) took its place'
 has "injected, joining spare dead: one spare used" '^spare: r 2, 3 replicas, live 3, depth 1; failures masked 1, wipe-outs 0;.* spares used 1 of 2;'
 same "injected, joining spare dead: weights bitwise equal" "$E2E_TMP/s2injj.bin" "$E2E_TMP/clean3.bin"
+printf 'fail step=3 replica=1\nfail step=5 replica=2\nfail step=5 replica=0   ; a wipe-out\n' > "$E2E_TMP/rs.faults"
+export FTLLM_TEST_KILL=3:regrid:2
+# shellcheck disable=SC2086
+run "a wipe-out's restart, the spare dies in its split" 0 "" 4 "$FTLLM" train inputs/default.ini $sp faults.schedule="$E2E_TMP/rs.faults" checkpoint.interval=1 checkpoint.dir="$E2E_TMP/ckrs" run.save_model="$E2E_TMP/rs.bin"
+has "restart, spare dead: the rebuild redone" '^spare: a waiting process of the job died as the training grid was rebuilt \(ULFM\): rebuilt without it'
+has "restart, spare dead: restarted" '^spare: restarted in-process from the checkpoint of step 4 after the wipe-out before step 5: every replica back'
+same "restart, spare dead: weights bitwise equal" "$E2E_TMP/rs.bin" "$E2E_TMP/clean3.bin"
 export FTLLM_TEST_KILL=1:backward:3,2:regrid:1
 # shellcheck disable=SC2086
 run "rank 1 dies, then rank 2 as the grid is rebuilt: exit 5" 5 "" 5 "$FTLLM" train inputs/default.ini $sp5
