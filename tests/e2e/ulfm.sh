@@ -281,7 +281,10 @@ export FTLLM_TEST_KILL=
 #    in-process from step 4's checkpoint, and the spare, going back to waiting, dies in the
 #    restart's split: the restart goes on without it.
 # Every run's weights bitwise the fault-free run's. A training rank that dies as the grid is
-# rebuilt is not survived in-process: exit 5 (the requeue path), said why, no hang.
+# rebuilt is not survived in-process: exit 5 (the requeue path), said why, no hang. And a
+# wipe-out from a real death (dp 3, replica 2 left at step 2, rank 1 killed) whose event fails
+# (rank 2, waiting, dies as the channel shrinks): the event goes again, still a wipe-out, exit 5
+# (before that retry kept the verdict, it came back as no wipe-out and the run went on).
 sp5="${sp/spare.spares=1/spare.spares=2}"
 export FTLLM_TEST_KILL=3:idle:1,4:regrid:1
 # shellcheck disable=SC2086
@@ -336,6 +339,12 @@ run "a wipe-out's restart, the spare dies in its split" 0 "" 4 "$FTLLM" train in
 has "restart, spare dead: the rebuild redone" '^spare: a waiting process of the job died as the training grid was rebuilt \(ULFM\): rebuilt without it'
 has "restart, spare dead: restarted" '^spare: restarted in-process from the checkpoint of step 4 after the wipe-out before step 5: every replica back'
 same "restart, spare dead: weights bitwise equal" "$E2E_TMP/rs.bin" "$E2E_TMP/clean3.bin"
+printf 'fail step=2 replica=2\n' > "$E2E_TMP/w2.faults"
+export FTLLM_TEST_KILL=1:backward:3,2:idle:2
+# shellcheck disable=SC2086
+run "a wipe-out from a death, the waiting rank dies in its event: exit 5" 5 "" 3 "$FTLLM" train inputs/default.ini $common parallel.dp=3 faults.schedule="$E2E_TMP/w2.faults"
+has "wipe-out, event again: still a wipe-out" '^spare: replica 1 failed in step [0-9]+ \(process failure, ULFM\): part of a wipe-out'
+has "wipe-out, event again: both deaths seen" '^ulfm: 2 processes died during the run'
 export FTLLM_TEST_KILL=1:backward:3,2:regrid:1
 # shellcheck disable=SC2086
 run "rank 1 dies, then rank 2 as the grid is rebuilt: exit 5" 5 "" 5 "$FTLLM" train inputs/default.ini $sp5
