@@ -1589,6 +1589,23 @@ static void plan_as_v1(const char *src, const char *dst)
 
 /* A plan written and read back is the same plan; the reader checks it against the tapes. And
  * `ftllm plan`'s table says what the plan holds: every execution once, its numbers in ms. */
+/* text written to bpath and read back as a plan of tr's tapes for "rank 0 of 1 layout x":
+ * dmr_plan_read's return (its message in err); the file removed. */
+static int read_plan_text(FtTrainer *tr, const char *bpath, const char *text, char *err,
+                          size_t errlen)
+{
+    FILE *f = fopen(bpath, "w");
+    assert_non_null(f);
+    fputs(text, f);
+    fclose(f);
+    FtDmrEntryPlan o;
+    int rc = dmr_plan_read(&o, &tr->tape, &tr->opt_tape, bpath, "rank 0 of 1 layout x", 0, err,
+                           errlen);
+    if (rc == 0) dmr_plan_free(&o);
+    unlink(bpath);
+    return rc;
+}
+
 static void test_plan_file_roundtrip(void **state)
 {
     (void)state;
@@ -1731,31 +1748,18 @@ static void test_plan_file_roundtrip(void **state)
         size_t nb = fread(buf, 1, sizeof buf - 1, f);
         fclose(f);
         buf[nb] = 0;
+        char bpath[80];
+        snprintf(bpath, sizeof bpath, "%s.bad", path);
         for (size_t b = 0; b < sizeof bad / sizeof bad[0]; b++) {
             char *a = strstr(buf, bad[b][0]);
             assert_non_null(a);
             size_t pre = (size_t)(a - buf);
             snprintf(mod, sizeof mod, "%.*s%s%s", (int)pre, buf, bad[b][1], a + strlen(bad[b][0]));
-            char bpath[80];
-            snprintf(bpath, sizeof bpath, "%s.bad", path);
-            f = fopen(bpath, "w");
-            fputs(mod, f);
-            fclose(f);
-            FtDmrEntryPlan o;
-            assert_int_equal(dmr_plan_read(&o, &tr.tape, &tr.opt_tape, bpath,
-                                           "rank 0 of 1 layout x", 0, err, sizeof err), -1);
+            assert_int_equal(read_plan_text(&tr, bpath, mod, err, sizeof err), -1);
             assert_non_null(strstr(err, "[order_ms X]"));
             assert_non_null(strstr(err, ":7: ")); /* the budget line */
-            unlink(bpath);
         }
-    }
-    { /* a window line's kind and use: a bad word is refused, quoted, with its line */
-        static char buf[1 << 20], mod[1 << 20];
-        FILE *f = fopen(path, "r");
-        assert_non_null(f);
-        size_t nb = fread(buf, 1, sizeof buf - 1, f);
-        fclose(f);
-        buf[nb] = 0;
+        /* a window line's kind and use: a bad word is refused, quoted, with its line */
         char *wl = strstr(buf, "\nwindow ");
         assert_non_null(wl);
         wl++;
@@ -1771,18 +1775,11 @@ static void test_plan_file_roundtrip(void **state)
             v += strlen(field[k]);
             snprintf(mod, sizeof mod, "%.*s%s%s", (int)(v - buf), buf, word[k],
                      v + strcspn(v, " \n"));
-            char bpath[80], msg[256];
-            snprintf(bpath, sizeof bpath, "%s.bad", path);
-            f = fopen(bpath, "w");
-            fputs(mod, f);
-            fclose(f);
-            FtDmrEntryPlan o;
-            assert_int_equal(dmr_plan_read(&o, &tr.tape, &tr.opt_tape, bpath,
-                                           "rank 0 of 1 layout x", 0, err, sizeof err), -1);
+            assert_int_equal(read_plan_text(&tr, bpath, mod, err, sizeof err), -1);
+            char msg[256];
             snprintf(msg, sizeof msg, "%s:%d: %s", bpath, line, want[k]);
             if (!strstr(err, msg)) fprintf(stderr, "got: %s\nwant: %s\n", err, msg);
             assert_non_null(strstr(err, msg));
-            unlink(bpath);
         }
     }
     assert_int_equal(q.fwd_end, tr.tape.fwd_end);

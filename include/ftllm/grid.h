@@ -57,6 +57,11 @@ int grid_without(const FtGrid *g, MPI_Comm from, const int *leave, int nleave, F
  * ranks beyond the layout (hot spares), and to rebuild a grid after a failure or a restart. */
 int grid_create_sub(FtGrid *g, MPI_Comm parent, int member, int key, int tp, int pp, int dp,
                     int ep, char *err, size_t errlen);
+/* grid_create_sub's second half, for a caller that split parent itself (a split that may
+ * fail, train_spare.c): the grid on sub (which it frees), or 1 when sub is MPI_COMM_NULL (g->world
+ * is MPI_COMM_NULL then); -1 as grid_create. */
+int grid_create_split(FtGrid *g, MPI_Comm sub, int tp, int pp, int dp, int ep, char *err,
+                      size_t errlen);
 
 /* The (tp, pp, ep) place of the within-th rank of a replica (0 <= within < tp*pp*ep), in the
  * grid's order: within = (pp_rank * ep + ep_rank) * tp + tp_rank. */

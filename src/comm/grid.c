@@ -95,16 +95,22 @@ int grid_without(const FtGrid *g, MPI_Comm from, const int *leave, int nleave, F
     return rc;
 }
 
-int grid_create_sub(FtGrid *g, MPI_Comm parent, int member, int key, int tp, int pp, int dp,
-                    int ep, char *err, size_t errlen)
+int grid_create_split(FtGrid *g, MPI_Comm sub, int tp, int pp, int dp, int ep, char *err,
+                      size_t errlen)
 {
     memset(g, 0, sizeof *g);
     g->world = MPI_COMM_NULL;
-    MPI_Comm sub = split(parent, member ? 0 : MPI_UNDEFINED, key);
     if (sub == MPI_COMM_NULL) return 1;
     int rc = grid_create(g, sub, tp, pp, dp, ep, err, errlen);
     FT_CHECK_MPI(MPI_Comm_free(&sub));
     return rc;
+}
+
+int grid_create_sub(FtGrid *g, MPI_Comm parent, int member, int key, int tp, int pp, int dp,
+                    int ep, char *err, size_t errlen)
+{
+    return grid_create_split(g, split(parent, member ? 0 : MPI_UNDEFINED, key), tp, pp, dp, ep,
+                             err, errlen);
 }
 
 void grid_place(int within, int tp, int ep, int *tp_rank, int *pp_rank, int *ep_rank)

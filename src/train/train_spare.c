@@ -195,12 +195,7 @@ static int job_grid(FtTrainer *tr, FtGrid *ng, int member, int joiner, int joini
                      "(ULFM): rebuilt without it");
             continue;
         }
-        memset(ng, 0, sizeof *ng);
-        ng->world = MPI_COMM_NULL;
-        if (sub == MPI_COMM_NULL) return 1;
-        int rc = grid_create(ng, sub, j->tp, j->pp, dp, j->ep, err, errlen);
-        FT_CHECK_MPI(MPI_Comm_free(&sub));
-        return rc;
+        return grid_create_split(ng, sub, j->tp, j->pp, dp, j->ep, err, errlen);
     }
 }
 

@@ -286,57 +286,51 @@ export FTLLM_TEST_KILL=
 # (rank 2, waiting, dies as the channel shrinks): the event goes again, still a wipe-out, exit 5
 # (before that retry kept the verdict, it came back as no wipe-out and the run went on).
 sp5="${sp/spare.spares=1/spare.spares=2}"
-export FTLLM_TEST_KILL=3:idle:1,4:regrid:1
-# shellcheck disable=SC2086
-run "both spares die, the second in the rebuild after the first" 0 "" 5 "$FTLLM" train inputs/default.ini $sp5 run.save_model="$E2E_TMP/s2regrid.bin"
-has "both spares dead: the rebuild redone" '^spare: a waiting process of the job died as the training grid was rebuilt \(ULFM\): rebuilt without it'
-has "both spares dead: every replica live, no spare used" '^spare: r 2, 3 replicas, live 3, depth 1; failures masked 0, wipe-outs 0;.* spares used 0 of 2;'
-same "both spares dead: weights bitwise equal" "$E2E_TMP/s2regrid.bin" "$E2E_TMP/clean3.bin"
-export FTLLM_TEST_KILL=1:backward:3,3:idle:2
-# shellcheck disable=SC2086
-run "rank 1 dies, then the spare chosen for its place" 0 "" 5 "$FTLLM" train inputs/default.ini $sp5 run.save_model="$E2E_TMP/s2chosen.bin"
-has "chosen spare dead: the next spare took the place" '^spare: replica 1 failed in step 3 \(process failure, ULFM\): a hot spare took its place'
-has "chosen spare dead: one spare used" '^spare: r 2, 3 replicas, live 3, depth 1; failures masked 1, wipe-outs 0;.* spares used 1 of 2;'
-same "chosen spare dead: weights bitwise equal" "$E2E_TMP/s2chosen.bin" "$E2E_TMP/clean3.bin"
-export FTLLM_TEST_KILL=1:backward:3,4:regrid:1
-# shellcheck disable=SC2086
-run "rank 1 dies, the other spare in the split" 0 "" 5 "$FTLLM" train inputs/default.ini $sp5 run.save_model="$E2E_TMP/s2split.bin"
-has "other spare dead in the split: the split redone" '^spare: a waiting process of the job died as the training grid was rebuilt \(ULFM\): rebuilt without it'
-has "other spare dead in the split: the spare took the place" '^spare: replica 1 failed in step 3 \(process failure, ULFM\): a hot spare took its place'
-has "other spare dead in the split: one spare used" '^spare: r 2, 3 replicas, live 3, depth 1; failures masked 1, wipe-outs 0;.* spares used 1 of 2;'
-same "other spare dead in the split: weights bitwise equal" "$E2E_TMP/s2split.bin" "$E2E_TMP/clean3.bin"
-export FTLLM_TEST_KILL=1:backward:3,3:idle:2,4:idle:2
-# shellcheck disable=SC2086
-run "rank 1 dies, then both spares" 0 "" 5 "$FTLLM" train inputs/default.ini $sp5 run.save_model="$E2E_TMP/s2both.bin"
+# s2 NAME KILL OUT [overrides]: the two-spare job with FTLLM_TEST_KILL=KILL, exit 0, its weights
+# ($E2E_TMP/OUT.bin) bitwise the fault-free run's
+s2() {
+  local name=$1 out=$E2E_TMP/$3.bin
+  export FTLLM_TEST_KILL=$2
+  shift 3
+  # shellcheck disable=SC2086
+  run "$name" 0 "" 5 "$FTLLM" train inputs/default.ini $sp5 run.save_model="$out" "$@"
+  same "$name: weights bitwise equal" "$out" "$E2E_TMP/clean3.bin"
+}
+# the spare: line with MASKED failures, LIVE replicas, DEPTH and USED spares
+spares() { echo "^spare: r 2, 3 replicas, live $2, depth $3; failures masked $1, wipe-outs 0;.* spares used $4 of 2;"; }
+rebuilt='^spare: a waiting process of the job died as the training grid was rebuilt \(ULFM\): rebuilt without it'
+joindied='^spare: a hot spare died as it joined the training grid \(ULFM\)'
+took='^spare: replica 1 failed in step 3 \(process failure, ULFM\): a hot spare took its place'
+s2 "both spares die, the second in the rebuild after the first" 3:idle:1,4:regrid:1 s2regrid
+has "both spares dead: the rebuild redone" "$rebuilt"
+has "both spares dead: every replica live, no spare used" "$(spares 0 3 1 0)"
+s2 "rank 1 dies, then the spare chosen for its place" 1:backward:3,3:idle:2 s2chosen
+has "chosen spare dead: the next spare took the place" "$took"
+has "chosen spare dead: one spare used" "$(spares 1 3 1 1)"
+s2 "rank 1 dies, the other spare in the split" 1:backward:3,4:regrid:1 s2split
+has "other spare dead in the split: the split redone" "$rebuilt"
+has "other spare dead in the split: the spare took the place" "$took"
+has "other spare dead in the split: one spare used" "$(spares 1 3 1 1)"
+s2 "rank 1 dies, then both spares" 1:backward:3,3:idle:2,4:idle:2 s2both
 has "both spares dead after rank 1: masked by the controller" '^spare: replica 1 failed in step 3 \(process failure, ULFM\): masked by the controller'
-has "both spares dead after rank 1: no spare used" '^spare: r 2, 3 replicas, live 2, depth 2; failures masked 1, wipe-outs 0;.* spares used 0 of 2;'
-same "both spares dead after rank 1: weights bitwise equal" "$E2E_TMP/s2both.bin" "$E2E_TMP/clean3.bin"
-export FTLLM_TEST_KILL=1:backward:3,3:regrid:1
-# shellcheck disable=SC2086
-run "rank 1 dies, then the joining spare in the split" 0 "" 5 "$FTLLM" train inputs/default.ini $sp5 run.save_model="$E2E_TMP/s2join.bin"
-has "joining spare dead in the split: said so" '^spare: a hot spare died as it joined the training grid \(ULFM\)'
-has "joining spare dead in the split: the next spare took the place" '^spare: replica 1 failed in step 3 \(process failure, ULFM\): a hot spare took its place'
-has "joining spare dead in the split: one spare used" '^spare: r 2, 3 replicas, live 3, depth 1; failures masked 1, wipe-outs 0;.* spares used 1 of 2;'
-same "joining spare dead in the split: weights bitwise equal" "$E2E_TMP/s2join.bin" "$E2E_TMP/clean3.bin"
-export FTLLM_TEST_KILL=4:regrid:1
-# shellcheck disable=SC2086
-run "an injected fail-stop, the other spare dies in the join's split" 0 "" 5 "$FTLLM" train inputs/default.ini $sp5 faults.schedule="$E2E_TMP/inj.faults" run.save_model="$E2E_TMP/s2inj.bin"
-has "injected, other spare dead: the split redone" '^spare: a waiting process of the job died as the training grid was rebuilt \(ULFM\): rebuilt without it'
+has "both spares dead after rank 1: no spare used" "$(spares 1 2 2 0)"
+s2 "rank 1 dies, then the joining spare in the split" 1:backward:3,3:regrid:1 s2join
+has "joining spare dead in the split: said so" "$joindied"
+has "joining spare dead in the split: the next spare took the place" "$took"
+has "joining spare dead in the split: one spare used" "$(spares 1 3 1 1)"
+s2 "an injected fail-stop, the other spare dies in the join's split" 4:regrid:1 s2inj faults.schedule="$E2E_TMP/inj.faults"
+has "injected, other spare dead: the split redone" "$rebuilt"
 has "injected, other spare dead: spare 0 took the place" '^spare: replica 1 failed before step 3: hot spare 0 \(1 of 2\) took its place'
-has "injected, other spare dead: one spare used" '^spare: r 2, 3 replicas, live 3, depth 1; failures masked 1, wipe-outs 0;.* spares used 1 of 2;'
-same "injected, other spare dead: weights bitwise equal" "$E2E_TMP/s2inj.bin" "$E2E_TMP/clean3.bin"
-export FTLLM_TEST_KILL=3:regrid:1
-# shellcheck disable=SC2086
-run "an injected fail-stop, the joining spare dies in the split" 0 "" 5 "$FTLLM" train inputs/default.ini $sp5 faults.schedule="$E2E_TMP/inj.faults" run.save_model="$E2E_TMP/s2injj.bin"
-has "injected, joining spare dead: said so" '^spare: a hot spare died as it joined the training grid \(ULFM\)'
+has "injected, other spare dead: one spare used" "$(spares 1 3 1 1)"
+s2 "an injected fail-stop, the joining spare dies in the split" 3:regrid:1 s2injj faults.schedule="$E2E_TMP/inj.faults"
+has "injected, joining spare dead: said so" "$joindied"
 has "injected, joining spare dead: spare 1 took the place" '^spare: replica 1 failed before step 3: hot spare 1 \(2 of 2\) took its place'
-has "injected, joining spare dead: one spare used" '^spare: r 2, 3 replicas, live 3, depth 1; failures masked 1, wipe-outs 0;.* spares used 1 of 2;'
-same "injected, joining spare dead: weights bitwise equal" "$E2E_TMP/s2injj.bin" "$E2E_TMP/clean3.bin"
+has "injected, joining spare dead: one spare used" "$(spares 1 3 1 1)"
 printf 'fail step=3 replica=1\nfail step=5 replica=2\nfail step=5 replica=0   ; a wipe-out\n' > "$E2E_TMP/rs.faults"
 export FTLLM_TEST_KILL=3:regrid:2
 # shellcheck disable=SC2086
 run "a wipe-out's restart, the spare dies in its split" 0 "" 4 "$FTLLM" train inputs/default.ini $sp faults.schedule="$E2E_TMP/rs.faults" checkpoint.interval=1 checkpoint.dir="$E2E_TMP/ckrs" run.save_model="$E2E_TMP/rs.bin"
-has "restart, spare dead: the rebuild redone" '^spare: a waiting process of the job died as the training grid was rebuilt \(ULFM\): rebuilt without it'
+has "restart, spare dead: the rebuild redone" "$rebuilt"
 has "restart, spare dead: restarted" '^spare: restarted in-process from the checkpoint of step 4 after the wipe-out before step 5: every replica back'
 same "restart, spare dead: weights bitwise equal" "$E2E_TMP/rs.bin" "$E2E_TMP/clean3.bin"
 printf 'fail step=2 replica=2\n' > "$E2E_TMP/w2.faults"
