@@ -8,7 +8,11 @@
 # they would rebuild bin/ftllm in the middle of a sanitizer run). Skipped, each tested
 # elsewhere: `make test` (this test's caller), `make studies` (tests/e2e/studies.sh runs it in
 # quick mode), and commands that need a Slurm cluster (sbatch, srun, squeue, scontrol:
-# tests/e2e/slurm.sh runs the job scripts under a real one-node Slurm).
+# tests/e2e/slurm.sh runs the job scripts under a real one-node Slurm), and the Open MPI (ULFM)
+# build's commands (`make MPI=openmpi ...`, bin/ftllm-openmpi) where that MPI is not installed
+# (make test goes on without it, and e2e/ulfm.sh skips too) or, in a run of another build than
+# the release one, where bin/ftllm-openmpi was not built. .deps/ (that MPI) is linked in as
+# well, and mpirun is allowed to run as root (the test machines' user).
 # Also: the commands in the decks' header comments run (below), and every deck in inputs/ is
 # named in the guide's tour. python3 is Debian's (/usr/bin first
 # on PATH): the guide reads checkpoints with Debian's python3-h5py.
@@ -16,11 +20,14 @@ set -u
 source "$(dirname "$0")/lib.bash"
 root=$(pwd)
 export PATH=/usr/bin:$PATH OMP_NUM_THREADS=1
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 
 run_page() { # run_page FILE
   local page=$1 dir n=0 in_block=0 line cmd="" want=() lineno=0 cmd_line=0
   dir=$(mktemp -d "$E2E_TMP/page_XXXX")
-  for l in bin inputs data jobscripts scripts; do ln -s "$root/$l" "$dir/$l"; done
+  for l in bin inputs data jobscripts scripts .deps; do
+    [ -e "$root/$l" ] && ln -s "$root/$l" "$dir/$l"
+  done
   flush() {
     [ -n "$cmd" ] || return 0
     local rc want_rc=0 out=$E2E_TMP/guide_out name w missing=""
@@ -33,6 +40,16 @@ run_page() { # run_page FILE
       sbatch*|srun*|squeue*|scontrol*) echo "SKIP $name (needs Slurm: tests/e2e/slurm.sh)"
         cmd=""; want=(); return 0 ;;
     esac
+    if [[ $cmd == *MPI=openmpi* || $cmd == *ftllm-openmpi* ]]; then
+      if [ ! -x "$root/.deps/openmpi/bin/mpirun" ]; then
+        echo "SKIP $name (Open MPI is not installed in .deps/: e2e/ulfm skips too)"
+        cmd=""; want=(); return 0
+      elif [[ $cmd != make* ]] && [ ! -x "$root/bin/ftllm-openmpi" ] \
+        && [ "${FTLLM_BUILD:-build/release}" != build/release ]; then
+        echo "SKIP $name (bin/ftllm-openmpi is not built: make MPI=openmpi)"
+        cmd=""; want=(); return 0
+      fi
+    fi
     if [[ $cmd == make* ]] && [ "${FTLLM_BUILD:-build/release}" != build/release ]; then
       echo "SKIP $name (make builds the release variant: run only when testing that one)"
       cmd=""; want=(); return 0
