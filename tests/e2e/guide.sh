@@ -11,7 +11,8 @@
 # tests/e2e/slurm.sh runs the job scripts under a real one-node Slurm), and the Open MPI (ULFM)
 # build's commands (`make MPI=openmpi ...`, bin/ftllm-openmpi) where that MPI is not installed
 # (make test goes on without it, and e2e/ulfm.sh skips too) or, in a run of another build than
-# the release one, where bin/ftllm-openmpi was not built. .deps/ (that MPI) is linked in as
+# the release one, where bin/ftllm-openmpi was not built (and with them the rest of their
+# console block, whose commands read what they would have made). .deps/ (that MPI) is linked in as
 # well, and mpirun is allowed to run as root (the test machines' user).
 # Also: the commands in the decks' header comments run (below), and every deck in inputs/ is
 # named in the guide's tour. python3 is Debian's (/usr/bin first
@@ -23,7 +24,7 @@ export PATH=/usr/bin:$PATH OMP_NUM_THREADS=1
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 
 run_page() { # run_page FILE
-  local page=$1 dir n=0 in_block=0 line cmd="" want=() lineno=0 cmd_line=0
+  local page=$1 dir n=0 in_block=0 line cmd="" want=() lineno=0 cmd_line=0 skip_rest=""
   dir=$(mktemp -d "$E2E_TMP/page_XXXX")
   for l in bin inputs data jobscripts scripts .deps; do
     [ -e "$root/$l" ] && ln -s "$root/$l" "$dir/$l"
@@ -40,14 +41,18 @@ run_page() { # run_page FILE
       sbatch*|srun*|squeue*|scontrol*) echo "SKIP $name (needs Slurm: tests/e2e/slurm.sh)"
         cmd=""; want=(); return 0 ;;
     esac
+    if [ -n "$skip_rest" ]; then # the block's later commands read what a skipped one made
+      echo "SKIP $name (after a skipped command: $skip_rest)"; cmd=""; want=(); return 0
+    fi
     if [[ $cmd == *MPI=openmpi* || $cmd == *ftllm-openmpi* ]]; then
       if [ ! -x "$root/.deps/openmpi/bin/mpirun" ]; then
-        echo "SKIP $name (Open MPI is not installed in .deps/: e2e/ulfm skips too)"
-        cmd=""; want=(); return 0
+        skip_rest="Open MPI is not installed in .deps/: e2e/ulfm skips too"
       elif [[ $cmd != make* ]] && [ ! -x "$root/bin/ftllm-openmpi" ] \
         && [ "${FTLLM_BUILD:-build/release}" != build/release ]; then
-        echo "SKIP $name (bin/ftllm-openmpi is not built: make MPI=openmpi)"
-        cmd=""; want=(); return 0
+        skip_rest="bin/ftllm-openmpi is not built: make MPI=openmpi"
+      fi
+      if [ -n "$skip_rest" ]; then
+        echo "SKIP $name ($skip_rest)"; cmd=""; want=(); return 0
       fi
     fi
     if [[ $cmd == make* ]] && [ "${FTLLM_BUILD:-build/release}" != build/release ]; then
@@ -70,7 +75,7 @@ run_page() { # run_page FILE
   while IFS= read -r line || [ -n "$line" ]; do
     lineno=$((lineno + 1))
     if [ "$in_block" -eq 0 ]; then
-      [[ $line == '```console' ]] && in_block=1
+      [[ $line == '```console' ]] && in_block=1 && skip_rest=""
       continue
     fi
     if [[ $line == '```' ]]; then flush; in_block=0; continue; fi
