@@ -4,7 +4,7 @@
  * cannot count at all, e.g. a VM without a CPU PMU, gets NULL and the test says so). The run's
  * other reports: the waiting line of each rank (timeline.h: ms per step, the share of the step
  * spent waiting and per kind, rank 0 printing every rank's) and the ETA of the live progress
- * line (progress.h).
+ * line (progress.h), and the wall clock that the ULFM report's failure times read (timers_wall).
  * ft-test: ranks 1 2 */
 #include <math.h>
 #include <signal.h>
@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "ft_test.h"
@@ -329,6 +330,31 @@ static void test_seconds_add_up(void **state)
     assert_int_equal(t.calls[FT_REGION_DATA], 2);
 }
 
+/* timers_wall is the wall clock in seconds with its sub-second part (the ULFM report's "saw
+ * the failure at wall X, D s before the agreement ended" subtracts two of them, taken on
+ * different ranks): each reading lies between two CLOCK_REALTIME readings taken around it,
+ * to double's resolution at today's epoch seconds (a quarter of a microsecond). Five readings
+ * a millisecond apart, so that a clock that dropped its nanoseconds (or scaled them wrongly)
+ * fails unless every reading fell in the first microsecond of its second. */
+static double wall_of(const struct timespec *ts)
+{
+    return (double)ts->tv_sec + (double)ts->tv_nsec / 1e9;
+}
+
+static void test_wall_clock(void **state)
+{
+    (void)state;
+    for (int i = 0; i < 5; i++) {
+        struct timespec a, b, pause = {0, 1000000};
+        clock_gettime(CLOCK_REALTIME, &a);
+        double w = timers_wall();
+        clock_gettime(CLOCK_REALTIME, &b);
+        assert_true(w >= wall_of(&a) - 1e-6);
+        assert_true(w <= wall_of(&b) + 1e-6);
+        nanosleep(&pause, NULL);
+    }
+}
+
 /* PAPI: an empty list opens nothing; perf::TASK-CLOCK counts a busy region where PAPI can
  * count, and every rank gets the same answer (the open is collective). */
 static void test_papi(void **state)
@@ -433,5 +459,5 @@ FT_TEST_MAIN(cmocka_unit_test(test_nesting), cmocka_unit_test(test_report_column
              cmocka_unit_test(test_report_shares), cmocka_unit_test(test_region_names),
              cmocka_unit_test(test_kill_point),
              cmocka_unit_test(test_kill_point_agreed), cmocka_unit_test(test_seconds_add_up),
-             cmocka_unit_test(test_papi),
+             cmocka_unit_test(test_wall_clock), cmocka_unit_test(test_papi),
              cmocka_unit_test(test_timeline_report), cmocka_unit_test(test_eta))
