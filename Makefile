@@ -137,9 +137,11 @@ else ifeq ($(CUDA),emu)
 # The CUDA emulator (cuda/emu/README.md): each .cu has its launches rewritten by one sed
 # (k<<<g, b, s, st>>>(args) -> ftemu::launch("k", g, b, s, st, k)(args)) and is compiled by g++
 # against cuda/emu's headers; no address sanitizer (its fibers switch stacks), no CUDA toolkit
-# needed. UBSan's array-bounds check (no shadow memory, so fibers do not matter) is on: a
-# kernel indexing past a fixed-size register array (mutant C15 of tests/mutants/
-# random_sample.md's CUDA seed 1) ends the run naming the line.
+# needed. UBSan's array-bounds and alignment checks (no shadow memory, so fibers do not
+# matter) are on: a kernel indexing past a fixed-size register array (mutant C15 of
+# tests/mutants/random_sample.md's CUDA seed 1), or loading a word from an address its type
+# does not divide (a fault on a GPU, which the host's loads forgive: CUDA seed 6's C05), ends
+# the run naming the line.
   ifneq ($(SAN),)
     $(error CUDA=emu: no sanitizer builds (the emulator's fibers switch stacks): drop SAN/DEBUG)
   endif
@@ -148,7 +150,8 @@ else ifeq ($(CUDA),emu)
   LIB_OBJ  += $(CU_OBJ)
   CFLAGS   += -DFTLLM_CUDA -DFTLLM_CUDA_EMU -Icuda/emu
   EMU_CXXFLAGS := -std=c++17 $(OPT) -g -Wall -Wextra -Wno-unused-parameter -Wno-unused-function -Wno-unknown-pragmas \
-               -fno-strict-aliasing -fsanitize=bounds-strict -fno-sanitize-recover=bounds-strict \
+               -fno-strict-aliasing -fsanitize=bounds-strict,alignment \
+               -fno-sanitize-recover=bounds-strict,alignment \
                -Icuda/emu -Icuda -Iinclude -I$(BLAS_INC) -include emu_device.h
   LDLIBS   += -lstdc++ -lubsan
 else ifneq ($(CUDA),0)

@@ -5,7 +5,8 @@
 #    the failure in the step's gradient sync, agree on it, shrink, fail replica 2 as an injected
 #    fail-stop would, compute step 3 again on 3 replicas, and finish; the weights they save are
 #    bitwise those of the run without the failure, and the `spare:` line says "failures masked
-#    1, wipe-outs 0";
+#    1, wipe-outs 0"; the `ulfm:` lines' times (when the failure was seen, how long to the
+#    agreement and to recover) are real: today's wall clock, seconds in [0, 60);
 #  - the same with the model on the stand-in device (run.backend = cuda, staged): bitwise the
 #    cpu's fault-free run;
 #  - rank 0 (the speaker and the writer) killed in step 2's gradient sync: the same, bitwise;
@@ -66,6 +67,34 @@ same() { # same NAME FILE [REF]: FILE is bitwise the fault-free run's weights (R
   if cmp -s "$ref" "$2"; then ok "$1"; else bad "$1" "$2 differs from the fault-free run's weights ($ref)"; fi
 }
 
+# times_sane NAME: the last run's recovery line (rank 0's) and end line carry real times: the
+# wall clock when rank 0 first saw the failure (0 if no operation of its own failed) and when
+# the step starts again within a day of now, in that order, and the seconds from the failure to the agreement, of the recovery and
+# of the slowest rank's both in [0, 60) (a clock without its fractions, or a sum for a
+# difference, puts them days or decades off)
+times_sane() {
+  local now
+  now=$(date +%s)
+  if awk -v now="$now" '
+      /^ulfm: step [0-9]+: recovered on/ {
+        match($0, /recovered on [0-9]+ ranks in [0-9.]+ s/); split(substr($0, RSTART, RLENGTH), a, " ")
+        match($0, /saw the failure at wall [0-9.]+, [0-9.]+ s before/); split(substr($0, RSTART, RLENGTH), b, " ")
+        match($0, /computed again from wall [0-9.]+/); split(substr($0, RSTART, RLENGTH), c, " ")
+        rec = a[5] + 0; seen = b[6] + 0; d = b[7] + 0; again = c[5] + 0
+        if (rec < 0 || rec >= 60 || d < 0 || d >= 60 || again < now - 86400 || again > now + 86400)
+          bad = 1
+        if (seen == 0 && d != 0) bad = 1 # rank 0 saw no operation fail: no time of its own
+        if (seen != 0 && (seen < now - 86400 || again < seen - 1)) bad = 1
+        n++ }
+      /^ulfm: process failures survived; slowest rank:/ {
+        match($0, /slowest rank: [0-9.]+ s from/); split(substr($0, RSTART, RLENGTH), e, " ")
+        match($0, /, [0-9.]+ s recovering/); split(substr($0, RSTART, RLENGTH), f, " ")
+        if (e[3] + 0 < 0 || e[3] + 0 >= 60 || f[2] + 0 <= 0 || f[2] + 0 >= 60) bad = 1
+        m++ }
+      END { exit !(n >= 1 && m == 1 && !bad) }' "$E2E_TMP/out"; then ok "$1"
+  else bad "$1" "$(grep '^ulfm: ' "$E2E_TMP/out" | head -c 600)"; fi
+}
+
 # shellcheck disable=SC2086
 run "fault-free run" 0 "" 4 "$FTLLM" train inputs/default.ini $common run.save_model="$E2E_TMP/clean.bin"
 has "no failure" '^spare: r 2, 4 replicas, live 4, depth 1; failures masked 0, wipe-outs 0;'
@@ -77,6 +106,7 @@ has "the failure is masked" '^spare: r 2, 4 replicas, live 3, depth 2; failures 
 has "step 3 recovered and computed again" '^ulfm: step 3: recovered on 3 ranks'
 has "the survivors ran every step" '^step +5/5 .*\| live 3 depth 2$'
 same "weights bitwise equal to the fault-free run" "$E2E_TMP/kill2.bin"
+times_sane "the recovery's times are today's and short"
 
 export FTLLM_TEST_KILL=0:gradsync:2
 # shellcheck disable=SC2086
@@ -103,6 +133,7 @@ has "a death seen only by the agreement is that step's" '^spare: replica 2 faile
 has "step 3 recovered, not step 4" '^ulfm: step 3: recovered on 3 ranks'
 has "the dead process counted at the end" '^ulfm: 1 process died during the run; the survivors end it'
 same "weights bitwise equal after an optimizer-time death" "$E2E_TMP/killopt.bin"
+times_sane "an optimizer-time death: the recovery's times are today's and short"
 
 # DMR on (naive) with a real death: a flip on rank 1 in step 3, rank 2 killed in step 3's
 # optimizer. The step's DMR agreement cannot complete (a process died): no verdict there, the
