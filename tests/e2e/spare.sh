@@ -6,7 +6,7 @@
 # "failures masked 1, wipe-outs 0"; a second failure of a replica holding the last copy of a
 # shard is a wipe-out: exit 5 and "wipe-outs 1" without checkpoints; with one, the run restarts
 # in-process from it and finishes with the same losses. A `fail` line naming a rank fails its
-# replica. When replica 0 (world rank 0) fails, a surviving rank writes run.save_model. A hot
+# replica; a line naming a replica that has failed already is a warning. When replica 0 (world rank 0) fails, a surviving rank writes run.save_model. A hot
 # spare (spare.spares) takes a failed replica's place. A rank DMR names suspect is retired the
 # same way, also after a hot spare joined (one run on 6 ranks). A mixture of experts over ep 2
 # ranks per replica (dp 2 x ep 2): the same losses as plain dp x ep data parallelism, a failed
@@ -30,6 +30,18 @@ has "masked" '^spare: r 2, 4 replicas, live 3, depth 2; failures masked 1, wipe-
 has "survivors ran every step" '^step +5/5 .*\| live 3 depth 2$'
 [ -n "$clean" ] && [ "$(losses)" = "$clean" ] && ok "losses equal to the run without the failure" \
   || bad "losses equal to the run without the failure" "clean: $clean; with the failure: $(losses)"
+
+# a second line naming the replica that has already failed: a warning, nothing else changes
+# (seed 19 R02 of tests/mutants/random_sample.md: a look-up of its place that ran past the
+# replicas crashed the run here)
+printf 'fail step=3 replica=1\nfail step=4 replica=1   ; failed already\n' > "$E2E_TMP/again.faults"
+# shellcheck disable=SC2086
+run "a replica named again after it failed" 0 "" 4 "$FTLLM" train inputs/default.ini $common faults.schedule="$E2E_TMP/again.faults"
+grep -qF "before step 4: the replicas named have failed already: nothing more to stop" <<< "$LAST_ERR" \
+  && ok "the second line is only a warning" || bad "the second line is only a warning" "$LAST_ERR"
+has "still one failure masked" '^spare: r 2, 4 replicas, live 3, depth 2; failures masked 1, wipe-outs 0;'
+[ -n "$clean" ] && [ "$(losses)" = "$clean" ] && ok "a line naming a failed replica: losses unchanged" \
+  || bad "a line naming a failed replica: losses unchanged" "clean: $clean; now: $(losses)"
 
 # replica 0 (world rank 0) fails: the first rank still training writes run.save_model
 printf 'fail step=3 replica=0\n' > "$E2E_TMP/zero.faults"
