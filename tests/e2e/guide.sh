@@ -12,8 +12,8 @@
 # build's commands (`make MPI=openmpi ...`, bin/ftllm-openmpi) where that MPI is not installed
 # (make test goes on without it, and e2e/ulfm.sh skips too) or, in a run of another build than
 # the release one, where bin/ftllm-openmpi was not built (and with them the rest of their
-# console block, whose commands read what they would have made). .deps/ (that MPI) is linked in as
-# well, and mpirun is allowed to run as root (the test machines' user).
+# console block, whose commands read what they would have made). .deps/ (that MPI) is linked
+# in as well, and mpirun is allowed to run as root (the test machines' user).
 # Also: the commands in the decks' header comments run (below), and every deck in inputs/ is
 # named in the guide's tour. python3 is Debian's (/usr/bin first
 # on PATH): the guide reads checkpoints with Debian's python3-h5py.

@@ -6,8 +6,9 @@
 # "failures masked 1, wipe-outs 0"; a second failure of a replica holding the last copy of a
 # shard is a wipe-out: exit 5 and "wipe-outs 1" without checkpoints; with one, the run restarts
 # in-process from it and finishes with the same losses. A `fail` line naming a rank fails its
-# replica; a line naming a replica that has failed already is a warning. When replica 0 (world rank 0) fails, a surviving rank writes run.save_model. A hot
-# spare (spare.spares) takes a failed replica's place. A rank DMR names suspect is retired the
+# replica; a line naming a replica that has failed already is a warning. When replica 0 (world
+# rank 0) fails, a surviving rank writes run.save_model. A hot spare (spare.spares) takes a
+# failed replica's place. A rank DMR names suspect is retired the
 # same way, also after a hot spare joined (one run on 6 ranks). A mixture of experts over ep 2
 # ranks per replica (dp 2 x ep 2): the same losses as plain dp x ep data parallelism, a failed
 # replica masked (a fail line naming a replica or a rank, a suspect rank), a wipe-out restarted

@@ -69,27 +69,28 @@ same() { # same NAME FILE [REF]: FILE is bitwise the fault-free run's weights (R
 
 # times_sane NAME: the last run's recovery line (rank 0's) and end line carry real times: the
 # wall clock when rank 0 first saw the failure (0 if no operation of its own failed) and when
-# the step starts again within a day of now, in that order, and the seconds from the failure to the agreement, of the recovery and
-# of the slowest rank's both in [0, 60) (a clock without its fractions, or a sum for a
-# difference, puts them days or decades off)
+# the step starts again within a day of now, in that order, and the seconds from the failure
+# to the agreement, of the recovery and of the slowest rank's both in [0, 60) (a clock without
+# its fractions, or a sum for a difference, puts them days or decades off)
 times_sane() {
   local now
   now=$(date +%s)
   if awk -v now="$now" '
+      function word(re, k, w) { # the k-th word of what re matches in the line, as a number
+        match($0, re); split(substr($0, RSTART, RLENGTH), w, " "); return w[k] + 0 }
       /^ulfm: step [0-9]+: recovered on/ {
-        match($0, /recovered on [0-9]+ ranks in [0-9.]+ s/); split(substr($0, RSTART, RLENGTH), a, " ")
-        match($0, /saw the failure at wall [0-9.]+, [0-9.]+ s before/); split(substr($0, RSTART, RLENGTH), b, " ")
-        match($0, /computed again from wall [0-9.]+/); split(substr($0, RSTART, RLENGTH), c, " ")
-        rec = a[5] + 0; seen = b[6] + 0; d = b[7] + 0; again = c[5] + 0
+        rec = word("recovered on [0-9]+ ranks in [0-9.]+ s", 5)
+        seen = word("saw the failure at wall [0-9.]+, [0-9.]+ s before", 6)
+        d = word("saw the failure at wall [0-9.]+, [0-9.]+ s before", 7)
+        again = word("computed again from wall [0-9.]+", 5)
         if (rec < 0 || rec >= 60 || d < 0 || d >= 60 || again < now - 86400 || again > now + 86400)
           bad = 1
         if (seen == 0 && d != 0) bad = 1 # rank 0 saw no operation fail: no time of its own
         if (seen != 0 && (seen < now - 86400 || again < seen - 1)) bad = 1
         n++ }
       /^ulfm: process failures survived; slowest rank:/ {
-        match($0, /slowest rank: [0-9.]+ s from/); split(substr($0, RSTART, RLENGTH), e, " ")
-        match($0, /, [0-9.]+ s recovering/); split(substr($0, RSTART, RLENGTH), f, " ")
-        if (e[3] + 0 < 0 || e[3] + 0 >= 60 || f[2] + 0 <= 0 || f[2] + 0 >= 60) bad = 1
+        detect = word("slowest rank: [0-9.]+ s from", 3); recover = word(", [0-9.]+ s recovering", 2)
+        if (detect < 0 || detect >= 60 || recover <= 0 || recover >= 60) bad = 1
         m++ }
       END { exit !(n >= 1 && m == 1 && !bad) }' "$E2E_TMP/out"; then ok "$1"
   else bad "$1" "$(grep '^ulfm: ' "$E2E_TMP/out" | head -c 600)"; fi
