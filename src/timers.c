@@ -67,7 +67,7 @@ void timers_kill_at(FtTimers *t, int r, long long nth)
 }
 
 /* the kill points that are not regions (timers.h), from FT_KILL_AGREED on */
-static const char *const g_points[] = {"agreed", "idle", "regrid"};
+static const char *const g_points[] = {"agreed", "idle", "regrid", "write"};
 
 int timers_kill_point_of(const char *name)
 {

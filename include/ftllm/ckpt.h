@@ -32,7 +32,9 @@
  * truncated, foreign or mismatched checkpoint file) are returned as a status with a one-line
  * message naming the file and the dataset; every rank returns the same status. I/O failures in
  * the middle of a write (disk full) and misuse (ranks disagreeing on what they put, hyperslabs
- * that do not tile a dataset) are fatal (FT_DIE): the previous checkpoint stays usable.
+ * that do not tile a dataset) are fatal (FT_DIE): the previous checkpoint stays usable. A
+ * process failure during a write is fatal too, unless opts.ft says how to survive it (ULFM):
+ * then the write is abandoned (ckpt_abandoned) and the previous checkpoint stays the newest.
  *
  * Unless noted, every function is collective over the communicator given at creation/open, and
  * its arguments (names, dtypes, global shapes, scalar values, texts) must be equal on every rank;
@@ -65,10 +67,30 @@ typedef enum ckpt_dtype {
 size_t ckpt_dtype_size(CkptDtype t); /* bytes per element; 1 for CKPT_TEXT */
 const char *ckpt_dtype_name(CkptDtype t); /* "f32", ... */
 
+/* Process failures (ULFM) during a write: a layer that knows the MPI's fault tolerance (comm/,
+ * through train_ckpt.c) hands these in; the writer then survives a death instead of dying with
+ * it. Called from the writer's thread (the background one in asynchronous mode). */
+typedef struct ft_ckpt_ft {
+    /* rc (not MPI_SUCCESS) from an operation on comm: nonzero when it reports a process
+     * failure (then the write is abandoned), 0 for any other error (fatal, as without this) */
+    int (*failed)(MPI_Comm comm, int rc);
+    /* whether a process of comm is known to have failed (after an HDF5 error: abandon or die) */
+    int (*lost)(MPI_Comm comm);
+    /* a fault-tolerant agreement over comm's survivors: nonzero on every survivor when ok is
+     * nonzero on every survivor and no process of comm has failed; the same answer on all */
+    int (*agree)(MPI_Comm comm, int ok);
+    /* revokes comm (every rank waiting in an operation on it gets an error, not a hang) */
+    void (*revoke)(MPI_Comm comm);
+} FtCkptFt;
+
 typedef struct ft_ckpt_opts {
     int keep;           /* newest checkpoints of the run kept on disk (>= 1) */
     bool async;         /* write from a background thread (see above) */
     int debug_delay_ms; /* testing aid: sleep this long before writing each dataset */
+    const FtCkptFt *ft; /* NULL: every MPI error in a write is fatal */
+    /* testing aid (FTLLM_TEST_KILL's `write`): called before each dataset this rank writes */
+    void (*before_dataset)(void *ctx);
+    void *before_dataset_ctx;
 } FtCkptOpts;
 
 /* ---- writing ---- */
@@ -113,6 +135,13 @@ void ckpt_commit(FtCkpt *c, const char **path);
 
 /* Waits for an asynchronous write in flight (no-op otherwise). */
 void ckpt_wait(FtCkpt *c);
+
+/* Whether the last write (ckpt_begin to ckpt_commit, or its background write: call ckpt_wait
+ * first) was abandoned because a process failed during it (opts.ft only): no file under the
+ * final name came from it on this rank's account; its temporary is removed by the next
+ * ckpt_begin. It can differ between ranks (rank 0 may have renamed a complete file before it
+ * saw the failure): the caller agrees on it. Not collective. */
+bool ckpt_abandoned(const FtCkpt *c);
 
 /* Time the last write took (seconds, from ckpt_commit to durable and renamed) and its bytes. */
 double ckpt_last_write_s(const FtCkpt *c);

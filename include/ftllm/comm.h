@@ -250,6 +250,23 @@ bool comm_ft_survived(void);
 _Noreturn void comm_ft_exit(int rc);
 /* Forgets the failures seen so far (after the rebuild on the survivors). */
 void comm_ft_clear(void);
+/* Notes a process failure that another layer saw on its own communicator (the checkpoint
+ * writer): as a failed FtComm operation does, comm_ft_failed() becomes true and this process's
+ * FtComms are revoked, so the next step's operations fail at once and its agreement starts the
+ * recovery. Main thread only; nothing without ULFM. */
+void comm_ft_note_failure(const char *what);
+/* The same tests and actions on a raw MPI communicator, for layers that keep their own (the
+ * checkpoint writer's; callable from its thread, they touch no FtComm):
+ * comm_ft_mpi_failed: rc (not MPI_SUCCESS) of an operation on comm reports a process failure
+ * (a failure class, or any error on a communicator that has lost a member); 0 without ULFM.
+ * comm_ft_mpi_lost: a process of comm is known to have failed; 0 without ULFM.
+ * comm_ft_mpi_agree: MPIX_Comm_agree over comm's survivors: nonzero on every survivor when ok
+ * is nonzero on every survivor and none of comm failed; other errors die. Without ULFM: ok.
+ * comm_ft_mpi_revoke: MPIX_Comm_revoke (nothing without ULFM). */
+int comm_ft_mpi_failed(MPI_Comm comm, int rc);
+int comm_ft_mpi_lost(MPI_Comm comm);
+int comm_ft_mpi_agree(MPI_Comm comm, int ok);
+void comm_ft_mpi_revoke(MPI_Comm comm);
 /* For the end-of-run agreements over a communicator that may hold dead ranks: collective over
  * the survivors of c; when some rank of c died, c is moved onto the survivors (its communicator
  * shrunk, rank and size updated) and the count of dead ranks is returned; else 0. Without ULFM:

@@ -61,9 +61,12 @@ void timers_kill_at(FtTimers *t, int r, long long nth);
  * FT_KILL_IDLE ("idle"), a rank that does not train (a hot spare, a replica that left) each
  * time it starts waiting for the job's next event (train_spare.c); FT_KILL_REGRID ("regrid"),
  * every rank of a job with hot spares or failed replicas each time the job's ranks split a
- * new training grid out of the job (a spare joins, a restart, a rebuild after a death). */
-enum { FT_KILL_AGREED = FT_NREGIONS, FT_KILL_IDLE, FT_KILL_REGRID };
-/* A region's number by name, or a kill point's ("agreed", "idle", "regrid"); -1: neither. */
+ * new training grid out of the job (a spare joins, a restart, a rebuild after a death);
+ * FT_KILL_WRITE ("write"), a rank that writes checkpoint data, before each dataset it writes
+ * (train_ckpt.c; from the writer's thread in asynchronous mode). */
+enum { FT_KILL_AGREED = FT_NREGIONS, FT_KILL_IDLE, FT_KILL_REGRID, FT_KILL_WRITE };
+/* A region's number by name, or a kill point's ("agreed", "idle", "regrid", "write"); -1:
+ * neither. */
 int timers_kill_point_of(const char *name);
 /* Kill point p passed (counted for timers_kill_at). */
 void timers_point(FtTimers *t, int p);

@@ -57,7 +57,9 @@ typedef struct ft_ckpt_slab {
     size_t local_offset;
     bool writer;
 } FtCkptSlab;
-void train_ckpt_slabs(const FtTrainer *tr, MPI_Comm comm, FtCkptSlab slabs[FT_NPARAM_TENSORS]);
+/* Returns 0, or -1 when a process failed during the all-reduce (ULFM only: without it an MPI
+ * error is fatal); then slabs are undefined. */
+int train_ckpt_slabs(const FtTrainer *tr, MPI_Comm comm, FtCkptSlab slabs[FT_NPARAM_TENSORS]);
 
 /* The writer for the deck's [checkpoint] settings, or NULL with *out = NULL when checkpoint.
  * interval and checkpoint.every_s are both 0 (no checkpoints). Returns 0, or -1 with a one-line
@@ -76,8 +78,20 @@ void train_ckpt_destroy(FtTrainCkpt *tc);
 /* Installs the per-step hook on tr (train_run then checkpoints on schedule). */
 void train_ckpt_attach(FtTrainCkpt *tc, FtTrainer *tr);
 
-/* Writes a checkpoint of tr's current state now (asynchronous mode returns after the copy). */
-void train_ckpt_save(FtTrainCkpt *tc, const FtTrainer *tr);
+/* Writes a checkpoint of tr's current state now (asynchronous mode returns after the copy).
+ * Returns 0, or -1 (ULFM only) when a process failed during the write: abandoned (on this
+ * rank's account; the hook then notes the failure and writes again after the recovery). */
+int train_ckpt_save(FtTrainCkpt *tc, const FtTrainer *tr);
+/* The step of the newest checkpoint this rank knows written (-1: none), and of a write that was
+ * abandoned after it (ULFM: a process died during it) and not written again (-1: none).
+ * Local: agree (max) before branching. */
+long long train_ckpt_last_step(const FtTrainCkpt *tc);
+/* ULFM, after the run on the training ranks (collective over the checkpoint's grid): when a
+ * death after the last step's agreement made the survivors abandon the last checkpoint and
+ * rebuild their grid at the end (train_spare_end), writes it now. Returns 0, or -1 when it is
+ * still lost (another death). NULL or nothing to write: 0. */
+int train_ckpt_flush(FtTrainCkpt *tc, const FtTrainer *tr);
+long long train_ckpt_lost_step(const FtTrainCkpt *tc);
 
 /* Checkpoints written so far, and the seconds the training loop spent inside the checkpoint
  * code (the stall: the whole write when synchronous, the copy and any wait when asynchronous). */

@@ -36,6 +36,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -71,6 +72,8 @@ struct ft_ckpt {
     long long step;
     char created[32];
     bool begun, in_flight;
+    bool broken; /* this write met a process failure (opts.ft): abandoned (ckpt_abandoned) */
+    MPI_Comm fio; /* the file's ranks during a write (else MPI_COMM_NULL) */
     struct item *items;
     int n, cap;
     pthread_t thread;
@@ -87,6 +90,72 @@ static double now_s(void)
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return ts.tv_sec + 1e-9 * ts.tv_nsec;
+}
+
+/* A process failed (opts.ft): the write is abandoned from here on; the write's communicators
+ * are revoked, so that every rank waiting in one of their operations leaves it. */
+static void abandon(FtCkpt *c, const char *what)
+{
+    if (c->broken) return;
+    c->broken = true;
+    log_debug("checkpoint of step %lld: %s: a process failed: abandoning the write", c->step,
+              what);
+    c->opts.ft->revoke(c->io);
+    c->opts.ft->revoke(c->ctl);
+    if (c->fio != MPI_COMM_NULL) c->opts.ft->revoke(c->fio);
+}
+
+/* The status of an MPI operation of a write on comm: 1 = done; 0 = a process failed (opts.ft
+ * says so): the write is abandoned from here on; any other error is fatal. */
+static int mpi_ok(FtCkpt *c, MPI_Comm comm, int rc, const char *what)
+{
+    if (rc == MPI_SUCCESS) return 1;
+    if (c->opts.ft && c->opts.ft->failed(comm, rc)) {
+        abandon(c, what);
+        return 0;
+    }
+    char msg[MPI_MAX_ERROR_STRING] = "";
+    int len = 0;
+    MPI_Error_string(rc, msg, &len);
+    FT_DIE("checkpoint of step %lld: %s failed: %s", c->step, what, msg);
+}
+
+/* ckpt_wait_req for a write: 1 when done, 0 when abandoned */
+static int wait_ft(FtCkpt *c, MPI_Comm comm, MPI_Request *req, const char *what)
+{
+    for (int done = 0; !done;) {
+        if (!mpi_ok(c, comm, MPI_Test(req, &done, MPI_STATUS_IGNORE), what)) return 0;
+        if (!done) sched_yield();
+    }
+    return 1;
+}
+
+/* ckpt_allreduce for a write: nothing once it is abandoned; 1 when done, 0 when abandoned */
+static int allreduce_ft(FtCkpt *c, const void *send, void *recv, int count, MPI_Datatype t,
+                        MPI_Op op, MPI_Comm comm, const char *what)
+{
+    if (c->broken) return 0;
+    MPI_Request req;
+    if (!mpi_ok(c, comm, MPI_Iallreduce(send, recv, count, t, op, comm, &req), what)) return 0;
+    return wait_ft(c, comm, &req, what);
+}
+
+/* ckpt_sum_allreduce for a write (ckpt_util.c's lanes) */
+static int sum_allreduce_ft(FtCkpt *c, const uint64_t *send, uint64_t *recv, int n,
+                            MPI_Comm comm)
+{
+    uint32_t *lanes = calloc(4 * (size_t)n, sizeof *lanes);
+    if (!lanes) FT_DIE("out of memory");
+    for (int i = 0; i < n; i++) {
+        lanes[2 * i] = (uint32_t)send[i];
+        lanes[2 * i + 1] = (uint32_t)(send[i] >> 32);
+    }
+    int ok = allreduce_ft(c, lanes, lanes + 2 * n, 2 * n, MPI_UINT32_T, MPI_SUM, comm,
+                          "summing the checksums");
+    for (int i = 0; i < n && ok; i++)
+        recv[i] = (uint64_t)lanes[2 * n + 2 * i + 1] << 32 | lanes[2 * n + 2 * i];
+    free(lanes);
+    return ok;
 }
 
 static int name_ok(const char *s)
@@ -154,6 +223,7 @@ FtCkpt *ckpt_create(const char *dir, const char *run, MPI_Comm comm, const FtCkp
     snprintf(c->dir, sizeof c->dir, "%s", dir);
     snprintf(c->run, sizeof c->run, "%s", run);
     c->opts = *opts;
+    c->fio = MPI_COMM_NULL;
     FT_CHECK_MPI(MPI_Comm_dup(comm, &c->ctl));
     FT_CHECK_MPI(MPI_Comm_dup(comm, &c->io));
     c->rank = rank;
@@ -200,11 +270,12 @@ void ckpt_begin(FtCkpt *c, long long step)
     if (c->begun) FT_DIE("checkpoint: ckpt_begin(%lld) while step %lld is not committed", step, c->step);
     c->step = step;
     c->begun = true;
+    c->broken = false;
     /* one timestamp for every rank (attributes must be equal) */
     long long t = (long long)time(NULL);
     MPI_Request req;
-    FT_CHECK_MPI(MPI_Ibcast(&t, 1, MPI_LONG_LONG, 0, c->ctl, &req));
-    ckpt_wait_req(&req);
+    if (mpi_ok(c, c->ctl, MPI_Ibcast(&t, 1, MPI_LONG_LONG, 0, c->ctl, &req), "the timestamp"))
+        wait_ft(c, c->ctl, &req, "the timestamp");
     time_t tt = (time_t)t;
     struct tm tm;
     gmtime_r(&tt, &tm);
@@ -341,36 +412,51 @@ void ckpt_put_text(FtCkpt *c, const char *name, const char *text, const char *de
 
 /* ---- the write ---- */
 
-#define CK_H5(expr, what)                                                                    \
+/* An HDF5 call of the write failed: abandoned when a process of the write has failed (opts.ft:
+ * the error is the failure's), else fatal. Returns with the write broken. */
+static void h5_failed(FtCkpt *c, const char *path, const char *what)
+{
+    char h5e[256];
+    ckpt_h5_error(h5e, sizeof h5e);
+    if (c->broken) return;
+    if (c->opts.ft && c->opts.ft->lost(c->io)) {
+        abandon(c, what);
+        return;
+    }
+    FT_DIE("checkpoint %s: %s failed: %s", path, what, h5e);
+}
+#define CK_H5(expr, what)                                                                      \
     do {                                                                                       \
-        if ((expr) < 0) {                                                                      \
-            char h5e_[256];                                                                    \
-            ckpt_h5_error(h5e_, sizeof h5e_);                                                  \
-            FT_DIE("checkpoint %s: %s failed: %s", path, what, h5e_);                          \
-        }                                                                                      \
+        if ((expr) < 0) h5_failed(c, path, what);                                              \
     } while (0)
 
-static void attr_str(hid_t obj, const char *key, const char *val, const char *path)
+static void attr_str(FtCkpt *c, hid_t obj, const char *key, const char *val, const char *path)
 {
+    if (c->broken) return;
     hid_t t = H5Tcopy(H5T_C_S1), s = H5Screate(H5S_SCALAR);
     H5Tset_size(t, strlen(val) + 1);
     H5Tset_strpad(t, H5T_STR_NULLTERM);
     hid_t a = H5Acreate2(obj, key, t, s, H5P_DEFAULT, H5P_DEFAULT);
     CK_H5(a, key);
-    CK_H5(H5Awrite(a, t, val), key);
-    H5Aclose(a);
+    if (a >= 0) {
+        CK_H5(H5Awrite(a, t, val), key);
+        H5Aclose(a);
+    }
     H5Sclose(s);
     H5Tclose(t);
 }
 
-static void attr_num(hid_t obj, const char *key, hid_t ftype, hid_t mtype, const void *val,
-                     const char *path)
+static void attr_num(FtCkpt *c, hid_t obj, const char *key, hid_t ftype, hid_t mtype,
+                     const void *val, const char *path)
 {
+    if (c->broken) return;
     hid_t s = H5Screate(H5S_SCALAR);
     hid_t a = H5Acreate2(obj, key, ftype, s, H5P_DEFAULT, H5P_DEFAULT);
     CK_H5(a, key);
-    CK_H5(H5Awrite(a, mtype, val), key);
-    H5Aclose(a);
+    if (a >= 0) {
+        CK_H5(H5Awrite(a, mtype, val), key);
+        H5Aclose(a);
+    }
     H5Sclose(s);
 }
 
@@ -384,6 +470,7 @@ static uint64_t fnv(uint64_t h, const void *p, size_t n)
 static void write_dataset(FtCkpt *c, hid_t file, hid_t dxpl, const struct item *it,
                           const char *path)
 {
+    if (c->broken) return;
     hid_t ftype, mtype, fspace, mspace;
     hsize_t dims[CKPT_MAX_DIMS], off[CKPT_MAX_DIMS], cnt[CKPT_MAX_DIMS];
     bool mine = it->nbytes > 0;
@@ -427,10 +514,13 @@ static void write_dataset(FtCkpt *c, hid_t file, hid_t dxpl, const struct item *
                                                 : H5Screate(H5S_SCALAR);
     hid_t ds = H5Dcreate2(file, it->name, ftype, filespace_all, lcpl, dcpl, H5P_DEFAULT);
     CK_H5(ds, it->name);
-    attr_str(ds, "units", it->units, path);
-    attr_str(ds, "description", it->desc, path);
-    CK_H5(H5Dwrite(ds, mtype, mspace, fspace, dxpl, mine ? it->data : NULL), it->name);
-    H5Dclose(ds);
+    if (ds >= 0) {
+        attr_str(c, ds, "units", it->units, path);
+        attr_str(c, ds, "description", it->desc, path);
+        if (!c->broken)
+            CK_H5(H5Dwrite(ds, mtype, mspace, fspace, dxpl, mine ? it->data : NULL), it->name);
+        H5Dclose(ds);
+    }
     H5Sclose(filespace_all);
     H5Pclose(lcpl);
     H5Pclose(dcpl);
@@ -471,7 +561,8 @@ static void *sum_thread(void *arg)
 
 /* 2.-3. The file, on the ranks that write (fio, nfio of them): its attributes, the datasets,
  * their checksums (this rank's partial sums on a helper thread beside the writes, summed over
- * fio into tot) and the manifest with the commit marker; closed. */
+ * fio into tot) and the manifest with the commit marker; closed. A process failure (opts.ft)
+ * skips what is left and closes the file (its errors then ignored). */
 static void write_file(FtCkpt *c, MPI_Comm fio, int nfio, const char *tmp, const char *path,
                        uint64_t *sums, uint64_t *tot)
 {
@@ -489,25 +580,26 @@ static void write_file(FtCkpt *c, MPI_Comm fio, int nfio, const char *tmp, const
     H5Pclose(fapl);
     hid_t dxpl = H5Pcreate(H5P_DATASET_XFER);
     H5Pset_dxpl_mpio(dxpl, H5FD_MPIO_COLLECTIVE);
-    attr_str(file, "format", CKPT_FORMAT, path);
+    attr_str(c, file, "format", CKPT_FORMAT, path);
     int64_t v = CKPT_FORMAT_VERSION;
-    attr_num(file, "format_version", H5T_STD_I64LE, H5T_NATIVE_INT64, &v, path);
-    attr_str(file, "ftllm_version", FTLLM_VERSION, path);
-    attr_str(file, "run_name", c->run, path);
+    attr_num(c, file, "format_version", H5T_STD_I64LE, H5T_NATIVE_INT64, &v, path);
+    attr_str(c, file, "ftllm_version", FTLLM_VERSION, path);
+    attr_str(c, file, "run_name", c->run, path);
     v = c->step;
-    attr_num(file, "step", H5T_STD_I64LE, H5T_NATIVE_INT64, &v, path);
-    attr_str(file, "created_utc", c->created, path);
+    attr_num(c, file, "step", H5T_STD_I64LE, H5T_NATIVE_INT64, &v, path);
+    attr_str(c, file, "created_utc", c->created, path);
     v = nfio;
-    attr_num(file, "writer_ranks", H5T_STD_I64LE, H5T_NATIVE_INT64, &v, path);
-    attr_str(file, "checksum_algorithm", CKPT_CHECKSUM_ALG, path);
+    attr_num(c, file, "writer_ranks", H5T_STD_I64LE, H5T_NATIVE_INT64, &v, path);
+    attr_str(c, file, "checksum_algorithm", CKPT_CHECKSUM_ALG, path);
 
     /* 3. datasets, then the manifest and the commit marker */
     size_t mcap = 4096, mlen = 0;
     char *man = malloc(mcap);
     if (!man) FT_DIE("out of memory");
     man[0] = 0;
-    for (int i = 0; i < n; i++) {
+    for (int i = 0; i < n && !c->broken; i++) {
         if (c->opts.debug_delay_ms > 0) usleep(1000 * c->opts.debug_delay_ms);
+        if (c->opts.before_dataset) c->opts.before_dataset(c->opts.before_dataset_ctx);
         write_dataset(c, file, dxpl, &c->items[i], path);
     }
     c->phase[1] = now_s() - tp;
@@ -516,12 +608,13 @@ static void write_file(FtCkpt *c, MPI_Comm fio, int nfio, const char *tmp, const
     if (rc) FT_DIE("checkpoint: joining the checksum thread failed: %s", strerror(rc));
     c->phase[2] = now_s() - tp;
     tp = now_s();
-    ckpt_sum_allreduce(sums, tot, n, fio);
-    for (int i = 0; i < n; i++) {
+    sum_allreduce_ft(c, sums, tot, n, fio);
+    for (int i = 0; i < n && !c->broken; i++) {
         const struct item *it = &c->items[i];
         hid_t ds = H5Dopen2(file, it->name, H5P_DEFAULT);
         CK_H5(ds, it->name);
-        attr_num(ds, "checksum", H5T_STD_U64LE, H5T_NATIVE_UINT64, &tot[i], path);
+        if (ds < 0) break;
+        attr_num(c, ds, "checksum", H5T_STD_U64LE, H5T_NATIVE_UINT64, &tot[i], path);
         H5Dclose(ds);
         char shape[256], line[CKPT_NAME_MAX + 320];
         format_shape(shape, sizeof shape, it->kind == IT_TEXT ? 0 : it->ndim, it->gshape);
@@ -536,23 +629,29 @@ static void write_file(FtCkpt *c, MPI_Comm fio, int nfio, const char *tmp, const
         memcpy(man + mlen, line, ll + 1);
         mlen += ll;
     }
-    struct item mi = {.kind = IT_TEXT, .dt = CKPT_TEXT, .ndim = 1, .data = man,
-                      .units = "", .desc = "name, dtype, shape and checksum of every dataset, "
-                                            "written last"};
-    snprintf(mi.name, sizeof mi.name, "%s", CKPT_MANIFEST);
-    mi.gshape[0] = mlen + 1;
-    mi.nbytes = c->rank == 0 ? mlen + 1 : 0;
-    write_dataset(c, file, dxpl, &mi, path);
-    uint64_t msum = ckpt_checksum_bytes(man, mlen + 1);
-    hid_t mds = H5Dopen2(file, CKPT_MANIFEST, H5P_DEFAULT);
-    CK_H5(mds, CKPT_MANIFEST);
-    attr_num(mds, "checksum", H5T_STD_U64LE, H5T_NATIVE_UINT64, &msum, path);
-    H5Dclose(mds);
+    if (!c->broken) {
+        struct item mi = {.kind = IT_TEXT, .dt = CKPT_TEXT, .ndim = 1, .data = man, .units = "",
+                          .desc = "name, dtype, shape and checksum of every dataset, written last"};
+        snprintf(mi.name, sizeof mi.name, "%s", CKPT_MANIFEST);
+        mi.gshape[0] = mlen + 1;
+        mi.nbytes = c->rank == 0 ? mlen + 1 : 0;
+        write_dataset(c, file, dxpl, &mi, path);
+    }
+    if (!c->broken) {
+        uint64_t msum = ckpt_checksum_bytes(man, mlen + 1);
+        hid_t mds = H5Dopen2(file, CKPT_MANIFEST, H5P_DEFAULT);
+        CK_H5(mds, CKPT_MANIFEST);
+        if (mds >= 0) {
+            attr_num(c, mds, "checksum", H5T_STD_U64LE, H5T_NATIVE_UINT64, &msum, path);
+            H5Dclose(mds);
+        }
+    }
     free(man);
     v = 1;
-    attr_num(file, "complete", H5T_STD_I64LE, H5T_NATIVE_INT64, &v, path);
+    attr_num(c, file, "complete", H5T_STD_I64LE, H5T_NATIVE_INT64, &v, path);
     H5Pclose(dxpl);
-    CK_H5(H5Fclose(file), "closing the file");
+    if (file >= 0) CK_H5(H5Fclose(file), "closing the file");
+    if (c->broken) H5Eclear2(H5E_DEFAULT);
     c->phase[3] = now_s() - tp;
 }
 
@@ -585,61 +684,71 @@ static void write_all(FtCkpt *c)
         h = fnv(h, it->desc, strlen(it->desc) + 1);
     }
     uint64_t hh[2] = {h, ~h}, hmax[2];
-    ckpt_allreduce(hh, hmax, 2, MPI_UINT64_T, MPI_MAX, c->io);
-    if (hmax[0] != ~hmax[1])
+    if (allreduce_ft(c, hh, hmax, 2, MPI_UINT64_T, MPI_MAX, c->io, "agreeing on the datasets") &&
+        hmax[0] != ~hmax[1])
         FT_DIE("checkpoint %s: the ranks put different lists of datasets (names, dtypes, shapes, "
                "units and descriptions must be equal on every rank, in the same order)", path);
-    ckpt_allreduce(cnt, cnt_all, n, MPI_UINT64_T, MPI_SUM, c->io);
-    for (int i = 0; i < n; i++) {
-        const struct item *it = &c->items[i];
-        uint64_t want = 1;
-        for (int d = 0; d < it->ndim; d++) want *= it->gshape[d];
-        if (cnt_all[i] != want)
-            FT_DIE("checkpoint %s: dataset '%s': the ranks' hyperslabs hold %llu elements, the "
-                   "global shape %llu (they must tile it exactly once; a replica gives count 0)",
-                   path, it->name, (unsigned long long)cnt_all[i], (unsigned long long)want);
-    }
+    if (allreduce_ft(c, cnt, cnt_all, n, MPI_UINT64_T, MPI_SUM, c->io, "counting the elements"))
+        for (int i = 0; i < n; i++) {
+            const struct item *it = &c->items[i];
+            uint64_t want = 1;
+            for (int d = 0; d < it->ndim; d++) want *= it->gshape[d];
+            if (cnt_all[i] != want)
+                FT_DIE("checkpoint %s: dataset '%s': the ranks' hyperslabs hold %llu elements, "
+                       "the global shape %llu (they must tile it exactly once; a replica gives "
+                       "count 0)", path, it->name, (unsigned long long)cnt_all[i],
+                       (unsigned long long)want);
+        }
     /* the file's ranks: those with a slab, and rank 0 (the manifest, the rename) */
     bool writes = c->rank == 0;
     for (int i = 0; i < n && !writes; i++) writes = c->items[i].nbytes > 0;
-    MPI_Comm fio;
-    FT_CHECK_MPI(MPI_Comm_split(c->io, writes ? 0 : MPI_UNDEFINED, c->rank, &fio));
     int nfio = 0;
-    if (writes) FT_CHECK_MPI(MPI_Comm_size(fio, &nfio));
+    c->fio = MPI_COMM_NULL;
+    if (!c->broken &&
+        mpi_ok(c, c->io, MPI_Comm_split(c->io, writes ? 0 : MPI_UNDEFINED, c->rank, &c->fio),
+               "splitting the file's ranks") &&
+        writes)
+        FT_CHECK_MPI(MPI_Comm_size(c->fio, &nfio));
+    /* ULFM: one verdict for every survivor before the file: a failure seen so far by anyone
+     * (an operation above failed on some rank, not on all) abandons the write everywhere, so
+     * no rank waits inside HDF5 for one that left */
+    if (c->opts.ft && !c->opts.ft->agree(c->io, !c->broken)) abandon(c, "the agreement before the file");
     c->phase[0] = now_s() - t0;
-    if (writes) write_file(c, fio, nfio, tmp, path, sums, tot);
+    if (writes && !c->broken) write_file(c, c->fio, nfio, tmp, path, sums, tot);
     else c->phase[1] = c->phase[2] = c->phase[3] = 0;
     double tp = now_s();
     /* 4. durable (every rank that wrote fsyncs: see the file comment), then visible under its
      * final name, then prune */
     int ok = 1, all_ok = 0;
-    if (writes) {
+    if (writes && !c->broken) {
         int fd = open(tmp, O_RDONLY);
         ok = fd >= 0 && fsync(fd) == 0;
         if (!ok) FT_DIE("checkpoint %s: fsync failed: %s", tmp, strerror(errno));
         close(fd);
-        FT_CHECK_MPI(MPI_Comm_free(&fio));
     }
-    ckpt_allreduce(&ok, &all_ok, 1, MPI_INT, MPI_MIN, c->io);
+    if (c->fio != MPI_COMM_NULL) MPI_Comm_free(&c->fio);
+    c->fio = MPI_COMM_NULL;
+    allreduce_ft(c, &ok, &all_ok, 1, MPI_INT, MPI_MIN, c->io, "agreeing the file is durable");
     c->phase[4] = now_s() - tp;
     tp = now_s();
-    if (c->rank == 0) {
+    if (c->rank == 0 && !c->broken) {
         if (rename(tmp, path))
             FT_DIE("checkpoint: rename %s -> %s failed: %s", tmp, path, strerror(errno));
         ckpt_fsync_dir(c->dir);
         ckpt_prune(c->dir, c->run, c->step, c->opts.keep, 0);
     }
     int one = 1, all = 0; /* every rank returns after the rename */
-    ckpt_allreduce(&one, &all, 1, MPI_INT, MPI_SUM, c->io);
-    snprintf(c->path, sizeof c->path, "%s", path);
+    allreduce_ft(c, &one, &all, 1, MPI_INT, MPI_SUM, c->io, "the rename");
+    snprintf(c->path, sizeof c->path, "%s", c->broken ? "" : path);
     c->phase[5] = now_s() - tp;
     c->last_s = now_s() - t0;
-    log_debug("checkpoint: %s: agree %.3f s, data %.3f s, checksum wait %.3f s, metadata %.3f s, "
-              "sync %.3f s, rename %.3f s", path, c->phase[0], c->phase[1], c->phase[2],
-              c->phase[3], c->phase[4], c->phase[5]);
+    if (!c->broken)
+        log_debug("checkpoint: %s: agree %.3f s, data %.3f s, checksum wait %.3f s, metadata "
+                  "%.3f s, sync %.3f s, rename %.3f s", path, c->phase[0], c->phase[1],
+                  c->phase[2], c->phase[3], c->phase[4], c->phase[5]);
     double tb = 0;
-    ckpt_allreduce(&bytes, &tb, 1, MPI_DOUBLE, MPI_SUM, c->io);
-    c->last_bytes = tb;
+    if (allreduce_ft(c, &bytes, &tb, 1, MPI_DOUBLE, MPI_SUM, c->io, "the bytes written"))
+        c->last_bytes = tb;
     free(sums);
     free(tot);
     free(cnt);
@@ -651,8 +760,9 @@ static void *writer_thread(void *arg)
     FtCkpt *c = arg;
     omp_set_num_threads(1);
     write_all(c);
-    log_info("checkpoint: wrote %s (%.1f MB in %.2f s, in the background)", c->path,
-             c->last_bytes / 1e6, c->last_s);
+    if (!c->broken)
+        log_info("checkpoint: wrote %s (%.1f MB in %.2f s, in the background)", c->path,
+                 c->last_bytes / 1e6, c->last_s);
     return NULL;
 }
 
@@ -670,9 +780,13 @@ void ckpt_commit(FtCkpt *c, const char **path)
     }
     write_all(c);
     free_items(c);
-    log_debug("checkpoint: wrote %s (%.1f MB in %.2f s)", c->path, c->last_bytes / 1e6, c->last_s);
-    if (path) *path = c->path;
+    if (!c->broken)
+        log_debug("checkpoint: wrote %s (%.1f MB in %.2f s)", c->path, c->last_bytes / 1e6,
+                  c->last_s);
+    if (path) *path = c->broken ? NULL : c->path;
 }
+
+bool ckpt_abandoned(const FtCkpt *c) { return c->broken; }
 
 double ckpt_last_write_s(const FtCkpt *c) { return c->last_s; }
 double ckpt_last_write_bytes(const FtCkpt *c) { return c->last_bytes; }

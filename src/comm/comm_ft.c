@@ -92,9 +92,14 @@ static bool is_failure(int rc)
            cls == MPIX_ERR_REVOKED;
 }
 
-/* Whether a process of c has failed (as this process knows it so far). */
+/* Whether a process of c has failed (as this process knows it so far), or c is revoked: a
+ * collective started on a revoked communicator fails in Open MPI's libnbc as MPI_ERR_OTHER
+ * ("Error in NBC_Start_round"), not MPIX_ERR_REVOKED (measured: a tp = 2 group whose peer
+ * revoked it after the checkpoint writer saw a death elsewhere). */
 static bool lost_member(MPI_Comm c)
 {
+    int revoked = 0;
+    if (MPIX_Comm_is_revoked(c, &revoked) == MPI_SUCCESS && revoked) return true;
     MPI_Group g;
     int n = 0;
     if (MPIX_Comm_get_failed(c, &g) != MPI_SUCCESS) return false;
@@ -104,18 +109,77 @@ static bool lost_member(MPI_Comm c)
 }
 #endif
 
+#if COMM_ULFM
+static int agree_rc(MPI_Comm comm, int *flag);
+static void note_failure(const char *op, const char *name)
+{
+    if (g_failed) return;
+    g_failed = g_ever = true;
+    g_failed_at = timers_wall();
+    ft_log_rank(FT_LOG_DEBUG, "comm: %s on %s: a process failed: revoking this process's "
+                "communicators", op, name);
+    for (FtComm *x = g_live; x; x = x->next_live) MPIX_Comm_revoke(x->mpi);
+}
+#endif
+
+void comm_ft_note_failure(const char *what)
+{
+#if COMM_ULFM
+    if (comm_ft_enabled()) note_failure(what, "its own communicator");
+#else
+    (void)what;
+#endif
+}
+
+int comm_ft_mpi_failed(MPI_Comm comm, int rc)
+{
+#if COMM_ULFM
+    return rc != MPI_SUCCESS && comm_ft_enabled() && (is_failure(rc) || lost_member(comm));
+#else
+    (void)comm, (void)rc;
+    return 0;
+#endif
+}
+
+int comm_ft_mpi_lost(MPI_Comm comm)
+{
+#if COMM_ULFM
+    return comm_ft_enabled() && lost_member(comm);
+#else
+    (void)comm;
+    return 0;
+#endif
+}
+
+int comm_ft_mpi_agree(MPI_Comm comm, int ok)
+{
+#if COMM_ULFM
+    if (comm_ft_enabled()) {
+        int flag = ok != 0;
+        int rc = agree_rc(comm, &flag);
+        if (rc != MPI_SUCCESS && !is_failure(rc)) comm_check_mpi(NULL, "agree", rc, __FILE__, __LINE__);
+        return rc == MPI_SUCCESS && flag;
+    }
+#endif
+    (void)comm;
+    return ok;
+}
+
+void comm_ft_mpi_revoke(MPI_Comm comm)
+{
+#if COMM_ULFM
+    if (comm_ft_enabled()) MPIX_Comm_revoke(comm);
+#else
+    (void)comm;
+#endif
+}
+
 int comm_ft_rc(FtComm *c, const char *op, int rc, const char *file, int line)
 {
     if (rc == MPI_SUCCESS) return 0;
 #if COMM_ULFM
     if (comm_ft_enabled() && (is_failure(rc) || (c && lost_member(c->mpi)))) {
-        if (!g_failed) {
-            g_failed = g_ever = true;
-            g_failed_at = timers_wall();
-            ft_log_rank(FT_LOG_DEBUG, "comm: %s on %s: a process failed: revoking this "
-                        "process's communicators", op, c ? c->name : "?");
-            for (FtComm *x = g_live; x; x = x->next_live) MPIX_Comm_revoke(x->mpi);
-        }
+        note_failure(op, c ? c->name : "?");
         return 1;
     }
 #endif

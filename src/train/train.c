@@ -599,7 +599,11 @@ void train_run(FtTrainer *tr, FtTrainSummary *s)
         }
     }
     progress_end(&pr);
-    train_spare_end(tr); /* the ranks that idle leave their wait */
+    if (train_spare_end(tr)) { /* the ranks that idle leave their wait */
+        s->wipeout = true;     /* ULFM: a death after the last step wiped the run out */
+        s->ok = false;
+    }
+    s->left = s->left || tr->left; /* ULFM: this rank's replica died after the last step */
     if (ntimed) {
         s->mean_ms = 1e3 * timed / ntimed;
         s->tokens_per_s = tokens * ntimed / timed;

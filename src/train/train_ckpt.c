@@ -65,15 +65,32 @@ struct ft_train_ckpt {
     int count;
     double stall;
     float *stage; /* a device model's parameters and moments in host memory (3 x nparams) */
+    FtTimers *kill; /* the trainer's regions: FTLLM_TEST_KILL's `write` point (testing aid) */
+    bool abandoned; /* a write on this rank met a process failure (ULFM): written again after
+                       the recovery (agreed in on_regrid) */
+    bool redo;      /* agreed: the next step's end writes a checkpoint (one was abandoned) */
+    long long abandoned_step; /* the step of the last abandoned write, -1 = none */
+    long long prev_step;      /* last_step before the newest write (asynchronous: it may fail) */
+    long long inflight;       /* asynchronous: the step of the write in flight, -1 = none */
     char *resolved; /* deck_print text */
     FtCkptOpts opts;
 };
+
+/* ULFM: the writer survives a process death (ckpt.h, FtCkptFt) through comm/'s tests */
+static const FtCkptFt g_ft = {comm_ft_mpi_failed, comm_ft_mpi_lost, comm_ft_mpi_agree,
+                              comm_ft_mpi_revoke};
+
+static void before_dataset(void *ctx)
+{
+    FtTrainCkpt *tc = ctx;
+    if (tc->kill) timers_point(tc->kill, FT_KILL_WRITE);
+}
 
 static const char *g_part_name[3] = {"params", "optim/m", "optim/v"};
 static const char *g_part_desc[3] = {"model parameter", "AdamW first moment (mean of gradients)",
                                      "AdamW second moment (mean of squared gradients)"};
 
-void train_ckpt_slabs(const FtTrainer *tr, MPI_Comm comm, FtCkptSlab slabs[FT_NPARAM_TENSORS])
+int train_ckpt_slabs(const FtTrainer *tr, MPI_Comm comm, FtCkptSlab slabs[FT_NPARAM_TENSORS])
 {
     int rank = 0;
     FT_CHECK_MPI(MPI_Comm_rank(comm, &rank));
@@ -90,7 +107,9 @@ void train_ckpt_slabs(const FtTrainer *tr, MPI_Comm comm, FtCkptSlab slabs[FT_NP
         shp[id * W] = ms[id].ndims;
         for (int k = 0; k < ms[id].ndims; k++) shp[id * W + 1 + k] = (long long)ms[id].gshape[k];
     }
-    FT_CHECK_MPI(MPI_Allreduce(MPI_IN_PLACE, shp, FT_NPARAM_TENSORS * W, MPI_LONG_LONG, MPI_MAX, comm));
+    int rc = MPI_Allreduce(MPI_IN_PLACE, shp, FT_NPARAM_TENSORS * W, MPI_LONG_LONG, MPI_MAX, comm);
+    if (rc != MPI_SUCCESS && comm_ft_mpi_failed(comm, rc)) return -1;
+    FT_CHECK_MPI(rc);
     for (int id = 0; id < FT_NPARAM_TENSORS; id++) {
         FtCkptSlab *s = &slabs[id];
         memset(s, 0, sizeof *s);
@@ -109,6 +128,7 @@ void train_ckpt_slabs(const FtTrainer *tr, MPI_Comm comm, FtCkptSlab slabs[FT_NP
         s->local_offset = tr->model->p[id].offset;
         s->writer = held && ms[id].writer && replica_writer;
     }
+    return 0;
 }
 
 static char *resolved_text(const FtConfig *cfg)
@@ -137,9 +157,11 @@ int train_ckpt_create(FtTrainCkpt **out, const FtConfig *cfg, MPI_Comm comm, cha
     tc->interval = k->interval == FT_AUTO ? 0 : k->interval;
     tc->auto_pending = k->interval == FT_AUTO;
     tc->every_s = k->every_s;
-    tc->last_step = -1;
+    tc->last_step = tc->prev_step = tc->abandoned_step = tc->inflight = -1;
     FtCkptOpts o = {.keep = (int)k->keep, .async = k->async,
-                    .debug_delay_ms = (int)k->debug_delay_ms};
+                    .debug_delay_ms = (int)k->debug_delay_ms,
+                    .ft = comm_ft_enabled() ? &g_ft : NULL, .before_dataset = before_dataset,
+                    .before_dataset_ctx = tc};
     tc->opts = o;
     tc->w = ckpt_create(k->dir, cfg->run.name, comm, &o, err, errlen);
     if (!tc->w) {
@@ -175,14 +197,32 @@ static void host_state(const FtModel *m, float **stage, float *base[3])
     }
 }
 
-void train_ckpt_save(FtTrainCkpt *tc, const FtTrainer *tr)
+/* Asynchronous mode: waits for the write in flight; when a process failure made it abandon
+ * the write, the run's newest checkpoint is the one before it again. */
+static void settle(FtTrainCkpt *tc)
+{
+    if (tc->inflight < 0) return;
+    ckpt_wait(tc->w);
+    if (ckpt_abandoned(tc->w)) {
+        tc->abandoned = true;
+        tc->abandoned_step = tc->last_step;
+        tc->last_step = tc->prev_step;
+        tc->count--;
+        ft_log_rank(FT_LOG_DEBUG, "checkpoint of step %lld: the background write was abandoned "
+                    "(a process failed)", tc->abandoned_step);
+    }
+    tc->inflight = -1;
+}
+
+int train_ckpt_save(FtTrainCkpt *tc, const FtTrainer *tr)
 {
     const FtModel *m = tr->model;
+    settle(tc);
     float *base[3];
     host_state(m, &tc->stage, base); /* the stage is free again: an asynchronous write copies
                                         at each put, a synchronous one wrote at its commit */
     FtCkptSlab sl[FT_NPARAM_TENSORS];
-    train_ckpt_slabs(tr, tc->comm, sl);
+    if (train_ckpt_slabs(tr, tc->comm, sl)) return -1;
     ckpt_begin(tc->w, m->step);
     for (int part = 0; part < 3; part++)
         for (int id = 0; id < FT_NPARAM_TENSORS; id++) {
@@ -207,8 +247,12 @@ void train_ckpt_save(FtTrainCkpt *tc, const FtTrainer *tr)
     ckpt_put_text(tc->w, CKPT_DS_DECK, tc->cfg->text ? tc->cfg->text : "", "the deck file as given");
     ckpt_put_text(tc->w, CKPT_DS_CONFIG, tc->resolved, "the resolved configuration (every key)");
     ckpt_commit(tc->w, NULL);
+    if (!tc->async && ckpt_abandoned(tc->w)) return -1;
     tc->count++;
+    tc->prev_step = tc->last_step;
     tc->last_step = m->step;
+    if (tc->async) tc->inflight = m->step;
+    return 0;
 }
 
 /* interval = auto: the optimizer's interval from what this run measured and the deck's cluster. */
@@ -292,14 +336,33 @@ static void on_step(void *ctx, FtTrainer *tr, const FtStepInfo *st, bool last)
                           : step % tc->interval == 0);
     if (tc->auto_pending && tc->step_n > 0) due = true;
     if (tc->every_s > 0) due = time_due(tc) || due; /* completes the request on every rank */
+    due = due || tc->redo;
     if (due && step != tc->last_step) {
         double t0 = MPI_Wtime();
-        train_ckpt_save(tc, tr);
-        double save_s = MPI_Wtime() - t0;
-        if (tc->auto_pending && tc->step_n > 0) resolve_auto(tc, save_s);
-        tc->last_t = MPI_Wtime();
-        tc->stall += tc->last_t - t0;
-        log_debug("checkpoint of step %lld: %.3f s in the training loop", step, tc->last_t - t0);
+        if (tc->redo) /* after the recovery: the grid's rank 0 speaks now (on_regrid: not yet) */
+            log_warn("checkpoint of step %lld abandoned: a process died during its write; the "
+                     "survivors write step %lld's now (before it, the newest: %s)",
+                     tc->abandoned_step, step, tc->last_step < 0 ? "none of this run" : "the one before");
+        if (train_ckpt_save(tc, tr)) {
+            /* ULFM: a process died during the write; the next step's agreement finds it (the
+             * failure noted here makes that step fail at once) and the survivors recover;
+             * on_regrid then agrees to write this checkpoint again */
+            tc->abandoned = true;
+            tc->abandoned_step = step;
+            ft_log_rank(FT_LOG_DEBUG, "checkpoint of step %lld abandoned: a process failed "
+                        "during its write", step);
+            comm_ft_note_failure("the checkpoint write");
+            tc->stall += MPI_Wtime() - t0;
+        } else {
+            tc->redo = false;
+            if (tc->abandoned_step <= step) tc->abandoned_step = -1;
+            double save_s = MPI_Wtime() - t0;
+            if (tc->auto_pending && tc->step_n > 0) resolve_auto(tc, save_s);
+            tc->last_t = MPI_Wtime();
+            tc->stall += tc->last_t - t0;
+            log_debug("checkpoint of step %lld: %.3f s in the training loop", step,
+                      tc->last_t - t0);
+        }
     }
     if (tc->every_s > 0 && !last) time_decide_next(tc, st->seconds);
 }
@@ -314,6 +377,7 @@ static void on_regrid(void *ctx, FtTrainer *tr, MPI_Comm world)
     FtTrainCkpt *tc = ctx;
     if (tc->w) { /* collective over the old grid */
         double t0 = MPI_Wtime();
+        settle(tc);
         ckpt_destroy(tc->w);
         tc->stall += MPI_Wtime() - t0;
         comm_wait(&tc->due_req, NULL);
@@ -330,6 +394,14 @@ static void on_regrid(void *ctx, FtTrainer *tr, MPI_Comm world)
     tc->agree = comm_create_mpi_dup(world, "checkpoint");
     tc->due_req = (FtReq){0};
     tc->last_t = MPI_Wtime();
+    /* ULFM: a write that a survivor abandoned (a process died during it) is written again at
+     * the next step's end; the newest written is the latest any survivor saw committed (rank
+     * 0 renames a complete file before the others may see the failure) */
+    long long lost = comm_max_i64_poll(tc->agree, tc->abandoned ? tc->abandoned_step : -1, NULL);
+    tc->last_step = comm_max_i64_poll(tc->agree, tc->last_step, NULL);
+    tc->abandoned = false;
+    tc->redo = lost > tc->last_step;
+    tc->abandoned_step = tc->redo ? lost : -1; /* else committed after all */
 }
 
 /* SPARe: the step of the newest checkpoint this run wrote (or resumed from), when it verifies;
@@ -370,6 +442,7 @@ static void restore(void *ctx, FtTrainer *tr, long long step)
 void train_ckpt_attach(FtTrainCkpt *tc, FtTrainer *tr)
 {
     if (!tc) return;
+    tc->kill = &tr->regions;
     tr->on_step = on_step;
     tr->on_step_ctx = tc;
     tr->ckpt_regrid = on_regrid;
@@ -382,7 +455,7 @@ void train_ckpt_finish(FtTrainCkpt *tc)
 {
     if (!tc) return;
     double t0 = MPI_Wtime();
-    if (tc->w) ckpt_wait(tc->w);
+    if (tc->w) settle(tc);
     tc->stall += MPI_Wtime() - t0; /* the run waits for its last write too */
     comm_wait(&tc->due_req, NULL); /* a run that stopped early left one in flight */
 }
@@ -427,7 +500,10 @@ int train_ckpt_restore(FtTrainer *tr, const char *path, bool verify, MPI_Comm co
     float *base[3];
     host_state(m, &stage, base); /* a device model's: what the file lacks keeps its value */
     FtCkptSlab sl[FT_NPARAM_TENSORS];
-    train_ckpt_slabs(tr, comm, sl);
+    if (train_ckpt_slabs(tr, comm, sl)) {
+        snprintf(err, errlen, "%s: a process failed while the ranks agreed on the layout", path);
+        goto out_close;
+    }
     ckpt_read_batch(f); /* one agreement on the reads, at the end */
     for (int part = 0; part < 3; part++)
         for (int id = 0; id < FT_NPARAM_TENSORS; id++) {
@@ -507,4 +583,24 @@ int train_ckpt_setup(FtTrainCkpt **out, FtTrainer *tr, const FtConfig *cfg, MPI_
     if (*out && resumed) (*out)->last_step = tr->model->step; /* a restart may go back to it */
     train_ckpt_attach(*out, tr);
     return 0;
+}
+
+long long train_ckpt_last_step(const FtTrainCkpt *tc) { return tc ? tc->last_step : -1; }
+long long train_ckpt_lost_step(const FtTrainCkpt *tc)
+{
+    return tc && tc->abandoned_step > tc->last_step ? tc->abandoned_step : -1;
+}
+
+int train_ckpt_flush(FtTrainCkpt *tc, const FtTrainer *tr)
+{
+    if (!tc || !tc->w || !tc->redo) return 0;
+    long long step = tr->model->step;
+    log_warn("checkpoint of step %lld abandoned: a process died during its write, after the "
+             "last step; the survivors write it now", tc->abandoned_step);
+    double t0 = MPI_Wtime();
+    int rc = train_ckpt_save(tc, tr);
+    if (!rc) settle(tc);
+    if (!rc && tc->last_step == step) tc->redo = false, tc->abandoned_step = -1;
+    tc->stall += MPI_Wtime() - t0;
+    return tc->redo ? -1 : 0;
 }

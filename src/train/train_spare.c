@@ -635,10 +635,11 @@ static int ulfm_decide(FtTrainer *tr, long long *msg, int ngone, long long step)
     return wiped;
 }
 
-int train_spare_recover(FtTrainer *tr, long long step)
+/* train_spare_recover after its agreement found a death; ended: at the run's end, where the
+ * job's end event failed on every survivor already (its agreement is the one the waiting ranks'
+ * interrupted event ended in: no revoke and agreement on the channel again) */
+static int ulfm_recover(FtTrainer *tr, long long step, bool ended)
 {
-    if (!tr->c_world || !comm_ft_enabled()) return 0;
-    if (comm_ft_agree(tr->c_world, 1)) return 0;
     double t0 = MPI_Wtime(), agreed = timers_wall(), seen = comm_ft_failed_at();
     if (!tr->sp)
         FT_DIE("step %lld: a process failed; surviving it needs SPARe (spare.r >= 1)", step);
@@ -650,8 +651,10 @@ int train_spare_recover(FtTrainer *tr, long long step)
     comm_ft_shrink(tr->c_world, &live, dead, &ndead);
     if (j) { /* the waiting ranks take part: the revoke ends their wait, which then ends in an
               * agreement on the channel (job_event_from), this one */
-        comm_ft_revoke(j->ctl);
-        (void)comm_ft_agree(j->ctl, 0);
+        if (!ended) {
+            comm_ft_revoke(j->ctl);
+            (void)comm_ft_agree(j->ctl, 0);
+        }
         job_shrink(j);
     }
     /* the dead ranks' replicas: current place -> first-grid replica, ascending */
@@ -688,11 +691,23 @@ int train_spare_recover(FtTrainer *tr, long long step)
     tr->spare.ulfm_s += MPI_Wtime() - t0;
     tr->spare.ulfm_detect_s += seen > 0 ? agreed - seen : 0.0;
     if (tr->left || wiped) return -1;
+    if (ended) {
+        log_info("ulfm: after the last step (%lld): recovered on %d ranks in %.4f s (shrink, "
+                 "controller, regrid)", step, comm_size(tr->c_world), MPI_Wtime() - t0);
+        return 1;
+    }
     log_info("ulfm: step %lld: recovered on %d ranks in %.4f s (shrink, controller or spare, "
              "regrid); this rank saw the failure at wall %.6f, %.4f s before the agreement "
              "ended; the step is computed again from wall %.6f", step, comm_size(tr->c_world),
              MPI_Wtime() - t0, seen, seen > 0 ? agreed - seen : 0.0, timers_wall());
     return 1;
+}
+
+int train_spare_recover(FtTrainer *tr, long long step)
+{
+    if (!tr->c_world || !comm_ft_enabled()) return 0;
+    if (comm_ft_agree(tr->c_world, 1)) return 0;
+    return ulfm_recover(tr, step, false);
 }
 
 /* ---- what train_run asks ----------------------------------------------------------------------- */
@@ -753,14 +768,28 @@ int train_spare_before_step(FtTrainer *tr)
     return after_failures(tr, wipes);
 }
 
-void train_spare_end(FtTrainer *tr)
+int train_spare_end(FtTrainer *tr)
 {
-    if (!tr->job || tr->left) return;
+    if (!tr->job || tr->left) return 0;
+    int rc = 0;
     for (;;) {
         long long msg[MSG_LEN] = {0};
         msg[M_KIND] = EV_END;
-        if (job_event(tr, msg)) return;
-        waiting_rank_died(tr, false); /* then the end again on the survivors */
+        if (job_event(tr, msg)) return rc;
+        /* a process died (then the end again on the survivors): a waiting rank, or a training
+         * rank after the last step's agreement (in the last checkpoint, say): its replica
+         * fails as in a step, and the survivors' grid can write that checkpoint again */
+        if (comm_ft_agree(tr->c_world, 1)) {
+            waiting_rank_died(tr, false);
+            continue;
+        }
+        if (ulfm_recover(tr, tr->model->step, true) < 0) {
+            if (tr->left) { /* its replica failed: it waits for the end, as a spare does */
+                (void)idle(tr);
+                return 0;
+            }
+            rc = -1; /* a wipe-out: the run's state is not whole on the survivors */
+        }
     }
 }
 

@@ -26,8 +26,11 @@ int train_spare_before_step(FtTrainer *tr);
  * from the same state) or -1 (this rank left, tr->left, or a wipe-out: the step stops). */
 int train_spare_recover(FtTrainer *tr, long long step);
 
-/* After the loop on a training rank: the job's end event, which lets the idle ranks go. */
-void train_spare_end(FtTrainer *tr);
+/* After the loop on a training rank: the job's end event, which lets the idle ranks go. ULFM:
+ * a training rank that died after the last step's agreement fails its replica as in a step
+ * (this rank may leave: tr->left) and the survivors regrid. Returns 0, or -1 after such a death
+ * when it wiped the run out. */
+int train_spare_end(FtTrainer *tr);
 
 /* Frees the job channel (train_free). */
 void train_spare_detach(FtTrainer *tr);

@@ -275,8 +275,9 @@ static int save_weights(const char *path, const FtModel *m, char *err, size_t er
  * (a comma-separated list of them, one per rank) makes world rank RANK raise SIGKILL on its
  * N-th entry into the named region (timers.h: step, data, forward, backward, gradsync,
  * optimizer, ...) or its N-th pass of the kill point `agreed` (just after a step attempt's DMR
- * agreement, before the trainer's agreement on process failures) or `idle` (a rank that does not
- * train, a hot spare, starting to wait for the job's next event). Returns 0, or FT_EXIT_USAGE
+ * agreement, before the trainer's agreement on process failures), `idle` (a rank that does not
+ * train, a hot spare, starting to wait for the job's next event), `regrid` or `write` (before
+ * each checkpoint dataset the rank writes; timers.h). Returns 0, or FT_EXIT_USAGE
  * with one line on stderr for a malformed value (the same on every rank: every rank reads the
  * same environment). */
 static int test_kill_setup(FtTrainer *tr, MPI_Comm comm)
@@ -296,7 +297,8 @@ static int test_kill_setup(FtTrainer *tr, MPI_Comm comm)
             snprintf(msg, sizeof msg, "FTLLM_TEST_KILL=%s: expected RANK:REGION:N[,...] (e.g. "
                      "2:backward:3; REGION a region of the end-of-run table, or agreed: just "
                      "after a step's DMR agreement, or idle: a waiting spare's wait, or regrid: "
-                     "a new grid split out of a job with spares; N >= 1)", v);
+                     "a new grid split out of a job with spares, or write: a checkpoint "
+                     "dataset's write; N >= 1)", v);
             cli_error(comm, msg);
             return FT_EXIT_USAGE;
         }
@@ -525,6 +527,7 @@ static int train_or_plan(int argc, char **argv, MPI_Comm comm, bool plan)
     FtTrainSummary s;
     train_run(&tr, &s);
     train_ckpt_finish(tck); /* checkpoint hook: waits for the last write */
+    if (!s.left && !s.wipeout) (void)train_ckpt_flush(tck, &tr); /* ULFM: the last one again */
     if (plan) { /* ftllm plan: the plan's report instead of the run's */
         comm_destroy(job);
         rc = verb_plan_report(&tr, tdm, &cfg, plan_path, comm);
@@ -539,6 +542,17 @@ static int train_or_plan(int argc, char **argv, MPI_Comm comm, bool plan)
                        dead == 1 ? "" : "es");
     /* SPARe: did the run end in a wipe-out, did every rank end well (waiting ranks: ok) */
     bool wipeout = comm_max_i64_poll(job, s.wipeout ? 1 : 0, NULL) > 0;
+    /* ULFM: a checkpoint that a death made the survivors abandon and that none wrote again
+     * (a second death at the end): the requeued job resumes from the one before and writes it */
+    long long lost = comm_max_i64_poll(job, train_ckpt_lost_step(tck), NULL);
+    long long newest = comm_max_i64_poll(job, train_ckpt_last_step(tck), NULL);
+    if (lost > newest && !wipeout) {
+        log_error("checkpoint of step %lld: abandoned (a process died during its write) and not "
+                  "written again: the run stops as after a wipe-out (HINT: the job script "
+                  "requeues exit 5; checkpoint.resume = auto resumes from step %lld's)", lost,
+                  newest);
+        wipeout = true;
+    }
     bool all_ok = comm_max_i64_poll(job, !s.ok && !s.left, NULL) == 0;
     rc = s.ok ? FT_EXIT_OK : FT_EXIT_FAILED;
     if (wipeout) rc = FT_EXIT_WIPEOUT;

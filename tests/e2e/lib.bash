@@ -29,7 +29,7 @@ run() {
   timeout "${E2E_TIMEOUT:-300}" mpiexec -n "$np" "$@" > "$out" 2> "$err"
   rc=$?
   lines=$(wc -l < "$err")
-  LAST_OUT=$(cat "$out") LAST_ERR=$(cat "$err")
+  LAST_OUT=$(tr -d '\0' < "$out") LAST_ERR=$(tr -d '\0' < "$err") # (Open MPI's help boxes can hold NULs)
   if [ "$rc" -ne "$want_rc" ]; then bad "$name" "exit code $rc, want $want_rc; stderr: $(head -c 600 "$err")"
   elif [ -n "$want" ] && ! grep -qF -- "$want" "$err"; then bad "$name" "stderr lacks '$want': $(head -c 600 "$err")"
   elif [ -n "$want" ] && [ "$want_rc" -ne 0 ] && [ "$lines" -ne 1 ]; then bad "$name" "stderr has $lines lines, want 1: $(head -c 600 "$err")"

@@ -36,7 +36,12 @@
 #    in-process restart: the restart goes on, bitwise; a training rank dying as the grid is
 #    rebuilt: exit 5;
 #  - parallel HDF5 in that build (Debian's libhdf5-openmpi on Open MPI 5): a checkpoint written
-#    at step 3 and resumed to step 6 gives the straight run's weights bitwise.
+#    at step 3 and resumed to step 6 gives the straight run's weights bitwise;
+#  - a death during a checkpoint (its layout agreement; inside the HDF5 write, kill point
+#    `write`, rank 1 or rank 0 of dp 2 x tp 2; the background write of asynchronous mode; the
+#    last step's, after its agreement, with the controller or a hot spare taking the replica):
+#    the write is abandoned, no FATAL, the survivors recover and write a checkpoint that
+#    verifies, and weights and checkpoints are bitwise the fault-free run's.
 # Skips (one line saying why) when the Open MPI build is not there.
 set -u
 source "$(dirname "$0")/lib.bash"
@@ -438,4 +443,66 @@ run "the checkpoint verifies" 0 "" 1 "$FTLLM" inspect "$c3"
 # shellcheck disable=SC2086
 run "resumed from step 3 to 6" 0 "" 4 "$FTLLM" train inputs/default.ini $common $ck checkpoint.dir="$E2E_TMP/ck2" checkpoint.resume="$c3" run.save_model="$E2E_TMP/resumed.bin"
 same "resumed weights bitwise equal" "$E2E_TMP/resumed.bin" "$E2E_TMP/straight.bin"
+
+# a death during a checkpoint: the survivors abandon that write (no file under its name, no
+# FATAL), recover at the next step and write a checkpoint at its end, which verifies; the run
+# ends as without the death, bitwise. Synchronous, rank 2 dying as step 2's checkpoint starts
+# (the layout all-reduce fails on the others); a writer dying inside the HDF5 write (kill point
+# `write`: before its 5th dataset) on dp 2 x tp 2, rank 1 and rank 0 (the writer of the
+# manifest and the rename); rank 0 dying in an asynchronous write, in the background thread
+# while the others train on (the step whose write is abandoned then depends on timing)
+warned() { # warned NAME ERE: stderr (the last run's) has a line matching ERE
+  if grep -qE -- "$2" "$E2E_TMP/err"; then ok "$1"; else bad "$1" "no '$2' in: $(head -c 600 "$E2E_TMP/err")"; fi
+}
+no_fatal() {
+  if grep -q 'FATAL' "$E2E_TMP/err"; then bad "$1" "$(grep FATAL "$E2E_TMP/err" | head -c 600)"; else ok "$1"; fi
+}
+verifies() { # verifies NAME FILE: ftllm inspect says the checkpoint is whole
+  if [ -f "$2" ] && "$FTLLM" inspect "$2" > "$E2E_TMP/insp" 2>&1; then ok "$1"; else bad "$1" "$2: $(head -c 400 "$E2E_TMP/insp" 2>/dev/null)"; fi
+}
+export FTLLM_TEST_KILL=2:checkpoint:2
+# shellcheck disable=SC2086
+run "rank 2 killed as step 2's checkpoint starts" 0 "" 4 "$FTLLM" train inputs/default.ini $common checkpoint.interval=2 checkpoint.keep=9 checkpoint.dir="$E2E_TMP/ckd" run.save_model="$E2E_TMP/ckd.bin"
+no_fatal "checkpoint death: no FATAL"
+warned "checkpoint death: the write abandoned, step 3's written" '^warning: checkpoint of step 2 abandoned: a process died during its write; the survivors write step 3.s now \(before it, the newest: none of this run\)$'
+has "checkpoint death: recovered" '^ulfm: step 3: recovered on 3 ranks'
+same "checkpoint death: weights bitwise equal" "$E2E_TMP/ckd.bin"
+verifies "checkpoint death: step 3's checkpoint verifies" "$E2E_TMP/ckd/default.step-00000003.h5"
+verifies "checkpoint death: step 5's checkpoint verifies" "$E2E_TMP/ckd/default.step-00000005.h5"
+if [ ! -e "$E2E_TMP/ckd/default.step-00000002.h5" ]; then ok "checkpoint death: no step-2 file"
+else bad "checkpoint death: no step-2 file" "$(ls "$E2E_TMP/ckd")"; fi
+tp2="$mp parallel.tp=2 checkpoint.interval=2 checkpoint.keep=9"
+for k in 1:write:5 0:write:5; do
+  export FTLLM_TEST_KILL=$k
+  # shellcheck disable=SC2086
+  run "dp 2 x tp 2: rank ${k%%:*} killed inside step 2's HDF5 write" 0 "" 4 "$FTLLM" train inputs/default.ini $tp2 checkpoint.dir="$E2E_TMP/ckw${k%%:*}"
+  no_fatal "write death ${k%%:*}: no FATAL"
+  warned "write death ${k%%:*}: abandoned, step 3's written" '^warning: checkpoint of step 2 abandoned: a process died during its write; the survivors write step 3.s now'
+  same_ckpt "write death ${k%%:*}: the step-5 checkpoint bitwise the fault-free one" "$E2E_TMP/ck-parallel.tp" "$E2E_TMP/ckw${k%%:*}"
+  verifies "write death ${k%%:*}: step 3's checkpoint verifies" "$E2E_TMP/ckw${k%%:*}/default.step-00000003.h5"
+done
+# the last step's checkpoint: rank 2 dies entering it, after the step's agreement; at the end
+# the survivors fail its replica as in a step (the controller masks it; on dp 3 + a hot spare,
+# the spare takes its place), regrid and write that checkpoint: bitwise the fault-free one
+export FTLLM_TEST_KILL=2:checkpoint:5
+# shellcheck disable=SC2086
+run "dp 2 x tp 2: rank 2 killed as the last step's checkpoint starts" 0 "" 4 "$FTLLM" train inputs/default.ini $tp2 checkpoint.dir="$E2E_TMP/ckl"
+no_fatal "last checkpoint death: no FATAL"
+has "last checkpoint death: recovered at the end" '^ulfm: after the last step \(5\): recovered on 2 ranks'
+warned "last checkpoint death: written again" '^warning: checkpoint of step 5 abandoned: a process died during its write, after the last step; the survivors write it now$'
+same_ckpt "last checkpoint death: bitwise the fault-free one" "$E2E_TMP/ck-parallel.tp" "$E2E_TMP/ckl"
+# shellcheck disable=SC2086
+run "dp 3 + a hot spare: rank 2 killed as the last step's checkpoint starts" 0 "" 4 "$FTLLM" train inputs/default.ini $sp checkpoint.interval=2 checkpoint.dir="$E2E_TMP/ckls" run.save_model="$E2E_TMP/ckls.bin"
+no_fatal "last checkpoint death, spare: no FATAL"
+has "last checkpoint death, spare: the spare took the place" '^spare: replica 2 failed in step 5 \(process failure, ULFM\): a hot spare took its place'
+same "last checkpoint death, spare: weights bitwise equal" "$E2E_TMP/ckls.bin" "$E2E_TMP/clean3.bin"
+verifies "last checkpoint death, spare: step 5's checkpoint verifies" "$E2E_TMP/ckls/default.step-00000005.h5"
+export FTLLM_TEST_KILL=0:write:5
+# shellcheck disable=SC2086
+run "asynchronous: rank 0 killed in its background write" 0 "" 4 "$FTLLM" train inputs/default.ini $common checkpoint.interval=2 checkpoint.async=true checkpoint.dir="$E2E_TMP/cka" run.save_model="$E2E_TMP/cka.bin"
+no_fatal "async write death: no FATAL"
+warned "async write death: abandoned, written again" '^warning: checkpoint of step [24] abandoned: a process died during its write; the survivors write step [345].s now'
+same "async write death: weights bitwise equal" "$E2E_TMP/cka.bin"
+verifies "async write death: step 5's checkpoint verifies" "$E2E_TMP/cka/default.step-00000005.h5"
+export FTLLM_TEST_KILL=
 e2e_finish
