@@ -239,6 +239,11 @@ int comm_ft_split(FtComm *c, int color, int key, MPI_Comm *out);
  * it) and dead[0 .. *ndead-1] the ranks of c that failed, ascending (dead has comm_size(c)
  * places); the same on every survivor. Dies without ULFM. */
 void comm_ft_shrink(FtComm *c, MPI_Comm *survivors, int *dead, int *ndead);
+/* After comm_ft_shrink(c, live, ...): *live lost a member too (every survivor of it calls
+ * this): *live is replaced by a communicator of its survivors (the old one freed) and
+ * dead[0 .. *ndead-1] are the ranks of c not in it, ascending (both deaths' ranks). Dies
+ * without ULFM. */
+void comm_ft_shrink_again(FtComm *c, MPI_Comm *live, int *dead, int *ndead);
 /* True once this process saw a process failure in this run (comm_ft_clear does not reset it;
  * after comm_ft_repair it is the same on every survivor). Then main ends with comm_ft_exit
  * instead of MPI_Finalize: Open MPI 5's finalize can wait forever on the dead (measured here:

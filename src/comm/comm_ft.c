@@ -257,6 +257,35 @@ void comm_ft_shrink(FtComm *c, MPI_Comm *survivors, int *dead, int *ndead)
 #endif
 }
 
+void comm_ft_shrink_again(FtComm *c, MPI_Comm *live, int *dead, int *ndead)
+{
+#if COMM_ULFM
+    FT_ASSERT(comm_ft_enabled());
+    MPI_Comm l2;
+    MPIX_Comm_revoke(*live);
+    FT_CHECK_MPI(MPIX_Comm_shrink(*live, &l2));
+    FT_CHECK_MPI(MPI_Comm_set_errhandler(l2, MPI_ERRORS_RETURN));
+    MPI_Comm_free(live);
+    *live = l2;
+    MPI_Group all, g;
+    FT_CHECK_MPI(MPI_Comm_group(c->mpi, &all));
+    FT_CHECK_MPI(MPI_Comm_group(l2, &g));
+    int n = c->size, *ranks = malloc(sizeof(int) * 2 * (size_t)n);
+    FT_ASSERT(ranks);
+    for (int i = 0; i < n; i++) ranks[i] = i;
+    FT_CHECK_MPI(MPI_Group_translate_ranks(all, n, ranks, g, ranks + n));
+    *ndead = 0;
+    for (int i = 0; i < n; i++)
+        if (ranks[n + i] == MPI_UNDEFINED) dead[(*ndead)++] = i;
+    free(ranks);
+    MPI_Group_free(&all);
+    MPI_Group_free(&g);
+#else
+    (void)live, (void)dead, (void)ndead;
+    FT_DIE("comm: shrinking %s needs ULFM (build with make MPI=openmpi)", c->name);
+#endif
+}
+
 int comm_ft_repair(FtComm *c)
 {
 #if COMM_ULFM

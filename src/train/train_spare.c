@@ -36,7 +36,10 @@
  *    again, and a spare that dies before or as it joins hands its place to the next live spare
  *    (the decision is made again). The training ranks' recovery revokes the channel and agrees
  *    on it before it shrinks: that is the agreement a waiting rank's interrupted event ends in.
- *    A training rank that dies while the grid is rebuilt is not survived. */
+ *    A training rank that dies while the grid is rebuilt after a death (ULFM) fails its
+ *    replica too: the survivors of the training ranks shrink again, the batch grows by that
+ *    replica, and it is decided and split again (M_RETRY in the event; elsewhere, a join or a
+ *    restart, such a death ends the run with exit 5). */
 #include "train_spare.h"
 
 #include <stdlib.h>
@@ -53,7 +56,7 @@ enum { EV_END = 1, EV_RESTART = 2, EV_JOIN = 3, EV_ULFM = 4 };
  * step, the step the wipe-out came before; ULFM: the grid's dp before, the step, the count, the
  * spares used after it, whether the controller wiped out (M_CKPT), then per dead replica its
  * first-grid index, its place in the current grid and the spare taking it, -1: masked) */
-enum { M_KIND, M_REPLICA, M_SPARE, M_LEAVE, M_DP, M_STEP, M_CKPT, M_N, M_BATCH };
+enum { M_KIND, M_REPLICA, M_SPARE, M_LEAVE, M_DP, M_STEP, M_CKPT, M_RETRY, M_N, M_BATCH };
 #define MSG_LEN (M_BATCH + FT_SPARE_BATCH_MAX)
 #define ULFM_MAX (FT_SPARE_BATCH_MAX / 3) /* dead replicas one ULFM event carries */
 
@@ -161,10 +164,11 @@ static void job_shrink(FtSpareJob *j)
  * grid_create_sub. ULFM: a rank of the job that dies in the split fails it; the survivors
  * agree on that and shrink the channel. A rank the event leaves waiting: the split again. A
  * joining spare's: -2 on every survivor (the caller decides again, that spare dead; the
- * failure revoked the old grid's communicators). Another member's is not survived: every
- * survivor exits 5 (the requeue path, as a wipe-out after a real death). */
+ * failure revoked the old grid's communicators). Another member's: -3 on every survivor when
+ * retry is set (ulfm_recover fails its replica too and splits again), else every survivor
+ * exits 5 (the requeue path, as a wipe-out after a real death). */
 static int job_grid(FtTrainer *tr, FtGrid *ng, int member, int joiner, int joining, int key,
-                    int dp, char *err, size_t errlen)
+                    int dp, bool retry, char *err, size_t errlen)
 {
     FtSpareJob *j = tr->job;
     for (;;) {
@@ -177,6 +181,12 @@ static int job_grid(FtTrainer *tr, FtGrid *ng, int member, int joiner, int joini
             double want = (double)j->W * dp;
             double have = comm_sum_f64(j->ctl, member);
             double stay = comm_sum_f64(j->ctl, !joiner && member);
+            if (stay < want - joining && retry) { /* the same on every survivor (the sums) */
+                log_info("spare: a training process died as the job rebuilt the training grid "
+                         "(ULFM): its replica fails too, and the grid is rebuilt again");
+                snprintf(err, errlen, "a training process died in the grid's split (ULFM)");
+                return -3;
+            }
             if (stay < want - joining) { /* the same on every survivor (the sums) */
                 if (comm_rank(j->ctl) == 0)
                     ft_log_rank(FT_LOG_ERROR, "spare: a training process died as the job rebuilt "
@@ -288,7 +298,7 @@ static bool join(FtTrainer *tr, const long long *msg)
     FtGrid *ng = malloc(sizeof *ng);
     FT_ASSERT(ng && dp >= 2);
     char err[256];
-    int g = job_grid(tr, ng, member, joiner, j->W, key, dp, err, sizeof err);
+    int g = job_grid(tr, ng, member, joiner, j->W, key, dp, false, err, sizeof err);
     j->used = spare + 1;
     if (g == -2) {
         free(ng);
@@ -424,7 +434,7 @@ static void restart_all(FtTrainer *tr, const long long *msg)
     FtGrid *ng = malloc(sizeof *ng);
     FT_ASSERT(ng);
     char err[256];
-    int g = job_grid(tr, ng, member, 0, 0, j->rank, j->dp, err, sizeof err);
+    int g = job_grid(tr, ng, member, 0, 0, j->rank, j->dp, false, err, sizeof err);
     if (g < 0) FT_DIE("spare: %s", err);
     /* the counters of a rank that trained through the wipe-out (the lowest in the job; the
      * wiping replica's ranks did) go to every rank of the job: all of them may be spares that
@@ -491,7 +501,7 @@ static bool restart(FtTrainer *tr)
  * the survivors, a spare taking the place of each that msg gives one, the others masked (their
  * controller step was taken on the training ranks before the event). False on every rank when
  * a spare it gives a place died in the grid's split (nothing changed: decide again). */
-static bool ulfm_regrid(FtTrainer *tr, const long long *msg, MPI_Comm from)
+static int ulfm_regrid(FtTrainer *tr, const long long *msg, MPI_Comm from)
 {
     FtSpareJob *j = tr->job;
     const FtConfig *cfg = tr->cfg;
@@ -525,12 +535,12 @@ static bool ulfm_regrid(FtTrainer *tr, const long long *msg, MPI_Comm from)
     FtGrid *ng = malloc(sizeof *ng);
     FT_ASSERT(ng);
     char err[256];
-    int g = j ? job_grid(tr, ng, member, joined >= 0, joins * W, key, dp - masked, err,
-                         sizeof err)
+    int g = j ? job_grid(tr, ng, member, joined >= 0, joins * W, key, dp - masked,
+                         msg[M_RETRY] != 0, err, sizeof err)
               : grid_create_sub(ng, from, member, key, tp, pp, dp - masked, ep, err, sizeof err);
-    if (g == -2) {
+    if (g == -2 || g == -3) {
         free(ng);
-        return false;
+        return g == -2 ? 0 : -1;
     }
     if (g < 0) FT_DIE("spare: %s", err);
     if (g == 1) {
@@ -541,7 +551,7 @@ static bool ulfm_regrid(FtTrainer *tr, const long long *msg, MPI_Comm from)
                      tr->replica, joins ? "; hot spares take the dead replicas' places" : "");
             leave_run(tr, why);
         }
-        return true;
+        return 1;
     }
     if (joined >= 0) tr->replica = (int)gone[joined];
     adopt_grid(tr, ng);
@@ -568,7 +578,7 @@ static bool ulfm_regrid(FtTrainer *tr, const long long *msg, MPI_Comm from)
                  "a hot spare took its place and stack (state copied from a live replica)" :
                  msg[M_CKPT] ? "part of a wipe-out" : "masked by the controller",
                  tr->sp->nlive, tr->sp->N, tr->sp->depth);
-    return true;
+    return 1;
 }
 
 /* ULFM: a job event of the training ranks (all of them in it) failed: a waiting rank died
@@ -587,7 +597,7 @@ static void waiting_rank_died(FtTrainer *tr, bool shrunk)
         msg[M_KIND] = EV_ULFM, msg[M_DP] = tr->grid->dp, msg[M_STEP] = tr->model->step;
         msg[M_SPARE] = j->used;
         if (!job_event(tr, msg)) continue; /* another one: shrink again */
-        if (ulfm_regrid(tr, msg, MPI_COMM_NULL)) return;
+        if (ulfm_regrid(tr, msg, MPI_COMM_NULL) > 0) return;
     }
 }
 
@@ -635,6 +645,25 @@ static int ulfm_decide(FtTrainer *tr, long long *msg, int ngone, long long step)
     return wiped;
 }
 
+/* The replicas of the dead ranks dead[0 .. ndead-1] of the grid (ascending) not in msg's batch
+ * yet (its first ngone), added as not decided (place -> first-grid replica: rep_at). Returns
+ * the batch's new count. */
+static int ulfm_add_gone(long long *msg, int ngone, const int *dead, int ndead, int width,
+                         const int *rep_at, long long step)
+{
+    long long *gone = msg + M_BATCH, *place = gone + ULFM_MAX, *spare = place + ULFM_MAX;
+    for (int k = 0; k < ndead; k++) {
+        int d = dead[k] / width, have = 0;
+        for (int q = 0; q < ngone; q++) have |= place[q] == d;
+        if (have) continue;
+        if (ngone == ULFM_MAX)
+            FT_DIE("step %lld: more than %d replicas lost a process at once", step, ULFM_MAX);
+        gone[ngone] = rep_at[d], place[ngone] = d, spare[ngone] = -2; /* not decided */
+        ngone++;
+    }
+    return ngone;
+}
+
 /* train_spare_recover after its agreement found a death; ended: at the run's end, where the
  * job's end event failed on every survivor already (its agreement is the one the waiting ranks'
  * interrupted event ended in: no revoke and agreement on the channel again) */
@@ -657,35 +686,44 @@ static int ulfm_recover(FtTrainer *tr, long long step, bool ended)
         }
         job_shrink(j);
     }
-    /* the dead ranks' replicas: current place -> first-grid replica, ascending */
-    long long msg[MSG_LEN] = {0};
-    long long *gone = msg + M_BATCH, *place = gone + ULFM_MAX, *spare = place + ULFM_MAX;
-    int ngone = 0;
-    for (int k = 0; k < ndead; k++) {
-        int d = dead[k] / width, i = -1;
-        if (ngone && place[ngone - 1] == d) continue;
-        if (ngone == ULFM_MAX)
-            FT_DIE("step %lld: more than %d replicas lost a process at once", step, ULFM_MAX);
-        for (int alive = -1; alive < d;) alive += spare_alive(tr->sp, ++i);
-        gone[ngone] = i, place[ngone] = d, spare[ngone] = -2; /* not decided */
-        ngone++;
+    /* the first-grid replica at each place of the grid (before any decision changes what
+     * spare_alive says) */
+    int dp = tr->grid->dp, *rep_at = malloc(sizeof(int) * (size_t)dp);
+    FT_ASSERT(rep_at);
+    for (int d = 0, i = -1; d < dp; d++) {
+        do i++;
+        while (!spare_alive(tr->sp, i));
+        rep_at[d] = i;
     }
-    free(dead);
-    msg[M_KIND] = EV_ULFM, msg[M_DP] = tr->grid->dp, msg[M_STEP] = step, msg[M_N] = ngone;
+    long long msg[MSG_LEN] = {0};
+    int ngone = ulfm_add_gone(msg, 0, dead, ndead, width, rep_at, step);
+    msg[M_KIND] = EV_ULFM, msg[M_DP] = tr->grid->dp, msg[M_STEP] = step;
     msg[M_SPARE] = j ? j->used : 0;
+    msg[M_RETRY] = j != NULL; /* a training rank's death in the split: decided again */
     int live_rank = 0, wiped = 0;
     FT_CHECK_MPI(MPI_Comm_rank(live, &live_rank));
     for (long long sent[MSG_LEN];;) {
+        msg[M_N] = ngone;
         wiped = ulfm_decide(tr, msg, ngone, step);
         memcpy(sent, msg, sizeof sent);
         if (j && !job_event_from(tr, sent, live_rank == 0)) {
             /* a waiting rank died too: the channel shrinks, a spare of the decision that died
-             * gives its place up, and the event goes again */
+             * gives its place up, and the event goes again (a training rank's death there is
+             * found by the split) */
             job_shrink(j);
             continue;
         }
-        if (ulfm_regrid(tr, msg, live)) break; /* else a joining spare died in the split */
+        int g = ulfm_regrid(tr, msg, live);
+        if (g > 0) break;
+        if (g < 0) { /* a training rank died in the split: the survivors of live shrink it
+                      * again, and its replica joins the batch (decided in the next turn) */
+            comm_ft_shrink_again(tr->c_world, &live, dead, &ndead);
+            ngone = ulfm_add_gone(msg, ngone, dead, ndead, width, rep_at, step);
+            FT_CHECK_MPI(MPI_Comm_rank(live, &live_rank));
+        } /* else a joining spare died in the split: decided again */
     }
+    free(dead);
+    free(rep_at);
     FT_CHECK_MPI(MPI_Comm_free(&live));
     comm_ft_clear();
     tr->spare.ulfm_s += MPI_Wtime() - t0;
@@ -735,7 +773,7 @@ static int idle(FtTrainer *tr)
         switch (msg[M_KIND]) {
         case EV_END: return FT_SPARE_LEFT;
         case EV_ULFM: /* false: a joining spare died; the event comes again */
-            if (ulfm_regrid(tr, msg, MPI_COMM_NULL) && !tr->left)
+            if (ulfm_regrid(tr, msg, MPI_COMM_NULL) > 0 && !tr->left)
                 return FT_SPARE_AGAIN; /* a spare that joined: the step again */
             break;
         case EV_RESTART:

@@ -34,7 +34,7 @@
 #    for a place dying before or as it joins (after a real death or an injected fail-stop):
 #    the next spare or the controller takes the place, bitwise; a spare dying in a wipe-out's
 #    in-process restart: the restart goes on, bitwise; a training rank dying as the grid is
-#    rebuilt: exit 5;
+#    rebuilt: its replica fails too (a spare, or the controller), bitwise;
 #  - parallel HDF5 in that build (Debian's libhdf5-openmpi on Open MPI 5): a checkpoint written
 #    at step 3 and resumed to step 6 gives the straight run's weights bitwise;
 #  - a death during a checkpoint (its layout agreement; inside the HDF5 write, kill point
@@ -318,7 +318,9 @@ export FTLLM_TEST_KILL=
 #    in-process from step 4's checkpoint, and the spare, going back to waiting, dies in the
 #    restart's split: the restart goes on without it.
 # Every run's weights bitwise the fault-free run's. A training rank that dies as the grid is
-# rebuilt is not survived in-process: exit 5 (the requeue path), said why, no hang. And a
+# rebuilt (rank 2, after rank 1's death): its replica fails too and the grid is rebuilt again
+# (both spares take places; without spares the controller masks both, or, two neighbouring
+# replicas of r 2, a wipe-out: exit 5). And a
 # wipe-out from a real death (dp 3, replica 2 left at step 2, rank 1 killed) whose event fails
 # (rank 2, waiting, dies as the channel shrinks): the event goes again, still a wipe-out, exit 5
 # (before that retry kept the verdict, it came back as no wipe-out and the run went on).
@@ -376,10 +378,20 @@ export FTLLM_TEST_KILL=1:backward:3,2:idle:2
 run "a wipe-out from a death, the waiting rank dies in its event: exit 5" 5 "" 3 "$FTLLM" train inputs/default.ini $common parallel.dp=3 faults.schedule="$E2E_TMP/w2.faults"
 has "wipe-out, event again: still a wipe-out" '^spare: replica 1 failed in step [0-9]+ \(process failure, ULFM\): part of a wipe-out'
 has "wipe-out, event again: both deaths seen" '^ulfm: 2 processes died during the run'
+again='^spare: a training process died as the job rebuilt the training grid \(ULFM\): its replica fails too, and the grid is rebuilt again$'
+s2 "rank 1 dies, then rank 2 as the grid is rebuilt" 1:backward:3,2:regrid:1 s2train
+has "training rank dead in the rebuild: said so" "$again"
+has "training rank dead in the rebuild: both spares took places" "$(spares 2 3 1 2)"
+export FTLLM_TEST_KILL=1:backward:3,3:regrid:1
+# shellcheck disable=SC2086
+run "no spares: rank 1 dies, then rank 3 as the grid is rebuilt" 0 "" 4 "$FTLLM" train inputs/default.ini $common run.save_model="$E2E_TMP/regrid13.bin"
+has "no spares, training rank dead in the rebuild: said so" "$again"
+has "no spares, training rank dead in the rebuild: both masked" '^spare: r 2, 4 replicas, live 2, depth 2; failures masked 2, wipe-outs 0;'
+same "no spares, training rank dead in the rebuild: weights bitwise equal" "$E2E_TMP/regrid13.bin"
 export FTLLM_TEST_KILL=1:backward:3,2:regrid:1
 # shellcheck disable=SC2086
-run "rank 1 dies, then rank 2 as the grid is rebuilt: exit 5" 5 "" 5 "$FTLLM" train inputs/default.ini $sp5
-if grep -aq 'spare: a training process died as the job rebuilt the training grid (ULFM): not survived in-process: the run stops (HINT: the job script requeues exit 5' "$E2E_TMP/out" "$E2E_TMP/err"; then ok "training rank dead in the rebuild: said why"; else bad "training rank dead in the rebuild: said why" "$(grep -a 'spare:\|FATAL' "$E2E_TMP/out" "$E2E_TMP/err" | head -3)"; fi
+run "no spares: rank 1 dies, then rank 2 as the grid is rebuilt: a wipe-out, exit 5" 5 "" 4 "$FTLLM" train inputs/default.ini $common
+has "no spares, rebuild death: a wipe-out" '^spare: replica 2 failed in step 3 \(process failure, ULFM\): part of a wipe-out'
 export FTLLM_TEST_KILL=
 
 # a suspect named at a step's DMR agreement whose process dies right after it (kill point
