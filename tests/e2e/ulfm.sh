@@ -509,6 +509,13 @@ no_fatal "last checkpoint death, spare: no FATAL"
 has "last checkpoint death, spare: the spare took the place" '^spare: replica 2 failed in step 5 \(process failure, ULFM\): a hot spare took its place'
 same "last checkpoint death, spare: weights bitwise equal" "$E2E_TMP/ckls.bin" "$E2E_TMP/clean3.bin"
 verifies "last checkpoint death, spare: step 5's checkpoint verifies" "$E2E_TMP/ckls/default.step-00000005.h5"
+# the same end-of-run recovery for a death in the last step's validation (no checkpoints)
+export FTLLM_TEST_KILL=2:eval:1
+# shellcheck disable=SC2086
+run "rank 2 killed in the last step's validation" 0 "" 4 "$FTLLM" train inputs/default.ini $common train.val_batches=2 train.val_every=0 run.save_model="$E2E_TMP/evl.bin"
+no_fatal "last validation death: no FATAL"
+has "last validation death: recovered at the end" '^ulfm: after the last step \(5\): recovered on 3 ranks'
+same "last validation death: weights bitwise equal" "$E2E_TMP/evl.bin"
 export FTLLM_TEST_KILL=0:write:5
 # shellcheck disable=SC2086
 run "asynchronous: rank 0 killed in its background write" 0 "" 4 "$FTLLM" train inputs/default.ini $common checkpoint.interval=2 checkpoint.async=true checkpoint.dir="$E2E_TMP/cka" run.save_model="$E2E_TMP/cka.bin"
