@@ -546,12 +546,18 @@ static int train_or_plan(int argc, char **argv, MPI_Comm comm, bool plan)
      * (a second death at the end): the requeued job resumes from the one before and writes it */
     long long lost = comm_max_i64_poll(job, train_ckpt_lost_step(tck), NULL);
     long long newest = comm_max_i64_poll(job, train_ckpt_last_step(tck), NULL);
-    if (lost > newest && !wipeout) {
-        log_error("checkpoint of step %lld: abandoned (a process died during its write) and not "
-                  "written again: the run stops as after a wipe-out (HINT: the job script "
-                  "requeues exit 5; checkpoint.resume = auto resumes from step %lld's)", lost,
-                  newest);
-        wipeout = true;
+    if (lost > newest) { /* the grid lost a rank after its last rebuild: no reports on it; the
+                            * survivors' first speaks (the grid's may be the one that died) */
+        if (comm_rank(job) == 0) {
+            ft_log_rank(FT_LOG_ERROR, "checkpoint of step %lld: abandoned (a process died during "
+                        "its write) and not written again (another death): the run stops as "
+                        "after a wipe-out (HINT: the job script requeues exit 5; "
+                        "checkpoint.resume = auto resumes from %s)", lost,
+                        newest < 0 ? "the start" : "the newest checkpoint");
+            ft_log_rank(FT_LOG_INFO, "verdict: FAILED (the last checkpoint lost after step %lld: "
+                        "restart from a checkpoint)", s.steps);
+        }
+        comm_ft_exit(FT_EXIT_WIPEOUT);
     }
     bool all_ok = comm_max_i64_poll(job, !s.ok && !s.left, NULL) == 0;
     rc = s.ok ? FT_EXIT_OK : FT_EXIT_FAILED;

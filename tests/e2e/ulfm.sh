@@ -41,7 +41,9 @@
 #    `write`, rank 1 or rank 0 of dp 2 x tp 2; the background write of asynchronous mode; the
 #    last step's, after its agreement, with the controller or a hot spare taking the replica):
 #    the write is abandoned, no FATAL, the survivors recover and write a checkpoint that
-#    verifies, and weights and checkpoints are bitwise the fault-free run's.
+#    verifies, and weights and checkpoints are bitwise the fault-free run's; a second death as
+#    the survivors write the last one again: exit 5, said why, and the requeued run resumes
+#    from the one before, bitwise; a death in the last step's validation: recovered at the end.
 # Skips (one line saying why) when the Open MPI build is not there.
 set -u
 source "$(dirname "$0")/lib.bash"
@@ -509,6 +511,19 @@ no_fatal "last checkpoint death, spare: no FATAL"
 has "last checkpoint death, spare: the spare took the place" '^spare: replica 2 failed in step 5 \(process failure, ULFM\): a hot spare took its place'
 same "last checkpoint death, spare: weights bitwise equal" "$E2E_TMP/ckls.bin" "$E2E_TMP/clean3.bin"
 verifies "last checkpoint death, spare: step 5's checkpoint verifies" "$E2E_TMP/ckls/default.step-00000005.h5"
+# a second death, rank 0's inside that last write (its 111th dataset: 55 a checkpoint, two
+# written before): the last checkpoint is lost, exit 5, said why; the requeued run resumes from
+# step 4's and ends bitwise as without deaths
+export FTLLM_TEST_KILL=2:checkpoint:5,0:write:111
+# shellcheck disable=SC2086
+run "rank 2 killed as the last checkpoint starts, rank 0 as it is written again: exit 5" 5 "" 4 "$FTLLM" train inputs/default.ini $common checkpoint.interval=2 checkpoint.dir="$E2E_TMP/ck2d"
+no_fatal "last checkpoint lost: no FATAL"
+warned "last checkpoint lost: said why" '^\[r[0-9]+\] error: checkpoint of step 5: abandoned \(a process died during its write\) and not written again \(another death\)'
+export FTLLM_TEST_KILL=
+# shellcheck disable=SC2086
+run "last checkpoint lost: the requeued run resumes" 0 "" 4 "$FTLLM" train inputs/default.ini $common checkpoint.interval=2 checkpoint.dir="$E2E_TMP/ck2d" checkpoint.resume=auto run.save_model="$E2E_TMP/ck2d.bin"
+has "last checkpoint lost: resumed from step 4" '^resumed from .*step-00000004.h5: step 4'
+same "last checkpoint lost: weights bitwise equal" "$E2E_TMP/ck2d.bin"
 # the same end-of-run recovery for a death in the last step's validation (no checkpoints)
 export FTLLM_TEST_KILL=2:eval:1
 # shellcheck disable=SC2086
