@@ -26,6 +26,10 @@
 /* recv[i] = ckpt_sum_add over the ranks of comm of send[i] (an all-reduce of 2n uint32 lanes;
  * a test + yield wait). */
 void ckpt_sum_allreduce(const uint64_t *send, uint64_t *recv, int n, MPI_Comm comm);
+/* Its two halves around an all-reduce of your own (MPI_SUM of 2n MPI_UINT32_T from lanes to
+ * lanes + 2n): the lanes of send (4n, malloc'ed), then recv from the summed half (frees them). */
+uint32_t *ckpt_sum_lanes(const uint64_t *send, int n);
+void ckpt_sum_unlane(uint32_t *lanes, uint64_t *recv, int n);
 
 /* Partial checksum of the hyperslab (offset, count) of a dataset of global shape gshape whose
  * elements (esize bytes each) lie contiguously in data: ckpt_sum_add of ckpt_term over its

@@ -183,7 +183,7 @@ void ckpt_wait_req(MPI_Request *req)
     }
 }
 
-void ckpt_sum_allreduce(const uint64_t *send, uint64_t *recv, int n, MPI_Comm comm)
+uint32_t *ckpt_sum_lanes(const uint64_t *send, int n)
 {
     uint32_t *lanes = calloc(4 * (size_t)n, sizeof *lanes);
     if (!lanes) FT_DIE("out of memory");
@@ -191,10 +191,21 @@ void ckpt_sum_allreduce(const uint64_t *send, uint64_t *recv, int n, MPI_Comm co
         lanes[2 * i] = (uint32_t)send[i];
         lanes[2 * i + 1] = (uint32_t)(send[i] >> 32);
     }
-    ckpt_allreduce(lanes, lanes + 2 * n, 2 * n, MPI_UINT32_T, MPI_SUM, comm);
+    return lanes;
+}
+
+void ckpt_sum_unlane(uint32_t *lanes, uint64_t *recv, int n)
+{
     for (int i = 0; i < n; i++)
         recv[i] = (uint64_t)lanes[2 * n + 2 * i + 1] << 32 | lanes[2 * n + 2 * i];
     free(lanes);
+}
+
+void ckpt_sum_allreduce(const uint64_t *send, uint64_t *recv, int n, MPI_Comm comm)
+{
+    uint32_t *lanes = ckpt_sum_lanes(send, n);
+    ckpt_allreduce(lanes, lanes + 2 * n, 2 * n, MPI_UINT32_T, MPI_SUM, comm);
+    ckpt_sum_unlane(lanes, recv, n);
 }
 
 void ckpt_allreduce(const void *send, void *recv, int count, MPI_Datatype t, MPI_Op op,

@@ -144,17 +144,10 @@ static int allreduce_ft(FtCkpt *c, const void *send, void *recv, int count, MPI_
 static int sum_allreduce_ft(FtCkpt *c, const uint64_t *send, uint64_t *recv, int n,
                             MPI_Comm comm)
 {
-    uint32_t *lanes = calloc(4 * (size_t)n, sizeof *lanes);
-    if (!lanes) FT_DIE("out of memory");
-    for (int i = 0; i < n; i++) {
-        lanes[2 * i] = (uint32_t)send[i];
-        lanes[2 * i + 1] = (uint32_t)(send[i] >> 32);
-    }
+    uint32_t *lanes = ckpt_sum_lanes(send, n);
     int ok = allreduce_ft(c, lanes, lanes + 2 * n, 2 * n, MPI_UINT32_T, MPI_SUM, comm,
                           "summing the checksums");
-    for (int i = 0; i < n && ok; i++)
-        recv[i] = (uint64_t)lanes[2 * n + 2 * i + 1] << 32 | lanes[2 * n + 2 * i];
-    free(lanes);
+    ckpt_sum_unlane(lanes, recv, n); /* (zeros when abandoned: not read then) */
     return ok;
 }
 
