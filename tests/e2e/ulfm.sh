@@ -232,6 +232,8 @@ for lay in "parallel.tp=2" "parallel.pp=2 parallel.microbatches=2" "parallel.ep=
   run "$tag: rank 3 killed" 0 "" 4 "$FTLLM" train inputs/default.ini $mp $lay checkpoint.dir="$E2E_TMP/ckk-${lay%%=*}"
   has "$tag: recovered" '^ulfm: step [0-9]+: recovered on 2 ranks'
   has "$tag: masked" '^spare: r 2, 2 replicas, live 1, depth 2; failures masked 1, wipe-outs 0;'
+  if grep -aq 'abandoned' "$E2E_TMP/err"; then bad "$tag: no checkpoint abandoned (none was being written)" "$(grep -a abandoned "$E2E_TMP/err")"
+  else ok "$tag: no checkpoint abandoned (none was being written)"; fi
   same_ckpt "$tag: the survivors' checkpoint bitwise the fault-free one" "$E2E_TMP/ck-${lay%%=*}" "$E2E_TMP/ckk-${lay%%=*}"
 done
 
@@ -466,10 +468,10 @@ same "resumed weights bitwise equal" "$E2E_TMP/resumed.bin" "$E2E_TMP/straight.b
 # manifest and the rename); rank 0 dying in an asynchronous write, in the background thread
 # while the others train on (the step whose write is abandoned then depends on timing)
 warned() { # warned NAME ERE: stderr (the last run's) has a line matching ERE
-  if grep -qE -- "$2" "$E2E_TMP/err"; then ok "$1"; else bad "$1" "no '$2' in: $(head -c 600 "$E2E_TMP/err")"; fi
+  if grep -aqE -- "$2" "$E2E_TMP/err"; then ok "$1"; else bad "$1" "no '$2' in: $(head -c 600 "$E2E_TMP/err")"; fi
 }
 no_fatal() {
-  if grep -q 'FATAL' "$E2E_TMP/err"; then bad "$1" "$(grep FATAL "$E2E_TMP/err" | head -c 600)"; else ok "$1"; fi
+  if grep -aq 'FATAL' "$E2E_TMP/err"; then bad "$1" "$(grep -a FATAL "$E2E_TMP/err" | head -c 600)"; else ok "$1"; fi
 }
 verifies() { # verifies NAME FILE: ftllm inspect says the checkpoint is whole (a run of its own:
   # after the checks of the last run's output)
@@ -481,6 +483,7 @@ run "rank 2 killed as step 2's checkpoint starts" 0 "" 4 "$FTLLM" train inputs/d
 no_fatal "checkpoint death: no FATAL"
 warned "checkpoint death: the write abandoned, step 3's written" '^warning: checkpoint of step 2 abandoned: a process died during its write; the survivors write step 3.s now \(before it, the newest: none of this run\)$'
 has "checkpoint death: recovered" '^ulfm: step 3: recovered on 3 ranks'
+has "checkpoint death: 3 written (steps 3, 4, 5)" '^checkpoints: 3 written,'
 same "checkpoint death: weights bitwise equal" "$E2E_TMP/ckd.bin"
 verifies "checkpoint death: step 3's checkpoint verifies" "$E2E_TMP/ckd/default.step-00000003.h5"
 verifies "checkpoint death: step 5's checkpoint verifies" "$E2E_TMP/ckd/default.step-00000005.h5"
