@@ -38,8 +38,9 @@
 #  - parallel HDF5 in that build (Debian's libhdf5-openmpi on Open MPI 5): a checkpoint written
 #    at step 3 and resumed to step 6 gives the straight run's weights bitwise;
 #  - a death during a checkpoint (its layout agreement; inside the HDF5 write, kill point
-#    `write`, rank 1 or rank 0 of dp 2 x tp 2; the background write of asynchronous mode; the
-#    last step's, after its agreement, with the controller or a hot spare taking the replica):
+#    `write`, rank 1 or rank 0 of dp 2 x tp 2, rank 1 of dp 2 x pp 2 and of dp 2 x ep 2; the
+#    background write of asynchronous mode; the last step's, after its agreement, with the
+#    controller or a hot spare taking the replica):
 #    the write is abandoned, no FATAL, the survivors recover and write a checkpoint that
 #    verifies, and weights and checkpoints are bitwise the fault-free run's; a second death as
 #    the survivors write the last one again: exit 5, said why, and the requeued run resumes
@@ -490,14 +491,16 @@ verifies "checkpoint death: step 5's checkpoint verifies" "$E2E_TMP/ckd/default.
 if [ ! -e "$E2E_TMP/ckd/default.step-00000002.h5" ]; then ok "checkpoint death: no step-2 file"
 else bad "checkpoint death: no step-2 file" "$(ls "$E2E_TMP/ckd")"; fi
 tp2="$mp parallel.tp=2 checkpoint.interval=2 checkpoint.keep=9"
-for k in 1:write:5 0:write:5; do
+for case in "1:write:5|parallel.tp=2" "0:write:5|parallel.tp=2" "1:write:5|parallel.pp=2 parallel.microbatches=2" "1:write:5|parallel.ep=2 model.experts=4 model.top_k=2"; do
+  k=${case%%|*} lay=${case#*|}
+  tag="dp 2 x ${lay%%=*}" && tag="${tag/parallel./} 2, rank ${k%%:*}" && d="$E2E_TMP/ckw${k%%:*}-${lay%%=*}"
   export FTLLM_TEST_KILL=$k
   # shellcheck disable=SC2086
-  run "dp 2 x tp 2: rank ${k%%:*} killed inside step 2's HDF5 write" 0 "" 4 "$FTLLM" train inputs/default.ini $tp2 checkpoint.dir="$E2E_TMP/ckw${k%%:*}"
-  no_fatal "write death ${k%%:*}: no FATAL"
-  warned "write death ${k%%:*}: abandoned, step 3's written" '^warning: checkpoint of step 2 abandoned: a process died during its write; the survivors write step 3.s now'
-  same_ckpt "write death ${k%%:*}: the step-5 checkpoint bitwise the fault-free one" "$E2E_TMP/ck-parallel.tp" "$E2E_TMP/ckw${k%%:*}"
-  verifies "write death ${k%%:*}: step 3's checkpoint verifies" "$E2E_TMP/ckw${k%%:*}/default.step-00000003.h5"
+  run "$tag killed inside step 2's HDF5 write" 0 "" 4 "$FTLLM" train inputs/default.ini $mp $lay checkpoint.interval=2 checkpoint.keep=9 checkpoint.dir="$d"
+  no_fatal "write death, $tag: no FATAL"
+  warned "write death, $tag: abandoned, step 3's written" '^warning: checkpoint of step 2 abandoned: a process died during its write; the survivors write step 3.s now'
+  same_ckpt "write death, $tag: the step-5 checkpoint bitwise the fault-free one" "$E2E_TMP/ck-${lay%%=*}" "$d"
+  verifies "write death, $tag: step 3's checkpoint verifies" "$d/default.step-00000003.h5"
 done
 # the last step's checkpoint: rank 2 dies entering it, after the step's agreement; at the end
 # the survivors fail its replica as in a step (the controller masks it; on dp 3 + a hot spare,
