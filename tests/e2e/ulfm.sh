@@ -518,7 +518,7 @@ no_fatal "last checkpoint death, spare: no FATAL"
 has "last checkpoint death, spare: the spare took the place" '^spare: replica 2 failed in step 5 \(process failure, ULFM\): a hot spare took its place'
 same "last checkpoint death, spare: weights bitwise equal" "$E2E_TMP/ckls.bin" "$E2E_TMP/clean3.bin"
 verifies "last checkpoint death, spare: step 5's checkpoint verifies" "$E2E_TMP/ckls/default.step-00000005.h5"
-# a second death, rank 0's inside that last write (its 111th dataset: 55 a checkpoint, two
+# a second death, rank 0's inside that last write (its 111th dataset: 54 a checkpoint, two
 # written before): the last checkpoint is lost, exit 5, said why; the requeued run resumes from
 # step 4's and ends bitwise as without deaths
 export FTLLM_TEST_KILL=2:checkpoint:5,0:write:111
