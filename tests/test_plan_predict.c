@@ -446,6 +446,10 @@ static void test_tiny_memory(void **state)
         assert_true(p.mem_act == last[k] - 8720);
         assert_int_equal(p.budget, (size_t)(1e9 - last[k]));
         predict_free(&p);
+        /* the first stage, planned on its own: its blocks and the embedding table */
+        if (predict_build_stage(&cfg, 0, &p, g_err, sizeof g_err)) fail_msg("%s", g_err);
+        assert_true(p.params == 864 && p.mem_state == 8640);
+        predict_free(&p);
     }
     const char *const none[] = {"model.layers=4", "parallel.tp=2", "parallel.pp=2",
                                 "parallel.dp=2", "parallel.microbatches=3", "train.ac=none",
