@@ -516,6 +516,16 @@ static int ulfm_regrid(FtTrainer *tr, const long long *msg, MPI_Comm from)
         out = (p);                                                                                 \
         for (int q = 0; q < n; q++) out -= spare[q] < 0 && place[q] < (p);                         \
     } while (0)
+    if (dp - masked <= 0) { /* every replica lost a process: nobody trains, nobody speaks
+                             * for the job (the same msg on every survivor, waiting or not) */
+        if (!j || comm_rank(j->ctl) == 0) {
+            log_init(0, log_level()); /* the job's first survivor speaks (it exits next) */
+            log_error("spare: every replica lost a process in step %lld (ULFM): a wipe-out with "
+                      "no replica left to end the run: it stops (HINT: the job script requeues "
+                      "exit 5; checkpoint.resume = auto resumes)", msg[M_STEP]);
+        }
+        comm_ft_exit(FT_EXIT_WIPEOUT);
+    }
     bool live = !tr->left, failing = false;
     int member = 0, key = 0, joined = -1;
     if (live) {

@@ -531,6 +531,15 @@ export FTLLM_TEST_KILL=
 run "last checkpoint lost: the requeued run resumes" 0 "" 4 "$FTLLM" train inputs/default.ini $common checkpoint.interval=2 checkpoint.dir="$E2E_TMP/ck2d" checkpoint.resume=auto run.save_model="$E2E_TMP/ck2d.bin"
 has "last checkpoint lost: resumed from step 4" '^resumed from .*step-00000004.h5: step 4'
 same "last checkpoint lost: weights bitwise equal" "$E2E_TMP/ck2d.bin"
+# both replicas of dp 2 x tp 2 lose a process (rank 1 in step 3, rank 3 in its recompute, its
+# 4th backward): no training rank
+# is left to end the run for the waiting ones; every survivor stops with exit 5, said why (before:
+# the waiting ranks read an event nobody sent, FATAL, exit 4)
+export FTLLM_TEST_KILL=1:backward:3,3:backward:4
+# shellcheck disable=SC2086
+run "dp 2 x tp 2: both replicas lose a process: exit 5" 5 "" 4 "$FTLLM" train inputs/default.ini $mp parallel.tp=2
+no_fatal "no replica left: no FATAL"
+warned "no replica left: said why" '^error: spare: every replica lost a process in step 3 \(ULFM\): a wipe-out with no replica left to end the run'
 # the same end-of-run recovery for a death in the last step's validation (no checkpoints)
 export FTLLM_TEST_KILL=2:eval:1
 # shellcheck disable=SC2086
