@@ -546,8 +546,9 @@ static int train_or_plan(int argc, char **argv, MPI_Comm comm, bool plan)
      * (a second death at the end): the requeued job resumes from the one before and writes it */
     long long lost = comm_max_i64_poll(job, train_ckpt_lost_step(tck), NULL);
     long long newest = comm_max_i64_poll(job, train_ckpt_last_step(tck), NULL);
-    if (lost > newest) { /* the grid lost a rank after its last rebuild: no reports on it; the
-                            * survivors' first speaks (the grid's may be the one that died) */
+    if (lost > newest && !wipeout) { /* the grid lost a rank after its last rebuild (in the
+                                      * last checkpoint's second write): no reports on it; the
+                                      * survivors' first speaks (the grid's may have died) */
         if (comm_rank(job) == 0) {
             ft_log_rank(FT_LOG_ERROR, "checkpoint of step %lld: abandoned (a process died during "
                         "its write) and not written again (another death): the run stops as "
