@@ -32,7 +32,15 @@
  *   A POSIX fsync on every rank is what ROMIO's generic flush does on each writer, and covers
  *   file systems whose clients cache separately (each client flushes its own pages).
  * - The background thread has its own duplicated communicator, does no OpenMP fan-out (it
- *   competes with training for the cores) and waits with test + yield loops where it can. */
+ *   competes with training for the cores) and waits with test + yield loops where it can.
+ * - A process failure (opts.ft, ULFM) abandons the write instead of stopping the job: every MPI
+ *   operation's return code is tested (mpi_ok), the first failure revokes the write's
+ *   communicators (every rank waiting in one leaves it) and skips what is left; one
+ *   fault-tolerant agreement after the file's split and before any HDF5 call puts every
+ *   survivor into the file or none (HDF5's own communicators, duplicates of the file's, cannot
+ *   be revoked: a rank must not leave others waiting in there); an HDF5 error while a member
+ *   of the write is lost abandons too. Rank 0 renames only when its last agreement completed,
+ *   so a file under its final name is whole. */
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
