@@ -231,6 +231,27 @@ int comm_ft_agree(FtComm *c, int ok)
     return comm_all_true(c, ok);
 }
 
+#if COMM_ULFM
+/* dead[0 .. *ndead-1]: the ranks of c that are not in live (a communicator of some of c's
+ * processes), ascending */
+static void missing_ranks(const FtComm *c, MPI_Comm live, int *dead, int *ndead)
+{
+    MPI_Group all, g;
+    FT_CHECK_MPI(MPI_Comm_group(c->mpi, &all));
+    FT_CHECK_MPI(MPI_Comm_group(live, &g));
+    int n = c->size, *ranks = malloc(sizeof(int) * 2 * (size_t)n);
+    FT_ASSERT(ranks);
+    for (int i = 0; i < n; i++) ranks[i] = i;
+    FT_CHECK_MPI(MPI_Group_translate_ranks(all, n, ranks, g, ranks + n));
+    *ndead = 0;
+    for (int i = 0; i < n; i++)
+        if (ranks[n + i] == MPI_UNDEFINED) dead[(*ndead)++] = i;
+    free(ranks);
+    MPI_Group_free(&all);
+    MPI_Group_free(&g);
+}
+#endif
+
 void comm_ft_shrink(FtComm *c, MPI_Comm *survivors, int *dead, int *ndead)
 {
 #if COMM_ULFM
@@ -238,19 +259,7 @@ void comm_ft_shrink(FtComm *c, MPI_Comm *survivors, int *dead, int *ndead)
     MPIX_Comm_revoke(c->mpi); /* already, on most survivors; harmless again */
     COMM_CHECK(c, "shrink", MPIX_Comm_shrink(c->mpi, survivors));
     FT_CHECK_MPI(MPI_Comm_set_errhandler(*survivors, MPI_ERRORS_RETURN));
-    MPI_Group all, live;
-    FT_CHECK_MPI(MPI_Comm_group(c->mpi, &all));
-    FT_CHECK_MPI(MPI_Comm_group(*survivors, &live));
-    int n = c->size, *ranks = malloc(sizeof(int) * 2 * (size_t)n);
-    FT_ASSERT(ranks);
-    for (int i = 0; i < n; i++) ranks[i] = i;
-    FT_CHECK_MPI(MPI_Group_translate_ranks(all, n, ranks, live, ranks + n));
-    *ndead = 0;
-    for (int i = 0; i < n; i++)
-        if (ranks[n + i] == MPI_UNDEFINED) dead[(*ndead)++] = i;
-    free(ranks);
-    MPI_Group_free(&all);
-    MPI_Group_free(&live);
+    missing_ranks(c, *survivors, dead, ndead);
 #else
     (void)survivors, (void)dead, (void)ndead;
     FT_DIE("comm: shrinking %s needs ULFM (build with make MPI=openmpi)", c->name);
@@ -267,19 +276,7 @@ void comm_ft_shrink_again(FtComm *c, MPI_Comm *live, int *dead, int *ndead)
     FT_CHECK_MPI(MPI_Comm_set_errhandler(l2, MPI_ERRORS_RETURN));
     MPI_Comm_free(live);
     *live = l2;
-    MPI_Group all, g;
-    FT_CHECK_MPI(MPI_Comm_group(c->mpi, &all));
-    FT_CHECK_MPI(MPI_Comm_group(l2, &g));
-    int n = c->size, *ranks = malloc(sizeof(int) * 2 * (size_t)n);
-    FT_ASSERT(ranks);
-    for (int i = 0; i < n; i++) ranks[i] = i;
-    FT_CHECK_MPI(MPI_Group_translate_ranks(all, n, ranks, g, ranks + n));
-    *ndead = 0;
-    for (int i = 0; i < n; i++)
-        if (ranks[n + i] == MPI_UNDEFINED) dead[(*ndead)++] = i;
-    free(ranks);
-    MPI_Group_free(&all);
-    MPI_Group_free(&g);
+    missing_ranks(c, l2, dead, ndead);
 #else
     (void)live, (void)dead, (void)ndead;
     FT_DIE("comm: shrinking %s needs ULFM (build with make MPI=openmpi)", c->name);

@@ -50,6 +50,22 @@ e2e_finish() {
   [ "$fail" -eq 0 ]
 }
 
+# e2e_need_openmpi NAME: the Open MPI (ULFM) build: OMPI (its prefix) and FTLLM (its binary)
+# set, OPAL_PREFIX, mpirun as root and the sanitizer build's leak suppressions exported; where
+# it is not there, e2e/NAME skips with one line saying why
+e2e_need_openmpi() {
+  OMPI=${FTLLM_OPENMPI_DIR:-$PWD/.deps/openmpi}
+  FTLLM=${FTLLM_OPENMPI:-build/openmpi/ftllm}
+  if [ ! -x "$OMPI/bin/mpirun" ] || [ ! -x "$FTLLM" ]; then
+    echo "SKIP e2e/$1: no Open MPI build ($OMPI/bin/mpirun, $FTLLM): make MPI=openmpi deps && make MPI=openmpi"
+    echo "[  SKIPPED ] 1 test(s)."
+    e2e_finish
+    exit
+  fi
+  export OPAL_PREFIX=$OMPI OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+  export LSAN_OPTIONS=suppressions=$PWD/tests/e2e/openmpi.lsan.supp:print_suppressions=0
+}
+
 e2e_need_emu() {
   emu=${FTLLM_CUDA_EMU:-}
   [ -n "$emu" ] && [ -x "$emu" ] && return

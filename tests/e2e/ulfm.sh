@@ -48,21 +48,13 @@
 # Skips (one line saying why) when the Open MPI build is not there.
 set -u
 source "$(dirname "$0")/lib.bash"
-OMPI=${FTLLM_OPENMPI_DIR:-$PWD/.deps/openmpi}
-FTLLM=${FTLLM_OPENMPI:-build/openmpi/ftllm}
-if [ ! -x "$OMPI/bin/mpirun" ] || [ ! -x "$FTLLM" ]; then
-  echo "SKIP e2e/ulfm: no Open MPI build ($OMPI/bin/mpirun, $FTLLM): make MPI=openmpi deps && make MPI=openmpi"
-  echo "[  SKIPPED ] 1 test(s)."
-  e2e_finish
-  exit
-fi
-# lib.bash's `run` launches `mpiexec`: here, Open MPI's, fault tolerant, as root too; a
-# sanitizer build (FTLLM_OPENMPI=build/openmpi-debug/ftllm) ignores Open MPI's own leaks
+e2e_need_openmpi ulfm
+# lib.bash's `run` launches `mpiexec`: here, Open MPI's, fault tolerant (the environment
+# e2e_need_openmpi exported: as root too, and a sanitizer build,
+# FTLLM_OPENMPI=build/openmpi-debug/ftllm, ignores Open MPI's own leaks)
 mkdir -p "$E2E_TMP/bin"
 cat > "$E2E_TMP/bin/mpiexec" <<EOS
 #!/bin/bash
-export OPAL_PREFIX=$OMPI OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-export LSAN_OPTIONS=suppressions=$PWD/tests/e2e/openmpi.lsan.supp:print_suppressions=0
 exec $OMPI/bin/mpirun --oversubscribe --with-ft ulfm -x OMP_NUM_THREADS=\${OMP_NUM_THREADS:-1} -x FTLLM_TEST_KILL -x FTLLM_TEST_DEVICE -x LSAN_OPTIONS "\$@"
 EOS
 chmod +x "$E2E_TMP/bin/mpiexec"

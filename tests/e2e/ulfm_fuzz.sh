@@ -13,16 +13,7 @@
 # Skips (one line saying why) when the Open MPI build is not there.
 set -u
 source "$(dirname "$0")/lib.bash"
-OMPI=${FTLLM_OPENMPI_DIR:-$PWD/.deps/openmpi}
-FTLLM=${FTLLM_OPENMPI:-build/openmpi/ftllm}
-if [ ! -x "$OMPI/bin/mpirun" ] || [ ! -x "$FTLLM" ]; then
-  echo "SKIP e2e/ulfm_fuzz: no Open MPI build ($OMPI/bin/mpirun, $FTLLM): make MPI=openmpi deps && make MPI=openmpi"
-  echo "[  SKIPPED ] 1 test(s)."
-  e2e_finish
-  exit
-fi
-export OPAL_PREFIX=$OMPI OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-export LSAN_OPTIONS=suppressions=$PWD/tests/e2e/openmpi.lsan.supp:print_suppressions=0
+e2e_need_openmpi ulfm_fuzz
 runs=${FTLLM_FUZZ_RUNS:-5}
 places=(step data forward backward gradsync optimizer eval checkpoint agreed idle regrid write)
 small="run.progress=lines spare.r=2 train.steps=6 dmr.mode=off faults.schedule= train.sample_tokens=0 model.channels=32 model.layers=2 model.heads=2 model.seq_len=16 train.batch=2 train.val_batches=1 train.val_every=2 checkpoint.interval=2 checkpoint.keep=9"
