@@ -66,10 +66,10 @@ struct ft_train_ckpt {
     double stall;
     float *stage; /* a device model's parameters and moments in host memory (3 x nparams) */
     FtTimers *kill; /* the trainer's regions: FTLLM_TEST_KILL's `write` point (testing aid) */
-    bool abandoned; /* a write on this rank met a process failure (ULFM): written again after
-                       the recovery (agreed in on_regrid) */
     bool redo;      /* agreed: the next step's end writes a checkpoint (one was abandoned) */
-    long long abandoned_step; /* the step of the last abandoned write, -1 = none */
+    long long abandoned_step; /* the step of a write this rank abandoned (ULFM: a process
+                                 died during it) and nobody wrote again since, -1 = none;
+                                 agreed in on_regrid, written again after the recovery */
     long long prev_step;      /* last_step before the newest write (asynchronous: it may fail) */
     long long inflight;       /* asynchronous: the step of the write in flight, -1 = none */
     char *resolved; /* deck_print text */
@@ -204,7 +204,6 @@ static void settle(FtTrainCkpt *tc)
     if (tc->inflight < 0) return;
     ckpt_wait(tc->w);
     if (ckpt_abandoned(tc->w)) {
-        tc->abandoned = true;
         tc->abandoned_step = tc->last_step;
         tc->last_step = tc->prev_step;
         tc->count--;
@@ -347,7 +346,6 @@ static void on_step(void *ctx, FtTrainer *tr, const FtStepInfo *st, bool last)
             /* ULFM: a process died during the write; the next step's agreement finds it (the
              * failure noted here makes that step fail at once) and the survivors recover;
              * on_regrid then agrees to write this checkpoint again */
-            tc->abandoned = true;
             tc->abandoned_step = step;
             ft_log_rank(FT_LOG_DEBUG, "checkpoint of step %lld abandoned: a process failed "
                         "during its write", step);
@@ -397,9 +395,8 @@ static void on_regrid(void *ctx, FtTrainer *tr, MPI_Comm world)
     /* ULFM: a write that a survivor abandoned (a process died during it) is written again at
      * the next step's end; the newest written is the latest any survivor saw committed (rank
      * 0 renames a complete file before the others may see the failure) */
-    long long lost = comm_max_i64_poll(tc->agree, tc->abandoned ? tc->abandoned_step : -1, NULL);
+    long long lost = comm_max_i64_poll(tc->agree, tc->abandoned_step, NULL);
     tc->last_step = comm_max_i64_poll(tc->agree, tc->last_step, NULL);
-    tc->abandoned = false;
     tc->redo = lost > tc->last_step;
     tc->abandoned_step = tc->redo ? lost : -1; /* else committed after all */
 }

@@ -482,6 +482,15 @@ verifies "checkpoint death: step 3's checkpoint verifies" "$E2E_TMP/ckd/default.
 verifies "checkpoint death: step 5's checkpoint verifies" "$E2E_TMP/ckd/default.step-00000005.h5"
 if [ ! -e "$E2E_TMP/ckd/default.step-00000002.h5" ]; then ok "checkpoint death: no step-2 file"
 else bad "checkpoint death: no step-2 file" "$(ls "$E2E_TMP/ckd")"; fi
+# a second recovery before that checkpoint is written again (rank 0 dies as step 3 is
+# computed again): the agreement in the second regrid keeps the pending write
+export FTLLM_TEST_KILL=2:checkpoint:2,0:forward:4
+# shellcheck disable=SC2086
+run "rank 2 killed as step 2's checkpoint starts, rank 0 in step 3's recompute" 0 "" 4 "$FTLLM" train inputs/default.ini $common checkpoint.interval=2 checkpoint.keep=9 checkpoint.dir="$E2E_TMP/ckd2" run.save_model="$E2E_TMP/ckd2.bin"
+no_fatal "two recoveries: no FATAL"
+warned "two recoveries: step 3's written" '^warning: checkpoint of step 2 abandoned: a process died during its write; the survivors write step 3.s now'
+same "two recoveries: weights bitwise equal" "$E2E_TMP/ckd2.bin"
+verifies "two recoveries: step 3's checkpoint verifies" "$E2E_TMP/ckd2/default.step-00000003.h5"
 tp2="$mp parallel.tp=2 checkpoint.interval=2 checkpoint.keep=9"
 for case in "1:write:5|parallel.tp=2" "0:write:5|parallel.tp=2" "1:write:5|parallel.pp=2 parallel.microbatches=2" "1:write:5|parallel.ep=2 model.experts=4 model.top_k=2"; do
   k=${case%%|*} lay=${case#*|}
