@@ -181,13 +181,13 @@ static int job_grid(FtTrainer *tr, FtGrid *ng, int member, int joiner, int joini
             double want = (double)j->W * dp;
             double have = comm_sum_f64(j->ctl, member);
             double stay = comm_sum_f64(j->ctl, !joiner && member);
-            if (stay < want - joining && retry) { /* the same on every survivor (the sums) */
-                log_info("spare: a training process died as the job rebuilt the training grid "
-                         "(ULFM): its replica fails too, and the grid is rebuilt again");
-                snprintf(err, errlen, "a training process died in the grid's split (ULFM)");
-                return -3;
-            }
             if (stay < want - joining) { /* the same on every survivor (the sums) */
+                if (retry) {
+                    log_info("spare: a training process died as the job rebuilt the training "
+                             "grid (ULFM): its replica fails too, and the grid is rebuilt again");
+                    snprintf(err, errlen, "a training process died in the grid's split (ULFM)");
+                    return -3;
+                }
                 if (comm_rank(j->ctl) == 0)
                     ft_log_rank(FT_LOG_ERROR, "spare: a training process died as the job rebuilt "
                                 "the training grid (ULFM): not survived in-process: the run "
@@ -499,8 +499,10 @@ static bool restart(FtTrainer *tr)
 
 /* EV_ULFM on every survivor of the job: the dead replicas leave the grid in one rebuild out of
  * the survivors, a spare taking the place of each that msg gives one, the others masked (their
- * controller step was taken on the training ranks before the event). False on every rank when
- * a spare it gives a place died in the grid's split (nothing changed: decide again). */
+ * controller step was taken on the training ranks before the event). Returns 1; 0 on every rank
+ * when a spare it gives a place died in the grid's split (nothing changed: decide again); -1 on
+ * every rank when a training rank died there and msg says M_RETRY (its replica fails too:
+ * ulfm_recover decides again). */
 static int ulfm_regrid(FtTrainer *tr, const long long *msg, MPI_Comm from)
 {
     FtSpareJob *j = tr->job;
@@ -707,7 +709,7 @@ static int ulfm_recover(FtTrainer *tr, long long step, bool ended)
     }
     long long msg[MSG_LEN] = {0};
     int ngone = ulfm_add_gone(msg, 0, dead, ndead, width, rep_at, step);
-    msg[M_KIND] = EV_ULFM, msg[M_DP] = tr->grid->dp, msg[M_STEP] = step;
+    msg[M_KIND] = EV_ULFM, msg[M_DP] = dp, msg[M_STEP] = step;
     msg[M_SPARE] = j ? j->used : 0;
     msg[M_RETRY] = j != NULL; /* a training rank's death in the split: decided again */
     int live_rank = 0, wiped = 0;
@@ -782,7 +784,7 @@ static int idle(FtTrainer *tr)
         }
         switch (msg[M_KIND]) {
         case EV_END: return FT_SPARE_LEFT;
-        case EV_ULFM: /* false: a joining spare died; the event comes again */
+        case EV_ULFM: /* not 1: a rank died in the split; the event comes again */
             if (ulfm_regrid(tr, msg, MPI_COMM_NULL) > 0 && !tr->left)
                 return FT_SPARE_AGAIN; /* a spare that joined: the step again */
             break;
