@@ -2327,6 +2327,72 @@ static void test_plan_agc_file(void **state)
     grid_destroy(&g);
 }
 
+/* Phase 2 on a plan per micro-batch: a PP window's block is the block of the execution before
+ * it, of that execution's micro-batch. Two micro-batches in the order F0 F1 B0 B1 (AC full:
+ * the forward ops cost nothing), one pipeline wait after micro-batch 0's last backward op and
+ * before micro-batch 1's first: its window belongs to micro-batch 0's block of that op, so the
+ * one segment is of micro-batch 0's ops of that layer, all before the window. (A window
+ * labelled with the next execution's micro-batch would hold a segment of micro-batch 1's
+ * block, whose backward ops all come after it: no segment at all.) */
+static void test_plan_agc_per_microbatch(void **state)
+{
+    (void)state;
+    if (ft_test_size() != 1) skip();
+    log_init(0, FT_LOG_WARN);
+    FtConfig c = cfg_of(&g_layouts[0], FT_DMR_PLANNED, 1);
+    FtGrid g;
+    FtModel m;
+    FtTrainer tr;
+    plan_trainer(&c, &g, &m, &tr);
+    const FtTape *mt = &tr.tape, *ot = &tr.opt_tape;
+    int n = mt->ne + ot->ne, pos = 0, lastb = -1;
+    for (int i = mt->fwd_end; i < mt->ne; i++)
+        if (mt->e[i].kind != FT_OP_MARK) lastb = i;
+    assert_true(lastb >= 0);
+    FtDmrProfile pf;
+    dmr_profile_init(&pf, mt->ne, ot->ne);
+    pf.steps = 1, pf.step_s = 1.0, pf.wall_s = 1.0;
+    for (int i = 0; i < n; i++) {
+        pf.time[i] = i < mt->fwd_end ? 0 : 1e-3;
+        pf.copy[i] = 1e-5, pf.fp[i] = 1e-5;
+    }
+    for (int mb = 0; mb < 2; mb++) /* F0 F1 */
+        for (int i = 0; i < mt->fwd_end; i++)
+            if (mt->e[i].kind != FT_OP_MARK) dmr_profile_seq(&pf, pos++, i, mb, 0, 0);
+    bool wait = false;
+    for (int mb = 0; mb < 2; mb++) /* B0, a 50 ms pipeline wait, B1 */
+        for (int i = mt->fwd_end; i < mt->ne; i++)
+            if (mt->e[i].kind != FT_OP_MARK) {
+                double w = mb == 1 && !wait ? 5e-2 : 0;
+                dmr_profile_seq(&pf, pos++, i, mb, w, w), wait = wait || w > 0;
+            }
+    for (int i = 0; i < ot->ne; i++)
+        if (ot->e[i].kind != FT_OP_MARK) dmr_profile_seq(&pf, pos++, mt->ne + i, 0, 0, 0);
+    dmr_profile_seq(&pf, pos, -1, 0, 0, 0);
+    FtDmrEntryPlan p;
+    assert_int_equal(dmr_plan_build(&pf, mt, ot, 1 << 24, PLAN_PHASE1 | PLAN_PHASE2, &p), 0);
+    assert_int_equal(p.ninst, 2);
+    assert_int_equal(p.nwin, 1);
+    assert_int_equal(p.win_kind[0], PLAN_WIN_PP);
+    int wmb, we = dmr_plan_entry(&p, p.win_after[0], &wmb);
+    assert_true(we == lastb && wmb == 0); /* after micro-batch 0's last backward op */
+    assert_int_equal(p.nseg, 1);
+    int members = 0;
+    for (int s = 0; s < p.n; s++) {
+        if (p.seg[s] < 0) continue;
+        int mb, i = dmr_plan_entry(&p, s, &mb);
+        assert_true(i < mt->ne && mb == 0 && mt->e[i].layer == mt->e[lastb].layer);
+        assert_true(p.window[s] == 0 && p.pos[s] < p.pos[p.win_after[0]] + 1);
+        members++;
+    }
+    assert_true(members > 1);
+    dmr_plan_free(&p);
+    dmr_profile_free(&pf);
+    train_free(&tr);
+    model_free(&m);
+    grid_destroy(&g);
+}
+
 /* Copies the plan file src to dst with field `field` (0: "op" or "window") of the `kind` line
  * numbered num (-1: the one line of that kind) set to val, or that line left out (val NULL);
  * returns the line the reader finds wrong: the edited one, or where the dropped one was (the
@@ -3121,7 +3187,8 @@ FT_TEST_MAIN(cmocka_unit_test(test_flip_campaign), cmocka_unit_test(test_pipe_bu
              cmocka_unit_test(test_plan_sequence_fallback),
              cmocka_unit_test(test_plan_held_peak),
              cmocka_unit_test(test_plan_held_in_time_order),
-             cmocka_unit_test(test_plan_agc_file), cmocka_unit_test(test_plan_file_refusals),
+             cmocka_unit_test(test_plan_agc_file), cmocka_unit_test(test_plan_agc_per_microbatch),
+             cmocka_unit_test(test_plan_file_refusals),
              cmocka_unit_test(test_plan_bounds), cmocka_unit_test(test_order_excess),
              cmocka_unit_test(test_suspect_and_off), cmocka_unit_test(test_flip_before_start),
              cmocka_unit_test(test_pending_early),

@@ -4,6 +4,7 @@
  * caught), parameters go to a scratch buffer first so a failed read leaves the model as it
  * was, and writes go to PATH.tmp then rename(2) so a crash never leaves half a file. */
 #include "ftllm/llmc.h"
+#include "ftllm/log.h"
 
 #include <errno.h>
 #include <stdint.h>
@@ -120,14 +121,14 @@ out_close:
 
 int llmc_write_model(const char *path, const FtModel *m, char *err, size_t errlen)
 {
-    char tmp[4096];
-    if (snprintf(tmp, sizeof tmp, "%s.tmp", path) >= (int)sizeof tmp) {
-        snprintf(err, errlen, "%.200s...: path too long", path);
-        return -1;
-    }
+    size_t n = strlen(path) + sizeof ".tmp";
+    char *tmp = malloc(n); /* the file goes in under its name only once whole */
+    FT_ASSERT(tmp);
+    snprintf(tmp, n, "%s.tmp", path);
     FILE *f = fopen(tmp, "wb");
     if (!f) {
         snprintf(err, errlen, "%s: cannot create: %s", tmp, strerror(errno));
+        free(tmp);
         return -1;
     }
     int32_t h[FT_LLMC_HEADER_INTS] = {FT_LLMC_MAGIC, FT_LLMC_VERSION_FP32, m->cfg.maxT, m->cfg.V,
@@ -138,7 +139,9 @@ int llmc_write_model(const char *path, const FtModel *m, char *err, size_t errle
     if (!ok || rename(tmp, path)) {
         snprintf(err, errlen, "%s: write failed: %s", path, strerror(errno));
         remove(tmp);
+        free(tmp);
         return -1;
     }
+    free(tmp);
     return 0;
 }
