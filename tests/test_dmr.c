@@ -296,7 +296,24 @@ static long long naive_left_per_attempt(const FtTrainer *tr, const FtDmrEntryPla
     return n;
 }
 
+/* AGC units (one segment's members in one execution of their tape) of one attempt on this
+ * rank under plan p: each segment once per execution of its slots (M on the micro-batch tape
+ * of a plan per entry). */
+static long long agc_units_per_attempt(const FtTrainer *tr, const FtDmrEntryPlan *p, int M)
+{
+    if (!p) return -1;
+    long long n = 0;
+    for (int g = 0; g < p->nseg; g++)
+        for (int i = 0; i < p->n; i++)
+            if (p->seg[i] == g) { /* its first member: the segment's runs */
+                n += slot_runs(tr, p, i, M);
+                break;
+            }
+    return n;
+}
+
 static long long g_per_attempt; /* mode planned: checked_per_attempt of the run's plan */
+static long long g_agc_units;   /* ... and agc_units_per_attempt */
 static long long g_naive_left;  /* ... and naive_left_per_attempt */
 static bool g_ordered; /* mode planned: every rank's plan has its time-order bound (a plan
                           from the profile: has_order), not below issue 10's */
@@ -327,6 +344,8 @@ static void train_layout(FtConfig *c, const char *schedule, FtModel *m, FtDmrSta
                                             (int)c->parallel.microbatches);
         g_naive_left = naive_left_per_attempt(&r.tr, dmr_plan(train_dmr_get(r.td)),
                                               (int)c->parallel.microbatches);
+        g_agc_units = agc_units_per_attempt(&r.tr, dmr_plan(train_dmr_get(r.td)),
+                                            (int)c->parallel.microbatches);
         g_covered = ft_all(plan_covers(&r.tr, dmr_plan(train_dmr_get(r.td))) ? 1 : 0) == 1;
         const FtDmrEntryPlan *p = dmr_plan(train_dmr_get(r.td));
         double ob = 0, lb = p ? dmr_plan_bounds(p, p->step_s, &ob) : 0;
@@ -1453,6 +1472,31 @@ static void test_agc_piggyback_members(void **state)
     assert_all(s.checks[FT_DMR_S_AGC] > 0 && s.mismatches == 0 && s.attempts == 4);
     assert_all(same_state(&m, &ref));
     model_free(&m), model_free(&ref);
+}
+
+/* pp2 (AC full), phases 1,2 (nothing deferred alone) with room for every segment: each
+ * execution of a segment's members is one unit, replayed whole, in a window or drained (a
+ * member of an open unit does not start a unit of its own; one that meets its own entry in the
+ * open unit, the next micro-batch's, closes it). Counted on each rank: units = attempts x the
+ * plan's segments per attempt, nothing over the budget. (Over the budget a unit is cut where a
+ * member goes naive, at places that depend on when windows came: not counted here.) */
+static void test_agc_units(void **state)
+{
+    (void)state;
+    const Layout *l = &g_layouts[3]; /* pp2 */
+    if (!runs_here(l)) skip();
+    log_init(ft_test_rank(), FT_LOG_WARN);
+    FtConfig c = cfg_of(l, FT_DMR_PLANNED, 4);
+    c.dmr.phases = FT_DMR_PHASES_12, c.dmr.deferred_mb = 256;
+    FtModel m;
+    FtDmrStats s;
+    g_synthetic = true, g_plan_edit = NULL;
+    train_layout(&c, NULL, &m, &s);
+    g_synthetic = false;
+    assert_all(g_agc_units > 0 && g_mine.demoted == 0 && g_mine.attempts == 4);
+    assert_all(g_mine.windowed + g_mine.drained == g_mine.attempts * g_agc_units);
+    assert_all(s.checks[FT_DMR_S_AGC] > 0 && s.mismatches == 0);
+    model_free(&m);
 }
 
 /* ---- the dynamic planner ------------------------------------------------------------------- */
@@ -3180,7 +3224,7 @@ FT_TEST_MAIN(cmocka_unit_test(test_flip_campaign), cmocka_unit_test(test_pipe_bu
              cmocka_unit_test(test_budget_exact), cmocka_unit_test(test_keep_pool),
              cmocka_unit_test(test_keep_pool_budget),
              cmocka_unit_test(test_poll_replays),
-             cmocka_unit_test(test_agc_piggyback_members),
+             cmocka_unit_test(test_agc_piggyback_members), cmocka_unit_test(test_agc_units),
              cmocka_unit_test(test_moe_dynamic), cmocka_unit_test(test_plan_file_roundtrip),
              cmocka_unit_test(test_plan_windows), cmocka_unit_test(test_plan_end_waits),
              cmocka_unit_test(test_plan_budget_per_execution),
