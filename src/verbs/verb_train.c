@@ -60,14 +60,20 @@ typedef struct fetch_ctx {
     const char *what;
 } FetchCtx;
 
-/* " t0 t1 ..." of a row of T tokens (the first 64, then " ..."), into buf */
+/* " t0 t1 ..." of a row of T tokens (the first 64, then " ..."), into buf; where buf is full,
+ * " ..." after the last whole token (never a token cut short) */
 static void tokens_text(char *buf, size_t len, const int *row, int T)
 {
     size_t k = 0;
     buf[0] = 0;
-    for (int t = 0; t < T && t < 64 && k + 8 < len; t++)
-        k += (size_t)snprintf(buf + k, len - k, " %d", row[t]);
-    if (T > 64 && k + 8 < len) snprintf(buf + k, len - k, " ...");
+    int t = 0;
+    for (; t < T && t < 64; t++) {
+        int w = snprintf(buf + k, len - k, " %d", row[t]);
+        if (w < 0 || (size_t)w + 5 > len - k) break; /* room for it and " ..." */
+        k += (size_t)w;
+    }
+    buf[k] = 0;
+    if (t < T) snprintf(buf + k, len - k, " ...");
 }
 
 /* run.log_level = debug: every sequence handed to the model, one line per sequence on the rank

@@ -135,6 +135,20 @@ awk -v lim=$((n * T + 1)) '$2 == "val" {v++; if ($8 < lim) b++} END {exit !(v > 
   && ok "order: validation past the last training target" || bad "order: validation past the last training target" "$(grep ' val ' "$tmp/plain" | head -2)"
 check_tokens "order: the boundary-crossing sequence checked" <(awk -v n0="$n0" -v T=$T '$8 < n0 && $8 + T >= n0' "$tmp/plain" | head -1)
 
+# a sequence longer than 64 tokens: its first 64 inputs and targets, each list ending in "..."
+tiny_T=$T; tiny=("${tiny[@]/train.seq_len=$T/train.seq_len=70}")
+train_log "T 70" 1 "$tmp/long" data.shuffle=false train.steps=3 model.seq_len=70 train.val_every=0
+tiny=("${tiny[@]/train.seq_len=70/train.seq_len=$tiny_T}")
+r=$(awk 'FNR == NR {s[NR - 1] = $1; next}
+  $2 == "train" {
+    off = $8
+    if ($11 != "inputs" || $76 != "..." || $77 != "|" || $78 != "targets" || $143 != "..." || NF != 143) { bad++; next }
+    for (j = 0; j < 64; j++) if ($(12 + j) != s[off + j] || $(79 + j) != s[off + 1 + j]) { bad++; next }
+    n++
+  }
+  END {printf "%d sequences, %d wrong", n, bad; exit !(n > 0 && !bad)}' "$tmp/stream" "$tmp/long")
+[ $? -eq 0 ] && ok "order: T 70: the first 64 tokens, then ... ($r)" || bad "order: T 70: the first 64 tokens, then ..." "$r: $(head -c 600 "$tmp/long")"
+
 train_log "shuffled" 1 "$tmp/shuf" data.shuffle=true train.steps=14 train.val_every=0
 check_tokens "order: shuffled: tokens" "$tmp/shuf"
 perm=$(train_seqs "$tmp/shuf" | awk -v n="$n" -v T=$T '$1 < n {print $2 / T}')
