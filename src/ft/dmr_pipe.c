@@ -231,6 +231,8 @@ int dmr_refine_pipeline_peers(FtDmr *d, FtComm *pp, FtComm *peers, long long max
                      .win_kind = malloc(mi), .cost = malloc((size_t)M * sizeof(double)),
                      .nseg = p->nseg};
     FT_ASSERT(ch.strat && ch.seg && ch.win_after && ch.win_kind && ch.cost);
+    for (int s = 0; s < M; s++) /* the peers' copies defined before root's arrive */
+        ch.strat[s] = ch.seg[s] = ch.win_after[s] = ch.win_kind[s] = -1, ch.cost[s] = 0;
     if (root)
         for (int s = 0; s < M; s++) {
             int w = p->window[s];
