@@ -136,9 +136,8 @@ awk -v lim=$((n * T + 1)) '$2 == "val" {v++; if ($8 < lim) b++} END {exit !(v > 
 check_tokens "order: the boundary-crossing sequence checked" <(awk -v n0="$n0" -v T=$T '$8 < n0 && $8 + T >= n0' "$tmp/plain" | head -1)
 
 # a sequence longer than 64 tokens: its first 64 inputs and targets, each list ending in "..."
-tiny_T=$T; tiny=("${tiny[@]/train.seq_len=$T/train.seq_len=70}")
-train_log "T 70" 1 "$tmp/long" data.shuffle=false train.steps=3 model.seq_len=70 train.val_every=0
-tiny=("${tiny[@]/train.seq_len=70/train.seq_len=$tiny_T}")
+# (a later override wins over tiny's train.seq_len)
+train_log "T 70" 1 "$tmp/long" data.shuffle=false train.steps=3 train.seq_len=70 model.seq_len=70 train.val_every=0
 r=$(awk 'FNR == NR {s[NR - 1] = $1; next}
   $2 == "train" {
     off = $8
